@@ -1,0 +1,5 @@
+//! stub
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod protocol;

@@ -1,0 +1,23 @@
+//! Failure codes: the `code` of a `failed` event, as named constants so that callers never
+//! match on prose.
+
+/// The turn ran past the deadline a [`Deadline`](super::middleware::Deadline) set.
+pub const DEADLINE: &str = "deadline";
+/// The turn used more tokens than a [`TokenBudget`](super::middleware::TokenBudget) allows.
+pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+/// The prompt was empty or carried an image that cannot be sent; `details` names the field.
+pub const INVALID_PROMPT: &str = "invalid_prompt";
+/// The model was throttled or unavailable, and stayed so after every retry.
+pub const MODEL_UNAVAILABLE: &str = "model_unavailable";
+/// The model refused the request (validation, access, unknown model): retrying cannot help.
+pub const MODEL_REJECTED: &str = "model_rejected";
+/// The model's stream broke after output was already streamed; what it produced was kept.
+pub const MODEL_STREAM_INTERRUPTED: &str = "model_stream_interrupted";
+/// The session store failed; nothing of the turn was half-written.
+pub const STORE_FAILED: &str = "store_failed";
+/// This turn id already ran to its end: nothing ran again.
+pub const DUPLICATE_TURN: &str = "duplicate_turn";
+/// This turn id is running elsewhere under a live lease.
+pub const TURN_IN_PROGRESS: &str = "turn_in_progress";
+/// A bug: something that should not happen did. `details` says what.
+pub const INTERNAL: &str = "internal";

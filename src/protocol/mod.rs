@@ -1,0 +1,26 @@
+//! The Agent Handler contract: [`Agent::invoke`]`(scope, prompt)` returns a stream of
+//! [`AgentEvent`]s.
+//!
+//! This module is the contract alone. It depends on no other module of this crate and on no
+//! AWS crate, so that it can be lifted into a crate of its own: `std`, `futures`, `serde`,
+//! `tower-layer`, `tracing` and tokio's timer (for the deadline middleware and the checker).
+//!
+//! - [`Agent`], [`AgentExt`], [`agent_fn`]: the trait, its conveniences, an agent from a closure.
+//! - [`AgentEvent`], [`Scope`], [`Prompt`]: what goes in and what comes out.
+//! - [`collect`]: buffered consumption, with [`AgentFailure`] for a `failed` terminal.
+//! - [`middleware`]: tracing, deadline and token budget wrappers, each itself an `Agent`.
+//! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
+//! - [`codes`]: the failure codes this crate's agents use.
+
+mod agent;
+pub mod codes;
+mod collect;
+pub mod conformance;
+mod event;
+pub mod middleware;
+mod scope;
+
+pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
+pub use collect::{AgentFailure, CollectError, Collected, collect};
+pub use event::AgentEvent;
+pub use scope::{ImageRef, Prompt, Scope, TURN_ID_KEY};

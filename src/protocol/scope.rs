@@ -1,0 +1,105 @@
+//! [`Scope`] and [`Prompt`]: the two arguments of [`Agent::invoke`](super::Agent::invoke).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Who and where a turn belongs to.
+///
+/// `session` anchors a conversation across invocations: every turn of one conversation uses the
+/// same value. Every other field is an extension (identity, source, constraints, a turn id); it
+/// is kept in [`extensions`](Self::extensions) and survives a round trip unchanged.
+///
+/// ```
+/// use agent_worker::protocol::Scope;
+///
+/// let scope: Scope = serde_json::from_str(r#"{"session":"s1","turnId":"t-9","userId":"u"}"#).unwrap();
+/// assert_eq!(scope.session, "s1");
+/// assert_eq!(scope.turn_id(), Some("t-9"));
+/// assert_eq!(
+///     serde_json::to_string(&scope).unwrap(),
+///     r#"{"session":"s1","turnId":"t-9","userId":"u"}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scope {
+    /// The conversation anchor, owned by the caller.
+    pub session: String,
+    /// Extension fields, in the order they came.
+    #[serde(flatten)]
+    pub extensions: Map<String, Value>,
+}
+
+/// The extension key that carries a turn's id, when the caller has one.
+pub const TURN_ID_KEY: &str = "turnId";
+
+impl Scope {
+    /// A scope for `session` with no extensions.
+    pub fn new(session: impl Into<String>) -> Self {
+        Self {
+            session: session.into(),
+            extensions: Map::new(),
+        }
+    }
+
+    /// Adds or replaces the extension `key`.
+    #[must_use]
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extensions.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the turn's id (the [`TURN_ID_KEY`] extension).
+    #[must_use]
+    pub fn with_turn_id(self, turn_id: impl Into<String>) -> Self {
+        self.with(TURN_ID_KEY, turn_id.into())
+    }
+
+    /// The turn's id, when the caller gave one.
+    pub fn turn_id(&self) -> Option<&str> {
+        self.extensions.get(TURN_ID_KEY).and_then(Value::as_str)
+    }
+}
+
+/// What the person said: text and, optionally, pictures.
+///
+/// ```
+/// use agent_worker::protocol::Prompt;
+///
+/// let prompt = Prompt::text("What time is it?");
+/// assert_eq!(serde_json::to_string(&prompt).unwrap(), r#"{"text":"What time is it?"}"#);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Prompt {
+    /// The person's words.
+    pub text: String,
+    /// Pictures sent with the words. Agents that do not support images ignore them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
+}
+
+impl Prompt {
+    /// A prompt of text alone.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            images: Vec::new(),
+        }
+    }
+
+    /// Adds a picture.
+    #[must_use]
+    pub fn with_image(mut self, image: ImageRef) -> Self {
+        self.images.push(image);
+        self
+    }
+}
+
+/// A picture carried inline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRef {
+    /// Its media type, such as `image/png`.
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    /// Its bytes, base64-encoded.
+    pub data: String,
+}
