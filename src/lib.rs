@@ -3,3 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod protocol;
+pub mod session;
+pub mod engine;
+#[cfg(feature = "testing")]
+pub mod testing;

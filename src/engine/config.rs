@@ -1,0 +1,117 @@
+//! [`EngineConfig`]: the engine's tuning, with every default in one place.
+
+use std::time::Duration;
+
+/// How many model rounds one turn may take.
+pub const DEFAULT_MAX_ROUNDS: u32 = 12;
+/// The output tokens one model response may use, reasoning included.
+pub const DEFAULT_MAX_TOKENS: u32 = 32_000;
+/// The model's sampling temperature.
+pub const DEFAULT_TEMPERATURE: f32 = 0.3;
+/// Whether a forced step is sent as a forced tool choice (`true`) or as that tool alone plus
+/// an instruction to call it (`false`, for models that refuse a forced choice).
+pub const DEFAULT_FORCED_TOOL_CHOICE: bool = true;
+/// How long one tool call may run.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one turn may run. Keep it below the host's own limit.
+pub const DEFAULT_TURN_DEADLINE: Duration = Duration::from_secs(14 * 60);
+/// How many times a transient model failure is retried.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// The first retry's delay; each further retry doubles it, with jitter.
+pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
+/// The longest delay between two retries.
+pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(20);
+/// Time a turn's lease holds beyond its deadline, for storing what it produced.
+pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(60);
+
+/// The engine's tuning. Start from [`Default`], change fields, and the engine's builder
+/// [validates](Self::validate) the whole at construction.
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_worker::engine::EngineConfig;
+///
+/// let config = EngineConfig { max_rounds: 4, tool_timeout: Duration::from_secs(5), ..EngineConfig::default() };
+/// assert!(config.validate().is_ok());
+/// let broken = EngineConfig { temperature: 3.0, ..EngineConfig::default() };
+/// assert_eq!(broken.validate().unwrap_err().to_string(), "temperature must be between 0 and 1, not 3");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Model rounds per turn; the turn completes with `stopReason: "max_rounds"` after them.
+    pub max_rounds: u32,
+    /// Output tokens per model response.
+    pub max_tokens: u32,
+    /// Sampling temperature, 0 to 1.
+    pub temperature: f32,
+    /// How a forced step is sent; see [`DEFAULT_FORCED_TOOL_CHOICE`].
+    pub forced_tool_choice: bool,
+    /// Per tool call.
+    pub tool_timeout: Duration,
+    /// Per turn.
+    pub turn_deadline: Duration,
+    /// Retries of a transient model failure.
+    pub retries: u32,
+    /// First retry delay.
+    pub retry_base_delay: Duration,
+    /// Longest retry delay.
+    pub retry_max_delay: Duration,
+    /// Lease beyond the deadline.
+    pub lease_margin: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            temperature: DEFAULT_TEMPERATURE,
+            forced_tool_choice: DEFAULT_FORCED_TOOL_CHOICE,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            turn_deadline: DEFAULT_TURN_DEADLINE,
+            retries: DEFAULT_RETRIES,
+            retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
+            retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
+            lease_margin: DEFAULT_LEASE_MARGIN,
+        }
+    }
+}
+
+/// A tuning value out of range; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+impl EngineConfig {
+    /// Checks every field, naming the first one out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |msg: String| Err(ConfigError(msg));
+        if self.max_rounds == 0 {
+            return fail("max_rounds must be at least 1".into());
+        }
+        if self.max_tokens == 0 || self.max_tokens > i32::MAX as u32 {
+            return fail(format!("max_tokens must be between 1 and {}, not {}", i32::MAX, self.max_tokens));
+        }
+        if !(0.0..=1.0).contains(&self.temperature) {
+            return fail(format!("temperature must be between 0 and 1, not {}", self.temperature));
+        }
+        if self.tool_timeout.is_zero() {
+            return fail("tool_timeout must be longer than zero".into());
+        }
+        if self.turn_deadline.is_zero() {
+            return fail("turn_deadline must be longer than zero".into());
+        }
+        if self.retries > 10 {
+            return fail(format!("retries must be at most 10, not {}", self.retries));
+        }
+        if self.retry_base_delay > self.retry_max_delay {
+            return fail("retry_base_delay must not be longer than retry_max_delay".into());
+        }
+        Ok(())
+    }
+
+    /// The lease a turn claims: its deadline plus the margin for storing.
+    pub fn lease(&self) -> Duration {
+        self.turn_deadline + self.lease_margin
+    }
+}

@@ -1,0 +1,251 @@
+//! The turn core: [`Engine`] runs turns on a [`Model`] with [`tools`], keeping session state in
+//! a [`SessionStore`].
+//!
+//! - [`Engine`] / [`EngineBuilder`]: the agent; `invoke` runs one turn.
+//! - [`EngineConfig`]: tuning, every default a named constant in [`config`].
+//! - [`model`]: the model seam and its Bedrock implementation.
+//! - [`tools`]: the tool trait, validation and the example tools.
+//! - [`TurnPolicy`]: per-step decisions (a forced tool).
+//!
+//! A turn: the prompt is checked; the turn is claimed (a redelivered turn runs once); the
+//! history is loaded and repaired; then rounds run until the model ends its turn: text deltas
+//! stream as `text`, reasoning as `thinking`, each tool call as `tool_started`/`tool_ended`,
+//! results go back to the model. Transient model failures are retried with backoff, each retry
+//! announced. What the turn produced is stored with its outcome, then the terminal is emitted.
+//! Dropping the stream aborts the model request and every running tool.
+
+pub mod config;
+mod error;
+pub mod model;
+mod policy;
+mod prompt;
+mod retry;
+mod think_tags;
+pub mod tools;
+mod turn;
+mod turn_stream;
+
+pub use config::{ConfigError, EngineConfig};
+pub use error::EngineError;
+pub use model::{BedrockModel, Model};
+pub use policy::{StepContext, TurnPolicy};
+pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
+pub use tools::{Tool, ToolSpec, Toolset};
+
+use std::fmt;
+use std::sync::Arc;
+
+use model::{ModelRequest, ToolChoice, ToolDescription};
+
+use crate::protocol::{Agent, EventStream, Prompt, Scope};
+use crate::session::{Message, SessionStore};
+
+/// The agent engine: an [`Agent`] whose turns run on a model with tools, with their state in a
+/// [`SessionStore`]. Cheap to clone; clones share everything.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use agent_worker::engine::{tools::examples, BedrockModel, Engine};
+/// use agent_worker::protocol::{AgentEvent, AgentExt, Prompt, Scope};
+/// use agent_worker::session::MemoryStore;
+/// use futures_util::StreamExt;
+///
+/// # async fn demo(client: aws_sdk_bedrockruntime::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::builder()
+///     .model(BedrockModel::new(client, "us.anthropic.claude-sonnet-4-6"))
+///     .store(MemoryStore::new())
+///     .system_prompt("You are a concise assistant.")
+///     .tool(examples::by_name("current_time").unwrap())
+///     .build()?;
+///
+/// // Streaming: print text as it arrives.
+/// let mut events = engine.invoke(Scope::new("s1"), Prompt::text("What time is it?"));
+/// while let Some(event) = events.next().await {
+///     if let AgentEvent::Text { delta } = event {
+///         print!("{delta}");
+///     }
+/// }
+///
+/// // Buffered: the text and data of a whole turn.
+/// let answer = engine.collect(Scope::new("s1"), Prompt::text("And in Tokyo?")).await?;
+/// println!("{}", answer.text);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    model: Arc<dyn Model>,
+    store: Arc<dyn SessionStore>,
+    tools: Toolset,
+    config: EngineConfig,
+    system_prompt: Option<String>,
+    policy: Option<Arc<dyn TurnPolicy>>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.inner.model)
+            .field("store", &self.inner.store)
+            .field("tools", &self.inner.tools)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts building an engine.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// The engine's tuning.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The model's id.
+    pub fn model_id(&self) -> &str {
+        self.inner.model.id()
+    }
+}
+
+impl Agent for Engine {
+    fn invoke(&self, scope: Scope, prompt: Prompt) -> EventStream {
+        let inner = self.inner.clone();
+        turn_stream::turn_stream(move |out| turn::run(inner, scope, prompt, out))
+    }
+}
+
+impl EngineInner {
+    /// The request for one step.
+    fn request(&self, messages: Vec<Message>, forced: Option<String>, plan_less: bool) -> ModelRequest {
+        let mut system: Vec<String> = self.system_prompt.iter().cloned().collect();
+        let mut tools: Vec<ToolDescription> = self
+            .tools
+            .specs()
+            .map(|spec| ToolDescription {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.input_schema.clone(),
+            })
+            .collect();
+        let mut tool_choice = ToolChoice::Auto;
+        match forced {
+            Some(name) if self.tools.spec(&name).is_some() => {
+                if self.config.forced_tool_choice {
+                    tool_choice = ToolChoice::Tool(name);
+                } else {
+                    tools.retain(|t| t.name == name);
+                    system.push(format!("Call the tool `{name}` now."));
+                }
+            }
+            Some(name) => tracing::warn!(tool = %name, "the turn policy forced a tool the engine does not have"),
+            None => {}
+        }
+        if plan_less {
+            system.push(turn::PLAN_LESS.to_owned());
+        }
+        ModelRequest {
+            system,
+            messages,
+            tools,
+            tool_choice,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+        }
+    }
+}
+
+/// Builds an [`Engine`]; a model and a store are required.
+#[derive(Default)]
+pub struct EngineBuilder {
+    model: Option<Arc<dyn Model>>,
+    store: Option<Arc<dyn SessionStore>>,
+    tools: Vec<Arc<dyn Tool>>,
+    config: EngineConfig,
+    system_prompt: Option<String>,
+    policy: Option<Arc<dyn TurnPolicy>>,
+}
+
+impl fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("model", &self.model)
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineBuilder {
+    /// The model turns run on (required).
+    #[must_use]
+    pub fn model(mut self, model: impl Model + 'static) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// Where session state lives (required).
+    #[must_use]
+    pub fn store(mut self, store: impl SessionStore + 'static) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Adds a tool.
+    #[must_use]
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds tools.
+    #[must_use]
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Replaces the tuning.
+    #[must_use]
+    pub fn config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The system prompt: the assistant's identity and rules.
+    #[must_use]
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Per-step decisions.
+    #[must_use]
+    pub fn turn_policy(mut self, policy: impl TurnPolicy + 'static) -> Self {
+        self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Builds the engine, checking every part.
+    pub fn build(self) -> Result<Engine, EngineError> {
+        let model = self.model.ok_or(EngineError::Missing("model"))?;
+        let store = self.store.ok_or(EngineError::Missing("store"))?;
+        self.config.validate()?;
+        let tools = Toolset::new(self.tools)?;
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                model,
+                store,
+                tools,
+                config: self.config,
+                system_prompt: self.system_prompt,
+                policy: self.policy,
+            }),
+        })
+    }
+}

@@ -1,0 +1,368 @@
+//! [`BedrockModel`]: the [`Model`] on Amazon Bedrock's ConverseStream API.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::retry::RetryConfig;
+use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
+use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
+use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
+use aws_smithy_types::event_stream::RawMessage;
+use aws_sdk_bedrockruntime::types::{
+    self as bedrock, ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseStreamOutput,
+    ReasoningContentBlockDelta,
+};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use futures_util::stream;
+use serde_json::Value;
+
+use super::document::to_document;
+use super::{Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage, ToolChoice};
+use crate::session::{ContentBlock, Message, Role};
+
+/// A Bedrock model reached through `aws-sdk-bedrockruntime`'s ConverseStream.
+///
+/// The client is injected, so its endpoint, region and credentials are the caller's (a test
+/// points it at the stand-in). Its own retries are switched off: the engine retries, and
+/// announces every retry.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use agent_worker::engine::model::BedrockModel;
+///
+/// let sdk_config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+/// let client = aws_sdk_bedrockruntime::Client::new(&sdk_config);
+/// let model = BedrockModel::new(client, "us.anthropic.claude-sonnet-4-6");
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct BedrockModel {
+    client: Client,
+    model_id: String,
+}
+
+impl fmt::Debug for BedrockModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BedrockModel").field("model_id", &self.model_id).finish_non_exhaustive()
+    }
+}
+
+impl BedrockModel {
+    /// A model `model_id` (a model id, inference profile id or ARN) on `client`, whose own
+    /// retries are switched off.
+    pub fn new(client: Client, model_id: impl Into<String>) -> Self {
+        let config = client.config().to_builder().retry_config(RetryConfig::disabled()).build();
+        Self {
+            client: Client::from_conf(config),
+            model_id: model_id.into(),
+        }
+    }
+}
+
+impl Model for BedrockModel {
+    fn id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let call = build_call(&self.client, &self.model_id, request);
+        let state = match call {
+            Ok(call) => State::Start(Box::new(call)),
+            Err(error) => State::Failed(Some(error)),
+        };
+        Box::pin(stream::unfold(state, next_event))
+    }
+}
+
+type Call = aws_sdk_bedrockruntime::operation::converse_stream::builders::ConverseStreamFluentBuilder;
+type Receiver = EventReceiver<ConverseStreamOutput, ConverseStreamOutputError>;
+
+enum State {
+    Start(Box<Call>),
+    Streaming(Box<Receiver>, Assembly),
+    Failed(Option<ModelError>),
+    Done,
+}
+
+/// Tool calls being assembled, by content block index.
+#[derive(Default)]
+struct Assembly {
+    tools: HashMap<i32, (String, String, String)>,
+}
+
+async fn next_event(mut state: State) -> Option<(Result<ModelEvent, ModelError>, State)> {
+    loop {
+        state = match state {
+            State::Done => return None,
+            State::Failed(error) => return error.map(|e| (Err(e), State::Done)),
+            State::Start(call) => match call.send().await {
+                Ok(output) => State::Streaming(Box::new(output.stream), Assembly::default()),
+                Err(error) => return Some((Err(classify_call_error(&error)), State::Done)),
+            },
+            State::Streaming(mut receiver, mut assembly) => match receiver.recv().await {
+                Ok(Some(output)) => match translate(output, &mut assembly) {
+                    Some(event) => return Some((Ok(event), State::Streaming(receiver, assembly))),
+                    None => State::Streaming(receiver, assembly),
+                },
+                Ok(None) => return None,
+                Err(error) => return Some((Err(classify_stream_error(&error)), State::Done)),
+            },
+        };
+    }
+}
+
+fn translate(output: ConverseStreamOutput, assembly: &mut Assembly) -> Option<ModelEvent> {
+    match output {
+        ConverseStreamOutput::ContentBlockStart(start) => {
+            if let Some(ContentBlockStart::ToolUse(tool)) = start.start() {
+                assembly.tools.insert(
+                    start.content_block_index(),
+                    (tool.tool_use_id().to_owned(), tool.name().to_owned(), String::new()),
+                );
+            }
+            None
+        }
+        ConverseStreamOutput::ContentBlockDelta(delta) => match delta.delta()? {
+            ContentBlockDelta::Text(text) if !text.is_empty() => Some(ModelEvent::TextDelta(text.clone())),
+            ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::Text(text)) if !text.is_empty() => {
+                Some(ModelEvent::ReasoningDelta(text.clone()))
+            }
+            ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::Signature(sig)) => {
+                Some(ModelEvent::ReasoningSignature(sig.clone()))
+            }
+            ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::RedactedContent(blob)) => {
+                Some(ModelEvent::RedactedReasoning(blob.clone().into_inner()))
+            }
+            ContentBlockDelta::ToolUse(tool) => {
+                if let Some(entry) = assembly.tools.get_mut(&delta.content_block_index()) {
+                    entry.2.push_str(tool.input());
+                }
+                None
+            }
+            _ => None,
+        },
+        ConverseStreamOutput::ContentBlockStop(stop) => assembly
+            .tools
+            .remove(&stop.content_block_index())
+            .map(|(id, name, input)| ModelEvent::ToolUse { id, name, input }),
+        ConverseStreamOutput::MessageStop(stop) => Some(ModelEvent::Stop(stop_reason(stop.stop_reason()))),
+        ConverseStreamOutput::Metadata(meta) => meta.usage().map(|usage| {
+            ModelEvent::Usage(TokenUsage {
+                input_tokens: u64::try_from(usage.input_tokens()).unwrap_or_default(),
+                output_tokens: u64::try_from(usage.output_tokens()).unwrap_or_default(),
+            })
+        }),
+        _ => None,
+    }
+}
+
+fn stop_reason(reason: &bedrock::StopReason) -> StopReason {
+    match reason {
+        bedrock::StopReason::EndTurn => StopReason::EndTurn,
+        bedrock::StopReason::ToolUse => StopReason::ToolUse,
+        bedrock::StopReason::MaxTokens => StopReason::MaxTokens,
+        bedrock::StopReason::StopSequence => StopReason::StopSequence,
+        bedrock::StopReason::GuardrailIntervened => StopReason::GuardrailIntervened,
+        bedrock::StopReason::ContentFiltered => StopReason::ContentFiltered,
+        other => StopReason::Other(other.as_str().to_owned()),
+    }
+}
+
+fn described<E: ProvideErrorMetadata>(err: &E, fallback: &str) -> String {
+    match (err.code(), err.message()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code.to_owned(),
+        (None, Some(message)) => message.to_owned(),
+        (None, None) => fallback.to_owned(),
+    }
+}
+
+fn classify_call_error(error: &SdkError<ConverseStreamError>) -> ModelError {
+    use ConverseStreamError as E;
+    let kind = match error {
+        SdkError::ServiceError(service) => match service.err() {
+            E::ThrottlingException(_) => ModelErrorKind::Throttled,
+            E::ModelNotReadyException(_) => ModelErrorKind::NotReady,
+            E::ServiceUnavailableException(_) | E::InternalServerException(_) => ModelErrorKind::Unavailable,
+            E::ModelTimeoutException(_) => ModelErrorKind::Timeout,
+            E::ModelStreamErrorException(_) => ModelErrorKind::StreamInterrupted,
+            E::ValidationException(_) | E::ModelErrorException(_) => ModelErrorKind::Rejected,
+            E::AccessDeniedException(_) => ModelErrorKind::AccessDenied,
+            E::ResourceNotFoundException(_) => ModelErrorKind::NotFound,
+            _ => match service.raw().status().as_u16() {
+                429 => ModelErrorKind::Throttled,
+                500..=599 => ModelErrorKind::Unavailable,
+                400 => ModelErrorKind::Rejected,
+                _ => ModelErrorKind::Other,
+            },
+        },
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelErrorKind::Unavailable,
+        SdkError::TimeoutError(_) => ModelErrorKind::Timeout,
+        _ => ModelErrorKind::Other,
+    };
+    let message = match error {
+        SdkError::ServiceError(service) => described(service.err(), "the model call failed"),
+        other => format!("the model call failed: {}", DisplayErrorContext(other)),
+    };
+    ModelError::new(kind, message)
+}
+
+fn classify_stream_error(error: &SdkError<ConverseStreamOutputError, RawMessage>) -> ModelError {
+    use ConverseStreamOutputError as E;
+    let kind = match error {
+        SdkError::ServiceError(service) => match service.err() {
+            E::ThrottlingException(_) => ModelErrorKind::Throttled,
+            E::ServiceUnavailableException(_) | E::InternalServerException(_) => ModelErrorKind::Unavailable,
+            E::ModelStreamErrorException(_) => ModelErrorKind::StreamInterrupted,
+            E::ValidationException(_) => ModelErrorKind::Rejected,
+            _ => ModelErrorKind::StreamInterrupted,
+        },
+        SdkError::TimeoutError(_) => ModelErrorKind::Timeout,
+        _ => ModelErrorKind::StreamInterrupted,
+    };
+    let message = match error {
+        SdkError::ServiceError(service) => described(service.err(), "the model's stream failed"),
+        other => format!("the model's stream failed: {}", DisplayErrorContext(other)),
+    };
+    ModelError::new(kind, message)
+}
+
+fn invalid(what: impl fmt::Display) -> ModelError {
+    ModelError::new(ModelErrorKind::Other, format!("could not build the Bedrock request: {what}"))
+}
+
+fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<Call, ModelError> {
+    let messages = request
+        .messages
+        .iter()
+        .map(to_bedrock_message)
+        .collect::<Result<Vec<_>, _>>()?;
+    let inference = bedrock::InferenceConfiguration::builder()
+        .max_tokens(i32::try_from(request.max_tokens).unwrap_or(i32::MAX))
+        .temperature(request.temperature)
+        .build();
+    let mut call = client
+        .converse_stream()
+        .model_id(model_id)
+        .set_messages(Some(messages))
+        .inference_config(inference);
+    for system in request.system.into_iter().filter(|s| !s.trim().is_empty()) {
+        call = call.system(bedrock::SystemContentBlock::Text(system));
+    }
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|tool| {
+                bedrock::ToolSpecification::builder()
+                    .name(&tool.name)
+                    .description(&tool.description)
+                    .input_schema(bedrock::ToolInputSchema::Json(to_document(&tool.input_schema)))
+                    .build()
+                    .map(bedrock::Tool::ToolSpec)
+                    .map_err(invalid)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => bedrock::ToolChoice::Auto(bedrock::AutoToolChoice::builder().build()),
+            ToolChoice::Tool(name) => bedrock::ToolChoice::Tool(
+                bedrock::SpecificToolChoice::builder().name(name).build().map_err(invalid)?,
+            ),
+        };
+        let config = bedrock::ToolConfiguration::builder()
+            .set_tools(Some(tools))
+            .tool_choice(choice)
+            .build()
+            .map_err(invalid)?;
+        call = call.tool_config(config);
+    }
+    Ok(call)
+}
+
+fn to_bedrock_message(message: &Message) -> Result<bedrock::Message, ModelError> {
+    let role = match message.role {
+        Role::User => ConversationRole::User,
+        Role::Assistant => ConversationRole::Assistant,
+    };
+    let content = message
+        .content
+        .iter()
+        .map(to_bedrock_block)
+        .collect::<Result<Vec<_>, _>>()?;
+    bedrock::Message::builder()
+        .role(role)
+        .set_content(Some(content))
+        .build()
+        .map_err(invalid)
+}
+
+fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, ModelError> {
+    Ok(match block {
+        ContentBlock::Text { text } => bedrock::ContentBlock::Text(text.clone()),
+        ContentBlock::Image { mime_type, data } => {
+            let format = match mime_type.as_str() {
+                "image/png" => bedrock::ImageFormat::Png,
+                "image/jpeg" => bedrock::ImageFormat::Jpeg,
+                "image/gif" => bedrock::ImageFormat::Gif,
+                "image/webp" => bedrock::ImageFormat::Webp,
+                other => return Err(invalid(format_args!("unsupported image type {other}"))),
+            };
+            let bytes = BASE64.decode(data).map_err(invalid)?;
+            bedrock::ContentBlock::Image(
+                bedrock::ImageBlock::builder()
+                    .format(format)
+                    .source(bedrock::ImageSource::Bytes(Blob::new(bytes)))
+                    .build()
+                    .map_err(invalid)?,
+            )
+        }
+        ContentBlock::Reasoning { text, signature } => bedrock::ContentBlock::ReasoningContent(
+            bedrock::ReasoningContentBlock::ReasoningText(
+                bedrock::ReasoningTextBlock::builder()
+                    .text(text)
+                    .set_signature(signature.clone())
+                    .build()
+                    .map_err(invalid)?,
+            ),
+        ),
+        ContentBlock::RedactedReasoning { data } => bedrock::ContentBlock::ReasoningContent(
+            bedrock::ReasoningContentBlock::RedactedContent(Blob::new(BASE64.decode(data).map_err(invalid)?)),
+        ),
+        ContentBlock::ToolUse { id, name, input } => bedrock::ContentBlock::ToolUse(
+            bedrock::ToolUseBlock::builder()
+                .tool_use_id(id)
+                .name(name)
+                .input(to_document(input))
+                .build()
+                .map_err(invalid)?,
+        ),
+        ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            let result = match content {
+                Value::String(text) => bedrock::ToolResultContentBlock::Text(text.clone()),
+                Value::Object(_) => bedrock::ToolResultContentBlock::Json(to_document(content)),
+                other => bedrock::ToolResultContentBlock::Json(to_document(&serde_json::json!({ "result": other }))),
+            };
+            let status = if *is_error {
+                bedrock::ToolResultStatus::Error
+            } else {
+                bedrock::ToolResultStatus::Success
+            };
+            bedrock::ContentBlock::ToolResult(
+                bedrock::ToolResultBlock::builder()
+                    .tool_use_id(tool_use_id)
+                    .content(result)
+                    .status(status)
+                    .build()
+                    .map_err(invalid)?,
+            )
+        }
+    })
+}

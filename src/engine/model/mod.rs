@@ -1,0 +1,224 @@
+//! The model seam: [`Model`] streams one response for a [`ModelRequest`].
+//!
+//! The engine speaks this small, provider-neutral vocabulary; [`BedrockModel`] maps it to
+//! Amazon Bedrock's ConverseStream. Tests can script a model at this level, but the engine's
+//! own tests run the real Bedrock client against the wire-level stand-in.
+
+mod bedrock;
+mod document;
+
+pub use bedrock::BedrockModel;
+
+use std::fmt;
+use std::pin::Pin;
+
+use futures_core::Stream;
+use serde_json::Value;
+
+use crate::session::Message;
+
+/// One request to the model: the whole conversation so far and what it may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// System prompt blocks, in order. The first blocks stay the same across a session (the
+    /// cacheable prefix); a step's own instructions come last.
+    pub system: Vec<String>,
+    /// The conversation, satisfying every [history invariant](crate::session::history).
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    pub tools: Vec<ToolDescription>,
+    /// Whether the model must call a given tool.
+    pub tool_choice: ToolChoice,
+    /// Output token cap.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f32,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescription {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its input's JSON Schema.
+    pub input_schema: Value,
+}
+
+/// Whether the model may choose, or must call one tool.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// One piece of a streamed model response.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ModelEvent {
+    /// Answer text.
+    TextDelta(String),
+    /// Reasoning text.
+    ReasoningDelta(String),
+    /// The signature that closes the current reasoning block.
+    ReasoningSignature(String),
+    /// Encrypted reasoning, to be sent back as it came.
+    RedactedReasoning(Vec<u8>),
+    /// A tool call whose input is complete. `input` is the JSON text exactly as the model
+    /// wrote it (possibly empty, possibly broken).
+    ToolUse {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments' JSON text.
+        input: String,
+    },
+    /// Why the model stopped.
+    Stop(StopReason),
+    /// Tokens the response used.
+    Usage(TokenUsage),
+}
+
+/// Why a model response ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model wants its tool calls run.
+    ToolUse,
+    /// The output token cap cut the response.
+    MaxTokens,
+    /// A stop sequence matched.
+    StopSequence,
+    /// A guardrail intervened.
+    GuardrailIntervened,
+    /// Content filtering removed the output.
+    ContentFiltered,
+    /// A reason this crate does not know.
+    Other(String),
+}
+
+impl StopReason {
+    /// The reason's wire name, as `completed.data.stopReason` carries it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::StopSequence => "stop_sequence",
+            Self::GuardrailIntervened => "guardrail_intervened",
+            Self::ContentFiltered => "content_filtered",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+/// Tokens one model response used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+/// What kind of failure a model call met; it decides whether the engine retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider is rate-limiting (retried).
+    Throttled,
+    /// The model is not ready yet (retried).
+    NotReady,
+    /// The provider failed or could not be reached: 5xx, connection errors (retried).
+    Unavailable,
+    /// The provider or the network timed out (retried).
+    Timeout,
+    /// The stream broke with an exception mid-response (retried when nothing was streamed).
+    StreamInterrupted,
+    /// The request is invalid: retrying cannot help.
+    Rejected,
+    /// The caller may not use the model.
+    AccessDenied,
+    /// The model does not exist.
+    NotFound,
+    /// Anything else; not retried.
+    Other,
+}
+
+impl ModelErrorKind {
+    /// Whether trying again may succeed.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Self::Throttled | Self::NotReady | Self::Unavailable | Self::Timeout | Self::StreamInterrupted
+        )
+    }
+}
+
+/// A failed model call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    /// What kind of failure.
+    pub kind: ModelErrorKind,
+    /// Readable details, with the provider's error code when it gave one.
+    pub message: String,
+}
+
+impl ModelError {
+    /// A model error of `kind`.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A streamed model response. Dropping it aborts the request.
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static>>;
+
+/// A model the engine can call.
+///
+/// Implementations stream the response as it arrives and do not retry on their own: the
+/// engine retries, so that every retry is announced with a `retrying` event.
+///
+/// ```
+/// use agent_worker::engine::model::{Model, ModelEvent, ModelRequest, ModelStream, StopReason};
+///
+/// #[derive(Debug)]
+/// struct Hello;
+///
+/// impl Model for Hello {
+///     fn id(&self) -> &str { "hello" }
+///     fn stream(&self, _request: ModelRequest) -> ModelStream {
+///         Box::pin(futures_util::stream::iter([
+///             Ok(ModelEvent::TextDelta("Hello!".into())),
+///             Ok(ModelEvent::Stop(StopReason::EndTurn)),
+///         ]))
+///     }
+/// }
+/// ```
+pub trait Model: Send + Sync + fmt::Debug {
+    /// The model's id, for logs and health.
+    fn id(&self) -> &str;
+
+    /// Streams one response to `request`. Errors arrive as items, the first one ending it.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        (**self).stream(request)
+    }
+}

@@ -1,0 +1,40 @@
+//! [`TurnPolicy`]: per-step decisions a host can make about a turn.
+
+use std::fmt;
+
+/// Where a turn stands when a step is about to be sent.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct StepContext<'a> {
+    /// The session.
+    pub session: &'a str,
+    /// The turn.
+    pub turn_id: &'a str,
+    /// The round about to run, from 0.
+    pub round: u32,
+}
+
+/// Decisions about each step of a turn. Every method has a default that decides nothing.
+///
+/// ```
+/// use agent_worker::engine::{StepContext, TurnPolicy};
+///
+/// /// Always look the time up first.
+/// #[derive(Debug)]
+/// struct TimeFirst;
+///
+/// impl TurnPolicy for TimeFirst {
+///     fn force_tool(&self, step: &StepContext<'_>) -> Option<String> {
+///         (step.round == 0).then(|| "current_time".to_owned())
+///     }
+/// }
+/// ```
+pub trait TurnPolicy: Send + Sync + fmt::Debug {
+    /// A tool the model must call in this step. With
+    /// [`forced_tool_choice`](super::EngineConfig::forced_tool_choice) the model is sent a forced
+    /// tool choice; without it, only that tool and an instruction to call it.
+    fn force_tool(&self, step: &StepContext<'_>) -> Option<String> {
+        let _ = step;
+        None
+    }
+}

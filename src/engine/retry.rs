@@ -1,0 +1,38 @@
+//! Retry delays: exponential backoff with jitter.
+
+use std::time::Duration;
+
+use super::EngineConfig;
+
+/// The delay before retry `attempt` (1 for the first): the base doubled per attempt, capped,
+/// then drawn between half and all of that, so that workers throttled together spread out.
+pub(crate) fn backoff(config: &EngineConfig, attempt: u32) -> Duration {
+    let exp = config
+        .retry_base_delay
+        .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
+        .min(config.retry_max_delay);
+    let half = exp / 2;
+    half + half.mul_f64(fastrand::f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_with_jitter_and_stay_under_the_cap() {
+        let config = EngineConfig {
+            retry_base_delay: Duration::from_millis(100),
+            retry_max_delay: Duration::from_millis(350),
+            ..EngineConfig::default()
+        };
+        for _ in 0..100 {
+            let first = backoff(&config, 1);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            let second = backoff(&config, 2);
+            assert!(second >= Duration::from_millis(100) && second <= Duration::from_millis(200));
+            let capped = backoff(&config, 9);
+            assert!(capped >= Duration::from_millis(175) && capped <= Duration::from_millis(350));
+        }
+    }
+}

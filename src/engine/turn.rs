@@ -1,0 +1,547 @@
+//! One turn: claim, load history, run the tool loop under the deadline, store, end.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::model::{ModelError, ModelEvent, StopReason};
+use super::prompt::user_message;
+use super::retry::backoff;
+use super::think_tags::{Piece, ThinkTags};
+use super::tools::{ToolContext, ToolOutcome, parse_arguments};
+use super::turn_stream::Emitter;
+use super::{EngineInner, StepContext};
+use crate::protocol::{AgentEvent, Prompt, Scope, codes};
+use crate::session::history::{INTERRUPTED_CALL, repair};
+use crate::session::{Claim, ContentBlock, Lease, Message, Role, TurnOutcome, TurnStatus};
+
+/// Told to the model when a step was cut off before it said or called anything.
+pub(crate) const PLAN_LESS: &str = "Your previous reply reached the output limit before it said anything. \
+Plan less: answer directly, or call one tool, in fewer words.";
+/// Told to the person when the answer hit the output limit.
+pub(crate) const OUTPUT_LIMIT_NOTICE: &str =
+    "\n\n(My reply reached its length limit and was cut off here. Ask me to continue, or to be shorter.)";
+/// Told to the person when the tool loop ran out of rounds.
+pub(crate) const MAX_ROUNDS_NOTICE: &str =
+    "\n\n(I stopped after the most tool rounds one turn may take, before finishing. Ask me to continue.)";
+/// Told to the person when the turn ran out of time.
+pub(crate) const DEADLINE_NOTICE: &str =
+    "\n\n(This turn reached its time limit and stopped here. Ask me to continue.)";
+
+/// How a turn ends, before its messages are stored.
+enum Ending {
+    Completed(Option<Value>),
+    Failed {
+        details: String,
+        retryable: bool,
+        code: &'static str,
+    },
+}
+
+impl Ending {
+    fn stop(reason: &str) -> Self {
+        Self::Completed(Some(json!({ "stopReason": reason })))
+    }
+
+    fn terminal(self) -> (AgentEvent, TurnOutcome) {
+        match self {
+            Self::Completed(data) => (
+                AgentEvent::Completed { data: data.clone() },
+                TurnOutcome {
+                    status: TurnStatus::Completed,
+                    terminal: data.unwrap_or(Value::Null),
+                },
+            ),
+            Self::Failed {
+                details,
+                retryable,
+                code,
+            } => (
+                AgentEvent::failed(details.clone(), retryable, Some(code)),
+                TurnOutcome {
+                    status: TurnStatus::Failed,
+                    terminal: json!({ "details": details, "retryable": retryable, "code": code }),
+                },
+            ),
+        }
+    }
+}
+
+/// Runs one turn, emitting its events; the last one emitted is its terminal.
+pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, out: Emitter) {
+    let turn_id = scope
+        .turn_id()
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let span = tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
+    run_claimed(engine, scope.session, turn_id, prompt, out).instrument(span).await;
+}
+
+async fn run_claimed(engine: Arc<EngineInner>, session: String, turn_id: String, prompt: Prompt, out: Emitter) {
+    if session.trim().is_empty() {
+        out.emit(AgentEvent::failed("scope.session is empty", false, Some(codes::INVALID_PROMPT)));
+        return;
+    }
+    let user = match user_message(&prompt) {
+        Ok(user) => user,
+        Err(invalid) => {
+            tracing::info!(%invalid, "refused the prompt");
+            out.emit(AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT)));
+            return;
+        }
+    };
+    let store = &engine.store;
+    match store.claim_turn(&session, &turn_id, Lease(engine.config.lease())).await {
+        Err(e) => {
+            out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
+            return;
+        }
+        Ok(Claim::Done(record)) => {
+            tracing::info!(status = ?record.status, "duplicate delivery of a finished turn; not run again");
+            out.emit(AgentEvent::failed(
+                format!("turn {turn_id} already ran to its end; it was not run again"),
+                false,
+                Some(codes::DUPLICATE_TURN),
+            ));
+            return;
+        }
+        Ok(Claim::Running(_)) => {
+            out.emit(AgentEvent::failed(
+                format!("turn {turn_id} is running on another worker"),
+                true,
+                Some(codes::TURN_IN_PROGRESS),
+            ));
+            return;
+        }
+        Ok(Claim::Claimed { reclaimed }) => {
+            if reclaimed {
+                tracing::warn!("reclaimed a turn whose earlier worker's lease ran out");
+            }
+        }
+    }
+    let history = match store.load_history(&session).await {
+        Ok(history) => {
+            let (history, repairs) = repair(history);
+            if repairs.any() {
+                tracing::warn!(?repairs, "repaired the stored history");
+            }
+            history
+        }
+        Err(e) => {
+            release(&engine, &session, &turn_id).await;
+            out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
+            return;
+        }
+    };
+
+    let mut turn = TurnState::new(history, user);
+    let deadline = Instant::now() + engine.config.turn_deadline;
+    let ctx = StepContext {
+        session: &session,
+        turn_id: &turn_id,
+        round: 0,
+    };
+    let ending = match tokio::time::timeout_at(deadline, run_rounds(&engine, ctx, &mut turn, &out)).await {
+        Ok(ending) => ending,
+        Err(_) => {
+            tracing::warn!("the turn reached its deadline");
+            turn.interrupt(&out, "the turn reached its deadline");
+            turn.notify(&out, DEADLINE_NOTICE);
+            Ending::stop("deadline")
+        }
+    };
+
+    // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
+    // the model refuses never poisons the session.
+    let messages = if turn.produced_anything() {
+        repair(turn.messages).0
+    } else {
+        Vec::new()
+    };
+    let (terminal, outcome) = ending.terminal();
+    match store.complete_turn(&session, &turn_id, &messages, &outcome).await {
+        Ok(()) => out.emit(terminal),
+        Err(e) => {
+            tracing::error!(error = %e, "could not store the turn");
+            release(&engine, &session, &turn_id).await;
+            out.emit(AgentEvent::failed(
+                format!("the turn ran but could not be stored: {e}"),
+                true,
+                Some(codes::STORE_FAILED),
+            ));
+        }
+    }
+}
+
+async fn release(engine: &EngineInner, session: &str, turn_id: &str) {
+    if let Err(e) = engine.store.release_turn(session, turn_id).await {
+        tracing::warn!(error = %e, "could not release the turn; it can run again once its lease runs out");
+    }
+}
+
+/// What one model step ended with.
+struct StepEnd {
+    stop: StopReason,
+    called: bool,
+    said: bool,
+}
+
+async fn run_rounds(engine: &EngineInner, mut ctx: StepContext<'_>, turn: &mut TurnState, out: &Emitter) -> Ending {
+    let config = &engine.config;
+    let mut plan_less = false;
+    while ctx.round < config.max_rounds {
+        let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
+        let request = engine.request(turn.conversation(), forced, plan_less);
+        let step = match run_step_with_retries(engine, &ctx, &request, turn, out).await {
+            Ok(step) => step,
+            Err(ending) => return ending,
+        };
+        ctx.round += 1;
+        if step.called {
+            turn.close_step();
+            continue;
+        }
+        match step.stop {
+            StopReason::MaxTokens if !step.said && !plan_less => {
+                tracing::info!("the step reached the output limit before saying anything; running it once more");
+                turn.discard_step();
+                plan_less = true;
+            }
+            StopReason::MaxTokens => {
+                turn.close_step();
+                turn.notify(out, OUTPUT_LIMIT_NOTICE);
+                return Ending::stop("output_limit");
+            }
+            StopReason::GuardrailIntervened | StopReason::ContentFiltered => {
+                turn.close_step();
+                return Ending::stop(step.stop.as_str());
+            }
+            _ => {
+                turn.close_step();
+                return Ending::Completed(None);
+            }
+        }
+    }
+    turn.notify(out, MAX_ROUNDS_NOTICE);
+    Ending::stop("max_rounds")
+}
+
+async fn run_step_with_retries(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    request: &super::model::ModelRequest,
+    turn: &mut TurnState,
+    out: &Emitter,
+) -> Result<StepEnd, Ending> {
+    let config = &engine.config;
+    let mut attempt = 0;
+    loop {
+        let error = match run_step(engine, ctx, request.clone(), turn, out).await {
+            Ok(step) => return Ok(step),
+            Err(error) => error,
+        };
+        let transient = error.kind.is_transient();
+        if turn.step.produced() {
+            // Replaying would repeat what the caller already has: keep it and stop here.
+            tracing::warn!(error = %error, "the model's stream broke after output");
+            turn.interrupt(out, "the model's stream broke");
+            return Err(Ending::Failed {
+                details: format!("the model's stream broke after it had started answering; what it produced is kept: {error}"),
+                retryable: transient,
+                code: codes::MODEL_STREAM_INTERRUPTED,
+            });
+        }
+        turn.discard_step();
+        if transient && attempt < config.retries {
+            attempt += 1;
+            let delay = backoff(config, attempt);
+            tracing::info!(attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying the model");
+            out.emit(AgentEvent::Retrying {
+                attempt,
+                max_attempts: config.retries,
+                delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason: retry_reason(&error),
+            });
+            tokio::time::sleep(delay).await;
+            continue;
+        }
+        tracing::warn!(error = %error, attempt, "the model call failed");
+        return Err(if transient {
+            Ending::Failed {
+                details: format!(
+                    "the model is unavailable (after {attempt} {}): {error}",
+                    if attempt == 1 { "retry" } else { "retries" }
+                ),
+                retryable: true,
+                code: codes::MODEL_UNAVAILABLE,
+            }
+        } else {
+            Ending::Failed {
+                details: format!("the model refused the request: {error}"),
+                retryable: false,
+                code: codes::MODEL_REJECTED,
+            }
+        });
+    }
+}
+
+fn retry_reason(error: &ModelError) -> String {
+    use super::model::ModelErrorKind as K;
+    let what = match error.kind {
+        K::Throttled => "The model is busy (throttled)",
+        K::NotReady => "The model is starting up",
+        K::Timeout => "The model took too long to answer",
+        K::StreamInterrupted => "The model's answer was interrupted",
+        _ => "The model is unavailable",
+    };
+    format!("{what}; trying again shortly. ({error})")
+}
+
+type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
+
+/// One model response: streams its output, starts each tool call as soon as its input is
+/// complete, and waits for every call to end.
+async fn run_step(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    request: super::model::ModelRequest,
+    turn: &mut TurnState,
+    out: &Emitter,
+) -> Result<StepEnd, ModelError> {
+    let mut stream = engine.model.stream(request);
+    let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
+    let mut stop = None;
+    loop {
+        tokio::select! {
+            biased;
+            Some((index, outcome)) = running.next(), if !running.is_empty() => turn.finish_call(index, outcome, out),
+            event = stream.next() => match event {
+                None => break,
+                Some(Err(error)) => return Err(error),
+                Some(Ok(event)) => match event {
+                    ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
+                    ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
+                    ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
+                    ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
+                    ModelEvent::ToolUse { id, name, input } => {
+                        let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
+                        match parsed {
+                            Ok(args) => {
+                                let tools = engine.tools.clone();
+                                let timeout = engine.config.tool_timeout;
+                                let call_ctx = ToolContext {
+                                    session: ctx.session.to_owned(),
+                                    turn_id: ctx.turn_id.to_owned(),
+                                    call_id: id,
+                                };
+                                running.push(Box::pin(async move {
+                                    (index, tools.run(&name, &args, call_ctx, timeout).await)
+                                }));
+                            }
+                            Err(why) => turn.finish_call(index, ToolOutcome::error(why), out),
+                        }
+                    }
+                    ModelEvent::Stop(reason) => stop = Some(reason),
+                    ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
+                        input_tokens: usage.input_tokens,
+                        output_tokens: usage.output_tokens,
+                    }),
+                },
+            },
+        }
+    }
+    turn.flush_text(out);
+    while let Some((index, outcome)) = running.next().await {
+        turn.finish_call(index, outcome, out);
+    }
+    Ok(StepEnd {
+        stop: stop.unwrap_or(StopReason::EndTurn),
+        called: !turn.step.calls.is_empty(),
+        said: turn.step.said,
+    })
+}
+
+/// The current model response, as it is being built.
+#[derive(Debug, Default)]
+struct Step {
+    content: Vec<ContentBlock>,
+    calls: Vec<String>,
+    results: Vec<Option<ToolOutcome>>,
+    said: bool,
+}
+
+impl Step {
+    /// Whether the caller has seen answer text or a tool call from this step.
+    fn produced(&self) -> bool {
+        self.said || !self.calls.is_empty()
+    }
+}
+
+/// Everything a turn has produced so far. It lives outside the round loop, so that what was
+/// produced survives the loop being cut off by the deadline.
+struct TurnState {
+    history: Vec<Message>,
+    messages: Vec<Message>,
+    step: Step,
+    think: ThinkTags,
+}
+
+impl TurnState {
+    fn new(history: Vec<Message>, user: Message) -> Self {
+        Self {
+            history,
+            messages: vec![user],
+            step: Step::default(),
+            think: ThinkTags::default(),
+        }
+    }
+
+    /// The conversation to send: stored history, then this turn so far.
+    fn conversation(&self) -> Vec<Message> {
+        let mut all = Vec::with_capacity(self.history.len() + self.messages.len());
+        all.extend_from_slice(&self.history);
+        all.extend_from_slice(&self.messages);
+        repair(all).0
+    }
+
+    fn produced_anything(&self) -> bool {
+        self.messages.len() > 1
+    }
+
+    fn add_text(&mut self, delta: &str, out: &Emitter) {
+        for piece in self.think.push(delta) {
+            self.add_piece(piece, out);
+        }
+    }
+
+    fn flush_text(&mut self, out: &Emitter) {
+        for piece in self.think.finish() {
+            self.add_piece(piece, out);
+        }
+    }
+
+    fn add_piece(&mut self, piece: Piece, out: &Emitter) {
+        match piece {
+            Piece::Thinking(text) => out.emit(AgentEvent::thinking(text)),
+            Piece::Text(text) => {
+                self.step.said |= !text.trim().is_empty();
+                match self.step.content.last_mut() {
+                    Some(ContentBlock::Text { text: last }) => last.push_str(&text),
+                    _ => self.step.content.push(ContentBlock::text(text.clone())),
+                }
+                out.emit(AgentEvent::text(text));
+            }
+        }
+    }
+
+    fn add_reasoning(&mut self, delta: String, out: &Emitter) {
+        match self.step.content.last_mut() {
+            Some(ContentBlock::Reasoning { text, signature: None }) => text.push_str(&delta),
+            _ => self.step.content.push(ContentBlock::Reasoning {
+                text: delta.clone(),
+                signature: None,
+            }),
+        }
+        out.emit(AgentEvent::thinking(delta));
+    }
+
+    fn sign_reasoning(&mut self, sig: String) {
+        match self.step.content.last_mut() {
+            Some(ContentBlock::Reasoning { signature: signature @ None, .. }) => *signature = Some(sig),
+            _ => self.step.content.push(ContentBlock::Reasoning {
+                text: String::new(),
+                signature: Some(sig),
+            }),
+        }
+    }
+
+    fn add_redacted(&mut self, bytes: &[u8]) {
+        use base64::Engine as _;
+        self.step.content.push(ContentBlock::RedactedReasoning {
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        });
+    }
+
+    /// Records a call and announces it; returns its index and its parsed arguments.
+    fn add_call(&mut self, id: String, name: String, raw: &str, out: &Emitter) -> (usize, Result<Value, String>) {
+        let parsed = parse_arguments(raw);
+        let args = match &parsed {
+            Ok(args) => args.clone(),
+            Err(_) => Value::String(raw.to_owned()),
+        };
+        // The stored call must be a JSON object whatever the model wrote; its result says why
+        // it did not run.
+        let input = parsed.clone().unwrap_or_else(|_| json!({}));
+        self.step.content.push(ContentBlock::ToolUse {
+            id: id.clone(),
+            name: name.clone(),
+            input,
+        });
+        self.step.calls.push(id.clone());
+        self.step.results.push(None);
+        out.emit(AgentEvent::ToolStarted { id, name, args });
+        (self.step.calls.len() - 1, parsed)
+    }
+
+    fn finish_call(&mut self, index: usize, outcome: ToolOutcome, out: &Emitter) {
+        let Some(slot) = self.step.results.get_mut(index) else {
+            return;
+        };
+        out.emit(AgentEvent::ToolEnded {
+            id: self.step.calls[index].clone(),
+            is_error: outcome.is_error,
+            content: outcome.content.clone(),
+        });
+        *slot = Some(outcome);
+    }
+
+    /// Ends the step early: calls still running get an error result saying why.
+    fn interrupt(&mut self, out: &Emitter, reason: &str) {
+        self.flush_text(out);
+        for index in 0..self.step.calls.len() {
+            if self.step.results[index].is_none() {
+                self.finish_call(index, ToolOutcome::error(format!("{INTERRUPTED_CALL} ({reason})")), out);
+            }
+        }
+        self.close_step();
+    }
+
+    /// Adds the step's response, and the results of its calls in call order, to the turn.
+    fn close_step(&mut self) {
+        let step = std::mem::take(&mut self.step);
+        if !step.content.is_empty() {
+            self.messages.push(Message::new(Role::Assistant, step.content));
+        }
+        if !step.calls.is_empty() {
+            let results = step
+                .calls
+                .into_iter()
+                .zip(step.results)
+                .map(|(id, outcome)| {
+                    let outcome = outcome.unwrap_or_else(|| ToolOutcome::error(INTERRUPTED_CALL));
+                    ContentBlock::ToolResult {
+                        tool_use_id: id,
+                        content: outcome.content,
+                        is_error: outcome.is_error,
+                    }
+                })
+                .collect();
+            self.messages.push(Message::new(Role::User, results));
+        }
+    }
+
+    fn discard_step(&mut self) {
+        self.step = Step::default();
+        self.think = ThinkTags::default();
+    }
+
+    /// Tells the person something, and keeps it as the model's words.
+    fn notify(&mut self, out: &Emitter, text: &str) {
+        out.emit(AgentEvent::text(text));
+        self.messages.push(Message::assistant_text(text.trim_start()));
+    }
+}

@@ -1,0 +1,120 @@
+//! [`MemoryStore`]: a [`SessionStore`] in this process's memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use super::history::check;
+use super::{Claim, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus};
+
+/// A session store held in memory: for tests, the command line and embedding.
+///
+/// It keeps the same rules as the DynamoDB store (claims are exclusive, histories are checked
+/// on write), but its state lives and dies with the process, so an agent using it is not
+/// portable. Clones share the same state.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    sessions: Arc<Mutex<HashMap<String, SessionData>>>,
+}
+
+#[derive(Debug, Default)]
+struct SessionData {
+    messages: Vec<Message>,
+    turns: HashMap<String, TurnRecord>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, SessionData>>, StoreError> {
+        self.sessions
+            .lock()
+            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))
+    }
+
+    /// The turn record of `turn_id`, if there is one.
+    pub fn turn(&self, session: &str, turn_id: &str) -> Option<TurnRecord> {
+        self.lock().ok()?.get(session)?.turns.get(turn_id).cloned()
+    }
+
+    /// Writes `messages` as a session's history, unchecked: for tests that need older or
+    /// broken data in the store.
+    pub fn put_raw_history(&self, session: &str, messages: Vec<Message>) {
+        if let Ok(mut sessions) = self.lock() {
+            sessions.entry(session.to_owned()).or_default().messages = messages;
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+        let now = SystemTime::now();
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        let lease_until = now + lease.0;
+        match data.turns.get_mut(turn_id) {
+            Some(record) if record.status.is_done() => Ok(Claim::Done(record.clone())),
+            Some(record) if record.lease_until > now => Ok(Claim::Running(record.clone())),
+            Some(record) => {
+                record.lease_until = lease_until;
+                record.attempts += 1;
+                Ok(Claim::Claimed { reclaimed: true })
+            }
+            None => {
+                data.turns.insert(
+                    turn_id.to_owned(),
+                    TurnRecord {
+                        turn_id: turn_id.to_owned(),
+                        status: TurnStatus::Running,
+                        lease_until,
+                        attempts: 1,
+                        outcome: None,
+                    },
+                );
+                Ok(Claim::Claimed { reclaimed: false })
+            }
+        }
+    }
+
+    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+        Ok(self.lock()?.get(session).map(|d| d.messages.clone()).unwrap_or_default())
+    }
+
+    async fn complete_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError> {
+        check(messages)?;
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        let Some(record) = data.turns.get_mut(turn_id) else {
+            return Err(StoreError::LostLease(format!("turn {turn_id} was never claimed")));
+        };
+        if record.status.is_done() {
+            return Err(StoreError::LostLease(format!("turn {turn_id} already ended")));
+        }
+        record.status = outcome.status;
+        record.outcome = Some(outcome.clone());
+        data.messages.extend_from_slice(messages);
+        Ok(())
+    }
+
+    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        let mut sessions = self.lock()?;
+        if let Some(record) = sessions.get_mut(session).and_then(|d| d.turns.get_mut(turn_id))
+            && !record.status.is_done()
+        {
+            record.lease_until = SystemTime::UNIX_EPOCH;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,95 @@
+//! Session state: what a turn needs from outside the process, behind [`SessionStore`].
+//!
+//! - [`Message`] / [`ContentBlock`]: the stored conversation.
+//! - [`history`]: its invariants ([`history::check`]) and their repair ([`history::repair`]).
+//! - [`TurnRecord`], [`Claim`]: a turn is claimed once, so a redelivered turn runs once.
+//! - [`MemoryStore`]: the in-process implementation.
+
+pub mod history;
+mod memory;
+mod message;
+mod turn;
+mod error;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+pub use message::{ContentBlock, Message, Role};
+pub use turn::{Claim, Lease, TurnOutcome, TurnRecord, TurnStatus};
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+/// Where a session's state lives, so that any worker can serve any turn (portable conformance).
+///
+/// The engine calls it in this order for a turn: [`claim_turn`](Self::claim_turn), then
+/// [`load_history`](Self::load_history), then, once the turn has ended,
+/// [`complete_turn`](Self::complete_turn) with every message the turn produced, or
+/// [`release_turn`](Self::release_turn) when it could store nothing.
+///
+/// ```
+/// use agent_worker::session::{Claim, Lease, MemoryStore, Message, SessionStore, TurnOutcome, TurnStatus};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let lease = Lease(Duration::from_secs(60));
+/// assert_eq!(store.claim_turn("s1", "t1", lease).await?, Claim::Claimed { reclaimed: false });
+/// let messages = [Message::user_text("hi"), Message::assistant_text("hello")];
+/// let outcome = TurnOutcome { status: TurnStatus::Completed, terminal: serde_json::Value::Null };
+/// store.complete_turn("s1", "t1", &messages, &outcome).await?;
+/// // A redelivery of t1 does not run again.
+/// assert!(matches!(store.claim_turn("s1", "t1", lease).await?, Claim::Done(_)));
+/// assert_eq!(store.load_history("s1").await?.len(), 2);
+/// # Ok::<_, agent_worker::session::StoreError>(())
+/// # }).unwrap();
+/// ```
+#[async_trait]
+pub trait SessionStore: Send + Sync + fmt::Debug {
+    /// Claims `turn_id` for this worker for `lease`. A turn that ended is [`Claim::Done`]; one
+    /// another worker holds under a live lease is [`Claim::Running`]; one whose lease ran out
+    /// is claimed again.
+    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError>;
+
+    /// The session's stored messages, oldest first, as they were written. Callers
+    /// [`repair`](history::repair) them before use.
+    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// Appends `messages` to the session and marks the turn ended with `outcome`, together:
+    /// either both happen or neither does. Refuses a history that breaks an invariant.
+    async fn complete_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError>;
+
+    /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
+    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
+    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+        (**self).claim_turn(session, turn_id, lease).await
+    }
+
+    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+        (**self).load_history(session).await
+    }
+
+    async fn complete_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError> {
+        (**self).complete_turn(session, turn_id, messages, outcome).await
+    }
+
+    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        (**self).release_turn(session, turn_id).await
+    }
+}

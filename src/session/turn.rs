@@ -1,0 +1,70 @@
+//! Turn records: how a turn is claimed once and how it ended.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a turn is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Claimed by a worker whose lease has not run out.
+    Running,
+    /// Ended with `completed`; its messages are stored.
+    Completed,
+    /// Ended with `failed`; what it produced is stored.
+    Failed,
+}
+
+impl TurnStatus {
+    /// Whether the turn has ended, so a redelivery of it must not run.
+    pub fn is_done(self) -> bool {
+        !matches!(self, Self::Running)
+    }
+}
+
+/// How a turn ended, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnOutcome {
+    /// `Completed` or `Failed`.
+    pub status: TurnStatus,
+    /// The terminal event's `data` (for `Completed`) or `{details, retryable, code}` (for
+    /// `Failed`), as the caller was told.
+    pub terminal: Value,
+}
+
+/// A turn as its record stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRecord {
+    /// The turn's id.
+    pub turn_id: String,
+    /// Where it is.
+    pub status: TurnStatus,
+    /// Until when the claiming worker holds it.
+    pub lease_until: SystemTime,
+    /// How many times it was claimed (1 on the first run).
+    pub attempts: u32,
+    /// How it ended, once it has.
+    pub outcome: Option<TurnOutcome>,
+}
+
+/// The answer to [`SessionStore::claim_turn`](super::SessionStore::claim_turn).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// This worker now holds the turn and runs it. `reclaimed` is set when an earlier worker's
+    /// lease ran out before it finished.
+    Claimed {
+        /// Whether an earlier worker had claimed it.
+        reclaimed: bool,
+    },
+    /// The turn already ended: nothing runs again.
+    Done(TurnRecord),
+    /// Another worker holds a live lease on the turn.
+    Running(TurnRecord),
+}
+
+/// The lease a claim asks for: how long the worker may hold the turn before another may take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease(pub Duration);

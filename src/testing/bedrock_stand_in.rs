@@ -1,0 +1,629 @@
+//! A wire-level stand-in for Amazon Bedrock's Converse and ConverseStream APIs.
+//!
+//! It is an HTTP server on 127.0.0.1 that answers `POST /model/{modelId}/converse-stream` with
+//! real event-stream frames (encoded with `aws-smithy-eventstream`) and `POST
+//! /model/{modelId}/converse` with JSON, so that the real `aws-sdk-bedrockruntime` client runs
+//! against it. Replies come from a queue a test scripts ([`Reply`], [`StreamScript`]); every
+//! request is recorded ([`RecordedRequest`]), and every stream the client dropped before its
+//! end is counted ([`BedrockStandIn::closed_early`]).
+//!
+//! Two control routes let another process script it: `POST /_stand-in/replies` (a JSON list
+//! of [`Reply`]) and `GET /_stand-in/requests`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
+use aws_smithy_eventstream::frame::write_message_to;
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+
+/// One scripted answer to one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// A 200 event stream of `frames`.
+    Stream {
+        /// The frames, in order.
+        frames: Vec<Frame>,
+        /// A pause before each frame, in milliseconds.
+        #[serde(default)]
+        chunk_delay_ms: u64,
+        /// Keep the connection open after the last frame, sending nothing more.
+        #[serde(default)]
+        hang: bool,
+    },
+    /// An HTTP error, as Bedrock sends one: `x-amzn-errortype` and a JSON body.
+    HttpError {
+        /// The status.
+        status: u16,
+        /// The `x-amzn-errortype` header, e.g. `ThrottlingException`.
+        error_type: String,
+        /// The JSON body, e.g. `{"message": ".."}`.
+        body: Value,
+    },
+    /// A response body replayed byte for byte.
+    Raw {
+        /// The status.
+        status: u16,
+        /// The content type.
+        content_type: String,
+        /// The body, base64-encoded.
+        body_base64: String,
+    },
+    /// A JSON body for the non-streaming Converse API.
+    Converse {
+        /// The response body.
+        body: Value,
+    },
+}
+
+/// One frame of a scripted event stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Frame {
+    /// An event: `:event-type` is `event`, the payload its JSON.
+    Event {
+        /// The event type, e.g. `contentBlockDelta`.
+        event: String,
+        /// The event object.
+        payload: Value,
+    },
+    /// An exception: `:exception-type` is `exception`, the payload its JSON.
+    Exception {
+        /// The exception type, e.g. `throttlingException`.
+        exception: String,
+        /// The exception object, e.g. `{"message": ".."}`.
+        payload: Value,
+    },
+    /// Bytes already framed, base64-encoded (a recorded frame).
+    Raw {
+        /// The frame's bytes, base64-encoded.
+        raw_base64: String,
+    },
+}
+
+impl Frame {
+    /// An event frame.
+    pub fn event(event: &str, payload: Value) -> Self {
+        Self::Event {
+            event: event.to_owned(),
+            payload,
+        }
+    }
+
+    /// The frame's bytes on the wire.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let string = |s: &str| HeaderValue::String(s.to_owned().into());
+        let message = match self {
+            Self::Raw { raw_base64 } => return BASE64.decode(raw_base64).map_err(|e| e.to_string()),
+            Self::Event { event, payload } => Message::new(payload.to_string().into_bytes())
+                .add_header(Header::new(":event-type", string(event)))
+                .add_header(Header::new(":content-type", string("application/json")))
+                .add_header(Header::new(":message-type", string("event"))),
+            Self::Exception { exception, payload } => Message::new(payload.to_string().into_bytes())
+                .add_header(Header::new(":exception-type", string(exception)))
+                .add_header(Header::new(":content-type", string("application/json")))
+                .add_header(Header::new(":message-type", string("exception"))),
+        };
+        let mut bytes = Vec::new();
+        write_message_to(&message, &mut bytes).map_err(|e| e.to_string())?;
+        Ok(bytes)
+    }
+}
+
+impl Reply {
+    /// A streamed answer of `text` in a few chunks, ending the turn.
+    pub fn text(text: &str) -> Self {
+        StreamScript::new().text(text, 3).stop("end_turn").usage(12, 8).into_reply()
+    }
+
+    /// A streamed call of tool `name` with `input` (JSON text), stopping for its result.
+    pub fn tool_call(id: &str, name: &str, input: &str) -> Self {
+        StreamScript::new().tool_use(id, name, input, 2).stop("tool_use").usage(20, 10).into_reply()
+    }
+
+    /// An HTTP error with Bedrock's error header and a message body.
+    pub fn http_error(status: u16, error_type: &str, message: &str) -> Self {
+        Self::HttpError {
+            status,
+            error_type: error_type.to_owned(),
+            body: json!({ "message": message }),
+        }
+    }
+
+    /// An event stream re-framed from decoded events, one `{"eventName": payload}` JSON object
+    /// a line (the `.chunks.txt` fixtures).
+    pub fn from_chunk_lines(lines: &str) -> Result<Self, String> {
+        let mut frames = Vec::new();
+        for (n, line) in lines.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let object: serde_json::Map<String, Value> =
+                serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+            let mut entries = object.into_iter();
+            match (entries.next(), entries.next()) {
+                (Some((event, payload)), None) => frames.push(Frame::Event { event, payload }),
+                _ => return Err(format!("line {}: expected one event name", n + 1)),
+            }
+        }
+        Ok(Self::Stream {
+            frames,
+            chunk_delay_ms: 0,
+            hang: false,
+        })
+    }
+}
+
+/// Builds a scripted ConverseStream answer the way Bedrock sends one: `messageStart`, content
+/// blocks (toolUse blocks with a `contentBlockStart`, text and reasoning without), then
+/// `messageStop` and `metadata`.
+#[derive(Debug, Clone)]
+pub struct StreamScript {
+    frames: Vec<Frame>,
+    next_index: u64,
+    chunk_delay_ms: u64,
+    hang: bool,
+}
+
+impl Default for StreamScript {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn chunks(text: &str, pieces: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let size = chars.len().div_ceil(pieces.max(1)).max(1);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+impl StreamScript {
+    /// A stream that has started an assistant message.
+    pub fn new() -> Self {
+        Self {
+            frames: vec![Frame::event("messageStart", json!({"role": "assistant"}))],
+            next_index: 0,
+            chunk_delay_ms: 0,
+            hang: false,
+        }
+    }
+
+    fn block(&mut self) -> u64 {
+        self.next_index += 1;
+        self.next_index - 1
+    }
+
+    fn delta(&mut self, index: u64, delta: Value) {
+        self.frames
+            .push(Frame::event("contentBlockDelta", json!({"contentBlockIndex": index, "delta": delta})));
+    }
+
+    fn stop_block(&mut self, index: u64) {
+        self.frames
+            .push(Frame::event("contentBlockStop", json!({"contentBlockIndex": index})));
+    }
+
+    /// A text block sent in `pieces` deltas.
+    #[must_use]
+    pub fn text(mut self, text: &str, pieces: usize) -> Self {
+        let index = self.block();
+        for piece in chunks(text, pieces) {
+            self.delta(index, json!({"text": piece}));
+        }
+        self.stop_block(index);
+        self
+    }
+
+    /// A text block left open: its deltas, without the block's end.
+    #[must_use]
+    pub fn open_text(mut self, text: &str) -> Self {
+        let index = self.block();
+        self.delta(index, json!({"text": text}));
+        self
+    }
+
+    /// A reasoning block in two deltas, closed by a delta carrying only its signature.
+    #[must_use]
+    pub fn reasoning(mut self, text: &str, signature: &str) -> Self {
+        let index = self.block();
+        for piece in chunks(text, 2) {
+            self.delta(index, json!({"reasoningContent": {"text": piece}}));
+        }
+        self.delta(index, json!({"reasoningContent": {"signature": signature}}));
+        self.stop_block(index);
+        self
+    }
+
+    /// A toolUse block whose input JSON text arrives in `fragments` deltas.
+    #[must_use]
+    pub fn tool_use(mut self, id: &str, name: &str, input: &str, fragments: usize) -> Self {
+        let index = self.block();
+        self.frames.push(Frame::event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": index, "start": {"toolUse": {"toolUseId": id, "name": name}}}),
+        ));
+        for piece in chunks(input, fragments) {
+            self.delta(index, json!({"toolUse": {"input": piece}}));
+        }
+        self.stop_block(index);
+        self
+    }
+
+    /// `messageStop` with `reason` (`end_turn`, `tool_use`, `max_tokens`, ...).
+    #[must_use]
+    pub fn stop(mut self, reason: &str) -> Self {
+        self.frames.push(Frame::event("messageStop", json!({"stopReason": reason})));
+        self
+    }
+
+    /// `metadata` with token usage.
+    #[must_use]
+    pub fn usage(mut self, input: u64, output: u64) -> Self {
+        self.frames.push(Frame::event(
+            "metadata",
+            json!({"usage": {"inputTokens": input, "outputTokens": output, "totalTokens": input + output}, "metrics": {"latencyMs": 100}}),
+        ));
+        self
+    }
+
+    /// An exception frame, e.g. `throttlingException`, which ends the stream for the client.
+    #[must_use]
+    pub fn exception(mut self, exception: &str, message: &str) -> Self {
+        self.frames.push(Frame::Exception {
+            exception: exception.to_owned(),
+            payload: json!({"message": message}),
+        });
+        self
+    }
+
+    /// Any frame.
+    #[must_use]
+    pub fn frame(mut self, frame: Frame) -> Self {
+        self.frames.push(frame);
+        self
+    }
+
+    /// A pause before each frame.
+    #[must_use]
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Keeps the connection open after the last frame.
+    #[must_use]
+    pub fn hang(mut self) -> Self {
+        self.hang = true;
+        self
+    }
+
+    /// The reply.
+    pub fn into_reply(self) -> Reply {
+        Reply::Stream {
+            frames: self.frames,
+            chunk_delay_ms: self.chunk_delay_ms,
+            hang: self.hang,
+        }
+    }
+}
+
+/// One request the stand-in received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedRequest {
+    /// The model id, percent-decoded from the path.
+    pub model_id: String,
+    /// `converse-stream` or `converse`.
+    pub operation: String,
+    /// The request body.
+    pub body: Value,
+}
+
+/// What the stand-in answers when its queue is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// 400 `ValidationException` saying the script ran out: a test that sends one request too
+    /// many fails loudly.
+    #[default]
+    Refuse,
+    /// A small scripted assistant, for demos: offered tools and given the person's words, it
+    /// calls the first tool; given tool results, it says what they were; otherwise it echoes.
+    Echo,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    replies: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    closed_early: watch::Sender<u64>,
+    fallback: Fallback,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running stand-in. Dropping it stops the server.
+#[derive(Debug)]
+pub struct BedrockStandIn {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl BedrockStandIn {
+    /// Starts a stand-in on a free port of 127.0.0.1 that refuses requests it has no reply for.
+    pub async fn start() -> io::Result<Self> {
+        Self::bind("127.0.0.1:0".parse().map_err(io::Error::other)?, Fallback::Refuse).await
+    }
+
+    /// Starts a stand-in on `addr`.
+    pub async fn bind(addr: SocketAddr, fallback: Fallback) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            fallback,
+            ..Shared::default()
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = router(shared.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            shared,
+            _stop: stop,
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` resolves: for the command line.
+    pub async fn serve(
+        listener: TcpListener,
+        fallback: Fallback,
+        replies: Vec<Reply>,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
+        let shared = Arc::new(Shared {
+            fallback,
+            replies: Mutex::new(replies.into()),
+            ..Shared::default()
+        });
+        axum::serve(listener, router(shared)).with_graceful_shutdown(shutdown).await
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its endpoint URL, for `endpoint_url`.
+    pub fn endpoint_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Queues a reply.
+    pub fn push(&self, reply: Reply) {
+        lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Replies not yet used.
+    pub fn pending_replies(&self) -> usize {
+        lock(&self.shared.replies).len()
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Counts the streams whose client went away before their end; `wait_for` on it to
+    /// observe a cancellation.
+    pub fn closed_early(&self) -> watch::Receiver<u64> {
+        self.shared.closed_early.subscribe()
+    }
+
+    /// A Bedrock client aimed at this stand-in, with dummy credentials.
+    pub fn client(&self) -> aws_sdk_bedrockruntime::Client {
+        client_for(&self.endpoint_url())
+    }
+}
+
+/// A Bedrock client aimed at `endpoint_url` with dummy credentials, as tests and the local
+/// demo use it.
+pub fn client_for(endpoint_url: &str) -> aws_sdk_bedrockruntime::Client {
+    let config = aws_sdk_bedrockruntime::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint_url)
+        .credentials_provider(Credentials::new("stand-in", "stand-in", None, None, "stand-in"))
+        .build();
+    aws_sdk_bedrockruntime::Client::from_conf(config)
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/model/{model_id}/converse-stream", post(converse_stream))
+        .route("/model/{model_id}/converse", post(converse))
+        .route("/_stand-in/replies", post(push_replies))
+        .route("/_stand-in/requests", get(list_requests))
+        .with_state(shared)
+}
+
+async fn push_replies(State(shared): State<Arc<Shared>>, axum::Json(replies): axum::Json<Vec<Reply>>) -> StatusCode {
+    lock(&shared.replies).extend(replies);
+    StatusCode::NO_CONTENT
+}
+
+async fn list_requests(State(shared): State<Arc<Shared>>) -> axum::Json<Vec<RecordedRequest>> {
+    axum::Json(lock(&shared.requests).clone())
+}
+
+fn record(shared: &Shared, model_id: String, operation: &str, body: &Bytes) -> Value {
+    let body: Value = serde_json::from_slice(body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    lock(&shared.requests).push(RecordedRequest {
+        model_id,
+        operation: operation.to_owned(),
+        body: body.clone(),
+    });
+    body
+}
+
+fn next_reply(shared: &Shared, request: &Value) -> Reply {
+    if let Some(reply) = lock(&shared.replies).pop_front() {
+        return reply;
+    }
+    match shared.fallback {
+        Fallback::Refuse => Reply::http_error(400, "ValidationException", "the Bedrock stand-in has no scripted reply left"),
+        Fallback::Echo => echo(request),
+    }
+}
+
+/// The demo assistant of [`Fallback::Echo`].
+fn echo(request: &Value) -> Reply {
+    let last = request["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+    let blocks = last["content"].as_array().cloned().unwrap_or_default();
+    let results: Vec<String> = blocks
+        .iter()
+        .filter_map(|b| b.get("toolResult"))
+        .map(|r| r["content"].to_string())
+        .collect();
+    if !results.is_empty() {
+        return StreamScript::new()
+            .text(&format!("The tool answered: {}", results.join(", ")), 4)
+            .stop("end_turn")
+            .usage(40, 12)
+            .into_reply();
+    }
+    let words: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join(" ");
+    if let Some(tool) = request["toolConfig"]["tools"][0]["toolSpec"]["name"].as_str() {
+        let id = format!("tooluse_{}", uuid::Uuid::new_v4().simple());
+        return StreamScript::new()
+            .text(&format!("Let me use {tool} for that."), 2)
+            .tool_use(&id, tool, "{}", 1)
+            .stop("tool_use")
+            .usage(30, 10)
+            .into_reply();
+    }
+    Reply::text(&format!("You said: {words}"))
+}
+
+async fn converse_stream(
+    State(shared): State<Arc<Shared>>,
+    Path(model_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let request = record(&shared, model_id, "converse-stream", &body);
+    respond(shared.clone(), next_reply(&shared, &request))
+}
+
+async fn converse(State(shared): State<Arc<Shared>>, Path(model_id): Path<String>, body: Bytes) -> Response {
+    let request = record(&shared, model_id, "converse", &body);
+    respond(shared.clone(), next_reply(&shared, &request))
+}
+
+fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
+    match reply {
+        Reply::HttpError { status, error_type, body } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            [
+                ("x-amzn-errortype", error_type),
+                (header::CONTENT_TYPE.as_str(), "application/json".to_owned()),
+            ],
+            body.to_string(),
+        )
+            .into_response(),
+        Reply::Converse { body } => (
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
+        Reply::Raw {
+            status,
+            content_type,
+            body_base64,
+        } => match BASE64.decode(body_base64) {
+            Ok(bytes) => (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+                [(header::CONTENT_TYPE, content_type)],
+                bytes,
+            )
+                .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("bad scripted body: {e}")).into_response(),
+        },
+        Reply::Stream {
+            frames,
+            chunk_delay_ms,
+            hang,
+        } => stream_response(shared, frames, Duration::from_millis(chunk_delay_ms), hang),
+    }
+}
+
+/// Counts the stream as closed early when dropped before its last frame was taken.
+struct CloseProbe {
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl CloseProbe {
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for CloseProbe {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.closed_early.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+fn stream_response(shared: Arc<Shared>, frames: Vec<Frame>, delay: Duration, hang: bool) -> Response {
+    let encoded: Result<Vec<Vec<u8>>, String> = frames.iter().map(Frame::encode).collect();
+    let encoded = match encoded {
+        Ok(encoded) => encoded,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("bad scripted frame: {e}")).into_response(),
+    };
+    let probe = CloseProbe { shared, finished: false };
+    let frames = futures_util::stream::unfold(
+        (encoded.into_iter(), probe),
+        move |(mut frames, mut probe)| async move {
+            let Some(frame) = frames.next() else {
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                probe.finish();
+                return None;
+            };
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Some((Ok::<_, Infallible>(Bytes::from(frame)), (frames, probe)))
+        },
+    );
+    (
+        [(header::CONTENT_TYPE, "application/vnd.amazon.eventstream")],
+        Body::from_stream(frames.boxed()),
+    )
+        .into_response()
+}

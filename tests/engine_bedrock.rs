@@ -1,0 +1,659 @@
+//! The engine against the wire-level Bedrock stand-in, through the real aws-sdk-bedrockruntime
+//! client: the tool loop, reasoning, retries, limits, bad input, cancellation.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
+use agent_worker::engine::{EngineConfig, StepContext, TurnPolicy};
+use agent_worker::protocol::conformance::CleanupProbe;
+use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope, codes};
+use agent_worker::session::history::{INTERRUPTED_CALL, check};
+use agent_worker::session::{ContentBlock, MemoryStore, Message, Role, SessionStore};
+use agent_worker::testing::{BedrockStandIn, Reply, StreamScript};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use support::*;
+
+async fn stand_in() -> BedrockStandIn {
+    BedrockStandIn::start().await.expect("the stand-in starts")
+}
+
+#[tokio::test]
+async fn text_streams_as_deltas_and_the_exchange_is_stored() {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().text("Hello there, person!", 3).stop("end_turn").usage(12, 8).into_reply());
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+
+    // The stand-in cuts the 20 characters into chunks of 7.
+    assert_eq!(
+        events,
+        vec![
+            AgentEvent::text("Hello t"),
+            AgentEvent::text("here, p"),
+            AgentEvent::text("erson!"),
+            AgentEvent::Usage {
+                input_tokens: 12,
+                output_tokens: 8
+            },
+            AgentEvent::completed(),
+        ]
+    );
+    let history = store.load_history("s1").await.unwrap();
+    assert_eq!(history, vec![Message::user_text("Hi"), Message::assistant_text("Hello there, person!")]);
+}
+
+#[tokio::test]
+async fn the_request_carries_system_inference_settings_and_tools() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::text("ok"));
+    run(&engine(&bedrock, &MemoryStore::new(), config(), example_tools(&["current_time"])), "s1", "Hi").await;
+
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.model_id, MODEL_ID);
+    assert_eq!(request.operation, "converse-stream");
+    let body = &request.body;
+    assert_eq!(body["system"], json!([{"text": "You are a test assistant."}]));
+    assert_eq!(body["messages"], json!([{"role": "user", "content": [{"text": "Hi"}]}]));
+    assert_eq!(body["inferenceConfig"]["maxTokens"], json!(32000));
+    assert!((body["inferenceConfig"]["temperature"].as_f64().unwrap() - 0.3).abs() < 1e-6);
+    assert_eq!(body["toolConfig"]["toolChoice"], json!({"auto": {}}));
+    assert_eq!(body["toolConfig"]["tools"][0]["toolSpec"]["name"], json!("current_time"));
+    assert_eq!(
+        body["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"]["json"]["type"],
+        json!("object")
+    );
+}
+
+#[tokio::test]
+async fn a_tool_call_runs_and_its_result_goes_back_to_the_model() {
+    let bedrock = stand_in().await;
+    bedrock.push(
+        StreamScript::new()
+            .text("Checking.", 1)
+            .tool_use("tooluse_1", "current_time", "{}", 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("It is late."));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Time?").await;
+
+    let started = events.iter().position(|e| matches!(e, AgentEvent::ToolStarted { .. })).unwrap();
+    assert_eq!(
+        events[started],
+        AgentEvent::ToolStarted {
+            id: "tooluse_1".into(),
+            name: "current_time".into(),
+            args: json!({})
+        }
+    );
+    let AgentEvent::ToolEnded { id, is_error, content } = &events[started + 1] else {
+        panic!("expected tool_ended after tool_started: {events:#?}");
+    };
+    assert_eq!((id.as_str(), *is_error), ("tooluse_1", false));
+    assert!(content["utc"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(text_of(&events), "Checking.It is late.");
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+
+    let second = &bedrock.requests()[1].body;
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(
+        messages[1]["content"][1],
+        json!({"toolUse": {"toolUseId": "tooluse_1", "name": "current_time", "input": {}}})
+    );
+    let result = &messages[2]["content"][0]["toolResult"];
+    assert_eq!(result["toolUseId"], json!("tooluse_1"));
+    assert_eq!(result["status"], json!("success"));
+    assert_eq!(result["content"][0]["json"]["utc"], content["utc"]);
+
+    let history = store.load_history("s1").await.unwrap();
+    assert_eq!(history.len(), 4);
+    check(&history).unwrap();
+}
+
+/// Two tools that can only finish together: each waits at a barrier for the other.
+fn rendezvous_tools() -> Vec<Arc<dyn Tool>> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    ["left", "right"]
+        .into_iter()
+        .map(|name| {
+            let barrier = barrier.clone();
+            Arc::new(tool_fn(ToolSpec::new(name, "Meets the other tool.", json!({"type": "object"})), move |_, _| {
+                let barrier = barrier.clone();
+                async move {
+                    barrier.wait().await;
+                    Ok(json!({ "met": name }))
+                }
+            })) as Arc<dyn Tool>
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn calls_in_one_response_run_concurrently_and_return_in_call_order() {
+    let bedrock = stand_in().await;
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("call_a", "left", "{}", 1)
+            .tool_use("call_b", "right", "{}", 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("Both met."));
+    // Run one after the other, neither could pass the barrier before the timeout.
+    let config = EngineConfig {
+        tool_timeout: Duration::from_secs(10),
+        ..config()
+    };
+    let events = run(&engine(&bedrock, &MemoryStore::new(), config, rendezvous_tools()), "s1", "Go").await;
+
+    let ended: Vec<(&str, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolEnded { id, is_error, .. } => Some((id.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 2);
+    assert!(ended.iter().all(|(_, err)| !err), "{events:#?}");
+    let results = &bedrock.requests()[1].body["messages"][2]["content"];
+    assert_eq!(results[0]["toolResult"]["toolUseId"], json!("call_a"));
+    assert_eq!(results[1]["toolResult"]["toolUseId"], json!("call_b"));
+    assert_eq!(results[0]["toolResult"]["content"][0]["json"], json!({"met": "left"}));
+}
+
+#[tokio::test]
+async fn reasoning_streams_as_thinking_and_goes_back_with_its_signature() {
+    let bedrock = stand_in().await;
+    bedrock.push(
+        StreamScript::new()
+            .reasoning("I should check the clock.", "sig-123")
+            .tool_use("t1", "current_time", "", 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("Noon."));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Time?").await;
+
+    assert_eq!(thinking_of(&events), "I should check the clock.");
+    assert_eq!(text_of(&events), "Noon.", "reasoning is never part of the answer");
+    let assistant = &bedrock.requests()[1].body["messages"][1];
+    assert_eq!(
+        assistant["content"][0],
+        json!({"reasoningContent": {"reasoningText": {"text": "I should check the clock.", "signature": "sig-123"}}})
+    );
+    let history = store.load_history("s1").await.unwrap();
+    assert_eq!(
+        history[1].content[0],
+        ContentBlock::Reasoning {
+            text: "I should check the clock.".into(),
+            signature: Some("sig-123".into())
+        }
+    );
+}
+
+async fn one_call_then_text(input: &str, name: &str, tools: Vec<Arc<dyn Tool>>, config: EngineConfig) -> (Vec<AgentEvent>, Value) {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().tool_use("t1", name, input, 2).stop("tool_use").into_reply());
+    bedrock.push(Reply::text("Sorry about that."));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config, tools), "s1", "Do it").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    check(&store.load_history("s1").await.unwrap()).unwrap();
+    let result = bedrock.requests()[1].body["messages"][2]["content"][0]["toolResult"].clone();
+    (events, result)
+}
+
+fn ended_error(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolEnded {
+                is_error: true, content, ..
+            } => Some(content["error"].as_str().unwrap_or_default().to_owned()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no failed tool call in {events:#?}"))
+}
+
+#[tokio::test]
+async fn broken_tool_json_becomes_an_error_result_the_model_reads() {
+    let (events, result) = one_call_then_text("{\"numbers\": [1, 2", "add", example_tools(&["add"]), config()).await;
+    assert!(ended_error(&events).contains("not valid JSON"), "{events:#?}");
+    assert_eq!(result["status"], json!("error"));
+    assert!(result["content"][0]["json"]["error"].as_str().unwrap().contains("not valid JSON"));
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_become_an_error_result() {
+    let (events, _) = one_call_then_text("{\"numbers\": \"three\"}", "add", example_tools(&["add"]), config()).await;
+    assert!(ended_error(&events).contains("do not match add's input schema"), "{events:#?}");
+}
+
+#[tokio::test]
+async fn an_unknown_tool_becomes_an_error_result() {
+    let (events, _) = one_call_then_text("{}", "launch_rockets", example_tools(&["add"]), config()).await;
+    assert!(ended_error(&events).contains("no tool named \"launch_rockets\""), "{events:#?}");
+}
+
+#[tokio::test]
+async fn a_panicking_tool_becomes_an_error_result() {
+    let crash = tool_fn(ToolSpec::new("crash", "Crashes.", json!({"type": "object"})), |_, _| async {
+        let items: Vec<u8> = Vec::new();
+        Ok(json!(items[3]))
+    });
+    let (events, _) = one_call_then_text("{}", "crash", vec![Arc::new(crash)], config()).await;
+    assert!(ended_error(&events).contains("crashed"), "{events:#?}");
+}
+
+#[tokio::test]
+async fn a_tool_past_its_timeout_is_stopped_and_reported() {
+    let probe = CleanupProbe::new();
+    let on_drop = probe.clone();
+    let stuck = tool_fn(ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})), move |_, _| {
+        let guard = on_drop.guard();
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(Value::Null)
+        }
+    });
+    let config = EngineConfig {
+        tool_timeout: Duration::from_millis(50),
+        ..config()
+    };
+    let (events, _) = one_call_then_text("{}", "stuck", vec![Arc::new(stuck)], config).await;
+    assert!(ended_error(&events).contains("did not finish within 50 ms"), "{events:#?}");
+    // The stopped call's future was dropped, not left running.
+    tokio::time::timeout(Duration::from_secs(5), probe.wait()).await.expect("the stuck call was dropped");
+}
+
+#[tokio::test]
+async fn throttling_and_unavailability_are_retried_and_announced() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::http_error(429, "ThrottlingException", "Too many requests"));
+    bedrock.push(Reply::http_error(503, "ServiceUnavailableException", "Try later"));
+    bedrock.push(StreamScript::new().exception("throttlingException", "Slow down").into_reply());
+    bedrock.push(Reply::text("Finally."));
+    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+
+    let retries: Vec<(u32, u32, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Retrying {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => Some((*attempt, *max_attempts, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 3, "{events:#?}");
+    assert_eq!((retries[0].0, retries[0].1), (1, 3));
+    assert!(retries[0].2.contains("throttled"), "{}", retries[0].2);
+    assert_eq!((retries[2].0, retries[2].1), (3, 3));
+    assert_eq!(text_of(&events), "Finally.");
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    // Four requests, one per attempt: the SDK made no retries of its own.
+    assert_eq!(bedrock.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn retries_run_out_into_a_retryable_failure() {
+    let bedrock = stand_in().await;
+    for _ in 0..4 {
+        bedrock.push(Reply::http_error(429, "ThrottlingException", "Too many requests"));
+    }
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+    let (details, retryable, code) = failure(&events);
+    assert!(retryable);
+    assert_eq!(code.as_deref(), Some(codes::MODEL_UNAVAILABLE));
+    assert!(details.contains("after 3 retries") && details.contains("Too many requests"), "{details}");
+    assert_eq!(bedrock.requests().len(), 4);
+    assert!(store.load_history("s1").await.unwrap().is_empty(), "a turn that produced nothing stores nothing");
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_after_output_is_not_replayed() {
+    let bedrock = stand_in().await;
+    bedrock.push(
+        StreamScript::new()
+            .text("The first half", 1)
+            .exception("modelStreamErrorException", "The model stream failed.")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("never sent"));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+    let (details, retryable, code) = failure(&events);
+    assert!(retryable, "{details}");
+    assert_eq!(code.as_deref(), Some(codes::MODEL_STREAM_INTERRUPTED));
+    assert_eq!(text_of(&events), "The first half", "nothing was streamed twice");
+    assert_eq!(bedrock.requests().len(), 1);
+    let history = store.load_history("s1").await.unwrap();
+    assert_eq!(history, vec![Message::user_text("Hi"), Message::assistant_text("The first half")]);
+}
+
+#[tokio::test]
+async fn refusals_fail_at_once_and_say_why() {
+    for (status, kind, message) in [
+        (400, "ValidationException", "The content field in the Message object at messages.1 is empty."),
+        (403, "AccessDeniedException", "You don't have access to the model."),
+        (404, "ResourceNotFoundException", "Model not found."),
+    ] {
+        let bedrock = stand_in().await;
+        bedrock.push(Reply::http_error(status, kind, message));
+        let store = MemoryStore::new();
+        let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+        let (details, retryable, code) = failure(&events);
+        assert!(!retryable, "{kind}");
+        assert_eq!(code.as_deref(), Some(codes::MODEL_REJECTED));
+        assert!(details.contains(kind) && details.contains(message), "{details}");
+        assert_eq!(bedrock.requests().len(), 1, "{kind} is not retried");
+        assert!(store.load_history("s1").await.unwrap().is_empty(), "a refused prompt never poisons the session");
+    }
+}
+
+#[tokio::test]
+async fn a_step_cut_off_before_saying_anything_runs_once_more_told_to_plan_less() {
+    let bedrock = stand_in().await;
+    let cut_off = || StreamScript::new().reasoning("Let me plan a very long", "sig").stop("max_tokens").into_reply();
+    bedrock.push(cut_off());
+    bedrock.push(Reply::text("Short answer."));
+    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    assert_eq!(text_of(&events), "Short answer.");
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 2);
+    let system = requests[1].body["system"].to_string();
+    assert!(system.contains("Plan less"), "{system}");
+    assert_eq!(requests[1].body["messages"].as_array().unwrap().len(), 1, "the cut-off step is not kept");
+
+    // Cut off twice: the person is told, and the turn completes with output_limit.
+    let bedrock = stand_in().await;
+    bedrock.push(cut_off());
+    bedrock.push(cut_off());
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "output_limit"})));
+    assert!(text_of(&events).contains("length limit"));
+    let history = store.load_history("s1").await.unwrap();
+    assert!(history[1].text().contains("length limit"));
+}
+
+#[tokio::test]
+async fn max_rounds_completes_with_a_line_for_the_person() {
+    let bedrock = stand_in().await;
+    for i in 0..2 {
+        bedrock.push(Reply::tool_call(&format!("t{i}"), "current_time", "{}"));
+    }
+    let store = MemoryStore::new();
+    let config = EngineConfig { max_rounds: 2, ..config() };
+    let events = run(&engine(&bedrock, &store, config, example_tools(&["current_time"])), "s1", "Loop").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "max_rounds"})));
+    assert!(text_of(&events).contains("most tool rounds"));
+    assert_eq!(bedrock.requests().len(), 2);
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert_eq!(history.last().unwrap().role, Role::Assistant);
+}
+
+#[derive(Debug)]
+struct TimeFirst;
+
+impl TurnPolicy for TimeFirst {
+    fn force_tool(&self, step: &StepContext<'_>) -> Option<String> {
+        (step.round == 0).then(|| "current_time".to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_forced_step_is_a_tool_choice_or_that_tool_alone() {
+    for forced_tool_choice in [true, false] {
+        let bedrock = stand_in().await;
+        bedrock.push(Reply::tool_call("t1", "current_time", "{}"));
+        bedrock.push(Reply::text("Done."));
+        let engine = agent_worker::engine::Engine::builder()
+            .model(agent_worker::engine::BedrockModel::new(bedrock.client(), MODEL_ID))
+            .store(MemoryStore::new())
+            .tools(example_tools(&["current_time", "add"]))
+            .turn_policy(TimeFirst)
+            .config(EngineConfig {
+                forced_tool_choice,
+                ..config()
+            })
+            .build()
+            .unwrap();
+        run(&engine, "s1", "Hi").await;
+        let requests = bedrock.requests();
+        let first = &requests[0].body;
+        let names: Vec<&str> = first["toolConfig"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["toolSpec"]["name"].as_str().unwrap())
+            .collect();
+        if forced_tool_choice {
+            assert_eq!(first["toolConfig"]["toolChoice"], json!({"tool": {"name": "current_time"}}));
+            assert_eq!(names, ["current_time", "add"]);
+        } else {
+            assert_eq!(first["toolConfig"]["toolChoice"], json!({"auto": {}}));
+            assert_eq!(names, ["current_time"]);
+            assert!(first["system"].to_string().contains("Call the tool `current_time` now."));
+        }
+        // Only the first step is forced.
+        assert_eq!(requests[1].body["toolConfig"]["toolChoice"], json!({"auto": {}}));
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_stream_closes_the_model_connection_promptly() {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().open_text("Thinking about").hang().into_reply());
+    let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
+    let mut closed = bedrock.closed_early();
+    let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
+    assert_eq!(events.next().await, Some(AgentEvent::text("Thinking about")));
+    assert_eq!(*closed.borrow(), 0);
+    drop(events);
+    tokio::time::timeout(Duration::from_millis(100), closed.wait_for(|n| *n == 1))
+        .await
+        .expect("the stand-in saw the connection close within 100 ms")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn dropping_the_stream_aborts_running_tools() {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().tool_use("t1", "stuck", "{}", 1).hang().into_reply());
+    let probe = CleanupProbe::new();
+    let on_drop = probe.clone();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = std::sync::Mutex::new(Some(started_tx));
+    let stuck = tool_fn(ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})), move |_, _| {
+        let guard = on_drop.guard();
+        if let Some(tx) = started_tx.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(Value::Null)
+        }
+    });
+    let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![Arc::new(stuck)]);
+    let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
+    assert!(matches!(events.next().await, Some(AgentEvent::ToolStarted { .. })));
+    // Keep polling until the tool is really running, then cancel.
+    let poll = async {
+        while events.next().await.is_some() {}
+    };
+    tokio::select! {
+        _ = poll => panic!("the turn ended by itself"),
+        _ = started_rx => {}
+    }
+    drop(events);
+    tokio::time::timeout(Duration::from_millis(100), probe.wait())
+        .await
+        .expect("the running tool was dropped");
+}
+
+#[tokio::test]
+async fn the_turn_deadline_stops_the_turn_and_keeps_what_it_did() {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    let store = MemoryStore::new();
+    let config = EngineConfig {
+        turn_deadline: Duration::from_millis(300),
+        ..config()
+    };
+    let events = run(&engine(&bedrock, &store, config, vec![]), "s1", "Hi").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "deadline"})));
+    assert!(text_of(&events).starts_with("Working on it"));
+    assert!(text_of(&events).contains("time limit"));
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert!(history[1].text().starts_with("Working on it"));
+    tokio::time::timeout(Duration::from_secs(5), bedrock.closed_early().wait_for(|n| *n == 1))
+        .await
+        .expect("the model request was aborted")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn bad_prompts_fail_naming_the_field_and_call_no_model() {
+    let bedrock = stand_in().await;
+    let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
+    let image = |mime: &str, data: &str| ImageRef {
+        mime_type: mime.into(),
+        data: data.into(),
+    };
+    let cases = [
+        (Prompt::text(""), "prompt.text"),
+        (Prompt::text("see").with_image(image("image/png", "%%%")), "prompt.images[0].data"),
+        (Prompt::text("see").with_image(image("application/pdf", "AAAA")), "prompt.images[0].mimeType"),
+    ];
+    for (prompt, field) in cases {
+        let events: Vec<_> = engine.invoke(Scope::new("s1"), prompt).collect().await;
+        let (details, retryable, code) = failure(&events);
+        assert!(!retryable);
+        assert_eq!(code.as_deref(), Some(codes::INVALID_PROMPT));
+        assert!(details.starts_with(field), "{details}");
+    }
+    assert!(bedrock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_picture_goes_to_the_model_as_an_image_block() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::text("A single pixel."));
+    let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+    let prompt = Prompt::text("What is this?").with_image(ImageRef {
+        mime_type: "image/png".into(),
+        data: png.into(),
+    });
+    let events: Vec<_> = engine.invoke(Scope::new("s1"), prompt).collect().await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    let content = &bedrock.requests()[0].body["messages"][0]["content"];
+    assert_eq!(content[0]["image"]["format"], json!("png"));
+    assert_eq!(content[0]["image"]["source"]["bytes"], json!(png));
+    assert_eq!(content[1], json!({"text": "What is this?"}));
+}
+
+#[tokio::test]
+async fn a_broken_stored_history_is_repaired_before_it_is_sent() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::text("Carrying on."));
+    let store = MemoryStore::new();
+    // A worker died mid-call: a toolUse with no result, and a stray empty message.
+    store.put_raw_history(
+        "s1",
+        vec![
+            Message::user_text("Book it"),
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::ToolUse {
+                    id: "t9".into(),
+                    name: "book".into(),
+                    input: json!({}),
+                }],
+            ),
+            Message::new(Role::Assistant, vec![]),
+        ],
+    );
+    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Well?").await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    let messages = bedrock.requests()[0].body["messages"].clone();
+    assert_eq!(messages.as_array().unwrap().len(), 3);
+    let result = &messages[2]["content"][0]["toolResult"];
+    assert_eq!(result["toolUseId"], json!("t9"));
+    assert_eq!(result["status"], json!("error"));
+    assert!(result["content"][0]["json"]["error"].as_str().unwrap().starts_with(INTERRUPTED_CALL));
+    assert_eq!(messages[2]["content"][1], json!({"text": "Well?"}));
+}
+
+#[tokio::test]
+async fn a_turn_delivered_twice_runs_once() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::text("Once."));
+    let store = MemoryStore::new();
+    let engine = engine(&bedrock, &store, config(), vec![]);
+    let scope = Scope::new("s1").with_turn_id("turn-42");
+    let first: Vec<_> = engine.invoke(scope.clone(), Prompt::text("Hi")).collect().await;
+    assert_eq!(terminal(&first), &AgentEvent::completed());
+    let second: Vec<_> = engine.invoke(scope, Prompt::text("Hi")).collect().await;
+    let (_, retryable, code) = failure(&second);
+    assert!(!retryable);
+    assert_eq!(code.as_deref(), Some(codes::DUPLICATE_TURN));
+    assert_eq!(bedrock.requests().len(), 1);
+    assert_eq!(store.load_history("s1").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_second_turn_sends_the_first_as_history() {
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::text("Hello Ada."));
+    bedrock.push(Reply::text("Your name is Ada."));
+    let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
+    run(&engine, "s1", "I am Ada").await;
+    run(&engine, "s1", "Who am I?").await;
+    assert_eq!(
+        bedrock.requests()[1].body["messages"],
+        json!([
+            {"role": "user", "content": [{"text": "I am Ada"}]},
+            {"role": "assistant", "content": [{"text": "Hello Ada."}]},
+            {"role": "user", "content": [{"text": "Who am I?"}]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn the_store_holds_what_the_stand_in_saw() {
+    // The stored history and the request the model saw agree, message for message.
+    let bedrock = stand_in().await;
+    bedrock.push(Reply::tool_call("t1", "add", "{\"numbers\":[2,3]}"));
+    bedrock.push(Reply::text("Five."));
+    bedrock.push(Reply::text("ok"));
+    let store = MemoryStore::new();
+    let engine = engine(&bedrock, &store, config(), example_tools(&["add"]));
+    run(&engine, "s1", "2+3?").await;
+    run(&engine, "s1", "thanks").await;
+    let stored = store.load_history("s1").await.unwrap();
+    let sent = bedrock.requests()[2].body["messages"].as_array().unwrap().len();
+    assert_eq!(stored.len(), sent + 1);
+    assert_eq!(
+        bedrock.requests()[2].body["messages"][2]["content"][0]["toolResult"]["content"][0]["json"],
+        json!({"sum": 5.0})
+    );
+}

@@ -1,0 +1,95 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_worker::engine::tools::{Tool, examples};
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
+use agent_worker::session::MemoryStore;
+use agent_worker::testing::BedrockStandIn;
+use futures_util::StreamExt;
+
+/// A model id with characters the SDK percent-encodes in the path.
+pub const MODEL_ID: &str = "us.anthropic.claude-sonnet-4-6-v1:0";
+
+/// Test tuning: the defaults, with retry delays of a few milliseconds.
+pub fn config() -> EngineConfig {
+    EngineConfig {
+        retry_base_delay: Duration::from_millis(1),
+        retry_max_delay: Duration::from_millis(4),
+        ..EngineConfig::default()
+    }
+}
+
+/// The example tools named.
+pub fn example_tools(names: &[&str]) -> Vec<Arc<dyn Tool>> {
+    names.iter().map(|n| examples::by_name(n).expect("an example tool")).collect()
+}
+
+/// An engine on the stand-in, with the real Bedrock client.
+pub fn engine(stand_in: &BedrockStandIn, store: &MemoryStore, config: EngineConfig, tools: Vec<Arc<dyn Tool>>) -> Engine {
+    Engine::builder()
+        .model(BedrockModel::new(stand_in.client(), MODEL_ID))
+        .store(store.clone())
+        .system_prompt("You are a test assistant.")
+        .tools(tools)
+        .config(config)
+        .build()
+        .expect("a valid engine")
+}
+
+/// Runs one turn to its end.
+pub async fn run(agent: &impl Agent, session: &str, text: &str) -> Vec<AgentEvent> {
+    agent.invoke(Scope::new(session), Prompt::text(text)).collect().await
+}
+
+/// The text deltas, joined.
+pub fn text_of(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The thinking deltas, joined.
+pub fn thinking_of(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Thinking { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The last event, which must be the terminal.
+pub fn terminal(events: &[AgentEvent]) -> &AgentEvent {
+    let last = events.last().expect("at least one event");
+    assert!(last.is_terminal(), "the last event is not terminal: {events:#?}");
+    assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1, "{events:#?}");
+    last
+}
+
+/// The failed terminal's (details, retryable, code).
+pub fn failure(events: &[AgentEvent]) -> (String, bool, Option<String>) {
+    match terminal(events) {
+        AgentEvent::Failed {
+            details,
+            retryable,
+            code,
+        } => (details.clone(), *retryable, code.clone()),
+        other => panic!("expected failed, got {other:?}"),
+    }
+}
+
+/// A fixture file's text, from tests/fixtures/bedrock.
+pub fn fixture(name: &str) -> String {
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "bedrock", name].iter().collect();
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
