@@ -1,9 +1,31 @@
-//! stub
+//! A Rust agent runtime for AWS serverless.
+//!
+//! One turn of a conversation runs through one engine-neutral contract,
+//! [`Agent::invoke`](protocol::Agent::invoke)`(scope, prompt)`, which returns a stream of
+//! [`AgentEvent`](protocol::AgentEvent)s. The [`Engine`](engine::Engine) implements it on Amazon
+//! Bedrock: streaming, the tool loop, retries, deadlines and cancellation, with session state
+//! behind a [`SessionStore`](session::SessionStore).
+//!
+//! The modules, and what each may use:
+//!
+//! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance).
+//!   Uses no other module of this crate and no AWS crate.
+//! - [`session`]: the state a turn needs (messages, history invariants, turn claims, stores).
+//!   Uses `protocol` only.
+//! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
+//!   Bedrock SDK.
+//! - `testing` (feature `testing`): the wire-level Bedrock stand-in.
+//!
+//! The README's examples run as doc tests.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod protocol;
 pub mod session;
-pub mod engine;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

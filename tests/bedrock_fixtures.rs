@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use support::*;
 
 fn echo_tool(name: &str) -> Arc<dyn Tool> {
-    Arc::new(tool_fn(ToolSpec::new(name, "Echoes its input.", json!({"type": "object"})), |input, _| async move {
-        Ok(json!({ "echo": input }))
-    }))
+    Arc::new(tool_fn(
+        ToolSpec::new(name, "Echoes its input.", json!({"type": "object"})),
+        |input, _| async move { Ok(json!({ "echo": input })) },
+    ))
 }
 
 fn chunks_reply(name: &str) -> Reply {
@@ -44,7 +45,12 @@ async fn the_live_stream_replays_byte_for_byte() {
         body_base64: response["bodyBase64"].as_str().unwrap().to_owned(),
     });
     let store = MemoryStore::new();
-    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", recorded["prompt"].as_str().unwrap()).await;
+    let events = run(
+        &engine(&bedrock, &store, config(), vec![]),
+        "s1",
+        recorded["prompt"].as_str().unwrap(),
+    )
+    .await;
     assert_eq!(text_of(&events), recorded["observed"]["text"].as_str().unwrap());
     assert!(events.contains(&AgentEvent::Usage {
         input_tokens: recorded["observed"]["inputTokens"].as_u64().unwrap(),
@@ -59,10 +65,24 @@ async fn a_tool_call_in_two_fragments_is_assembled() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(chunks_reply("tool-call.chunks.txt"));
     bedrock.push(Reply::text("Done."));
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![echo_tool("test-tool")]), "s1", "Go").await;
+    let events = run(
+        &engine(
+            &bedrock,
+            &MemoryStore::new(),
+            config(),
+            vec![echo_tool("test-tool")],
+        ),
+        "s1",
+        "Go",
+    )
+    .await;
     assert_eq!(
         tool_started(&events),
-        ("tool-use-id".into(), "test-tool".into(), json!({"value": "Sparkle Day"}))
+        (
+            "tool-use-id".into(),
+            "test-tool".into(),
+            json!({"value": "Sparkle Day"})
+        )
     );
     assert!(events.contains(&AgentEvent::ToolEnded {
         id: "tool-use-id".into(),
@@ -78,13 +98,24 @@ async fn inline_think_tags_become_thinking_and_stay_out_of_the_answer() {
     bedrock.push(chunks_reply("thinking-then-tool.chunks.txt"));
     bedrock.push(Reply::text("FOUND ISSUE_11409_CONTENT"));
     let store = MemoryStore::new();
-    let events = run(&engine(&bedrock, &store, config(), vec![echo_tool("read_file")]), "s1", "Find it").await;
+    let events = run(
+        &engine(&bedrock, &store, config(), vec![echo_tool("read_file")]),
+        "s1",
+        "Find it",
+    )
+    .await;
 
     let thinking = thinking_of(&events);
     assert!(thinking.starts_with(" The user wants me to:"), "{thinking}");
-    assert!(thinking.ends_with("read_file for src/cursor-config.ts. "), "{thinking}");
+    assert!(
+        thinking.ends_with("read_file for src/cursor-config.ts. "),
+        "{thinking}"
+    );
     let text = text_of(&events);
-    assert!(!text.contains("think>") && !text.contains("The user wants"), "{text}");
+    assert!(
+        !text.contains("think>") && !text.contains("The user wants"),
+        "{text}"
+    );
     assert!(text.ends_with("FOUND ISSUE_11409_CONTENT"));
     assert_eq!(
         tool_started(&events),
@@ -97,7 +128,11 @@ async fn inline_think_tags_become_thinking_and_stay_out_of_the_answer() {
     // The stored call has no empty text block around it, and no reasoning as answer text.
     let history = store.load_history("s1").await.unwrap();
     assert_eq!(history[1].role, Role::Assistant);
-    assert!(matches!(history[1].content.as_slice(), [ContentBlock::ToolUse { .. }]), "{:?}", history[1]);
+    assert!(
+        matches!(history[1].content.as_slice(), [ContentBlock::ToolUse { .. }]),
+        "{:?}",
+        history[1]
+    );
 }
 
 #[tokio::test]
@@ -105,13 +140,21 @@ async fn reasoning_deltas_and_their_signature_are_kept_apart_from_the_answer() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(chunks_reply("reasoning.chunks.txt"));
     let store = MemoryStore::new();
-    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "How many r's in strawberry?").await;
+    let events = run(
+        &engine(&bedrock, &store, config(), vec![]),
+        "s1",
+        "How many r's in strawberry?",
+    )
+    .await;
     assert_eq!(
         thinking_of(&events),
         "Let me count the r's in \"strawberry\":\n\ns-t-r-a-w-b-e-r-r-y\n\nr appears at positions 3, 8, and 9.\n\nSo there are 3 r's."
     );
     let text = text_of(&events);
-    assert!(text.starts_with("There are **3** r's in \"strawberry\""), "{text}");
+    assert!(
+        text.starts_with("There are **3** r's in \"strawberry\""),
+        "{text}"
+    );
     assert!(!text.contains("Let me count"));
     let history = store.load_history("s1").await.unwrap();
     let ContentBlock::Reasoning { signature, .. } = &history[1].content[0] else {
@@ -127,10 +170,17 @@ async fn a_recorded_model_stream_error_frame_is_retried() {
     bedrock.push(Reply::Raw {
         status: 200,
         content_type: "application/vnd.amazon.eventstream".into(),
-        body_base64: fixture("model-stream-error-exception.eventstream.base64.txt").trim().to_owned(),
+        body_base64: fixture("model-stream-error-exception.eventstream.base64.txt")
+            .trim()
+            .to_owned(),
     });
     bedrock.push(Reply::text("Recovered."));
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+    let events = run(
+        &engine(&bedrock, &MemoryStore::new(), config(), vec![]),
+        "s1",
+        "Hi",
+    )
+    .await;
     let reason = events
         .iter()
         .find_map(|e| match e {
@@ -149,15 +199,26 @@ async fn the_recorded_validation_error_fails_the_turn_with_its_message() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(Reply::HttpError {
         status: u16::try_from(recorded["status"].as_u64().unwrap()).unwrap(),
-        error_type: recorded["headers"]["x-amzn-errortype"].as_str().unwrap().to_owned(),
+        error_type: recorded["headers"]["x-amzn-errortype"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
         body: recorded["body"].clone(),
     });
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+    let events = run(
+        &engine(&bedrock, &MemoryStore::new(), config(), vec![]),
+        "s1",
+        "Hi",
+    )
+    .await;
     let (details, retryable, code) = failure(&events);
     assert!(!retryable);
     assert_eq!(code.as_deref(), Some(codes::MODEL_REJECTED));
     assert!(details.contains("ValidationException"), "{details}");
-    assert!(details.contains(recorded["body"]["message"].as_str().unwrap()), "{details}");
+    assert!(
+        details.contains(recorded["body"]["message"].as_str().unwrap()),
+        "{details}"
+    );
 }
 
 #[tokio::test]

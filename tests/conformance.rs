@@ -29,7 +29,11 @@ async fn engine_subject(pair_store: (MemoryStore, MemoryStore)) -> (Subject, Vec
     let completing = BedrockStandIn::start().await.unwrap();
     completing.push(Reply::text("Hello."));
     let failing = BedrockStandIn::start().await.unwrap();
-    failing.push(Reply::http_error(400, "ValidationException", "messages.0 is empty"));
+    failing.push(Reply::http_error(
+        400,
+        "ValidationException",
+        "messages.0 is empty",
+    ));
     let hanging = BedrockStandIn::start().await.unwrap();
     hanging.push(StreamScript::new().open_text("Let me think").hang().into_reply());
     let mut closed = hanging.closed_early();
@@ -41,10 +45,22 @@ async fn engine_subject(pair_store: (MemoryStore, MemoryStore)) -> (Subject, Vec
     let second = engine(&pair, &pair_store.1, config(), vec![]);
     let seen = pair.clone();
     let subject = Subject::new(
-        Case::new(engine(&completing, &MemoryStore::new(), config(), vec![]), Scope::new("c"), Prompt::text("Hi")),
-        Case::new(engine(&failing, &MemoryStore::new(), config(), vec![]), Scope::new("f"), Prompt::text("Hi")),
+        Case::new(
+            engine(&completing, &MemoryStore::new(), config(), vec![]),
+            Scope::new("c"),
+            Prompt::text("Hi"),
+        ),
+        Case::new(
+            engine(&failing, &MemoryStore::new(), config(), vec![]),
+            Scope::new("f"),
+            Prompt::text("Hi"),
+        ),
         Hanging::new(
-            Case::new(engine(&hanging, &MemoryStore::new(), config(), vec![]), Scope::new("h"), Prompt::text("Hi")),
+            Case::new(
+                engine(&hanging, &MemoryStore::new(), config(), vec![]),
+                Scope::new("h"),
+                Prompt::text("Hi"),
+            ),
             async move {
                 let _ = closed.wait_for(|n| *n > 0).await;
             },
@@ -55,7 +71,10 @@ async fn engine_subject(pair_store: (MemoryStore, MemoryStore)) -> (Subject, Vec
         second: Case::new(second, Scope::new("p"), Prompt::text("Who am I?")),
         expect: Box::new(move |_| {
             let requests = seen.requests();
-            let sent = requests.last().map(|r| r.body["messages"].to_string()).unwrap_or_default();
+            let sent = requests
+                .last()
+                .map(|r| r.body["messages"].to_string())
+                .unwrap_or_default();
             if sent.contains("I am Ada") && sent.contains("Nice to meet you, Ada.") {
                 Ok(())
             } else {
@@ -145,8 +164,15 @@ async fn two_terminals_are_caught() {
         Prompt::text("x"),
     );
     let report = check(Subject::new(twice, fails(), hangs()).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::ExactlyOneTerminal]), "{report}");
-    assert!(report.violations[0].message.contains("2 terminal events"), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::ExactlyOneTerminal]),
+        "{report}"
+    );
+    assert!(
+        report.violations[0].message.contains("2 terminal events"),
+        "{report}"
+    );
 }
 
 #[tokio::test]
@@ -157,8 +183,15 @@ async fn an_event_after_the_terminal_is_caught() {
         Prompt::text("x"),
     );
     let report = check(Subject::new(late, fails(), hangs()).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::ExactlyOneTerminal]), "{report}");
-    assert!(report.violations[0].message.contains("`text` event followed"), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::ExactlyOneTerminal]),
+        "{report}"
+    );
+    assert!(
+        report.violations[0].message.contains("`text` event followed"),
+        "{report}"
+    );
 }
 
 #[tokio::test]
@@ -169,16 +202,20 @@ async fn a_stream_without_terminal_is_caught() {
         Prompt::text("x"),
     );
     let report = check(Subject::new(silent, fails(), hangs()).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::ExactlyOneTerminal]), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::ExactlyOneTerminal]),
+        "{report}"
+    );
 }
 
 #[tokio::test]
 async fn a_throw_is_caught() {
     let throws = Case::new(
         agent_fn(|_: Scope, _: Prompt| {
-            stream::iter([AgentEvent::text("a")]).chain(stream::poll_fn(|_| -> std::task::Poll<Option<AgentEvent>> {
-                panic!("the engine crashed")
-            }))
+            stream::iter([AgentEvent::text("a")]).chain(stream::poll_fn(
+                |_| -> std::task::Poll<Option<AgentEvent>> { panic!("the engine crashed") },
+            ))
         }),
         Scope::new("s"),
         Prompt::text("x"),
@@ -191,7 +228,11 @@ async fn a_throw_is_caught() {
 #[tokio::test]
 async fn a_failure_reported_as_success_is_caught() {
     let report = check(Subject::new(completes(), completes(), hangs()).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::FailuresAreEvents]), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::FailuresAreEvents]),
+        "{report}"
+    );
 }
 
 #[tokio::test]
@@ -209,7 +250,11 @@ async fn no_cleanup_on_cancel_is_caught() {
     });
     let hanging = Hanging::new(Case::new(agent, Scope::new("s"), Prompt::text("x")), probe.wait());
     let report = check(Subject::new(completes(), fails(), hanging).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::RespondsToCancellation]), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::RespondsToCancellation]),
+        "{report}"
+    );
 }
 
 #[tokio::test]
@@ -217,11 +262,18 @@ async fn an_event_that_does_not_round_trip_is_caught() {
     // A known type without its fields cannot be read back.
     let bad = Case::new(
         agent_fn(|_: Scope, _: Prompt| {
-            stream::iter([AgentEvent::Other(json!({"type": "text"})), AgentEvent::completed()])
+            stream::iter([
+                AgentEvent::Other(json!({"type": "text"})),
+                AgentEvent::completed(),
+            ])
         }),
         Scope::new("s"),
         Prompt::text("x"),
     );
     let report = check(Subject::new(bad, fails(), hangs()).with_limits(fast_limits())).await;
-    assert_eq!(violated(&report), HashSet::from([Rule::JsonRoundTrip]), "{report}");
+    assert_eq!(
+        violated(&report),
+        HashSet::from([Rule::JsonRoundTrip]),
+        "{report}"
+    );
 }

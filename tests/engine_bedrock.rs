@@ -24,7 +24,13 @@ async fn stand_in() -> BedrockStandIn {
 #[tokio::test]
 async fn text_streams_as_deltas_and_the_exchange_is_stored() {
     let bedrock = stand_in().await;
-    bedrock.push(StreamScript::new().text("Hello there, person!", 3).stop("end_turn").usage(12, 8).into_reply());
+    bedrock.push(
+        StreamScript::new()
+            .text("Hello there, person!", 3)
+            .stop("end_turn")
+            .usage(12, 8)
+            .into_reply(),
+    );
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
 
@@ -43,14 +49,30 @@ async fn text_streams_as_deltas_and_the_exchange_is_stored() {
         ]
     );
     let history = store.load_history("s1").await.unwrap();
-    assert_eq!(history, vec![Message::user_text("Hi"), Message::assistant_text("Hello there, person!")]);
+    assert_eq!(
+        history,
+        vec![
+            Message::user_text("Hi"),
+            Message::assistant_text("Hello there, person!")
+        ]
+    );
 }
 
 #[tokio::test]
 async fn the_request_carries_system_inference_settings_and_tools() {
     let bedrock = stand_in().await;
     bedrock.push(Reply::text("ok"));
-    run(&engine(&bedrock, &MemoryStore::new(), config(), example_tools(&["current_time"])), "s1", "Hi").await;
+    run(
+        &engine(
+            &bedrock,
+            &MemoryStore::new(),
+            config(),
+            example_tools(&["current_time"]),
+        ),
+        "s1",
+        "Hi",
+    )
+    .await;
 
     let requests = bedrock.requests();
     assert_eq!(requests.len(), 1);
@@ -59,11 +81,17 @@ async fn the_request_carries_system_inference_settings_and_tools() {
     assert_eq!(request.operation, "converse-stream");
     let body = &request.body;
     assert_eq!(body["system"], json!([{"text": "You are a test assistant."}]));
-    assert_eq!(body["messages"], json!([{"role": "user", "content": [{"text": "Hi"}]}]));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [{"text": "Hi"}]}])
+    );
     assert_eq!(body["inferenceConfig"]["maxTokens"], json!(32000));
     assert!((body["inferenceConfig"]["temperature"].as_f64().unwrap() - 0.3).abs() < 1e-6);
     assert_eq!(body["toolConfig"]["toolChoice"], json!({"auto": {}}));
-    assert_eq!(body["toolConfig"]["tools"][0]["toolSpec"]["name"], json!("current_time"));
+    assert_eq!(
+        body["toolConfig"]["tools"][0]["toolSpec"]["name"],
+        json!("current_time")
+    );
     assert_eq!(
         body["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"]["json"]["type"],
         json!("object")
@@ -82,9 +110,17 @@ async fn a_tool_call_runs_and_its_result_goes_back_to_the_model() {
     );
     bedrock.push(Reply::text("It is late."));
     let store = MemoryStore::new();
-    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Time?").await;
+    let events = run(
+        &engine(&bedrock, &store, config(), example_tools(&["current_time"])),
+        "s1",
+        "Time?",
+    )
+    .await;
 
-    let started = events.iter().position(|e| matches!(e, AgentEvent::ToolStarted { .. })).unwrap();
+    let started = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolStarted { .. }))
+        .unwrap();
     assert_eq!(
         events[started],
         AgentEvent::ToolStarted {
@@ -93,7 +129,12 @@ async fn a_tool_call_runs_and_its_result_goes_back_to_the_model() {
             args: json!({})
         }
     );
-    let AgentEvent::ToolEnded { id, is_error, content } = &events[started + 1] else {
+    let AgentEvent::ToolEnded {
+        id,
+        is_error,
+        content,
+    } = &events[started + 1]
+    else {
         panic!("expected tool_ended after tool_started: {events:#?}");
     };
     assert_eq!((id.as_str(), *is_error), ("tooluse_1", false));
@@ -125,13 +166,16 @@ fn rendezvous_tools() -> Vec<Arc<dyn Tool>> {
         .into_iter()
         .map(|name| {
             let barrier = barrier.clone();
-            Arc::new(tool_fn(ToolSpec::new(name, "Meets the other tool.", json!({"type": "object"})), move |_, _| {
-                let barrier = barrier.clone();
-                async move {
-                    barrier.wait().await;
-                    Ok(json!({ "met": name }))
-                }
-            })) as Arc<dyn Tool>
+            Arc::new(tool_fn(
+                ToolSpec::new(name, "Meets the other tool.", json!({"type": "object"})),
+                move |_, _| {
+                    let barrier = barrier.clone();
+                    async move {
+                        barrier.wait().await;
+                        Ok(json!({ "met": name }))
+                    }
+                },
+            )) as Arc<dyn Tool>
         })
         .collect()
 }
@@ -152,7 +196,12 @@ async fn calls_in_one_response_run_concurrently_and_return_in_call_order() {
         tool_timeout: Duration::from_secs(10),
         ..config()
     };
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config, rendezvous_tools()), "s1", "Go").await;
+    let events = run(
+        &engine(&bedrock, &MemoryStore::new(), config, rendezvous_tools()),
+        "s1",
+        "Go",
+    )
+    .await;
 
     let ended: Vec<(&str, bool)> = events
         .iter()
@@ -166,7 +215,10 @@ async fn calls_in_one_response_run_concurrently_and_return_in_call_order() {
     let results = &bedrock.requests()[1].body["messages"][2]["content"];
     assert_eq!(results[0]["toolResult"]["toolUseId"], json!("call_a"));
     assert_eq!(results[1]["toolResult"]["toolUseId"], json!("call_b"));
-    assert_eq!(results[0]["toolResult"]["content"][0]["json"], json!({"met": "left"}));
+    assert_eq!(
+        results[0]["toolResult"]["content"][0]["json"],
+        json!({"met": "left"})
+    );
 }
 
 #[tokio::test]
@@ -181,7 +233,12 @@ async fn reasoning_streams_as_thinking_and_goes_back_with_its_signature() {
     );
     bedrock.push(Reply::text("Noon."));
     let store = MemoryStore::new();
-    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Time?").await;
+    let events = run(
+        &engine(&bedrock, &store, config(), example_tools(&["current_time"])),
+        "s1",
+        "Time?",
+    )
+    .await;
 
     assert_eq!(thinking_of(&events), "I should check the clock.");
     assert_eq!(text_of(&events), "Noon.", "reasoning is never part of the answer");
@@ -200,9 +257,19 @@ async fn reasoning_streams_as_thinking_and_goes_back_with_its_signature() {
     );
 }
 
-async fn one_call_then_text(input: &str, name: &str, tools: Vec<Arc<dyn Tool>>, config: EngineConfig) -> (Vec<AgentEvent>, Value) {
+async fn one_call_then_text(
+    input: &str,
+    name: &str,
+    tools: Vec<Arc<dyn Tool>>,
+    config: EngineConfig,
+) -> (Vec<AgentEvent>, Value) {
     let bedrock = stand_in().await;
-    bedrock.push(StreamScript::new().tool_use("t1", name, input, 2).stop("tool_use").into_reply());
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("t1", name, input, 2)
+            .stop("tool_use")
+            .into_reply(),
+    );
     bedrock.push(Reply::text("Sorry about that."));
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config, tools), "s1", "Do it").await;
@@ -217,7 +284,9 @@ fn ended_error(events: &[AgentEvent]) -> String {
         .iter()
         .find_map(|e| match e {
             AgentEvent::ToolEnded {
-                is_error: true, content, ..
+                is_error: true,
+                content,
+                ..
             } => Some(content["error"].as_str().unwrap_or_default().to_owned()),
             _ => None,
         })
@@ -226,30 +295,51 @@ fn ended_error(events: &[AgentEvent]) -> String {
 
 #[tokio::test]
 async fn broken_tool_json_becomes_an_error_result_the_model_reads() {
-    let (events, result) = one_call_then_text("{\"numbers\": [1, 2", "add", example_tools(&["add"]), config()).await;
+    let (events, result) =
+        one_call_then_text("{\"numbers\": [1, 2", "add", example_tools(&["add"]), config()).await;
     assert!(ended_error(&events).contains("not valid JSON"), "{events:#?}");
     assert_eq!(result["status"], json!("error"));
-    assert!(result["content"][0]["json"]["error"].as_str().unwrap().contains("not valid JSON"));
+    assert!(
+        result["content"][0]["json"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
 }
 
 #[tokio::test]
 async fn arguments_that_break_the_schema_become_an_error_result() {
-    let (events, _) = one_call_then_text("{\"numbers\": \"three\"}", "add", example_tools(&["add"]), config()).await;
-    assert!(ended_error(&events).contains("do not match add's input schema"), "{events:#?}");
+    let (events, _) = one_call_then_text(
+        "{\"numbers\": \"three\"}",
+        "add",
+        example_tools(&["add"]),
+        config(),
+    )
+    .await;
+    assert!(
+        ended_error(&events).contains("do not match add's input schema"),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test]
 async fn an_unknown_tool_becomes_an_error_result() {
     let (events, _) = one_call_then_text("{}", "launch_rockets", example_tools(&["add"]), config()).await;
-    assert!(ended_error(&events).contains("no tool named \"launch_rockets\""), "{events:#?}");
+    assert!(
+        ended_error(&events).contains("no tool named \"launch_rockets\""),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test]
 async fn a_panicking_tool_becomes_an_error_result() {
-    let crash = tool_fn(ToolSpec::new("crash", "Crashes.", json!({"type": "object"})), |_, _| async {
-        let items: Vec<u8> = Vec::new();
-        Ok(json!(items[3]))
-    });
+    let crash = tool_fn(
+        ToolSpec::new("crash", "Crashes.", json!({"type": "object"})),
+        |_, _| async {
+            let items: Vec<u8> = Vec::new();
+            Ok(json!(items[3]))
+        },
+    );
     let (events, _) = one_call_then_text("{}", "crash", vec![Arc::new(crash)], config()).await;
     assert!(ended_error(&events).contains("crashed"), "{events:#?}");
 }
@@ -258,22 +348,30 @@ async fn a_panicking_tool_becomes_an_error_result() {
 async fn a_tool_past_its_timeout_is_stopped_and_reported() {
     let probe = CleanupProbe::new();
     let on_drop = probe.clone();
-    let stuck = tool_fn(ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})), move |_, _| {
-        let guard = on_drop.guard();
-        async move {
-            let _guard = guard;
-            std::future::pending::<()>().await;
-            Ok(Value::Null)
-        }
-    });
+    let stuck = tool_fn(
+        ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})),
+        move |_, _| {
+            let guard = on_drop.guard();
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(Value::Null)
+            }
+        },
+    );
     let config = EngineConfig {
         tool_timeout: Duration::from_millis(50),
         ..config()
     };
     let (events, _) = one_call_then_text("{}", "stuck", vec![Arc::new(stuck)], config).await;
-    assert!(ended_error(&events).contains("did not finish within 50 ms"), "{events:#?}");
+    assert!(
+        ended_error(&events).contains("did not finish within 50 ms"),
+        "{events:#?}"
+    );
     // The stopped call's future was dropped, not left running.
-    tokio::time::timeout(Duration::from_secs(5), probe.wait()).await.expect("the stuck call was dropped");
+    tokio::time::timeout(Duration::from_secs(5), probe.wait())
+        .await
+        .expect("the stuck call was dropped");
 }
 
 #[tokio::test]
@@ -281,9 +379,18 @@ async fn throttling_and_unavailability_are_retried_and_announced() {
     let bedrock = stand_in().await;
     bedrock.push(Reply::http_error(429, "ThrottlingException", "Too many requests"));
     bedrock.push(Reply::http_error(503, "ServiceUnavailableException", "Try later"));
-    bedrock.push(StreamScript::new().exception("throttlingException", "Slow down").into_reply());
+    bedrock.push(
+        StreamScript::new()
+            .exception("throttlingException", "Slow down")
+            .into_reply(),
+    );
     bedrock.push(Reply::text("Finally."));
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+    let events = run(
+        &engine(&bedrock, &MemoryStore::new(), config(), vec![]),
+        "s1",
+        "Hi",
+    )
+    .await;
 
     let retries: Vec<(u32, u32, String)> = events
         .iter()
@@ -318,9 +425,15 @@ async fn retries_run_out_into_a_retryable_failure() {
     let (details, retryable, code) = failure(&events);
     assert!(retryable);
     assert_eq!(code.as_deref(), Some(codes::MODEL_UNAVAILABLE));
-    assert!(details.contains("after 3 retries") && details.contains("Too many requests"), "{details}");
+    assert!(
+        details.contains("after 3 retries") && details.contains("Too many requests"),
+        "{details}"
+    );
     assert_eq!(bedrock.requests().len(), 4);
-    assert!(store.load_history("s1").await.unwrap().is_empty(), "a turn that produced nothing stores nothing");
+    assert!(
+        store.load_history("s1").await.unwrap().is_empty(),
+        "a turn that produced nothing stores nothing"
+    );
 }
 
 #[tokio::test]
@@ -341,14 +454,28 @@ async fn a_stream_that_breaks_after_output_is_not_replayed() {
     assert_eq!(text_of(&events), "The first half", "nothing was streamed twice");
     assert_eq!(bedrock.requests().len(), 1);
     let history = store.load_history("s1").await.unwrap();
-    assert_eq!(history, vec![Message::user_text("Hi"), Message::assistant_text("The first half")]);
+    assert_eq!(
+        history,
+        vec![
+            Message::user_text("Hi"),
+            Message::assistant_text("The first half")
+        ]
+    );
 }
 
 #[tokio::test]
 async fn refusals_fail_at_once_and_say_why() {
     for (status, kind, message) in [
-        (400, "ValidationException", "The content field in the Message object at messages.1 is empty."),
-        (403, "AccessDeniedException", "You don't have access to the model."),
+        (
+            400,
+            "ValidationException",
+            "The content field in the Message object at messages.1 is empty.",
+        ),
+        (
+            403,
+            "AccessDeniedException",
+            "You don't have access to the model.",
+        ),
         (404, "ResourceNotFoundException", "Model not found."),
     ] {
         let bedrock = stand_in().await;
@@ -360,24 +487,41 @@ async fn refusals_fail_at_once_and_say_why() {
         assert_eq!(code.as_deref(), Some(codes::MODEL_REJECTED));
         assert!(details.contains(kind) && details.contains(message), "{details}");
         assert_eq!(bedrock.requests().len(), 1, "{kind} is not retried");
-        assert!(store.load_history("s1").await.unwrap().is_empty(), "a refused prompt never poisons the session");
+        assert!(
+            store.load_history("s1").await.unwrap().is_empty(),
+            "a refused prompt never poisons the session"
+        );
     }
 }
 
 #[tokio::test]
 async fn a_step_cut_off_before_saying_anything_runs_once_more_told_to_plan_less() {
     let bedrock = stand_in().await;
-    let cut_off = || StreamScript::new().reasoning("Let me plan a very long", "sig").stop("max_tokens").into_reply();
+    let cut_off = || {
+        StreamScript::new()
+            .reasoning("Let me plan a very long", "sig")
+            .stop("max_tokens")
+            .into_reply()
+    };
     bedrock.push(cut_off());
     bedrock.push(Reply::text("Short answer."));
-    let events = run(&engine(&bedrock, &MemoryStore::new(), config(), vec![]), "s1", "Hi").await;
+    let events = run(
+        &engine(&bedrock, &MemoryStore::new(), config(), vec![]),
+        "s1",
+        "Hi",
+    )
+    .await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
     assert_eq!(text_of(&events), "Short answer.");
     let requests = bedrock.requests();
     assert_eq!(requests.len(), 2);
     let system = requests[1].body["system"].to_string();
     assert!(system.contains("Plan less"), "{system}");
-    assert_eq!(requests[1].body["messages"].as_array().unwrap().len(), 1, "the cut-off step is not kept");
+    assert_eq!(
+        requests[1].body["messages"].as_array().unwrap().len(),
+        1,
+        "the cut-off step is not kept"
+    );
 
     // Cut off twice: the person is told, and the turn completes with output_limit.
     let bedrock = stand_in().await;
@@ -385,7 +529,10 @@ async fn a_step_cut_off_before_saying_anything_runs_once_more_told_to_plan_less(
     bedrock.push(cut_off());
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
-    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "output_limit"})));
+    assert_eq!(
+        terminal(&events),
+        &AgentEvent::completed_with(json!({"stopReason": "output_limit"}))
+    );
     assert!(text_of(&events).contains("length limit"));
     let history = store.load_history("s1").await.unwrap();
     assert!(history[1].text().contains("length limit"));
@@ -398,9 +545,20 @@ async fn max_rounds_completes_with_a_line_for_the_person() {
         bedrock.push(Reply::tool_call(&format!("t{i}"), "current_time", "{}"));
     }
     let store = MemoryStore::new();
-    let config = EngineConfig { max_rounds: 2, ..config() };
-    let events = run(&engine(&bedrock, &store, config, example_tools(&["current_time"])), "s1", "Loop").await;
-    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "max_rounds"})));
+    let config = EngineConfig {
+        max_rounds: 2,
+        ..config()
+    };
+    let events = run(
+        &engine(&bedrock, &store, config, example_tools(&["current_time"])),
+        "s1",
+        "Loop",
+    )
+    .await;
+    assert_eq!(
+        terminal(&events),
+        &AgentEvent::completed_with(json!({"stopReason": "max_rounds"}))
+    );
     assert!(text_of(&events).contains("most tool rounds"));
     assert_eq!(bedrock.requests().len(), 2);
     let history = store.load_history("s1").await.unwrap();
@@ -424,7 +582,10 @@ async fn a_forced_step_is_a_tool_choice_or_that_tool_alone() {
         bedrock.push(Reply::tool_call("t1", "current_time", "{}"));
         bedrock.push(Reply::text("Done."));
         let engine = agent_worker::engine::Engine::builder()
-            .model(agent_worker::engine::BedrockModel::new(bedrock.client(), MODEL_ID))
+            .model(agent_worker::engine::BedrockModel::new(
+                bedrock.client(),
+                MODEL_ID,
+            ))
             .store(MemoryStore::new())
             .tools(example_tools(&["current_time", "add"]))
             .turn_policy(TimeFirst)
@@ -444,12 +605,19 @@ async fn a_forced_step_is_a_tool_choice_or_that_tool_alone() {
             .map(|t| t["toolSpec"]["name"].as_str().unwrap())
             .collect();
         if forced_tool_choice {
-            assert_eq!(first["toolConfig"]["toolChoice"], json!({"tool": {"name": "current_time"}}));
+            assert_eq!(
+                first["toolConfig"]["toolChoice"],
+                json!({"tool": {"name": "current_time"}})
+            );
             assert_eq!(names, ["current_time", "add"]);
         } else {
             assert_eq!(first["toolConfig"]["toolChoice"], json!({"auto": {}}));
             assert_eq!(names, ["current_time"]);
-            assert!(first["system"].to_string().contains("Call the tool `current_time` now."));
+            assert!(
+                first["system"]
+                    .to_string()
+                    .contains("Call the tool `current_time` now.")
+            );
         }
         // Only the first step is forced.
         assert_eq!(requests[1].body["toolConfig"]["toolChoice"], json!({"auto": {}}));
@@ -459,7 +627,12 @@ async fn a_forced_step_is_a_tool_choice_or_that_tool_alone() {
 #[tokio::test]
 async fn dropping_the_stream_closes_the_model_connection_promptly() {
     let bedrock = stand_in().await;
-    bedrock.push(StreamScript::new().open_text("Thinking about").hang().into_reply());
+    bedrock.push(
+        StreamScript::new()
+            .open_text("Thinking about")
+            .hang()
+            .into_reply(),
+    );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
     let mut closed = bedrock.closed_early();
     let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
@@ -475,29 +648,38 @@ async fn dropping_the_stream_closes_the_model_connection_promptly() {
 #[tokio::test]
 async fn dropping_the_stream_aborts_running_tools() {
     let bedrock = stand_in().await;
-    bedrock.push(StreamScript::new().tool_use("t1", "stuck", "{}", 1).hang().into_reply());
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("t1", "stuck", "{}", 1)
+            .hang()
+            .into_reply(),
+    );
     let probe = CleanupProbe::new();
     let on_drop = probe.clone();
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
     let started_tx = std::sync::Mutex::new(Some(started_tx));
-    let stuck = tool_fn(ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})), move |_, _| {
-        let guard = on_drop.guard();
-        if let Some(tx) = started_tx.lock().unwrap().take() {
-            let _ = tx.send(());
-        }
-        async move {
-            let _guard = guard;
-            std::future::pending::<()>().await;
-            Ok(Value::Null)
-        }
-    });
+    let stuck = tool_fn(
+        ToolSpec::new("stuck", "Never ends.", json!({"type": "object"})),
+        move |_, _| {
+            let guard = on_drop.guard();
+            if let Some(tx) = started_tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(Value::Null)
+            }
+        },
+    );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![Arc::new(stuck)]);
     let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
-    assert!(matches!(events.next().await, Some(AgentEvent::ToolStarted { .. })));
+    assert!(matches!(
+        events.next().await,
+        Some(AgentEvent::ToolStarted { .. })
+    ));
     // Keep polling until the tool is really running, then cancel.
-    let poll = async {
-        while events.next().await.is_some() {}
-    };
+    let poll = async { while events.next().await.is_some() {} };
     tokio::select! {
         _ = poll => panic!("the turn ended by itself"),
         _ = started_rx => {}
@@ -518,16 +700,22 @@ async fn the_turn_deadline_stops_the_turn_and_keeps_what_it_did() {
         ..config()
     };
     let events = run(&engine(&bedrock, &store, config, vec![]), "s1", "Hi").await;
-    assert_eq!(terminal(&events), &AgentEvent::completed_with(json!({"stopReason": "deadline"})));
+    assert_eq!(
+        terminal(&events),
+        &AgentEvent::completed_with(json!({"stopReason": "deadline"}))
+    );
     assert!(text_of(&events).starts_with("Working on it"));
     assert!(text_of(&events).contains("time limit"));
     let history = store.load_history("s1").await.unwrap();
     check(&history).unwrap();
     assert!(history[1].text().starts_with("Working on it"));
-    tokio::time::timeout(Duration::from_secs(5), bedrock.closed_early().wait_for(|n| *n == 1))
-        .await
-        .expect("the model request was aborted")
-        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bedrock.closed_early().wait_for(|n| *n == 1),
+    )
+    .await
+    .expect("the model request was aborted")
+    .unwrap();
 }
 
 #[tokio::test]
@@ -540,8 +728,14 @@ async fn bad_prompts_fail_naming_the_field_and_call_no_model() {
     };
     let cases = [
         (Prompt::text(""), "prompt.text"),
-        (Prompt::text("see").with_image(image("image/png", "%%%")), "prompt.images[0].data"),
-        (Prompt::text("see").with_image(image("application/pdf", "AAAA")), "prompt.images[0].mimeType"),
+        (
+            Prompt::text("see").with_image(image("image/png", "%%%")),
+            "prompt.images[0].data",
+        ),
+        (
+            Prompt::text("see").with_image(image("application/pdf", "AAAA")),
+            "prompt.images[0].mimeType",
+        ),
     ];
     for (prompt, field) in cases {
         let events: Vec<_> = engine.invoke(Scope::new("s1"), prompt).collect().await;
@@ -592,14 +786,24 @@ async fn a_broken_stored_history_is_repaired_before_it_is_sent() {
             Message::new(Role::Assistant, vec![]),
         ],
     );
-    let events = run(&engine(&bedrock, &store, config(), example_tools(&["current_time"])), "s1", "Well?").await;
+    let events = run(
+        &engine(&bedrock, &store, config(), example_tools(&["current_time"])),
+        "s1",
+        "Well?",
+    )
+    .await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
     let messages = bedrock.requests()[0].body["messages"].clone();
     assert_eq!(messages.as_array().unwrap().len(), 3);
     let result = &messages[2]["content"][0]["toolResult"];
     assert_eq!(result["toolUseId"], json!("t9"));
     assert_eq!(result["status"], json!("error"));
-    assert!(result["content"][0]["json"]["error"].as_str().unwrap().starts_with(INTERRUPTED_CALL));
+    assert!(
+        result["content"][0]["json"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with(INTERRUPTED_CALL)
+    );
     assert_eq!(messages[2]["content"][1], json!({"text": "Well?"}));
 }
 

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_worker::protocol::conformance::CleanupProbe;
-use agent_worker::protocol::middleware::{Deadline, DeadlineLayer, TokenBudget, TokenBudgetLayer, TraceLayer, Traced};
+use agent_worker::protocol::middleware::{
+    Deadline, DeadlineLayer, TokenBudget, TokenBudgetLayer, TraceLayer, Traced,
+};
 use agent_worker::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope, agent_fn, codes};
 use agent_worker::session::MemoryStore;
 use agent_worker::testing::{BedrockStandIn, StreamScript};
@@ -17,7 +19,8 @@ use serde_json::json;
 use support::*;
 
 fn unknown() -> AgentEvent {
-    serde_json::from_value(json!({"type": "agent:approval_required", "preview": {"title": "Pay €12"}})).unwrap()
+    serde_json::from_value(json!({"type": "agent:approval_required", "preview": {"title": "Pay €12"}}))
+        .unwrap()
 }
 
 fn script() -> Vec<AgentEvent> {
@@ -74,7 +77,9 @@ async fn the_deadline_ends_a_turn_that_runs_too_long_and_cancels_it() {
     assert!(!retryable);
     assert_eq!(code.as_deref(), Some(codes::DEADLINE));
     assert!(details.contains("90000 ms"), "{details}");
-    tokio::time::timeout(Duration::from_secs(1), probe.wait()).await.expect("the inner turn was dropped");
+    tokio::time::timeout(Duration::from_secs(1), probe.wait())
+        .await
+        .expect("the inner turn was dropped");
 }
 
 #[tokio::test(start_paused = true)]
@@ -96,10 +101,13 @@ async fn the_deadline_over_the_engine_aborts_the_model_request() {
         .collect()
         .await;
     assert_eq!(failure(&events).2.as_deref(), Some(codes::DEADLINE));
-    tokio::time::timeout(Duration::from_secs(5), bedrock.closed_early().wait_for(|n| *n == 1))
-        .await
-        .expect("the stand-in saw the request dropped")
-        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bedrock.closed_early().wait_for(|n| *n == 1),
+    )
+    .await
+    .expect("the stand-in saw the request dropped")
+    .unwrap();
 }
 
 #[tokio::test]
@@ -112,22 +120,38 @@ async fn the_budget_stops_a_turn_after_the_step_that_goes_over() {
             input_tokens: n,
             output_tokens: 100,
         };
-        stream::iter([usage(500), AgentEvent::text("more"), usage(500), AgentEvent::text("never")])
-            .chain(stream::pending())
-            .map(move |e| {
-                let _ = &guard;
-                e
-            })
+        stream::iter([
+            usage(500),
+            AgentEvent::text("more"),
+            usage(500),
+            AgentEvent::text("never"),
+        ])
+        .chain(stream::pending())
+        .map(move |e| {
+            let _ = &guard;
+            e
+        })
     });
-    let events: Vec<_> = TokenBudget::new(hungry, 1_000).invoke(Scope::new("s"), Prompt::text("x")).collect().await;
+    let events: Vec<_> = TokenBudget::new(hungry, 1_000)
+        .invoke(Scope::new("s"), Prompt::text("x"))
+        .collect()
+        .await;
     assert_eq!(events.len(), 4, "{events:#?}");
     assert_eq!(events[1], AgentEvent::text("more"));
-    assert!(matches!(events[2], AgentEvent::Usage { input_tokens: 500, .. }));
+    assert!(matches!(
+        events[2],
+        AgentEvent::Usage {
+            input_tokens: 500,
+            ..
+        }
+    ));
     let (details, retryable, code) = failure(&events);
     assert!(!retryable);
     assert_eq!(code.as_deref(), Some(codes::BUDGET_EXCEEDED));
     assert_eq!(details, "the turn used 1200 tokens, over its budget of 1000");
-    tokio::time::timeout(Duration::from_secs(1), probe.wait()).await.expect("the inner turn was dropped");
+    tokio::time::timeout(Duration::from_secs(1), probe.wait())
+        .await
+        .expect("the inner turn was dropped");
 }
 
 #[derive(Clone, Default)]
@@ -177,6 +201,9 @@ async fn collect_through_a_stack_sees_the_middleware_failure() {
         ])
     })
     .layer(TokenBudgetLayer::new(10));
-    let err = over.collect(Scope::new("s"), Prompt::text("x")).await.unwrap_err();
+    let err = over
+        .collect(Scope::new("s"), Prompt::text("x"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("over its budget"), "{err}");
 }

@@ -90,10 +90,17 @@ impl EngineConfig {
             return fail("max_rounds must be at least 1".into());
         }
         if self.max_tokens == 0 || self.max_tokens > i32::MAX as u32 {
-            return fail(format!("max_tokens must be between 1 and {}, not {}", i32::MAX, self.max_tokens));
+            return fail(format!(
+                "max_tokens must be between 1 and {}, not {}",
+                i32::MAX,
+                self.max_tokens
+            ));
         }
         if !(0.0..=1.0).contains(&self.temperature) {
-            return fail(format!("temperature must be between 0 and 1, not {}", self.temperature));
+            return fail(format!(
+                "temperature must be between 0 and 1, not {}",
+                self.temperature
+            ));
         }
         if self.tool_timeout.is_zero() {
             return fail("tool_timeout must be longer than zero".into());

@@ -46,7 +46,7 @@ use crate::session::{Message, SessionStore};
 /// ```no_run
 /// use std::sync::Arc;
 /// use agent_worker::engine::{tools::examples, BedrockModel, Engine};
-/// use agent_worker::protocol::{AgentEvent, AgentExt, Prompt, Scope};
+/// use agent_worker::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope};
 /// use agent_worker::session::MemoryStore;
 /// use futures_util::StreamExt;
 ///
@@ -143,7 +143,9 @@ impl EngineInner {
                     system.push(format!("Call the tool `{name}` now."));
                 }
             }
-            Some(name) => tracing::warn!(tool = %name, "the turn policy forced a tool the engine does not have"),
+            Some(name) => {
+                tracing::warn!(tool = %name, "the turn policy forced a tool the engine does not have")
+            }
             None => {}
         }
         if plan_less {

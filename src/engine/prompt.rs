@@ -50,7 +50,11 @@ pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
         if !IMAGE_TYPES.contains(&image.mime_type.as_str()) {
             return Err(invalid(
                 format!("prompt.images[{i}].mimeType"),
-                format!("{:?} is not supported; use one of {}", image.mime_type, IMAGE_TYPES.join(", ")),
+                format!(
+                    "{:?} is not supported; use one of {}",
+                    image.mime_type,
+                    IMAGE_TYPES.join(", ")
+                ),
             ));
         }
         let field = format!("prompt.images[{i}].data");
@@ -97,7 +101,8 @@ mod tests {
 
     #[test]
     fn text_and_images_become_one_user_message() {
-        let msg = user_message(&Prompt::text("what is this?").with_image(image("image/png", PNG_1X1))).unwrap();
+        let msg =
+            user_message(&Prompt::text("what is this?").with_image(image("image/png", PNG_1X1))).unwrap();
         assert_eq!(msg.role, Role::User);
         assert!(matches!(&msg.content[0], ContentBlock::Image { mime_type, .. } if mime_type == "image/png"));
         assert_eq!(msg.content[1], ContentBlock::text("what is this?"));
@@ -107,9 +112,14 @@ mod tests {
     #[test]
     fn each_bad_field_is_named() {
         let cases = [
-            (Prompt::text("  "), "prompt.text is empty, and there are no images"),
             (
-                Prompt::text("x").with_image(image("image/png", PNG_1X1)).with_image(image("image/bmp", PNG_1X1)),
+                Prompt::text("  "),
+                "prompt.text is empty, and there are no images",
+            ),
+            (
+                Prompt::text("x")
+                    .with_image(image("image/png", PNG_1X1))
+                    .with_image(image("image/bmp", PNG_1X1)),
                 "prompt.images[1].mimeType \"image/bmp\" is not supported",
             ),
             (
@@ -120,7 +130,10 @@ mod tests {
                 Prompt::text("x").with_image(image("image/jpeg", PNG_1X1)),
                 "prompt.images[0].data is not a image/jpeg image",
             ),
-            (Prompt::text("x").with_image(image("image/gif", "")), "prompt.images[0].data is empty"),
+            (
+                Prompt::text("x").with_image(image("image/gif", "")),
+                "prompt.images[0].data is empty",
+            ),
         ];
         for (prompt, expected) in cases {
             let err = user_message(&prompt).unwrap_err().to_string();

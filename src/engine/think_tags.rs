@@ -39,7 +39,11 @@ impl ThinkTags {
             }
             let keep = (1..tag.len())
                 .rev()
-                .find(|&k| buf.len() >= k && buf.is_char_boundary(buf.len() - k) && tag.starts_with(&buf[buf.len() - k..]))
+                .find(|&k| {
+                    buf.len() >= k
+                        && buf.is_char_boundary(buf.len() - k)
+                        && tag.starts_with(&buf[buf.len() - k..])
+                })
                 .unwrap_or(0);
             let cut = buf.len() - keep;
             self.piece(&buf[..cut], &mut pieces);
@@ -88,7 +92,10 @@ mod tests {
 
     #[test]
     fn plain_text_passes_through() {
-        assert_eq!(split(&["Hello ", "<b>world</b> a < b"]), ("Hello <b>world</b> a < b".into(), String::new()));
+        assert_eq!(
+            split(&["Hello ", "<b>world</b> a < b"]),
+            ("Hello <b>world</b> a < b".into(), String::new())
+        );
     }
 
     #[test]
@@ -101,7 +108,10 @@ mod tests {
 
     #[test]
     fn an_unclosed_tag_keeps_the_rest_as_thinking() {
-        assert_eq!(split(&["<think>still going"]), (String::new(), "still going".into()));
+        assert_eq!(
+            split(&["<think>still going"]),
+            (String::new(), "still going".into())
+        );
     }
 
     #[test]

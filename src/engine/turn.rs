@@ -77,25 +77,45 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         .turn_id()
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let span = tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
-    run_claimed(engine, scope.session, turn_id, prompt, out).instrument(span).await;
+    let span =
+        tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
+    run_claimed(engine, scope.session, turn_id, prompt, out)
+        .instrument(span)
+        .await;
 }
 
-async fn run_claimed(engine: Arc<EngineInner>, session: String, turn_id: String, prompt: Prompt, out: Emitter) {
+async fn run_claimed(
+    engine: Arc<EngineInner>,
+    session: String,
+    turn_id: String,
+    prompt: Prompt,
+    out: Emitter,
+) {
     if session.trim().is_empty() {
-        out.emit(AgentEvent::failed("scope.session is empty", false, Some(codes::INVALID_PROMPT)));
+        out.emit(AgentEvent::failed(
+            "scope.session is empty",
+            false,
+            Some(codes::INVALID_PROMPT),
+        ));
         return;
     }
     let user = match user_message(&prompt) {
         Ok(user) => user,
         Err(invalid) => {
             tracing::info!(%invalid, "refused the prompt");
-            out.emit(AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT)));
+            out.emit(AgentEvent::failed(
+                invalid.to_string(),
+                false,
+                Some(codes::INVALID_PROMPT),
+            ));
             return;
         }
     };
     let store = &engine.store;
-    match store.claim_turn(&session, &turn_id, Lease(engine.config.lease())).await {
+    match store
+        .claim_turn(&session, &turn_id, Lease(engine.config.lease()))
+        .await
+    {
         Err(e) => {
             out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
             return;
@@ -190,7 +210,12 @@ struct StepEnd {
     said: bool,
 }
 
-async fn run_rounds(engine: &EngineInner, mut ctx: StepContext<'_>, turn: &mut TurnState, out: &Emitter) -> Ending {
+async fn run_rounds(
+    engine: &EngineInner,
+    mut ctx: StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+) -> Ending {
     let config = &engine.config;
     let mut plan_less = false;
     while ctx.round < config.max_rounds {
@@ -207,7 +232,9 @@ async fn run_rounds(engine: &EngineInner, mut ctx: StepContext<'_>, turn: &mut T
         }
         match step.stop {
             StopReason::MaxTokens if !step.said && !plan_less => {
-                tracing::info!("the step reached the output limit before saying anything; running it once more");
+                tracing::info!(
+                    "the step reached the output limit before saying anything; running it once more"
+                );
                 turn.discard_step();
                 plan_less = true;
             }
@@ -250,7 +277,9 @@ async fn run_step_with_retries(
             tracing::warn!(error = %error, "the model's stream broke after output");
             turn.interrupt(out, "the model's stream broke");
             return Err(Ending::Failed {
-                details: format!("the model's stream broke after it had started answering; what it produced is kept: {error}"),
+                details: format!(
+                    "the model's stream broke after it had started answering; what it produced is kept: {error}"
+                ),
                 retryable: transient,
                 code: codes::MODEL_STREAM_INTERRUPTED,
             });
@@ -440,7 +469,10 @@ impl TurnState {
 
     fn add_reasoning(&mut self, delta: String, out: &Emitter) {
         match self.step.content.last_mut() {
-            Some(ContentBlock::Reasoning { text, signature: None }) => text.push_str(&delta),
+            Some(ContentBlock::Reasoning {
+                text,
+                signature: None,
+            }) => text.push_str(&delta),
             _ => self.step.content.push(ContentBlock::Reasoning {
                 text: delta.clone(),
                 signature: None,
@@ -451,7 +483,10 @@ impl TurnState {
 
     fn sign_reasoning(&mut self, sig: String) {
         match self.step.content.last_mut() {
-            Some(ContentBlock::Reasoning { signature: signature @ None, .. }) => *signature = Some(sig),
+            Some(ContentBlock::Reasoning {
+                signature: signature @ None,
+                ..
+            }) => *signature = Some(sig),
             _ => self.step.content.push(ContentBlock::Reasoning {
                 text: String::new(),
                 signature: Some(sig),
@@ -467,7 +502,13 @@ impl TurnState {
     }
 
     /// Records a call and announces it; returns its index and its parsed arguments.
-    fn add_call(&mut self, id: String, name: String, raw: &str, out: &Emitter) -> (usize, Result<Value, String>) {
+    fn add_call(
+        &mut self,
+        id: String,
+        name: String,
+        raw: &str,
+        out: &Emitter,
+    ) -> (usize, Result<Value, String>) {
         let parsed = parse_arguments(raw);
         let args = match &parsed {
             Ok(args) => args.clone(),
@@ -504,7 +545,11 @@ impl TurnState {
         self.flush_text(out);
         for index in 0..self.step.calls.len() {
             if self.step.results[index].is_none() {
-                self.finish_call(index, ToolOutcome::error(format!("{INTERRUPTED_CALL} ({reason})")), out);
+                self.finish_call(
+                    index,
+                    ToolOutcome::error(format!("{INTERRUPTED_CALL} ({reason})")),
+                    out,
+                );
             }
         }
         self.close_step();

@@ -42,21 +42,23 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let driver = turn(Emitter { tx: tx.clone() });
     Box::pin(TurnStream {
-        driver: Some(Box::pin(AssertUnwindSafe(driver).catch_unwind().map(move |result| {
-            if let Err(panic) = result {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                tracing::error!(panic = %why, "the turn panicked");
-                let _ = tx.send(AgentEvent::failed(
-                    format!("the agent hit a bug and stopped: {why}"),
-                    false,
-                    Some(codes::INTERNAL),
-                ));
-            }
-        }))),
+        driver: Some(Box::pin(AssertUnwindSafe(driver).catch_unwind().map(
+            move |result| {
+                if let Err(panic) = result {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(panic = %why, "the turn panicked");
+                    let _ = tx.send(AgentEvent::failed(
+                        format!("the agent hit a bug and stopped: {why}"),
+                        false,
+                        Some(codes::INTERNAL),
+                    ));
+                }
+            },
+        ))),
         rx,
         ended: false,
     })
@@ -127,7 +129,14 @@ mod tests {
         })
         .collect()
         .await;
-        assert_eq!(events, vec![AgentEvent::text("a"), AgentEvent::text("b"), AgentEvent::completed()]);
+        assert_eq!(
+            events,
+            vec![
+                AgentEvent::text("a"),
+                AgentEvent::text("b"),
+                AgentEvent::completed()
+            ]
+        );
     }
 
     #[tokio::test]
@@ -143,7 +152,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_driver_without_terminal_gets_one() {
-        let events: Vec<_> = turn_stream(|out| async move { out.emit(AgentEvent::text("a")) }).collect().await;
+        let events: Vec<_> = turn_stream(|out| async move { out.emit(AgentEvent::text("a")) })
+            .collect()
+            .await;
         assert_eq!(events.len(), 2);
         assert!(matches!(&events[1], AgentEvent::Failed { code: Some(c), .. } if c == codes::INTERNAL));
     }

@@ -107,7 +107,10 @@ mod tests {
 
     #[tokio::test]
     async fn failed_becomes_an_agent_failure_with_its_fields() {
-        let events = vec![AgentEvent::text("x"), AgentEvent::failed("slow down", true, Some("throttled"))];
+        let events = vec![
+            AgentEvent::text("x"),
+            AgentEvent::failed("slow down", true, Some("throttled")),
+        ];
         let err = collect(stream::iter(events)).await.unwrap_err();
         assert_eq!(
             err,
@@ -121,7 +124,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_without_terminal_is_its_own_error() {
-        let err = collect(stream::iter(vec![AgentEvent::text("x")])).await.unwrap_err();
+        let err = collect(stream::iter(vec![AgentEvent::text("x")]))
+            .await
+            .unwrap_err();
         assert_eq!(err, CollectError::NoTerminal);
     }
 }

@@ -109,7 +109,9 @@ impl Hanging {
 
 impl fmt::Debug for Hanging {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hanging").field("case", &self.case).finish_non_exhaustive()
+        f.debug_struct("Hanging")
+            .field("case", &self.case)
+            .finish_non_exhaustive()
     }
 }
 
@@ -276,7 +278,12 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} checks, {} violations", self.checked.len(), self.violations.len())?;
+        writeln!(
+            f,
+            "{} checks, {} violations",
+            self.checked.len(),
+            self.violations.len()
+        )?;
         for v in &self.violations {
             writeln!(f, "- {} in {}: {}", v.rule, v.case, v.message)?;
         }
@@ -384,11 +391,13 @@ fn start(case: &Case) -> Result<EventStream, String> {
 
 /// The stream's next event; `Err` when polling panicked.
 async fn next_event(stream: &mut EventStream) -> Result<Option<AgentEvent>, String> {
-    poll_fn(|cx| match catch_unwind(AssertUnwindSafe(|| stream.as_mut().poll_next(cx))) {
-        Ok(Poll::Ready(event)) => Poll::Ready(Ok(event)),
-        Ok(Poll::Pending) => Poll::Pending,
-        Err(payload) => Poll::Ready(Err(panic_message(&*payload))),
-    })
+    poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| stream.as_mut().poll_next(cx))) {
+            Ok(Poll::Ready(event)) => Poll::Ready(Ok(event)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(&*payload))),
+        },
+    )
     .await
 }
 
@@ -470,16 +479,23 @@ fn judge_drained(report: &mut Report, case: &'static str, drained: &Drained, exp
     if let Some(&first) = terminals.first() {
         let got = &drained.events[first];
         match (expect, got) {
-            (Expect::Completed, AgentEvent::Completed { .. }) | (Expect::Failed, AgentEvent::Failed { .. }) => {}
+            (Expect::Completed, AgentEvent::Completed { .. })
+            | (Expect::Failed, AgentEvent::Failed { .. }) => {}
             (Expect::Failed, other) => report.violation(
                 Rule::FailuresAreEvents,
                 case,
-                format!("the failing case ended with `{}`, not `failed`", other.type_name()),
+                format!(
+                    "the failing case ended with `{}`, not `failed`",
+                    other.type_name()
+                ),
             ),
             (Expect::Completed, other) => report.violation(
                 Rule::Subject,
                 case,
-                format!("the completing case ended with {}", serde_json::to_string(other).unwrap_or_default()),
+                format!(
+                    "the completing case ended with {}",
+                    serde_json::to_string(other).unwrap_or_default()
+                ),
             ),
         }
     }
@@ -535,17 +551,28 @@ async fn check_hanging(report: &mut Report, hanging: Hanging, limits: Limits) {
             }
             Ok(Some(event)) => seen.push(event),
             Ok(None) => {
-                report.violation(Rule::ExactlyOneTerminal, CASE, "the stream ended without a terminal event");
+                report.violation(
+                    Rule::ExactlyOneTerminal,
+                    CASE,
+                    "the stream ended without a terminal event",
+                );
                 return;
             }
             Err(panic) => {
-                report.violation(Rule::FailuresAreEvents, CASE, format!("polling the stream panicked: {panic}"));
+                report.violation(
+                    Rule::FailuresAreEvents,
+                    CASE,
+                    format!("polling the stream panicked: {panic}"),
+                );
                 return;
             }
         }
     }
     drop(stream);
-    if tokio::time::timeout(limits.cleanup_within, hanging.cleaned_up).await.is_err() {
+    if tokio::time::timeout(limits.cleanup_within, hanging.cleaned_up)
+        .await
+        .is_err()
+    {
         report.violation(
             Rule::RespondsToCancellation,
             CASE,

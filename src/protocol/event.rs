@@ -268,7 +268,11 @@ impl Serialize for AgentEvent {
             Self::Text { delta } => WireRef::Text { delta },
             Self::Thinking { delta } => WireRef::Thinking { delta },
             Self::ToolStarted { id, name, args } => WireRef::ToolStarted { id, name, args },
-            Self::ToolEnded { id, is_error, content } => WireRef::ToolEnded {
+            Self::ToolEnded {
+                id,
+                is_error,
+                content,
+            } => WireRef::ToolEnded {
                 id,
                 is_error: *is_error,
                 content,
@@ -311,7 +315,9 @@ impl<'de> Deserialize<'de> for AgentEvent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Value::deserialize(deserializer)?;
         let Some(kind) = raw.get("type").and_then(Value::as_str) else {
-            return Err(D::Error::custom("an event must be an object with a string \"type\""));
+            return Err(D::Error::custom(
+                "an event must be an object with a string \"type\"",
+            ));
         };
         if !KNOWN_TYPES.contains(&kind) {
             return Ok(Self::Other(raw));
@@ -321,7 +327,15 @@ impl<'de> Deserialize<'de> for AgentEvent {
             WireOwned::Text { delta } => Self::Text { delta },
             WireOwned::Thinking { delta } => Self::Thinking { delta },
             WireOwned::ToolStarted { id, name, args } => Self::ToolStarted { id, name, args },
-            WireOwned::ToolEnded { id, is_error, content } => Self::ToolEnded { id, is_error, content },
+            WireOwned::ToolEnded {
+                id,
+                is_error,
+                content,
+            } => Self::ToolEnded {
+                id,
+                is_error,
+                content,
+            },
             WireOwned::Retrying {
                 attempt,
                 max_attempts,

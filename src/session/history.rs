@@ -56,7 +56,9 @@ pub enum HistoryError {
         id: String,
     },
     /// A result answers no call of the message before, or answers one twice.
-    #[error("tool result {id} in message {index} answers no call of the message before it, or answers it twice")]
+    #[error(
+        "tool result {id} in message {index} answers no call of the message before it, or answers it twice"
+    )]
     OrphanResult {
         /// The message's position.
         index: usize,
@@ -209,7 +211,8 @@ fn answer_exactly(message: &mut Message, calls: &[String], repairs: &mut Repairs
     let mut rest = Vec::with_capacity(message.content.len());
     for block in message.content.drain(..) {
         match &block {
-            ContentBlock::ToolResult { tool_use_id, .. } => match calls.iter().position(|c| c == tool_use_id) {
+            ContentBlock::ToolResult { tool_use_id, .. } => match calls.iter().position(|c| c == tool_use_id)
+            {
                 Some(i) if results[i].is_none() => results[i] = Some(block),
                 _ => repairs.removed_results += 1,
             },
@@ -286,7 +289,10 @@ mod tests {
         let (repaired, repairs) = repair(history);
         assert_eq!(check(&repaired), Ok(()));
         assert_eq!(repairs.added_results, 1);
-        assert_eq!(repaired[2].content, vec![ContentBlock::error_result("a", INTERRUPTED_CALL)]);
+        assert_eq!(
+            repaired[2].content,
+            vec![ContentBlock::error_result("a", INTERRUPTED_CALL)]
+        );
     }
 
     #[test]
@@ -294,7 +300,12 @@ mod tests {
         let history = vec![
             user(vec![result("stray"), ContentBlock::text("hi")]),
             assistant(vec![call("a"), call("b")]),
-            user(vec![result("b"), ContentBlock::text("and"), result("b"), result("zzz")]),
+            user(vec![
+                result("b"),
+                ContentBlock::text("and"),
+                result("b"),
+                result("zzz"),
+            ]),
             assistant(vec![call("c")]),
             Message::assistant_text("no result for c before me"),
         ];
@@ -312,7 +323,10 @@ mod tests {
         );
         // c's call and the text after it were merged into one assistant message, then answered.
         assert_eq!(repaired.len(), 5);
-        assert_eq!(repaired[4].content, vec![ContentBlock::error_result("c", INTERRUPTED_CALL)]);
+        assert_eq!(
+            repaired[4].content,
+            vec![ContentBlock::error_result("c", INTERRUPTED_CALL)]
+        );
     }
 
     #[test]
@@ -375,7 +389,11 @@ mod tests {
             Err(HistoryError::StartsWithAssistant)
         );
         assert_eq!(
-            check(&[Message::user_text("a"), Message::assistant_text("b"), user(vec![result("q")])]),
+            check(&[
+                Message::user_text("a"),
+                Message::assistant_text("b"),
+                user(vec![result("q")])
+            ]),
             Err(HistoryError::OrphanResult {
                 index: 2,
                 id: "q".into()

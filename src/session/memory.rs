@@ -83,7 +83,11 @@ impl SessionStore for MemoryStore {
     }
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
-        Ok(self.lock()?.get(session).map(|d| d.messages.clone()).unwrap_or_default())
+        Ok(self
+            .lock()?
+            .get(session)
+            .map(|d| d.messages.clone())
+            .unwrap_or_default())
     }
 
     async fn complete_turn(

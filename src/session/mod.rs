@@ -5,11 +5,11 @@
 //! - [`TurnRecord`], [`Claim`]: a turn is claimed once, so a redelivered turn runs once.
 //! - [`MemoryStore`]: the in-process implementation.
 
+mod error;
 pub mod history;
 mod memory;
 mod message;
 mod turn;
-mod error;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;

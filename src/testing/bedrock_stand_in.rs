@@ -131,12 +131,20 @@ impl Frame {
 impl Reply {
     /// A streamed answer of `text` in a few chunks, ending the turn.
     pub fn text(text: &str) -> Self {
-        StreamScript::new().text(text, 3).stop("end_turn").usage(12, 8).into_reply()
+        StreamScript::new()
+            .text(text, 3)
+            .stop("end_turn")
+            .usage(12, 8)
+            .into_reply()
     }
 
     /// A streamed call of tool `name` with `input` (JSON text), stopping for its result.
     pub fn tool_call(id: &str, name: &str, input: &str) -> Self {
-        StreamScript::new().tool_use(id, name, input, 2).stop("tool_use").usage(20, 10).into_reply()
+        StreamScript::new()
+            .tool_use(id, name, input, 2)
+            .stop("tool_use")
+            .usage(20, 10)
+            .into_reply()
     }
 
     /// An HTTP error with Bedrock's error header and a message body.
@@ -209,13 +217,17 @@ impl StreamScript {
     }
 
     fn delta(&mut self, index: u64, delta: Value) {
-        self.frames
-            .push(Frame::event("contentBlockDelta", json!({"contentBlockIndex": index, "delta": delta})));
+        self.frames.push(Frame::event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": index, "delta": delta}),
+        ));
     }
 
     fn stop_block(&mut self, index: u64) {
-        self.frames
-            .push(Frame::event("contentBlockStop", json!({"contentBlockIndex": index})));
+        self.frames.push(Frame::event(
+            "contentBlockStop",
+            json!({"contentBlockIndex": index}),
+        ));
     }
 
     /// A text block sent in `pieces` deltas.
@@ -267,7 +279,8 @@ impl StreamScript {
     /// `messageStop` with `reason` (`end_turn`, `tool_use`, `max_tokens`, ...).
     #[must_use]
     pub fn stop(mut self, reason: &str) -> Self {
-        self.frames.push(Frame::event("messageStop", json!({"stopReason": reason})));
+        self.frames
+            .push(Frame::event("messageStop", json!({"stopReason": reason})));
         self
     }
 
@@ -408,7 +421,9 @@ impl BedrockStandIn {
             replies: Mutex::new(replies.into()),
             ..Shared::default()
         });
-        axum::serve(listener, router(shared)).with_graceful_shutdown(shutdown).await
+        axum::serve(listener, router(shared))
+            .with_graceful_shutdown(shutdown)
+            .await
     }
 
     /// The address it listens on.
@@ -469,7 +484,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn push_replies(State(shared): State<Arc<Shared>>, axum::Json(replies): axum::Json<Vec<Reply>>) -> StatusCode {
+async fn push_replies(
+    State(shared): State<Arc<Shared>>,
+    axum::Json(replies): axum::Json<Vec<Reply>>,
+) -> StatusCode {
     lock(&shared.replies).extend(replies);
     StatusCode::NO_CONTENT
 }
@@ -479,7 +497,8 @@ async fn list_requests(State(shared): State<Arc<Shared>>) -> axum::Json<Vec<Reco
 }
 
 fn record(shared: &Shared, model_id: String, operation: &str, body: &Bytes) -> Value {
-    let body: Value = serde_json::from_slice(body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    let body: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
     lock(&shared.requests).push(RecordedRequest {
         model_id,
         operation: operation.to_owned(),
@@ -493,14 +512,22 @@ fn next_reply(shared: &Shared, request: &Value) -> Reply {
         return reply;
     }
     match shared.fallback {
-        Fallback::Refuse => Reply::http_error(400, "ValidationException", "the Bedrock stand-in has no scripted reply left"),
+        Fallback::Refuse => Reply::http_error(
+            400,
+            "ValidationException",
+            "the Bedrock stand-in has no scripted reply left",
+        ),
         Fallback::Echo => echo(request),
     }
 }
 
 /// The demo assistant of [`Fallback::Echo`].
 fn echo(request: &Value) -> Reply {
-    let last = request["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+    let last = request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
     let blocks = last["content"].as_array().cloned().unwrap_or_default();
     let results: Vec<String> = blocks
         .iter()
@@ -514,7 +541,11 @@ fn echo(request: &Value) -> Reply {
             .usage(40, 12)
             .into_reply();
     }
-    let words: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join(" ");
+    let words: String = blocks
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
     if let Some(tool) = request["toolConfig"]["tools"][0]["toolSpec"]["name"].as_str() {
         let id = format!("tooluse_{}", uuid::Uuid::new_v4().simple());
         return StreamScript::new()
@@ -543,7 +574,11 @@ async fn converse(State(shared): State<Arc<Shared>>, Path(model_id): Path<String
 
 fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
     match reply {
-        Reply::HttpError { status, error_type, body } => (
+        Reply::HttpError {
+            status,
+            error_type,
+            body,
+        } => (
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             [
                 ("x-amzn-errortype", error_type),
@@ -552,11 +587,9 @@ fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
             body.to_string(),
         )
             .into_response(),
-        Reply::Converse { body } => (
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response(),
+        Reply::Converse { body } => {
+            ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+        }
         Reply::Raw {
             status,
             content_type,
@@ -568,7 +601,11 @@ fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
                 bytes,
             )
                 .into_response(),
-            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("bad scripted body: {e}")).into_response(),
+            Err(e) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("bad scripted body: {e}"),
+            )
+                .into_response(),
         },
         Reply::Stream {
             frames,
@@ -602,9 +639,18 @@ fn stream_response(shared: Arc<Shared>, frames: Vec<Frame>, delay: Duration, han
     let encoded: Result<Vec<Vec<u8>>, String> = frames.iter().map(Frame::encode).collect();
     let encoded = match encoded {
         Ok(encoded) => encoded,
-        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("bad scripted frame: {e}")).into_response(),
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("bad scripted frame: {e}"),
+            )
+                .into_response();
+        }
     };
-    let probe = CloseProbe { shared, finished: false };
+    let probe = CloseProbe {
+        shared,
+        finished: false,
+    };
     let frames = futures_util::stream::unfold(
         (encoded.into_iter(), probe),
         move |(mut frames, mut probe)| async move {

@@ -3,4 +3,6 @@
 
 pub mod bedrock_stand_in;
 
-pub use bedrock_stand_in::{BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for};
+pub use bedrock_stand_in::{
+    BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
+};

@@ -26,11 +26,19 @@ pub fn config() -> EngineConfig {
 
 /// The example tools named.
 pub fn example_tools(names: &[&str]) -> Vec<Arc<dyn Tool>> {
-    names.iter().map(|n| examples::by_name(n).expect("an example tool")).collect()
+    names
+        .iter()
+        .map(|n| examples::by_name(n).expect("an example tool"))
+        .collect()
 }
 
 /// An engine on the stand-in, with the real Bedrock client.
-pub fn engine(stand_in: &BedrockStandIn, store: &MemoryStore, config: EngineConfig, tools: Vec<Arc<dyn Tool>>) -> Engine {
+pub fn engine(
+    stand_in: &BedrockStandIn,
+    store: &MemoryStore,
+    config: EngineConfig,
+    tools: Vec<Arc<dyn Tool>>,
+) -> Engine {
     Engine::builder()
         .model(BedrockModel::new(stand_in.client(), MODEL_ID))
         .store(store.clone())
@@ -43,7 +51,10 @@ pub fn engine(stand_in: &BedrockStandIn, store: &MemoryStore, config: EngineConf
 
 /// Runs one turn to its end.
 pub async fn run(agent: &impl Agent, session: &str, text: &str) -> Vec<AgentEvent> {
-    agent.invoke(Scope::new(session), Prompt::text(text)).collect().await
+    agent
+        .invoke(Scope::new(session), Prompt::text(text))
+        .collect()
+        .await
 }
 
 /// The text deltas, joined.
@@ -72,7 +83,11 @@ pub fn thinking_of(events: &[AgentEvent]) -> String {
 pub fn terminal(events: &[AgentEvent]) -> &AgentEvent {
     let last = events.last().expect("at least one event");
     assert!(last.is_terminal(), "the last event is not terminal: {events:#?}");
-    assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1, "{events:#?}");
+    assert_eq!(
+        events.iter().filter(|e| e.is_terminal()).count(),
+        1,
+        "{events:#?}"
+    );
     last
 }
 
@@ -90,6 +105,8 @@ pub fn failure(events: &[AgentEvent]) -> (String, bool, Option<String>) {
 
 /// A fixture file's text, from tests/fixtures/bedrock.
 pub fn fixture(name: &str) -> String {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "bedrock", name].iter().collect();
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "bedrock", name]
+        .iter()
+        .collect();
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

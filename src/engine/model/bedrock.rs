@@ -10,18 +10,21 @@ use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
-use aws_smithy_types::event_stream::RawMessage;
 use aws_sdk_bedrockruntime::types::{
     self as bedrock, ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseStreamOutput,
     ReasoningContentBlockDelta,
 };
+use aws_smithy_types::event_stream::RawMessage;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::stream;
 use serde_json::Value;
 
 use super::document::to_document;
-use super::{Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage, ToolChoice};
+use super::{
+    Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage,
+    ToolChoice,
+};
 use crate::session::{ContentBlock, Message, Role};
 
 /// A Bedrock model reached through `aws-sdk-bedrockruntime`'s ConverseStream.
@@ -47,7 +50,9 @@ pub struct BedrockModel {
 
 impl fmt::Debug for BedrockModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BedrockModel").field("model_id", &self.model_id).finish_non_exhaustive()
+        f.debug_struct("BedrockModel")
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,7 +60,11 @@ impl BedrockModel {
     /// A model `model_id` (a model id, inference profile id or ARN) on `client`, whose own
     /// retries are switched off.
     pub fn new(client: Client, model_id: impl Into<String>) -> Self {
-        let config = client.config().to_builder().retry_config(RetryConfig::disabled()).build();
+        let config = client
+            .config()
+            .to_builder()
+            .retry_config(RetryConfig::disabled())
+            .build();
         Self {
             client: Client::from_conf(config),
             model_id: model_id.into(),
@@ -121,14 +130,20 @@ fn translate(output: ConverseStreamOutput, assembly: &mut Assembly) -> Option<Mo
             if let Some(ContentBlockStart::ToolUse(tool)) = start.start() {
                 assembly.tools.insert(
                     start.content_block_index(),
-                    (tool.tool_use_id().to_owned(), tool.name().to_owned(), String::new()),
+                    (
+                        tool.tool_use_id().to_owned(),
+                        tool.name().to_owned(),
+                        String::new(),
+                    ),
                 );
             }
             None
         }
         ConverseStreamOutput::ContentBlockDelta(delta) => match delta.delta()? {
             ContentBlockDelta::Text(text) if !text.is_empty() => Some(ModelEvent::TextDelta(text.clone())),
-            ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::Text(text)) if !text.is_empty() => {
+            ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::Text(text))
+                if !text.is_empty() =>
+            {
                 Some(ModelEvent::ReasoningDelta(text.clone()))
             }
             ContentBlockDelta::ReasoningContent(ReasoningContentBlockDelta::Signature(sig)) => {
@@ -232,7 +247,10 @@ fn classify_stream_error(error: &SdkError<ConverseStreamOutputError, RawMessage>
 }
 
 fn invalid(what: impl fmt::Display) -> ModelError {
-    ModelError::new(ModelErrorKind::Other, format!("could not build the Bedrock request: {what}"))
+    ModelError::new(
+        ModelErrorKind::Other,
+        format!("could not build the Bedrock request: {what}"),
+    )
 }
 
 fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<Call, ModelError> {
@@ -270,7 +288,10 @@ fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<
         let choice = match &request.tool_choice {
             ToolChoice::Auto => bedrock::ToolChoice::Auto(bedrock::AutoToolChoice::builder().build()),
             ToolChoice::Tool(name) => bedrock::ToolChoice::Tool(
-                bedrock::SpecificToolChoice::builder().name(name).build().map_err(invalid)?,
+                bedrock::SpecificToolChoice::builder()
+                    .name(name)
+                    .build()
+                    .map_err(invalid)?,
             ),
         };
         let config = bedrock::ToolConfiguration::builder()
@@ -320,15 +341,15 @@ fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, Model
                     .map_err(invalid)?,
             )
         }
-        ContentBlock::Reasoning { text, signature } => bedrock::ContentBlock::ReasoningContent(
-            bedrock::ReasoningContentBlock::ReasoningText(
+        ContentBlock::Reasoning { text, signature } => {
+            bedrock::ContentBlock::ReasoningContent(bedrock::ReasoningContentBlock::ReasoningText(
                 bedrock::ReasoningTextBlock::builder()
                     .text(text)
                     .set_signature(signature.clone())
                     .build()
                     .map_err(invalid)?,
-            ),
-        ),
+            ))
+        }
         ContentBlock::RedactedReasoning { data } => bedrock::ContentBlock::ReasoningContent(
             bedrock::ReasoningContentBlock::RedactedContent(Blob::new(BASE64.decode(data).map_err(invalid)?)),
         ),
@@ -348,7 +369,9 @@ fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, Model
             let result = match content {
                 Value::String(text) => bedrock::ToolResultContentBlock::Text(text.clone()),
                 Value::Object(_) => bedrock::ToolResultContentBlock::Json(to_document(content)),
-                other => bedrock::ToolResultContentBlock::Json(to_document(&serde_json::json!({ "result": other }))),
+                other => bedrock::ToolResultContentBlock::Json(to_document(
+                    &serde_json::json!({ "result": other }),
+                )),
             };
             let status = if *is_error {
                 bedrock::ToolResultStatus::Error

@@ -17,7 +17,9 @@ pub(super) fn to_document(value: &Value) -> Document {
         }),
         Value::String(s) => Document::String(s.clone()),
         Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
-        Value::Object(map) => Document::Object(map.iter().map(|(k, v)| (k.clone(), to_document(v))).collect()),
+        Value::Object(map) => {
+            Document::Object(map.iter().map(|(k, v)| (k.clone(), to_document(v))).collect())
+        }
     }
 }
 
@@ -29,7 +31,9 @@ pub(super) fn to_json(document: &Document) -> Value {
         Document::Bool(b) => Value::Bool(*b),
         Document::Number(Number::PosInt(u)) => Value::from(*u),
         Document::Number(Number::NegInt(i)) => Value::from(*i),
-        Document::Number(Number::Float(f)) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Document::Number(Number::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+        }
         Document::String(s) => Value::String(s.clone()),
         Document::Array(items) => Value::Array(items.iter().map(to_json).collect()),
         Document::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()),

@@ -27,8 +27,7 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
                 json!({"type": "object", "properties": {}, "additionalProperties": false}),
             ),
             |_, _| async {
-                let now = SystemTime::now();
-                let stamp = DateTime::from(now);
+                let stamp = DateTime::from_secs(DateTime::from(SystemTime::now()).secs());
                 let utc = stamp
                     .fmt(Format::DateTime)
                     .map_err(|e| ToolError::new(format!("cannot format the time: {e}")))?;
@@ -47,7 +46,12 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
                 }),
             ),
             |input, _| async move {
-                let sum: f64 = input["numbers"].as_array().into_iter().flatten().filter_map(|n| n.as_f64()).sum();
+                let sum: f64 = input["numbers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_f64())
+                    .sum();
                 Ok(json!({ "sum": sum }))
             },
         )),
@@ -63,7 +67,11 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
                 }),
             ),
             |input, _| async move {
-                let words = input["text"].as_str().unwrap_or_default().split_whitespace().count();
+                let words = input["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .count();
                 Ok(json!({ "words": words }))
             },
         )),
@@ -90,9 +98,13 @@ mod tests {
         let time = tools.run("current_time", &json!({}), ctx.clone(), second).await;
         let utc = time.content["utc"].as_str().unwrap();
         assert!(utc.ends_with('Z') && utc.len() == 20, "{utc}");
-        let sum = tools.run("add", &json!({"numbers": [1, 2.5]}), ctx.clone(), second).await;
+        let sum = tools
+            .run("add", &json!({"numbers": [1, 2.5]}), ctx.clone(), second)
+            .await;
         assert_eq!(sum.content, json!({"sum": 3.5}));
-        let words = tools.run("word_count", &json!({"text": "a b  c"}), ctx, second).await;
+        let words = tools
+            .run("word_count", &json!({"text": "a b  c"}), ctx, second)
+            .await;
         assert_eq!(words.content, json!({"words": 3}));
         assert!(by_name("rm_rf").is_none());
     }

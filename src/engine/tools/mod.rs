@@ -150,7 +150,9 @@ pub struct FnTool {
 
 impl fmt::Debug for FnTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FnTool").field("spec", &self.spec).finish_non_exhaustive()
+        f.debug_struct("FnTool")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
     }
 }
 
@@ -253,12 +255,17 @@ pub struct Toolset {
 
 impl fmt::Debug for Toolset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.tools.iter().map(|r| &r.tool.spec().name)).finish()
+        f.debug_list()
+            .entries(self.tools.iter().map(|r| &r.tool.spec().name))
+            .finish()
     }
 }
 
 fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl Toolset {
@@ -277,10 +284,11 @@ impl Toolset {
                     reason: "the schema's type must be \"object\"".into(),
                 });
             }
-            let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| ToolsetError::BadSchema {
-                name: spec.name.clone(),
-                reason: e.to_string(),
-            })?;
+            let validator =
+                jsonschema::validator_for(&spec.input_schema).map_err(|e| ToolsetError::BadSchema {
+                    name: spec.name.clone(),
+                    reason: e.to_string(),
+                })?;
             if by_name.insert(spec.name.clone(), registered.len()).is_some() {
                 return Err(ToolsetError::Duplicate(spec.name.clone()));
             }
@@ -316,7 +324,11 @@ impl Toolset {
             let known: Vec<&str> = self.specs().map(|s| s.name.as_str()).collect();
             return ToolOutcome::error(format!(
                 "there is no tool named {name:?}; the tools are: {}",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ));
         };
         let problems: Vec<String> = registered
@@ -325,7 +337,11 @@ impl Toolset {
             .take(5)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
             })
             .collect();
         if !problems.is_empty() {
@@ -391,54 +407,90 @@ mod tests {
     }
 
     fn set() -> Toolset {
-        let double = tool_fn(ToolSpec::new("double", "Doubles n.", schema()), |input, _| async move {
-            Ok(json!(input["n"].as_i64().unwrap_or_default() * 2))
-        });
-        let fail = tool_fn(ToolSpec::new("fail", "Fails.", json!({"type":"object"})), |_, _| async {
-            Err(ToolError::new("no such order"))
-        });
-        let crash = tool_fn(ToolSpec::new("crash", "Panics.", json!({"type":"object"})), |_, _| async {
-            if true {
-                panic!("index out of bounds");
-            }
-            Ok(Value::Null)
-        });
-        let slow = tool_fn(ToolSpec::new("slow", "Never ends.", json!({"type":"object"})), |_, _| async {
-            std::future::pending::<()>().await;
-            Ok(Value::Null)
-        });
+        let double = tool_fn(
+            ToolSpec::new("double", "Doubles n.", schema()),
+            |input, _| async move { Ok(json!(input["n"].as_i64().unwrap_or_default() * 2)) },
+        );
+        let fail = tool_fn(
+            ToolSpec::new("fail", "Fails.", json!({"type":"object"})),
+            |_, _| async { Err(ToolError::new("no such order")) },
+        );
+        let crash = tool_fn(
+            ToolSpec::new("crash", "Panics.", json!({"type":"object"})),
+            |_, _| async {
+                if true {
+                    panic!("index out of bounds");
+                }
+                Ok(Value::Null)
+            },
+        );
+        let slow = tool_fn(
+            ToolSpec::new("slow", "Never ends.", json!({"type":"object"})),
+            |_, _| async {
+                std::future::pending::<()>().await;
+                Ok(Value::Null)
+            },
+        );
         Toolset::new([double, fail, crash, slow].map(|t| Arc::new(t) as Arc<dyn Tool>)).unwrap()
     }
 
     #[tokio::test]
     async fn a_valid_call_returns_its_result() {
-        let out = set().run("double", &json!({"n": 21}), ctx(), Duration::from_secs(1)).await;
+        let out = set()
+            .run("double", &json!({"n": 21}), ctx(), Duration::from_secs(1))
+            .await;
         assert_eq!(out, ToolOutcome::ok(json!(42)));
     }
 
     #[tokio::test]
     async fn schema_violations_unknown_tools_errors_and_panics_become_error_results() {
         let tools = set();
-        let bad = tools.run("double", &json!({"n": "x", "extra": 1}), ctx(), Duration::from_secs(1)).await;
+        let bad = tools
+            .run(
+                "double",
+                &json!({"n": "x", "extra": 1}),
+                ctx(),
+                Duration::from_secs(1),
+            )
+            .await;
         assert!(bad.is_error);
         let text = bad.content["error"].as_str().unwrap();
         assert!(text.contains("/n") && text.contains("extra"), "{text}");
 
-        let unknown = tools.run("triple", &json!({}), ctx(), Duration::from_secs(1)).await;
-        assert!(unknown.content["error"].as_str().unwrap().contains("double, fail, crash, slow"));
+        let unknown = tools
+            .run("triple", &json!({}), ctx(), Duration::from_secs(1))
+            .await;
+        assert!(
+            unknown.content["error"]
+                .as_str()
+                .unwrap()
+                .contains("double, fail, crash, slow")
+        );
 
         let failed = tools.run("fail", &json!({}), ctx(), Duration::from_secs(1)).await;
         assert_eq!(failed, ToolOutcome::error("no such order"));
 
-        let crashed = tools.run("crash", &json!({}), ctx(), Duration::from_secs(1)).await;
+        let crashed = tools
+            .run("crash", &json!({}), ctx(), Duration::from_secs(1))
+            .await;
         assert!(crashed.is_error);
-        assert!(crashed.content["error"].as_str().unwrap().contains("index out of bounds"));
+        assert!(
+            crashed.content["error"]
+                .as_str()
+                .unwrap()
+                .contains("index out of bounds")
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_call_past_its_timeout_is_stopped() {
-        let out = set().run("slow", &json!({}), ctx(), Duration::from_secs(30)).await;
-        assert_eq!(out, ToolOutcome::error("the tool slow did not finish within 30000 ms and was stopped"));
+        let out = set()
+            .run("slow", &json!({}), ctx(), Duration::from_secs(30))
+            .await;
+        assert_eq!(
+            out,
+            ToolOutcome::error("the tool slow did not finish within 30000 ms and was stopped")
+        );
     }
 
     #[test]
@@ -451,13 +503,20 @@ mod tests {
 
     #[test]
     fn bad_tool_sets_are_refused_naming_the_tool() {
-        let t = |name: &str, schema: Value| Arc::new(tool_fn(ToolSpec::new(name, "", schema), |_, _| async { Ok(Value::Null) })) as Arc<dyn Tool>;
+        let t = |name: &str, schema: Value| {
+            Arc::new(tool_fn(ToolSpec::new(name, "", schema), |_, _| async {
+                Ok(Value::Null)
+            })) as Arc<dyn Tool>
+        };
         let obj = json!({"type":"object"});
         assert_eq!(
             Toolset::new([t("a", obj.clone()), t("a", obj.clone())]).unwrap_err(),
             ToolsetError::Duplicate("a".into())
         );
-        assert_eq!(Toolset::new([t("a b", obj.clone())]).unwrap_err(), ToolsetError::BadName("a b".into()));
+        assert_eq!(
+            Toolset::new([t("a b", obj.clone())]).unwrap_err(),
+            ToolsetError::BadName("a b".into())
+        );
         assert!(matches!(
             Toolset::new([t("s", json!({"type":"string"}))]).unwrap_err(),
             ToolsetError::BadSchema { .. }

@@ -93,7 +93,9 @@ impl Stream for BudgetStream {
             output_tokens,
         })) = &polled
         {
-            this.used = this.used.saturating_add(input_tokens.saturating_add(*output_tokens));
+            this.used = this
+                .used
+                .saturating_add(input_tokens.saturating_add(*output_tokens));
             this.exceeded = this.used > this.max_tokens;
         }
         polled

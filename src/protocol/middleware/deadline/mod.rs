@@ -86,7 +86,10 @@ impl Stream for DeadlineStream {
         if timer.as_mut().poll(cx).is_ready() {
             this.inner = None;
             return Poll::Ready(Some(AgentEvent::failed(
-                format!("the turn did not finish within its deadline of {} ms", limit.as_millis()),
+                format!(
+                    "the turn did not finish within its deadline of {} ms",
+                    limit.as_millis()
+                ),
                 false,
                 Some(codes::DEADLINE),
             )));
@@ -94,5 +97,3 @@ impl Stream for DeadlineStream {
         poll_relay(&mut this.inner, cx)
     }
 }
-
-

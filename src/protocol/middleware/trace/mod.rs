@@ -79,7 +79,9 @@ impl Stream for TracedStream {
                     details,
                     retryable,
                     code,
-                } => tracing::warn!(events = this.events, retryable, code = code.as_deref(), %details, "turn failed"),
+                } => {
+                    tracing::warn!(events = this.events, retryable, code = code.as_deref(), %details, "turn failed")
+                }
                 _ => tracing::trace!(kind = event.type_name(), "event"),
             }
         }

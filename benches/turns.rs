@@ -1,0 +1,179 @@
+//! Turn latency and throughput of the engine against the local Bedrock stand-in.
+//!
+//! Run with `make bench`. The stand-in answers at once, so the figures are the runtime's own
+//! cost per turn (request building, the real SDK's HTTP and event-stream decoding, the tool
+//! loop, history repair, the store) rather than a model's. A raw SDK ConverseStream call on the
+//! same stand-in is the baseline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_worker::engine::tools::examples;
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::protocol::{AgentExt, Prompt, Scope};
+use agent_worker::session::{MemoryStore, Message};
+use agent_worker::testing::{BedrockStandIn, Reply};
+use aws_sdk_bedrockruntime::types::{ContentBlock, ConversationRole, Message as SdkMessage};
+
+const TURNS: usize = 400;
+const WARMUP: usize = 40;
+const CONCURRENCY: usize = 16;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+    println!(
+        "{name:<34} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+        mean.as_secs_f64() * 1e3,
+        percentile(&samples, 0.5).as_secs_f64() * 1e3,
+        percentile(&samples, 0.99).as_secs_f64() * 1e3,
+        samples.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+    );
+}
+
+fn engine(bedrock: &BedrockStandIn, store: &MemoryStore) -> Engine {
+    Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "bench-model"))
+        .store(store.clone())
+        .system_prompt("You are a benchmark.")
+        .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+        .config(EngineConfig::default())
+        .build()
+        .expect("a valid engine")
+}
+
+async fn raw_sdk(bedrock: &BedrockStandIn) -> Duration {
+    bedrock.push(Reply::text("The answer is forty-two."));
+    let client = bedrock.client();
+    let start = Instant::now();
+    let mut output = client
+        .converse_stream()
+        .model_id("bench-model")
+        .messages(
+            SdkMessage::builder()
+                .role(ConversationRole::User)
+                .content(ContentBlock::Text("Hi".into()))
+                .build()
+                .expect("a message"),
+        )
+        .send()
+        .await
+        .expect("the stand-in answers");
+    while output.stream.recv().await.expect("a frame").is_some() {}
+    start.elapsed()
+}
+
+async fn measure<F, Fut>(name: &str, mut turn: F)
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Duration>,
+{
+    for i in 0..WARMUP {
+        turn(i).await;
+    }
+    let mut samples = Vec::with_capacity(TURNS);
+    for i in 0..TURNS {
+        samples.push(turn(WARMUP + i).await);
+    }
+    report(name, samples);
+}
+
+#[tokio::main]
+async fn main() {
+    let bedrock = BedrockStandIn::start().await.expect("the stand-in starts");
+    println!("{TURNS} turns each after {WARMUP} warm-up turns; times in milliseconds");
+    println!(
+        "{:<34} {:>9} {:>9} {:>9} {:>9}",
+        "scenario", "mean", "p50", "p99", "max"
+    );
+
+    measure("raw SDK ConverseStream call", |_| raw_sdk(&bedrock)).await;
+
+    let store = MemoryStore::new();
+    let agent = engine(&bedrock, &store);
+    measure("text turn (new session)", |i| {
+        bedrock.push(Reply::text("The answer is forty-two."));
+        let agent = agent.clone();
+        async move {
+            let start = Instant::now();
+            agent
+                .collect(Scope::new(format!("t-{i}")), Prompt::text("Hi"))
+                .await
+                .expect("completed");
+            start.elapsed()
+        }
+    })
+    .await;
+
+    measure("tool turn (call + answer)", |i| {
+        bedrock.push(Reply::tool_call("t1", "add", "{\"numbers\":[1,2]}"));
+        bedrock.push(Reply::text("Three."));
+        let agent = agent.clone();
+        async move {
+            let start = Instant::now();
+            agent
+                .collect(Scope::new(format!("tool-{i}")), Prompt::text("1+2?"))
+                .await
+                .expect("completed");
+            start.elapsed()
+        }
+    })
+    .await;
+
+    let history: Vec<Message> = (0..100)
+        .map(|i| {
+            if i % 2 == 0 {
+                Message::user_text(format!("question {i}"))
+            } else {
+                Message::assistant_text(format!("answer {i}"))
+            }
+        })
+        .collect();
+    measure("text turn, 100-message history", |i| {
+        bedrock.push(Reply::text("The answer is forty-two."));
+        let session = format!("long-{i}");
+        store.put_raw_history(&session, history.clone());
+        let agent = agent.clone();
+        async move {
+            let start = Instant::now();
+            agent
+                .collect(Scope::new(session), Prompt::text("Hi"))
+                .await
+                .expect("completed");
+            start.elapsed()
+        }
+    })
+    .await;
+
+    for _ in 0..TURNS {
+        bedrock.push(Reply::text("The answer is forty-two."));
+    }
+    let agent = Arc::new(agent);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..CONCURRENCY {
+        let agent = agent.clone();
+        tasks.spawn(async move {
+            for i in (worker..TURNS).step_by(CONCURRENCY) {
+                agent
+                    .collect(Scope::new(format!("c-{i}")), Prompt::text("Hi"))
+                    .await
+                    .expect("completed");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a worker");
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "throughput: {TURNS} text turns, {CONCURRENCY} at a time: {:.0} turns/s ({:.1} ms wall)",
+        TURNS as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e3
+    );
+}
