@@ -47,9 +47,8 @@ fn engine(bedrock: &BedrockStandIn, store: &MemoryStore) -> Engine {
         .expect("a valid engine")
 }
 
-async fn raw_sdk(bedrock: &BedrockStandIn) -> Duration {
+async fn raw_sdk(bedrock: &BedrockStandIn, client: &aws_sdk_bedrockruntime::Client) -> Duration {
     bedrock.push(Reply::text("The answer is forty-two."));
-    let client = bedrock.client();
     let start = Instant::now();
     let mut output = client
         .converse_stream()
@@ -92,7 +91,8 @@ async fn main() {
         "scenario", "mean", "p50", "p99", "max"
     );
 
-    measure("raw SDK ConverseStream call", |_| raw_sdk(&bedrock)).await;
+    let client = bedrock.client();
+    measure("raw SDK ConverseStream call", |_| raw_sdk(&bedrock, &client)).await;
 
     let store = MemoryStore::new();
     let agent = engine(&bedrock, &store);

@@ -94,7 +94,14 @@ async fn a_turn_within_its_deadline_is_untouched() {
 #[tokio::test]
 async fn the_deadline_over_the_engine_aborts_the_model_request() {
     let bedrock = BedrockStandIn::start().await.unwrap();
-    bedrock.push(StreamScript::new().open_text("Hmm").hang().into_reply());
+    // A slow model: a frame every 10 s, far past the 200 ms deadline.
+    bedrock.push(
+        StreamScript::new()
+            .text("Hmm, let me think about that for a while.", 8)
+            .stop("end_turn")
+            .chunk_delay(Duration::from_secs(10))
+            .into_reply(),
+    );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
     let events: Vec<_> = Deadline::new(engine, Duration::from_millis(200))
         .invoke(Scope::new("s"), Prompt::text("x"))

@@ -1,0 +1,96 @@
+//! The `agent-worker` binary: `invoke` against an in-process stand-in.
+
+use tokio::process::Command;
+
+use agent_worker::protocol::AgentEvent;
+use agent_worker::testing::{BedrockStandIn, Reply};
+
+async fn invoke(bedrock: &BedrockStandIn, args: &[&str]) -> (Vec<AgentEvent>, String, Option<i32>) {
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .arg("invoke")
+        .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "anything")
+        .env("AWS_SECRET_ACCESS_KEY", "anything")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .expect("the binary runs");
+    let events = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    (
+        events,
+        String::from_utf8(output.stderr).unwrap(),
+        output.status.code(),
+    )
+}
+
+#[tokio::test]
+async fn invoke_prints_each_event_as_a_json_line_and_exits_0() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::tool_call("t1", "current_time", "{}"));
+    bedrock.push(Reply::text("It is now."));
+    let (events, stderr, code) = invoke(
+        &bedrock,
+        &[
+            "--session",
+            "s1",
+            "--text",
+            "Time?",
+            "--tool",
+            "current_time",
+            "--system",
+            "Be brief.",
+            "--model-id",
+            "m-1",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(matches!(&events[0], AgentEvent::ToolStarted { name, .. } if name == "current_time"));
+    assert!(matches!(
+        &events[1],
+        AgentEvent::ToolEnded { is_error: false, .. }
+    ));
+    assert_eq!(events.last(), Some(&AgentEvent::completed()));
+    let request = &bedrock.requests()[0];
+    assert_eq!(request.model_id, "m-1");
+    assert_eq!(request.body["system"][0]["text"], "Be brief.");
+}
+
+#[tokio::test]
+async fn a_failed_turn_exits_1_with_the_details_on_stderr() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::http_error(403, "AccessDeniedException", "not for you"));
+    let (events, stderr, code) = invoke(&bedrock, &["--session", "s1", "--text", "Hi"]).await;
+    assert_eq!(code, Some(1));
+    assert!(matches!(
+        events.last(),
+        Some(AgentEvent::Failed { retryable: false, .. })
+    ));
+    assert!(
+        stderr.contains("model_rejected") && stderr.contains("not for you"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn bad_usage_exits_2_naming_the_argument() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let (events, stderr, code) =
+        invoke(&bedrock, &["--session", "s1", "--text", "Hi", "--tool", "rm_rf"]).await;
+    assert_eq!(code, Some(2));
+    assert!(events.is_empty());
+    assert!(stderr.contains("--tool rm_rf: no such example tool"), "{stderr}");
+    let (_, stderr, code) = invoke(
+        &bedrock,
+        &["--session", "s1", "--text", "Hi", "--image", "photo.bmp"],
+    )
+    .await;
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--image photo.bmp"), "{stderr}");
+    assert!(bedrock.requests().is_empty());
+}
