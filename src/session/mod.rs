@@ -3,14 +3,16 @@
 //! - [`Message`] / [`ContentBlock`]: the stored conversation.
 //! - [`history`]: its invariants ([`history::check`]) and their repair ([`history::repair`]).
 //! - [`TurnRecord`], [`Claim`]: a turn is claimed once, so a redelivered turn runs once.
-//! - [`MemoryStore`]: the in-process implementation.
+//! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
 mod error;
+pub mod dynamo;
 pub mod history;
 mod memory;
 mod message;
 mod turn;
 
+pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};

@@ -1,0 +1,61 @@
+//! The table layout: one table, `pk` / `sk`, every item of a session under one partition key.
+//!
+//! | item | `pk` | `sk` |
+//! | --- | --- | --- |
+//! | the session's version (how many messages it holds) | `session#<id>` | `meta` |
+//! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
+//! | a turn record | `session#<id>` | `turn#<turnId>` |
+//! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
+//!
+//! Every item carries `expiresAt` (epoch seconds) for the table's TTL.
+
+/// The partition key attribute.
+pub const PK: &str = "pk";
+/// The sort key attribute.
+pub const SK: &str = "sk";
+/// The TTL attribute, in epoch seconds.
+pub const EXPIRES_AT: &str = "expiresAt";
+
+/// The partition key of `session`.
+pub fn session_pk(session: &str) -> String {
+    format!("session#{session}")
+}
+
+/// The sort key of the session's version item.
+pub const META_SK: &str = "meta";
+
+/// The sort key of message `seq`.
+pub fn message_sk(seq: u64) -> String {
+    format!("msg#{seq:010}")
+}
+
+/// The sort key prefix of messages.
+pub const MESSAGE_PREFIX: &str = "msg#";
+
+/// The sort key of a turn record.
+pub fn turn_sk(turn_id: &str) -> String {
+    format!("turn#{turn_id}")
+}
+
+/// The sort key of event `seq` of a turn's log.
+pub fn event_sk(turn_id: &str, seq: u64) -> String {
+    format!("event#{turn_id}#{seq:08}")
+}
+
+/// The sort key prefix of a turn's events.
+pub fn event_prefix(turn_id: &str) -> String {
+    format!("event#{turn_id}#")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_keys_order_as_numbers_do() {
+        assert!(message_sk(9) < message_sk(10));
+        assert!(message_sk(99_999) < message_sk(100_000));
+        assert!(event_sk("t", 7) < event_sk("t", 12));
+        assert!(event_sk("t", 1).starts_with(&event_prefix("t")));
+    }
+}

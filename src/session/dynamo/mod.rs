@@ -1,0 +1,535 @@
+//! [`DynamoStore`]: a [`SessionStore`] on one DynamoDB table, so that any worker can serve any
+//! turn of any session (portable conformance).
+//!
+//! - A turn is claimed with a conditional put; a redelivery finds the record and does not run.
+//!   A record whose lease ran out (its worker died) is claimed again with a conditional update.
+//! - History is one paged, strongly consistent `Query`, bounded by the session's version.
+//! - A turn's messages, the session's version and the turn's completion are written in one
+//!   `TransactWriteItems`. A turn too large for one transaction writes its first messages beyond
+//!   the version first, where no reader looks, then the rest with the version and the completion:
+//!   readers see all of it or none of it.
+
+pub mod keys;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
+
+use super::history::check;
+use super::{Claim, ContentBlock, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus};
+use keys::*;
+
+/// How long stored items live before the table's TTL removes them, by default.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
+/// The most items one `TransactWriteItems` takes.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+/// The largest message item this store writes; an image that would make one larger is replaced
+/// by a line saying it was not kept. DynamoDB's own item limit is 400 KB.
+pub const MAX_MESSAGE_BYTES: usize = 350 * 1024;
+/// How many times a completion is retried when another writer moved the session's version.
+const VERSION_RETRIES: u32 = 5;
+
+/// Where and how long the store keeps things.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamoConfig {
+    /// The table's name.
+    pub table: String,
+    /// How long items live (the TTL attribute's offset).
+    pub ttl: Duration,
+}
+
+impl DynamoConfig {
+    /// The configuration for `table`, with the default TTL. An empty name is refused.
+    pub fn new(table: impl Into<String>) -> Result<Self, StoreError> {
+        let table = table.into();
+        if table.trim().is_empty() {
+            return Err(StoreError::Backend("the DynamoDB table name is empty".into()));
+        }
+        Ok(Self {
+            table,
+            ttl: DEFAULT_TTL,
+        })
+    }
+}
+
+/// A session store on DynamoDB. Cheap to clone.
+///
+/// The client's own retry policy handles throttling with backoff (the SDK's standard mode); what
+/// still fails surfaces as [`StoreError::Throttled`] or [`StoreError::Backend`].
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    config: DynamoConfig,
+}
+
+impl fmt::Debug for DynamoStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamoStore").field("table", &self.config.table).finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: fmt::Debug,
+{
+    let code = error.code().unwrap_or_default();
+    let detail = format!(
+        "{what}: {}",
+        error.message().map(str::to_owned).unwrap_or_else(|| {
+            aws_sdk_dynamodb::error::DisplayErrorContext(error).to_string()
+        })
+    );
+    if matches!(
+        code,
+        "ThrottlingException" | "ProvisionedThroughputExceededException" | "RequestLimitExceeded"
+    ) {
+        StoreError::Throttled(detail)
+    } else {
+        StoreError::Backend(if code.is_empty() { detail } else { format!("{detail} ({code})") })
+    }
+}
+
+fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+    error.code() == Some("ConditionalCheckFailedException")
+}
+
+fn get_n(item: &HashMap<String, AttributeValue>, name: &str) -> Option<u64> {
+    item.get(name)?.as_n().ok()?.parse().ok()
+}
+
+fn get_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a str> {
+    item.get(name)?.as_s().ok().map(String::as_str)
+}
+
+fn status_name(status: TurnStatus) -> &'static str {
+    match status {
+        TurnStatus::Running => "running",
+        TurnStatus::Completed => "completed",
+        TurnStatus::Failed => "failed",
+    }
+}
+
+fn parse_status(name: &str) -> Option<TurnStatus> {
+    match name {
+        "running" => Some(TurnStatus::Running),
+        "completed" => Some(TurnStatus::Completed),
+        "failed" => Some(TurnStatus::Failed),
+        _ => None,
+    }
+}
+
+/// The message as it is stored: pictures too large for an item become a line saying so.
+fn storable(message: &Message) -> Result<String, StoreError> {
+    let encode = |m: &Message| serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()));
+    let json = encode(message)?;
+    if json.len() <= MAX_MESSAGE_BYTES {
+        return Ok(json);
+    }
+    let mut slim = message.clone();
+    for block in &mut slim.content {
+        if let ContentBlock::Image { mime_type, data } = block {
+            *block = ContentBlock::text(format!(
+                "(The person sent a picture here, {mime_type}, about {} KB; it is too large to keep in the conversation's history.)",
+                data.len() * 3 / 4 / 1024
+            ));
+        }
+    }
+    let json = encode(&slim)?;
+    if json.len() > MAX_MESSAGE_BYTES {
+        return Err(StoreError::Backend(format!(
+            "a message of {} bytes is larger than the {MAX_MESSAGE_BYTES} bytes one item may hold",
+            json.len()
+        )));
+    }
+    Ok(json)
+}
+
+impl DynamoStore {
+    /// A store on `client`'s DynamoDB, in `config.table`.
+    pub fn new(client: Client, config: DynamoConfig) -> Self {
+        Self { client, config }
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.config.table
+    }
+
+    /// The client, for the sinks and hosts that share the table.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The TTL value for an item written now.
+    pub fn expires_at(&self) -> u64 {
+        (now_ms() / 1000).saturating_add(self.config.ttl.as_secs())
+    }
+
+    fn key(&self, session: &str, sk: String) -> HashMap<String, AttributeValue> {
+        HashMap::from([(PK.to_owned(), s(session_pk(session))), (SK.to_owned(), s(sk))])
+    }
+
+    async fn version(&self, session: &str) -> Result<u64, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, META_SK.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("reading the session's version", &e))?;
+        Ok(out.item().and_then(|item| get_n(item, "version")).unwrap_or(0))
+    }
+
+    /// The turn record of `turn_id`, if there is one.
+    pub async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("reading the turn record", &e))?;
+        out.item().map(|item| decode_turn(turn_id, item)).transpose()
+    }
+
+    fn message_put(&self, session: &str, turn_id: &str, seq: u64, message: &Message) -> Result<TransactWriteItem, StoreError> {
+        let mut item = self.key(session, message_sk(seq));
+        item.insert("message".into(), s(storable(message)?));
+        item.insert("turnId".into(), s(turn_id));
+        item.insert(EXPIRES_AT.into(), n(self.expires_at()));
+        let put = Put::builder()
+            .table_name(&self.config.table)
+            .set_item(Some(item))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// A condition that holds while the session's version is `version`.
+    fn version_condition(
+        &self,
+        version: u64,
+    ) -> (&'static str, HashMap<String, String>, HashMap<String, AttributeValue>) {
+        let names = HashMap::from([("#version".to_owned(), "version".to_owned())]);
+        if version == 0 {
+            ("attribute_not_exists(#version) OR #version = :old", names, HashMap::from([(":old".to_owned(), n(0))]))
+        } else {
+            ("#version = :old", names, HashMap::from([(":old".to_owned(), n(version))]))
+        }
+    }
+
+    async fn try_complete(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<bool, StoreError> {
+        let version = self.version(session).await?;
+        let mut puts = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| self.message_put(session, turn_id, version + i as u64, m))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        // Messages beyond what the last transaction holds are written first, past the version,
+        // where no reader looks until the version moves. Each chunk checks that the version is
+        // still ours, so it can only overwrite leftovers of an earlier failed write.
+        let last_room = MAX_TRANSACTION_ITEMS - 2;
+        let head_len = puts.len().saturating_sub(last_room);
+        let tail = puts.split_off(head_len);
+        for chunk in puts.chunks(MAX_TRANSACTION_ITEMS - 1) {
+            let (condition, names, values) = self.version_condition(version);
+            let check = ConditionCheck::builder()
+                .table_name(&self.config.table)
+                .set_key(Some(self.key(session, META_SK.to_owned())))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .build()
+                .map_err(|e| StoreError::Backend(e.to_string()))?;
+            let mut items = vec![TransactWriteItem::builder().condition_check(check).build()];
+            items.extend_from_slice(chunk);
+            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+                Ok(_) => {}
+                Err(error) if error.code() == Some("TransactionCanceledException") => return Ok(false),
+                Err(error) => return Err(store_error("writing the turn's messages", &error)),
+            }
+        }
+
+        let expires = n(self.expires_at());
+        let new_version = version + messages.len() as u64;
+        let (condition, mut names, mut values) = self.version_condition(version);
+        names.insert("#exp".into(), EXPIRES_AT.into());
+        values.insert(":new".into(), n(new_version));
+        values.insert(":exp".into(), expires.clone());
+        let bump = Update::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, META_SK.to_owned())))
+            .update_expression("SET #version = :new, #exp = :exp")
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let terminal = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let finish = Update::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_expression("SET #status = :done, outcome = :outcome, #exp = :exp")
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":done", s(status_name(outcome.status)))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":outcome", s(terminal))
+            .expression_attribute_values(":exp", expires)
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut items = tail;
+        items.push(TransactWriteItem::builder().update(bump).build());
+        items.push(TransactWriteItem::builder().update(finish).build());
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(true),
+            Err(error) if error.code() == Some("TransactionCanceledException") => {
+                // Which condition failed? If the turn is no longer ours, give up; if only the
+                // version moved, the caller tries again at the new version.
+                match self.turn(session, turn_id).await? {
+                    Some(record) if record.status == TurnStatus::Running => Ok(false),
+                    _ => Err(StoreError::LostLease(format!("turn {turn_id} was ended by another worker"))),
+                }
+            }
+            Err(error) => Err(store_error("completing the turn", &error)),
+        }
+    }
+}
+
+fn decode_turn(turn_id: &str, item: &HashMap<String, AttributeValue>) -> Result<TurnRecord, StoreError> {
+    let status = get_s(item, "status")
+        .and_then(parse_status)
+        .ok_or_else(|| StoreError::Corrupt(format!("turn {turn_id} has no valid status")))?;
+    let outcome = get_s(item, "outcome")
+        .map(serde_json::from_str::<TurnOutcome>)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("turn {turn_id}'s outcome: {e}")))?;
+    Ok(TurnRecord {
+        turn_id: turn_id.to_owned(),
+        status,
+        lease_until: UNIX_EPOCH + Duration::from_millis(get_n(item, "leaseUntil").unwrap_or(0)),
+        attempts: u32::try_from(get_n(item, "attempts").unwrap_or(1)).unwrap_or(u32::MAX),
+        outcome,
+    })
+}
+
+#[async_trait]
+impl SessionStore for DynamoStore {
+    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+        let now = now_ms();
+        let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
+        let mut item = self.key(session, turn_sk(turn_id));
+        item.insert("status".into(), s("running"));
+        item.insert("leaseUntil".into(), n(lease_until));
+        item.insert("attempts".into(), n(1));
+        item.insert(EXPIRES_AT.into(), n(self.expires_at()));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.config.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match put {
+            Ok(_) => return Ok(Claim::Claimed { reclaimed: false }),
+            Err(e) if is_conditional_failure(&e) => {}
+            Err(e) => return Err(store_error("claiming the turn", &e)),
+        }
+        let Some(record) = self.turn(session, turn_id).await? else {
+            return Err(StoreError::Backend(format!("turn {turn_id} exists and does not")));
+        };
+        if record.status.is_done() {
+            return Ok(Claim::Done(record));
+        }
+        let old_lease = get_lease_ms(&record);
+        if old_lease > now {
+            return Ok(Claim::Running(record));
+        }
+        // The earlier worker's lease ran out: take the turn over, unless another worker just did.
+        let reclaim = self
+            .client
+            .update_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_expression("SET leaseUntil = :new, attempts = attempts + :one")
+            .condition_expression("#status = :running AND leaseUntil = :old")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":new", n(lease_until))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":old", n(old_lease))
+            .send()
+            .await;
+        match reclaim {
+            Ok(_) => Ok(Claim::Claimed { reclaimed: true }),
+            Err(e) if is_conditional_failure(&e) => match self.turn(session, turn_id).await? {
+                Some(record) if record.status.is_done() => Ok(Claim::Done(record)),
+                Some(record) => Ok(Claim::Running(record)),
+                None => Err(StoreError::Backend(format!("turn {turn_id} vanished while being claimed"))),
+            },
+            Err(e) => Err(store_error("reclaiming the turn", &e)),
+        }
+    }
+
+    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+        let version = self.version(session).await?;
+        if version == 0 {
+            return Ok(Vec::new());
+        }
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.config.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(message_sk(0)))
+            .expression_attribute_values(":last", s(message_sk(version - 1)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut messages = Vec::with_capacity(usize::try_from(version).unwrap_or_default());
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| store_error("reading the history", &e))?;
+            let sk = get_s(&item, SK).unwrap_or_default().to_owned();
+            let json = get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
+            messages.push(serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{sk}: {e}")))?);
+        }
+        Ok(messages)
+    }
+
+    async fn complete_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError> {
+        check(messages)?;
+        for _ in 0..VERSION_RETRIES {
+            if self.try_complete(session, turn_id, messages, outcome).await? {
+                return Ok(());
+            }
+            tracing::info!("the session's version moved while storing; storing again at the new one");
+        }
+        Err(StoreError::Backend(format!(
+            "the session's history kept changing; turn {turn_id} was not stored after {VERSION_RETRIES} tries"
+        )))
+    }
+
+    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_expression("SET leaseUntil = :zero")
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":running", s("running"))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional_failure(&e) => Ok(()),
+            Err(e) => Err(store_error("releasing the turn", &e)),
+        }
+    }
+}
+
+fn get_lease_ms(record: &TurnRecord) -> u64 {
+    record
+        .lease_until
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+impl DynamoStore {
+    /// Creates the table as `template.yaml` defines it (`pk`/`sk` strings, on-demand billing,
+    /// TTL on `expiresAt`). A table that already exists is left as it is.
+    pub async fn create_table(&self) -> Result<(), StoreError> {
+        use aws_sdk_dynamodb::types::{
+            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
+        };
+        let attribute = |name: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(|e| StoreError::Backend(e.to_string()))
+        };
+        let key = |name: &str, kind: KeyType| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .map_err(|e| StoreError::Backend(e.to_string()))
+        };
+        let created = self
+            .client
+            .create_table()
+            .table_name(&self.config.table)
+            .attribute_definitions(attribute(PK)?)
+            .attribute_definitions(attribute(SK)?)
+            .key_schema(key(PK, KeyType::Hash)?)
+            .key_schema(key(SK, KeyType::Range)?)
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(e) if e.code() == Some("ResourceInUseException") => return Ok(()),
+            Err(e) => return Err(store_error("creating the table", &e)),
+        }
+        self.client
+            .update_time_to_live()
+            .table_name(&self.config.table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(EXPIRES_AT)
+                    .enabled(true)
+                    .build()
+                    .map_err(|e| StoreError::Backend(e.to_string()))?,
+            )
+            .send()
+            .await
+            .map_err(|e| store_error("enabling the table's TTL", &e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! moto's server: DynamoDB and SQS on a real wire API, on 127.0.0.1, for tests.
+//!
+//! [`moto`] starts one server per test process (or uses `MOTO_ENDPOINT` when set). The server
+//! is started from the project's venv (`.venv/bin/moto_server`, which `make test` installs) or
+//! `MOTO_SERVER`, under a small shell that kills it when the test process's end of a pipe
+//! closes, so no server outlives its tests.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+
+/// A running moto server.
+#[derive(Debug)]
+pub struct Moto {
+    endpoint: String,
+    /// Kept open for the life of the process: when it closes, the server is killed.
+    _lifeline: Option<Mutex<(Child, ChildStdin)>>,
+}
+
+impl Moto {
+    /// The endpoint URL, for `endpoint_url` or `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// A DynamoDB client on this server.
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        dynamodb_client(&self.endpoint)
+    }
+
+    /// An SQS client on this server.
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        sqs_client(&self.endpoint)
+    }
+}
+
+/// A DynamoDB client on `endpoint` with dummy credentials.
+pub fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new("moto", "moto", None, None, "moto"))
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// An SQS client on `endpoint` with dummy credentials.
+pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("moto", "moto", None, None, "moto"))
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+static MOTO: OnceLock<Result<Moto, String>> = OnceLock::new();
+
+/// The process's moto server, started on first use. Panics, saying how to get moto, when it
+/// cannot start: a test that needs moto must not pass without it.
+pub fn moto() -> &'static Moto {
+    match MOTO.get_or_init(|| start().map_err(|e| e.to_string())) {
+        Ok(moto) => moto,
+        Err(e) => panic!(
+            "moto's server is needed and did not start: {e}. `make test` installs it into .venv; \
+             or set MOTO_SERVER to a moto_server binary, or MOTO_ENDPOINT to a running server"
+        ),
+    }
+}
+
+fn moto_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOTO_SERVER") {
+        return PathBuf::from(path);
+    }
+    let venv: PathBuf = [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "moto_server"].iter().collect();
+    if venv.exists() { venv } else { PathBuf::from("moto_server") }
+}
+
+fn start() -> io::Result<Moto> {
+    if let Ok(endpoint) = std::env::var("MOTO_ENDPOINT") {
+        return Ok(Moto {
+            endpoint,
+            _lifeline: None,
+        });
+    }
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let binary = moto_binary();
+    // The shell starts moto, then waits on its stdin; when this process exits, the pipe closes
+    // and the shell kills moto.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" -H 127.0.0.1 -p "$1" >/dev/null 2>&1 & pid=$!; read -r _; kill "$pid""#)
+        .arg(&binary)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let started = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if let Some(status) = child.try_wait()? {
+            return Err(io::Error::other(format!("{} exited: {status}", binary.display())));
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            return Err(io::Error::other(format!("{} did not listen on {addr} within 60 s", binary.display())));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Moto {
+        endpoint: format!("http://{addr}"),
+        _lifeline: Some(Mutex::new((child, stdin))),
+    })
+}

@@ -1,0 +1,149 @@
+//! The DynamoDB session store on moto's server.
+
+use std::time::Duration;
+
+use agent_worker::session::history::check;
+use agent_worker::session::{
+    Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError, TurnOutcome,
+    TurnStatus,
+};
+use agent_worker::testing::moto;
+use serde_json::{Value, json};
+
+async fn store() -> DynamoStore {
+    let table = format!("sessions-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
+    store.create_table().await.expect("the table is created");
+    store
+}
+
+fn completed() -> TurnOutcome {
+    TurnOutcome {
+        status: TurnStatus::Completed,
+        terminal: Value::Null,
+    }
+}
+
+const MINUTE: Lease = Lease(Duration::from_secs(60));
+
+#[tokio::test]
+async fn a_turn_is_claimed_once_and_a_finished_turn_never_again() {
+    let store = store().await;
+    assert_eq!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: false });
+    assert!(matches!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Running(r) if r.attempts == 1));
+    let exchange = [Message::user_text("hi"), Message::assistant_text("hello")];
+    store.complete_turn("s", "t1", &exchange, &completed()).await.unwrap();
+    let Claim::Done(record) = store.claim_turn("s", "t1", MINUTE).await.unwrap() else {
+        panic!("a finished turn is done");
+    };
+    assert_eq!(record.status, TurnStatus::Completed);
+    assert_eq!(store.load_history("s").await.unwrap(), exchange);
+    // Completing it a second time is refused and changes nothing.
+    let again = store.complete_turn("s", "t1", &exchange, &completed()).await.unwrap_err();
+    assert!(matches!(again, StoreError::LostLease(_)), "{again}");
+    assert_eq!(store.load_history("s").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_reclaimed_and_a_released_turn_at_once() {
+    let store = store().await;
+    store.claim_turn("s", "t1", Lease(Duration::ZERO)).await.unwrap();
+    assert_eq!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: true });
+    assert_eq!(store.turn("s", "t1").await.unwrap().unwrap().attempts, 2);
+
+    store.claim_turn("s", "t2", MINUTE).await.unwrap();
+    store.release_turn("s", "t2").await.unwrap();
+    assert_eq!(store.claim_turn("s", "t2", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: true });
+}
+
+#[tokio::test]
+async fn a_broken_history_is_refused_whole() {
+    let store = store().await;
+    store.claim_turn("s", "t1", MINUTE).await.unwrap();
+    let broken = [
+        Message::user_text("hi"),
+        Message::new(
+            Role::Assistant,
+            vec![ContentBlock::ToolUse {
+                id: "a".into(),
+                name: "x".into(),
+                input: json!({}),
+            }],
+        ),
+    ];
+    let err = store.complete_turn("s", "t1", &broken, &completed()).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidHistory(_)), "{err}");
+    assert!(store.load_history("s").await.unwrap().is_empty());
+    assert_eq!(store.turn("s", "t1").await.unwrap().unwrap().status, TurnStatus::Running);
+}
+
+#[tokio::test]
+async fn a_turn_larger_than_one_transaction_is_stored_whole_and_read_back_in_pages() {
+    let store = store().await;
+    store.claim_turn("s", "big", MINUTE).await.unwrap();
+    // 250 messages of 5 KB: three transactions to write, and more than one 1 MB page to read.
+    let filler = "x".repeat(5 * 1024);
+    let messages: Vec<Message> = (0..250)
+        .map(|i| {
+            if i % 2 == 0 {
+                Message::user_text(format!("{i} {filler}"))
+            } else {
+                Message::assistant_text(format!("{i} {filler}"))
+            }
+        })
+        .collect();
+    store.complete_turn("s", "big", &messages, &completed()).await.unwrap();
+    let history = store.load_history("s").await.unwrap();
+    assert_eq!(history.len(), 250);
+    assert_eq!(history, messages);
+}
+
+#[tokio::test]
+async fn two_turns_of_one_session_completing_at_once_both_land_in_order() {
+    let store = store().await;
+    store.claim_turn("s", "a", MINUTE).await.unwrap();
+    store.claim_turn("s", "b", MINUTE).await.unwrap();
+    let a = [Message::user_text("from a"), Message::assistant_text("answer a")];
+    let b = [Message::user_text("from b"), Message::assistant_text("answer b")];
+    let done = completed();
+    let (ra, rb) = tokio::join!(
+        store.complete_turn("s", "a", &a, &done),
+        store.complete_turn("s", "b", &b, &done)
+    );
+    ra.unwrap();
+    rb.unwrap();
+    let history = store.load_history("s").await.unwrap();
+    assert_eq!(history.len(), 4);
+    check(&history).unwrap();
+    let texts: Vec<String> = history.iter().map(Message::text).collect();
+    assert!(texts.contains(&"answer a".to_owned()) && texts.contains(&"answer b".to_owned()));
+}
+
+#[tokio::test]
+async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
+    let store = store().await;
+    store.claim_turn("s", "t1", MINUTE).await.unwrap();
+    let big = Message::new(
+        Role::User,
+        vec![
+            ContentBlock::Image {
+                mime_type: "image/png".into(),
+                data: "A".repeat(600 * 1024),
+            },
+            ContentBlock::text("what is this?"),
+        ],
+    );
+    let messages = [big, Message::assistant_text("a picture")];
+    store.complete_turn("s", "t1", &messages, &completed()).await.unwrap();
+    let history = store.load_history("s").await.unwrap();
+    let stored = history[0].text();
+    assert!(stored.contains("image/png, about 450 KB") && stored.ends_with("what is this?"), "{stored}");
+}
+
+#[tokio::test]
+async fn an_unreachable_table_is_a_clear_error() {
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new("no-such-table").unwrap());
+    let err = store.claim_turn("s", "t1", MINUTE).await.unwrap_err();
+    assert!(err.to_string().contains("claiming the turn"), "{err}");
+    assert!(DynamoConfig::new(" ").is_err());
+}
