@@ -14,15 +14,21 @@
 //!   Uses `protocol` only.
 //! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
 //!   Bedrock SDK.
-//! - `testing` (feature `testing`): the wire-level Bedrock stand-in.
+//! - [`sinks`]: where a running turn's events go (stdout, a DynamoDB event log). Uses
+//!   `protocol` and `session`'s table layout.
+//! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller. Use
+//!   any `Agent`; hold no turn logic.
+//! - `testing` (feature `testing`): the wire-level Bedrock stand-in and moto's server.
 //!
 //! The README's examples run as doc tests.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod hosts;
 pub mod protocol;
 pub mod session;
+pub mod sinks;
 #[cfg(feature = "testing")]
 pub mod testing;
 

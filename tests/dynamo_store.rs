@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use agent_worker::session::history::check;
 use agent_worker::session::{
-    Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError, TurnOutcome,
-    TurnStatus,
+    Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError,
+    TurnOutcome, TurnStatus,
 };
 use agent_worker::testing::moto;
 use serde_json::{Value, json};
@@ -29,17 +29,28 @@ const MINUTE: Lease = Lease(Duration::from_secs(60));
 #[tokio::test]
 async fn a_turn_is_claimed_once_and_a_finished_turn_never_again() {
     let store = store().await;
-    assert_eq!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: false });
-    assert!(matches!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Running(r) if r.attempts == 1));
+    assert_eq!(
+        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        Claim::Claimed { reclaimed: false }
+    );
+    assert!(
+        matches!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Running(r) if r.attempts == 1)
+    );
     let exchange = [Message::user_text("hi"), Message::assistant_text("hello")];
-    store.complete_turn("s", "t1", &exchange, &completed()).await.unwrap();
+    store
+        .complete_turn("s", "t1", &exchange, &completed())
+        .await
+        .unwrap();
     let Claim::Done(record) = store.claim_turn("s", "t1", MINUTE).await.unwrap() else {
         panic!("a finished turn is done");
     };
     assert_eq!(record.status, TurnStatus::Completed);
     assert_eq!(store.load_history("s").await.unwrap(), exchange);
     // Completing it a second time is refused and changes nothing.
-    let again = store.complete_turn("s", "t1", &exchange, &completed()).await.unwrap_err();
+    let again = store
+        .complete_turn("s", "t1", &exchange, &completed())
+        .await
+        .unwrap_err();
     assert!(matches!(again, StoreError::LostLease(_)), "{again}");
     assert_eq!(store.load_history("s").await.unwrap().len(), 2);
 }
@@ -48,12 +59,18 @@ async fn a_turn_is_claimed_once_and_a_finished_turn_never_again() {
 async fn an_expired_lease_is_reclaimed_and_a_released_turn_at_once() {
     let store = store().await;
     store.claim_turn("s", "t1", Lease(Duration::ZERO)).await.unwrap();
-    assert_eq!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: true });
+    assert_eq!(
+        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        Claim::Claimed { reclaimed: true }
+    );
     assert_eq!(store.turn("s", "t1").await.unwrap().unwrap().attempts, 2);
 
     store.claim_turn("s", "t2", MINUTE).await.unwrap();
     store.release_turn("s", "t2").await.unwrap();
-    assert_eq!(store.claim_turn("s", "t2", MINUTE).await.unwrap(), Claim::Claimed { reclaimed: true });
+    assert_eq!(
+        store.claim_turn("s", "t2", MINUTE).await.unwrap(),
+        Claim::Claimed { reclaimed: true }
+    );
 }
 
 #[tokio::test]
@@ -71,10 +88,16 @@ async fn a_broken_history_is_refused_whole() {
             }],
         ),
     ];
-    let err = store.complete_turn("s", "t1", &broken, &completed()).await.unwrap_err();
+    let err = store
+        .complete_turn("s", "t1", &broken, &completed())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::InvalidHistory(_)), "{err}");
     assert!(store.load_history("s").await.unwrap().is_empty());
-    assert_eq!(store.turn("s", "t1").await.unwrap().unwrap().status, TurnStatus::Running);
+    assert_eq!(
+        store.turn("s", "t1").await.unwrap().unwrap().status,
+        TurnStatus::Running
+    );
 }
 
 #[tokio::test]
@@ -92,7 +115,10 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole_and_read_back_in_pag
             }
         })
         .collect();
-    store.complete_turn("s", "big", &messages, &completed()).await.unwrap();
+    store
+        .complete_turn("s", "big", &messages, &completed())
+        .await
+        .unwrap();
     let history = store.load_history("s").await.unwrap();
     assert_eq!(history.len(), 250);
     assert_eq!(history, messages);
@@ -134,10 +160,16 @@ async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
         ],
     );
     let messages = [big, Message::assistant_text("a picture")];
-    store.complete_turn("s", "t1", &messages, &completed()).await.unwrap();
+    store
+        .complete_turn("s", "t1", &messages, &completed())
+        .await
+        .unwrap();
     let history = store.load_history("s").await.unwrap();
     let stored = history[0].text();
-    assert!(stored.contains("image/png, about 450 KB") && stored.ends_with("what is this?"), "{stored}");
+    assert!(
+        stored.contains("image/png, about 450 KB") && stored.ends_with("what is this?"),
+        "{stored}"
+    );
 }
 
 #[tokio::test]

@@ -1,9 +1,19 @@
-//! `agent-worker`: run a turn from the command line, or serve the Bedrock stand-in.
+//! `agent-worker`: run turns from the command line, feed a queue, consume it, or serve the
+//! Bedrock stand-in.
 //!
 //! ```text
-//! agent-worker invoke --session S --text T [--tool current_time] [--endpoint-url URL]
+//! agent-worker invoke --session S --text T [--tool current_time] [--table T] [--endpoint-url URL]
+//! agent-worker setup [--table T] [--queue NAME]
+//! agent-worker send --queue-url URL --session S --text T [--turn-id ID]
+//! agent-worker poll --queue-url URL [--until-empty]
+//! agent-worker handle events/one-turn.json
+//! agent-worker history --session S        agent-worker events --session S --turn-id T
 //! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
+//!
+//! Configured from the same environment as the Lambda function (`TABLE_NAME`, `MODEL_ID`,
+//! `TOOLS`, ...); a flag overrides its variable. Endpoints come from the SDK's standard
+//! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS` and `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`.
 //!
 //! `invoke` prints every event of the turn as one JSON line on stdout and exits 0 when the
 //! turn completed, 1 when it failed (with the details on stderr), 2 on bad usage.
@@ -15,8 +25,12 @@ use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
+use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
-use agent_worker::session::MemoryStore;
+use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
+use agent_worker::sinks::DynamoEventLog;
 use agent_worker::testing::{BedrockStandIn, Fallback, Reply};
 use base64::Engine as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -45,6 +59,134 @@ enum Command {
     Invoke(InvokeArgs),
     /// Serves the wire-level Bedrock stand-in on 127.0.0.1.
     StandIn(StandInArgs),
+    /// Creates the table (as template.yaml defines it) and, if asked, a FIFO queue with its DLQ.
+    Setup(SetupArgs),
+    /// Sends one turn to a queue.
+    Send(SendArgs),
+    /// Consumes a queue as Lambda's event source mapping does.
+    Poll(PollArgs),
+    /// Runs the Lambda handler once on an SQS event JSON file and prints the batch response.
+    Handle(HandleArgs),
+    /// Prints a session's stored history, one message a line.
+    History(HistoryArgs),
+    /// Prints a turn's logged events, one a line.
+    Events(EventsArgs),
+}
+
+/// The settings the worker commands share with the Lambda function.
+#[derive(Debug, clap::Args)]
+struct WorkerArgs {
+    /// The DynamoDB table.
+    #[arg(long, env = "TABLE_NAME")]
+    table: Option<String>,
+    /// The Bedrock model id or inference profile.
+    #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
+    model_id: String,
+    /// Example tools to enable; repeatable or comma-separated.
+    #[arg(long = "tool", env = "TOOLS", value_delimiter = ',')]
+    tools: Vec<String>,
+    /// A Bedrock-compatible endpoint, such as the stand-in's.
+    #[arg(long, env = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME")]
+    endpoint_url: Option<String>,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct SetupArgs {
+    /// The table to create.
+    #[arg(long, env = "TABLE_NAME", default_value = "agent-worker-sessions")]
+    table: String,
+    /// Also create a FIFO queue NAME.fifo with the dead-letter queue NAME-dlq.fifo.
+    #[arg(long)]
+    queue: Option<String>,
+    /// The queue's visibility timeout in seconds (at least 6 times the function's timeout).
+    #[arg(long, default_value_t = 5400)]
+    visibility_timeout: u32,
+    /// Receives before a message goes to the dead-letter queue.
+    #[arg(long, default_value_t = 5)]
+    max_receive_count: u32,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct SendArgs {
+    /// The queue.
+    #[arg(long, env = "QUEUE_URL")]
+    queue_url: String,
+    /// The session (conversation) id.
+    #[arg(long)]
+    session: String,
+    /// The person's words.
+    #[arg(long)]
+    text: String,
+    /// The turn's id (a new one when not given).
+    #[arg(long)]
+    turn_id: Option<String>,
+    /// The person.
+    #[arg(long, default_value = "local-user")]
+    user_id: String,
+    /// The person's account.
+    #[arg(long, default_value = "local-account")]
+    account_id: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct PollArgs {
+    /// The queue.
+    #[arg(long, env = "QUEUE_URL")]
+    queue_url: String,
+    /// Stop once the queue is empty.
+    #[arg(long)]
+    until_empty: bool,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct HandleArgs {
+    /// An SQS event JSON file, as Lambda delivers one.
+    file: PathBuf,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    /// The session.
+    #[arg(long)]
+    session: String,
+    /// The table.
+    #[arg(long, env = "TABLE_NAME")]
+    table: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct EventsArgs {
+    /// The session.
+    #[arg(long)]
+    session: String,
+    /// The turn.
+    #[arg(long)]
+    turn_id: String,
+    /// Only events after this position.
+    #[arg(long)]
+    after: Option<u64>,
+    /// The table.
+    #[arg(long, env = "TABLE_NAME")]
+    table: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -76,6 +218,9 @@ struct InvokeArgs {
     /// An example tool to enable (current_time, add, word_count); repeatable.
     #[arg(long = "tool")]
     tools: Vec<String>,
+    /// Keep the session in this DynamoDB table rather than in memory.
+    #[arg(long, env = "TABLE_NAME")]
+    table: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -116,6 +261,12 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Invoke(args) => invoke(args).await,
             Command::StandIn(args) => stand_in(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Setup(args) => setup(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Send(args) => send(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Poll(args) => poll(args).await,
+            Command::Handle(args) => handle(args).await,
+            Command::History(args) => history(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Events(args) => events(args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     result.unwrap_or_else(|message| {
@@ -166,12 +317,16 @@ fn image(path: &Path) -> Result<ImageRef, String> {
     })
 }
 
-async fn bedrock_client(endpoint_url: Option<&str>, region: Option<&str>) -> aws_sdk_bedrockruntime::Client {
+async fn aws_config(region: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if let Some(region) = region {
         loader = loader.region(aws_config::Region::new(region.to_owned()));
     }
-    let shared = loader.load().await;
+    loader.load().await
+}
+
+async fn bedrock_client(endpoint_url: Option<&str>, region: Option<&str>) -> aws_sdk_bedrockruntime::Client {
+    let shared = aws_config(region).await;
     let mut config = aws_sdk_bedrockruntime::config::Builder::from(&shared);
     if let Some(url) = endpoint_url {
         config = config.endpoint_url(url);
@@ -188,8 +343,15 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
     let client = bedrock_client(args.endpoint_url.as_deref(), args.region.as_deref()).await;
     let mut builder = Engine::builder()
         .model(BedrockModel::new(client, args.model_id))
-        .store(MemoryStore::new())
         .tools(tools);
+    builder = match &args.table {
+        Some(table) => {
+            let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await);
+            let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
+            builder.store(DynamoStore::new(dynamodb, config))
+        }
+        None => builder.store(MemoryStore::new()),
+    };
     if let Some(system) = args.system {
         builder = builder.system_prompt(system);
     }
@@ -248,4 +410,194 @@ async fn stand_in(args: StandInArgs) -> Result<(), String> {
     })
     .await
     .map_err(|e| format!("the stand-in stopped: {e}"))
+}
+
+impl WorkerArgs {
+    /// The Lambda function's settings, flags first, then the environment.
+    async fn handler(&self) -> Result<(TurnHandler, WorkerSettings), String> {
+        let table = self.table.clone();
+        let model_id = self.model_id.clone();
+        let tools = self.tools.join(",");
+        let settings = WorkerSettings::from_lookup(|name| match name {
+            "TABLE_NAME" => table.clone(),
+            "MODEL_ID" => Some(model_id.clone()),
+            "TOOLS" => Some(tools.clone()),
+            other => std::env::var(other).ok(),
+        })
+        .map_err(|e| e.to_string())?;
+        let bedrock = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
+        let (engine, sinks) = settings.build(bedrock, dynamodb).map_err(|e| e.to_string())?;
+        Ok((TurnHandler::new(engine, sinks), settings))
+    }
+}
+
+async fn setup(args: SetupArgs) -> Result<(), String> {
+    let shared = aws_config(args.region.as_deref()).await;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&shared),
+        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
+    );
+    store.create_table().await.map_err(|e| e.to_string())?;
+    let mut out = serde_json::json!({ "table": args.table });
+    if let Some(name) = &args.queue {
+        use aws_sdk_sqs::types::QueueAttributeName as Q;
+        let name = name.trim_end_matches(".fifo");
+        let sqs = aws_sdk_sqs::Client::new(&shared);
+        let fail = |e: aws_sdk_sqs::error::SdkError<_>| {
+            format!(
+                "creating the queue: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(e)
+            )
+        };
+        let dlq_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}-dlq.fifo"))
+            .attributes(Q::FifoQueue, "true")
+            .attributes(Q::MessageRetentionPeriod, "1209600")
+            .send()
+            .await
+            .map_err(fail)?
+            .queue_url
+            .unwrap_or_default();
+        let dlq_arn = sqs
+            .get_queue_attributes()
+            .queue_url(&dlq_url)
+            .attribute_names(Q::QueueArn)
+            .send()
+            .await
+            .map_err(|e| format!("reading the DLQ: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .attributes
+            .and_then(|a| a.get(&Q::QueueArn).cloned())
+            .unwrap_or_default();
+        let redrive =
+            serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": args.max_receive_count });
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}.fifo"))
+            .attributes(Q::FifoQueue, "true")
+            .attributes(Q::VisibilityTimeout, args.visibility_timeout.to_string())
+            .attributes(Q::RedrivePolicy, redrive.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "creating the queue: {}",
+                    aws_sdk_sqs::error::DisplayErrorContext(e)
+                )
+            })?
+            .queue_url
+            .unwrap_or_default();
+        out["queueUrl"] = queue_url.into();
+        out["deadLetterQueueUrl"] = dlq_url.into();
+    }
+    println!("{out}");
+    Ok(())
+}
+
+async fn send(args: SendArgs) -> Result<(), String> {
+    let payload = AgentTurnPayload {
+        turn_id: args
+            .turn_id
+            .unwrap_or_else(|| format!("turn-{}", uuid::Uuid::new_v4().simple())),
+        conversation_id: args.session,
+        user_id: args.user_id,
+        account_id: args.account_id,
+        content: args.text,
+        images: Vec::new(),
+        context: None,
+        attachments: Vec::new(),
+        approval: None,
+        supersedes: Vec::new(),
+        agent: None,
+    };
+    let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
+    let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
+    let mut request = sqs.send_message().queue_url(&args.queue_url).message_body(body);
+    if args.queue_url.ends_with(".fifo") {
+        request = request
+            .message_group_id(&payload.conversation_id)
+            .message_deduplication_id(&payload.turn_id);
+    }
+    let sent = request
+        .send()
+        .await
+        .map_err(|e| format!("sending the turn: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    println!(
+        "{}",
+        serde_json::json!({ "messageId": sent.message_id, "turnId": payload.turn_id, "session": payload.conversation_id })
+    );
+    Ok(())
+}
+
+async fn poll(args: PollArgs) -> Result<ExitCode, String> {
+    let (handler, _) = args.worker.handler().await?;
+    let sqs = aws_sdk_sqs::Client::new(&aws_config(args.worker.region.as_deref()).await);
+    let options = PollOptions {
+        until_empty: args.until_empty,
+        wait: if args.until_empty {
+            std::time::Duration::from_secs(1)
+        } else {
+            PollOptions::default().wait
+        },
+        ..PollOptions::default()
+    };
+    let stats = poll_queue(&sqs, &args.queue_url, &handler, &options, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    eprintln!(
+        "polled {}: {} received, {} handled and deleted, {} left to the queue",
+        args.queue_url, stats.received, stats.deleted, stats.failed
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn handle(args: HandleArgs) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let event =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not an SQS event: {e}", args.file.display()))?;
+    let (handler, settings) = args.worker.handler().await?;
+    let deadline = std::time::SystemTime::now() + settings.engine.turn_deadline;
+    let response = handler
+        .handle_batch(event, Some(deadline))
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", serde_json::to_string(&response).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn history(args: HistoryArgs) -> Result<(), String> {
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await),
+        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
+    );
+    for message in store
+        .load_history(&args.session)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        println!("{}", serde_json::to_string(&message).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+async fn events(args: EventsArgs) -> Result<(), String> {
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await),
+        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
+    );
+    let log = DynamoEventLog::new(store);
+    for logged in log
+        .read(&args.session, &args.turn_id, args.after)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        println!(
+            "{}",
+            serde_json::json!({ "seq": logged.seq, "event": logged.event })
+        );
+    }
+    Ok(())
 }

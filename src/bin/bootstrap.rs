@@ -1,1 +1,21 @@
-fn main() {}
+//! The Lambda function: SQS batches of turns in, partial batch failures out.
+//!
+//! Configured from the environment (see `agent_worker::hosts::settings`); endpoints through the
+//! SDK's standard `AWS_ENDPOINT_URL_DYNAMODB` and `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`. A missing or
+//! invalid value stops the function at start-up, naming it.
+
+use agent_worker::hosts::WorkerSettings;
+use agent_worker::hosts::lambda::{TurnHandler, run};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let settings = WorkerSettings::from_lookup(|name| std::env::var(name).ok())?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let (engine, sinks) = settings.build(
+        aws_sdk_bedrockruntime::Client::new(&aws),
+        aws_sdk_dynamodb::Client::new(&aws),
+    )?;
+    tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, "agent worker ready");
+    run(TurnHandler::new(engine, sinks)).await
+}

@@ -116,9 +116,4 @@ impl EngineConfig {
         }
         Ok(())
     }
-
-    /// The lease a turn claims: its deadline plus the margin for storing.
-    pub fn lease(&self) -> Duration {
-        self.turn_deadline + self.lease_margin
-    }
 }

@@ -1,6 +1,7 @@
 //! One turn: claim, load history, run the tool loop under the deadline, store, end.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
@@ -79,7 +80,15 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let span =
         tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
-    run_claimed(engine, scope.session, turn_id, prompt, out)
+    // The turn's time: the engine's own deadline, or the host's when that comes sooner.
+    let mut budget = engine.config.turn_deadline;
+    if let Some(host_deadline) = scope.deadline() {
+        let left = host_deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        budget = budget.min(left);
+    }
+    run_claimed(engine, scope.session, turn_id, prompt, budget, out)
         .instrument(span)
         .await;
 }
@@ -89,6 +98,7 @@ async fn run_claimed(
     session: String,
     turn_id: String,
     prompt: Prompt,
+    budget: Duration,
     out: Emitter,
 ) {
     if session.trim().is_empty() {
@@ -112,10 +122,8 @@ async fn run_claimed(
         }
     };
     let store = &engine.store;
-    match store
-        .claim_turn(&session, &turn_id, Lease(engine.config.lease()))
-        .await
-    {
+    let lease = Lease(budget + engine.config.lease_margin);
+    match store.claim_turn(&session, &turn_id, lease).await {
         Err(e) => {
             out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
             return;
@@ -159,7 +167,7 @@ async fn run_claimed(
     };
 
     let mut turn = TurnState::new(history, user);
-    let deadline = Instant::now() + engine.config.turn_deadline;
+    let deadline = Instant::now() + budget;
     let ctx = StepContext {
         session: &session,
         turn_id: &turn_id,

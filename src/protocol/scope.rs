@@ -1,5 +1,7 @@
 //! [`Scope`] and [`Prompt`]: the two arguments of [`Agent::invoke`](super::Agent::invoke).
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -31,6 +33,9 @@ pub struct Scope {
 
 /// The extension key that carries a turn's id, when the caller has one.
 pub const TURN_ID_KEY: &str = "turnId";
+/// The extension key that carries the time by which the turn must have ended, in milliseconds
+/// since the Unix epoch (a host's own limit, such as a Lambda invocation's deadline).
+pub const DEADLINE_KEY: &str = "deadlineMs";
 
 impl Scope {
     /// A scope for `session` with no extensions.
@@ -57,6 +62,22 @@ impl Scope {
     /// The turn's id, when the caller gave one.
     pub fn turn_id(&self) -> Option<&str> {
         self.extensions.get(TURN_ID_KEY).and_then(Value::as_str)
+    }
+
+    /// Sets the time by which the turn must have ended (the [`DEADLINE_KEY`] extension).
+    #[must_use]
+    pub fn with_deadline(self, deadline: SystemTime) -> Self {
+        let ms = deadline
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        self.with(DEADLINE_KEY, ms)
+    }
+
+    /// The time by which the turn must have ended, when the caller set one.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        let ms = self.extensions.get(DEADLINE_KEY)?.as_u64()?;
+        Some(UNIX_EPOCH + Duration::from_millis(ms))
     }
 }
 

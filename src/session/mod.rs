@@ -5,8 +5,8 @@
 //! - [`TurnRecord`], [`Claim`]: a turn is claimed once, so a redelivered turn runs once.
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
-mod error;
 pub mod dynamo;
+mod error;
 pub mod history;
 mod memory;
 mod message;

@@ -451,6 +451,14 @@ impl BedrockStandIn {
         lock(&self.shared.requests).clone()
     }
 
+    /// A handle that reads the recorded requests and outlives nothing: for closures that must be
+    /// `'static`.
+    pub fn requests_handle(&self) -> RequestLog {
+        RequestLog {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Counts the streams whose client went away before their end; `wait_for` on it to
     /// observe a cancellation.
     pub fn closed_early(&self) -> watch::Receiver<u64> {
@@ -460,6 +468,19 @@ impl BedrockStandIn {
     /// A Bedrock client aimed at this stand-in, with dummy credentials.
     pub fn client(&self) -> aws_sdk_bedrockruntime::Client {
         client_for(&self.endpoint_url())
+    }
+}
+
+/// Reads a stand-in's recorded requests; see [`BedrockStandIn::requests_handle`].
+#[derive(Debug, Clone)]
+pub struct RequestLog {
+    shared: Arc<Shared>,
+}
+
+impl RequestLog {
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
     }
 }
 

@@ -4,7 +4,7 @@
 pub mod bedrock_stand_in;
 pub mod moto;
 
-pub use moto::{Moto, moto};
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
+pub use moto::{Moto, moto};

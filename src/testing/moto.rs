@@ -56,7 +56,9 @@ pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
         .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new("moto", "moto", None, None, "moto"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "moto", "moto", None, None, "moto",
+        ))
         .build();
     aws_sdk_sqs::Client::from_conf(config)
 }
@@ -79,8 +81,14 @@ fn moto_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("MOTO_SERVER") {
         return PathBuf::from(path);
     }
-    let venv: PathBuf = [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "moto_server"].iter().collect();
-    if venv.exists() { venv } else { PathBuf::from("moto_server") }
+    let venv: PathBuf = [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "moto_server"]
+        .iter()
+        .collect();
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("moto_server")
+    }
 }
 
 fn start() -> io::Result<Moto> {
@@ -103,7 +111,10 @@ fn start() -> io::Result<Moto> {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let stdin = child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no stdin pipe"))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let started = Instant::now();
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
@@ -111,7 +122,10 @@ fn start() -> io::Result<Moto> {
             return Err(io::Error::other(format!("{} exited: {status}", binary.display())));
         }
         if started.elapsed() > Duration::from_secs(60) {
-            return Err(io::Error::other(format!("{} did not listen on {addr} within 60 s", binary.display())));
+            return Err(io::Error::other(format!(
+                "{} did not listen on {addr} within 60 s",
+                binary.display()
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -21,7 +21,9 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 
 use super::history::check;
-use super::{Claim, ContentBlock, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus};
+use super::{
+    Claim, ContentBlock, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+};
 use keys::*;
 
 /// How long stored items live before the table's TTL removes them, by default.
@@ -69,7 +71,9 @@ pub struct DynamoStore {
 
 impl fmt::Debug for DynamoStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DynamoStore").field("table", &self.config.table).finish_non_exhaustive()
+        f.debug_struct("DynamoStore")
+            .field("table", &self.config.table)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,9 +100,10 @@ where
     let code = error.code().unwrap_or_default();
     let detail = format!(
         "{what}: {}",
-        error.message().map(str::to_owned).unwrap_or_else(|| {
-            aws_sdk_dynamodb::error::DisplayErrorContext(error).to_string()
-        })
+        error
+            .message()
+            .map(str::to_owned)
+            .unwrap_or_else(|| { aws_sdk_dynamodb::error::DisplayErrorContext(error).to_string() })
     );
     if matches!(
         code,
@@ -106,7 +111,11 @@ where
     ) {
         StoreError::Throttled(detail)
     } else {
-        StoreError::Backend(if code.is_empty() { detail } else { format!("{detail} ({code})") })
+        StoreError::Backend(if code.is_empty() {
+            detail
+        } else {
+            format!("{detail} ({code})")
+        })
     }
 }
 
@@ -217,7 +226,13 @@ impl DynamoStore {
         out.item().map(|item| decode_turn(turn_id, item)).transpose()
     }
 
-    fn message_put(&self, session: &str, turn_id: &str, seq: u64, message: &Message) -> Result<TransactWriteItem, StoreError> {
+    fn message_put(
+        &self,
+        session: &str,
+        turn_id: &str,
+        seq: u64,
+        message: &Message,
+    ) -> Result<TransactWriteItem, StoreError> {
         let mut item = self.key(session, message_sk(seq));
         item.insert("message".into(), s(storable(message)?));
         item.insert("turnId".into(), s(turn_id));
@@ -234,12 +249,24 @@ impl DynamoStore {
     fn version_condition(
         &self,
         version: u64,
-    ) -> (&'static str, HashMap<String, String>, HashMap<String, AttributeValue>) {
+    ) -> (
+        &'static str,
+        HashMap<String, String>,
+        HashMap<String, AttributeValue>,
+    ) {
         let names = HashMap::from([("#version".to_owned(), "version".to_owned())]);
         if version == 0 {
-            ("attribute_not_exists(#version) OR #version = :old", names, HashMap::from([(":old".to_owned(), n(0))]))
+            (
+                "attribute_not_exists(#version) OR #version = :old",
+                names,
+                HashMap::from([(":old".to_owned(), n(0))]),
+            )
         } else {
-            ("#version = :old", names, HashMap::from([(":old".to_owned(), n(version))]))
+            (
+                "#version = :old",
+                names,
+                HashMap::from([(":old".to_owned(), n(version))]),
+            )
         }
     }
 
@@ -275,7 +302,13 @@ impl DynamoStore {
                 .map_err(|e| StoreError::Backend(e.to_string()))?;
             let mut items = vec![TransactWriteItem::builder().condition_check(check).build()];
             items.extend_from_slice(chunk);
-            match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
                 Ok(_) => {}
                 Err(error) if error.code() == Some("TransactionCanceledException") => return Ok(false),
                 Err(error) => return Err(store_error("writing the turn's messages", &error)),
@@ -314,14 +347,22 @@ impl DynamoStore {
         let mut items = tail;
         items.push(TransactWriteItem::builder().update(bump).build());
         items.push(TransactWriteItem::builder().update(finish).build());
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
             Ok(_) => Ok(true),
             Err(error) if error.code() == Some("TransactionCanceledException") => {
                 // Which condition failed? If the turn is no longer ours, give up; if only the
                 // version moved, the caller tries again at the new version.
                 match self.turn(session, turn_id).await? {
                     Some(record) if record.status == TurnStatus::Running => Ok(false),
-                    _ => Err(StoreError::LostLease(format!("turn {turn_id} was ended by another worker"))),
+                    _ => Err(StoreError::LostLease(format!(
+                        "turn {turn_id} was ended by another worker"
+                    ))),
                 }
             }
             Err(error) => Err(store_error("completing the turn", &error)),
@@ -399,7 +440,9 @@ impl SessionStore for DynamoStore {
             Err(e) if is_conditional_failure(&e) => match self.turn(session, turn_id).await? {
                 Some(record) if record.status.is_done() => Ok(Claim::Done(record)),
                 Some(record) => Ok(Claim::Running(record)),
-                None => Err(StoreError::Backend(format!("turn {turn_id} vanished while being claimed"))),
+                None => Err(StoreError::Backend(format!(
+                    "turn {turn_id} vanished while being claimed"
+                ))),
             },
             Err(e) => Err(store_error("reclaiming the turn", &e)),
         }
@@ -426,7 +469,8 @@ impl SessionStore for DynamoStore {
         while let Some(item) = pages.next().await {
             let item = item.map_err(|e| store_error("reading the history", &e))?;
             let sk = get_s(&item, SK).unwrap_or_default().to_owned();
-            let json = get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
+            let json =
+                get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
             messages.push(serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{sk}: {e}")))?);
         }
         Ok(messages)
@@ -485,7 +529,8 @@ impl DynamoStore {
     /// TTL on `expiresAt`). A table that already exists is left as it is.
     pub async fn create_table(&self) -> Result<(), StoreError> {
         use aws_sdk_dynamodb::types::{
-            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
+            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+            TimeToLiveSpecification,
         };
         let attribute = |name: &str| {
             AttributeDefinition::builder()

@@ -1,0 +1,305 @@
+//! The SQS-triggered Lambda host: an [`SqsEvent`] batch in, an [`SqsBatchResponse`] out.
+//!
+//! Each record's body is decoded on its own, so one bad record never fails the batch. Records
+//! of different sessions run concurrently; records of one session run in order. On a FIFO queue,
+//! after the first failure in a message group, that record and the rest of its group are
+//! reported as failures, so the group keeps its order on redelivery.
+//!
+//! How a turn's end maps to what the queue sees ([`disposition`]):
+//!
+//! | the turn | the record |
+//! | --- | --- |
+//! | `completed` (a stop or deadline included: it is stored) | acknowledged |
+//! | `failed`, recoverable (`model_unavailable`, `model_stream_interrupted`), already told to the client | acknowledged |
+//! | `failed`, refused by the model (`model_rejected`): retrying cannot help, the client was told | acknowledged |
+//! | `duplicate_turn`: a redelivery of a turn that already ran | acknowledged, nothing ran |
+//! | a body that is not a turn, `invalid_prompt`, `store_failed`, `turn_in_progress`, a bug | in `batchItemFailures`: redrive, then the DLQ |
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures_util::StreamExt as _;
+use futures_util::future::join_all;
+use tracing::Instrument as _;
+
+use super::payload::AgentTurnPayload;
+use crate::protocol::{Agent, AgentEvent, codes};
+use crate::sinks::{Sinks, TurnRef};
+
+/// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
+pub const DEFAULT_STORE_MARGIN: Duration = Duration::from_secs(10);
+
+/// What the queue should do with one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Delete it: the turn ran, ran before, or cannot be helped by running again.
+    Acknowledge(String),
+    /// Report it in `batchItemFailures`: it comes back, and after `maxReceiveCount` goes to the
+    /// DLQ. The reason is logged.
+    Redrive(String),
+}
+
+impl Disposition {
+    /// Whether the record is reported as a failure.
+    pub fn is_redrive(&self) -> bool {
+        matches!(self, Self::Redrive(_))
+    }
+}
+
+/// What the queue should do, given how a turn ended (`None`: it ended without a terminal).
+pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
+    match terminal {
+        Some(AgentEvent::Completed { .. }) => Disposition::Acknowledge("completed".into()),
+        Some(AgentEvent::Failed { details, code, .. }) => match code.as_deref() {
+            Some(codes::DUPLICATE_TURN) => {
+                Disposition::Acknowledge("a duplicate delivery; nothing ran".into())
+            }
+            Some(codes::TURN_IN_PROGRESS | codes::STORE_FAILED | codes::INTERNAL | codes::INVALID_PROMPT)
+            | None => Disposition::Redrive(details.clone()),
+            Some(other) => Disposition::Acknowledge(format!("failed ({other}), and the client was told")),
+        },
+        Some(_) | None => Disposition::Redrive("the turn ended without a terminal event".into()),
+    }
+}
+
+/// A batch the handler cannot answer record by record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// A record that failed has no message id, so it cannot be reported alone: the whole batch
+    /// is redriven instead (every turn is idempotent, so nothing runs twice).
+    #[error("record {index} failed and has no messageId; the whole batch is returned to the queue")]
+    MissingMessageId {
+        /// The record's position in the batch.
+        index: usize,
+    },
+}
+
+/// Runs the turns of SQS records through an agent, sending their events to sinks.
+#[derive(Clone)]
+pub struct TurnHandler {
+    agent: Arc<dyn Agent>,
+    sinks: Sinks,
+    store_margin: Duration,
+}
+
+impl fmt::Debug for TurnHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnHandler")
+            .field("sinks", &self.sinks)
+            .field("store_margin", &self.store_margin)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Decoded {
+    Turn(Box<AgentTurnPayload>),
+    Malformed(String),
+}
+
+impl TurnHandler {
+    /// A handler running turns on `agent`.
+    pub fn new(agent: impl Agent + 'static, sinks: Sinks) -> Self {
+        Self {
+            agent: Arc::new(agent),
+            sinks,
+            store_margin: DEFAULT_STORE_MARGIN,
+        }
+    }
+
+    /// Changes the time kept back from an invocation's deadline.
+    #[must_use]
+    pub fn store_margin(mut self, margin: Duration) -> Self {
+        self.store_margin = margin;
+        self
+    }
+
+    /// Handles a batch: every record is decoded and run on its own, and the failures are
+    /// reported by message id. `deadline` is the invocation's.
+    pub async fn handle_batch(
+        &self,
+        event: SqsEvent,
+        deadline: Option<SystemTime>,
+    ) -> Result<SqsBatchResponse, BatchError> {
+        let records = event.records;
+        let fifo = records.iter().any(|r| {
+            r.attributes.contains_key("MessageGroupId")
+                || r.event_source_arn
+                    .as_deref()
+                    .is_some_and(|arn| arn.ends_with(".fifo"))
+        });
+        let decoded: Vec<Decoded> = records.iter().map(decode).collect();
+
+        // Group by message group (FIFO) or session, keeping arrival order within each group.
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut by_key: HashMap<String, usize> = HashMap::new();
+        for (index, (record, turn)) in records.iter().zip(&decoded).enumerate() {
+            let key = match (record.attributes.get("MessageGroupId"), turn) {
+                (Some(group), _) => format!("group#{group}"),
+                (None, Decoded::Turn(turn)) => format!("session#{}", turn.conversation_id),
+                (None, Decoded::Malformed(_)) => format!("record#{index}"),
+            };
+            let group = *by_key.entry(key).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[group].push(index);
+        }
+
+        let runs = groups.iter().map(|members| {
+            let records = &records;
+            let decoded = &decoded;
+            async move {
+                let mut outcomes = Vec::with_capacity(members.len());
+                let mut group_failed = false;
+                for &index in members {
+                    let outcome = if fifo && group_failed {
+                        Disposition::Redrive("an earlier message of its FIFO group failed".into())
+                    } else {
+                        self.run_record(&records[index], &decoded[index], deadline).await
+                    };
+                    group_failed |= outcome.is_redrive();
+                    outcomes.push((index, outcome));
+                }
+                outcomes
+            }
+        });
+        let mut response = SqsBatchResponse::default();
+        for (index, outcome) in join_all(runs).await.into_iter().flatten() {
+            if outcome.is_redrive() {
+                let id = records[index]
+                    .message_id
+                    .clone()
+                    .filter(|id| !id.is_empty())
+                    .ok_or(BatchError::MissingMessageId { index })?;
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id;
+                response.batch_item_failures.push(failure);
+            }
+        }
+        Ok(response)
+    }
+
+    async fn run_record(
+        &self,
+        record: &SqsMessage,
+        decoded: &Decoded,
+        deadline: Option<SystemTime>,
+    ) -> Disposition {
+        let message_id = record.message_id.as_deref().unwrap_or("<none>");
+        match decoded {
+            Decoded::Malformed(why) => {
+                tracing::error!(message_id, error = %why, "the record's body is not a turn");
+                Disposition::Redrive(why.clone())
+            }
+            Decoded::Turn(turn) => {
+                let span = tracing::info_span!("record", message_id, turn_id = %turn.turn_id, session = %turn.conversation_id);
+                let outcome = self.run_turn(turn, deadline).instrument(span.clone()).await;
+                let _entered = span.enter();
+                match &outcome {
+                    Disposition::Acknowledge(why) => tracing::info!(outcome = %why, "record done"),
+                    Disposition::Redrive(why) => {
+                        tracing::warn!(reason = %why, "record returned to the queue")
+                    }
+                }
+                outcome
+            }
+        }
+    }
+
+    /// Runs one turn, streaming its events to the sinks, and says what the queue should do.
+    pub async fn run_turn(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> Disposition {
+        let mut scope = turn.scope();
+        if let Some(deadline) = deadline {
+            scope = scope.with_deadline(deadline.checked_sub(self.store_margin).unwrap_or(deadline));
+        }
+        let mut events = self.agent.invoke(scope, turn.prompt());
+        let Some(first) = events.next().await else {
+            return disposition(None);
+        };
+        // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
+        // what the run it repeats wrote.
+        if let AgentEvent::Failed { code: Some(code), .. } = &first
+            && matches!(code.as_str(), codes::DUPLICATE_TURN | codes::TURN_IN_PROGRESS)
+        {
+            return disposition(Some(&first));
+        }
+        let mut sinks = self.sinks.open(&TurnRef {
+            session: turn.conversation_id.clone(),
+            turn_id: turn.turn_id.clone(),
+        });
+        let mut terminal = None;
+        let mut next = Some(first);
+        while let Some(event) = next {
+            sinks.event(&event).await;
+            if event.is_terminal() {
+                terminal = Some(event);
+                break;
+            }
+            next = events.next().await;
+        }
+        sinks.close().await;
+        disposition(terminal.as_ref())
+    }
+}
+
+fn decode(record: &SqsMessage) -> Decoded {
+    match record.body.as_deref() {
+        None => Decoded::Malformed("the record has no body".into()),
+        Some(body) => match AgentTurnPayload::decode(body) {
+            Ok(turn) => Decoded::Turn(Box::new(turn)),
+            Err(e) => Decoded::Malformed(format!("the body is not a turn: {e}")),
+        },
+    }
+}
+
+impl From<BatchError> for lambda_runtime::Diagnostic {
+    fn from(error: BatchError) -> Self {
+        Self {
+            error_type: "BatchError".into(),
+            error_message: error.to_string(),
+        }
+    }
+}
+
+/// Runs the Lambda function: every invocation's batch goes through `handler`.
+pub async fn run(handler: TurnHandler) -> Result<(), lambda_runtime::Error> {
+    let handler = Arc::new(handler);
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
+            let handler = handler.clone();
+            async move {
+                let deadline = event.context.deadline();
+                handler.handle_batch(event.payload, Some(deadline)).await
+            }
+        },
+    ))
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_terminal_maps_to_what_the_queue_should_do() {
+        let failed = |code: &str, retryable| AgentEvent::failed("why", retryable, Some(code));
+        let redrives = |e: &AgentEvent| disposition(Some(e)).is_redrive();
+        assert!(!redrives(&AgentEvent::completed()));
+        assert!(!redrives(&AgentEvent::completed_with(
+            serde_json::json!({"stopReason": "deadline"})
+        )));
+        assert!(!redrives(&failed(codes::MODEL_UNAVAILABLE, true)));
+        assert!(!redrives(&failed(codes::MODEL_STREAM_INTERRUPTED, true)));
+        assert!(!redrives(&failed(codes::MODEL_REJECTED, false)));
+        assert!(!redrives(&failed(codes::DUPLICATE_TURN, false)));
+        assert!(redrives(&failed(codes::STORE_FAILED, true)));
+        assert!(redrives(&failed(codes::TURN_IN_PROGRESS, true)));
+        assert!(redrives(&failed(codes::INVALID_PROMPT, false)));
+        assert!(redrives(&failed(codes::INTERNAL, false)));
+        assert!(redrives(&AgentEvent::failed("no code", false, None)));
+        assert!(disposition(None).is_redrive());
+    }
+}

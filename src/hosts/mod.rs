@@ -1,0 +1,18 @@
+//! Thin adapters that run turns for a transport: they decode, call an [`Agent`](crate::protocol::Agent),
+//! encode, and map errors to the transport. No turn logic lives here.
+//!
+//! - [`AgentTurnPayload`]: one turn as a queue or a request carries it.
+//! - [`lambda`]: the SQS-triggered Lambda handler (feature `lambda`).
+//! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
+//! - [`settings`]: a worker's configuration from named values.
+
+mod payload;
+pub mod settings;
+
+pub use payload::{AgentTurnPayload, PayloadError};
+pub use settings::{SettingsError, WorkerSettings};
+
+#[cfg(feature = "lambda")]
+pub mod lambda;
+#[cfg(feature = "lambda")]
+pub mod sqs_poller;

@@ -1,0 +1,155 @@
+//! [`AgentTurnPayload`]: one turn as a queue or an HTTP request carries it.
+//!
+//! Its JSON Schema is `schema/agent-turn-payload.schema.json`. The smallest valid body:
+//!
+//! ```
+//! use agent_worker::hosts::AgentTurnPayload;
+//!
+//! let body = r#"{"turnId":"t-1","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"Hi"}"#;
+//! let turn = AgentTurnPayload::decode(body).unwrap();
+//! assert_eq!(turn.scope().session, "c-1");
+//! assert_eq!(turn.prompt().text, "Hi");
+//!
+//! let err = AgentTurnPayload::decode(r#"{"turnId":"t-1","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"Hi","images":[{"mimeType":"image/png"}]}"#).unwrap_err();
+//! assert_eq!(err.to_string(), "images[0]: missing field `data`");
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::protocol::{ImageRef, Prompt, Scope};
+
+/// One turn: who sent it, in which conversation, and what they said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTurnPayload {
+    /// The turn's id: a redelivery with the same id runs once.
+    pub turn_id: String,
+    /// The conversation: the session the turn belongs to.
+    pub conversation_id: String,
+    /// The person.
+    pub user_id: String,
+    /// The person's account.
+    pub account_id: String,
+    /// The person's words.
+    pub content: String,
+    /// Pictures sent with the words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRef>,
+    /// The page's context, passed to the agent as a scope extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Map<String, Value>>,
+    /// References to files the person attached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Value>,
+    /// The person's decision on a pending approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Value>,
+    /// The turns this one supersedes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
+    /// The agent definition to run, when a host serves several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// A body that is not a turn; `path` names the field at fault (empty for the body itself).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct PayloadError {
+    /// The field, as a path: `images[0].mimeType`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl AgentTurnPayload {
+    /// Decodes and checks a body, naming the field at fault.
+    pub fn decode(body: &str) -> Result<Self, PayloadError> {
+        let deserializer = &mut serde_json::Deserializer::from_str(body);
+        let payload: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            PayloadError {
+                path: if path == "." { String::new() } else { path },
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        for (path, value) in [
+            ("turnId", &payload.turn_id),
+            ("conversationId", &payload.conversation_id),
+            ("userId", &payload.user_id),
+            ("accountId", &payload.account_id),
+        ] {
+            if value.trim().is_empty() {
+                return Err(PayloadError {
+                    path: path.to_owned(),
+                    message: "must not be empty".into(),
+                });
+            }
+        }
+        Ok(payload)
+    }
+
+    /// The scope the agent is invoked with: the conversation as the session, and the turn id,
+    /// user, account and context as extensions.
+    pub fn scope(&self) -> Scope {
+        let mut scope = Scope::new(&self.conversation_id)
+            .with_turn_id(&self.turn_id)
+            .with("userId", self.user_id.clone())
+            .with("accountId", self.account_id.clone());
+        if let Some(context) = &self.context {
+            scope = scope.with("context", Value::Object(context.clone()));
+        }
+        scope
+    }
+
+    /// The prompt: the person's words and pictures.
+    pub fn prompt(&self) -> Prompt {
+        Prompt {
+            text: self.content.clone(),
+            images: self.images.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str =
+        r#"{"turnId":"t-1","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"Hi"}"#;
+
+    #[test]
+    fn the_smallest_body_decodes() {
+        let turn = AgentTurnPayload::decode(MINIMAL).unwrap();
+        assert_eq!(turn.turn_id, "t-1");
+        assert_eq!(turn.scope().turn_id(), Some("t-1"));
+        assert_eq!(turn.scope().extensions["userId"], "u-1");
+        assert_eq!(serde_json::to_string(&turn).unwrap(), MINIMAL);
+    }
+
+    #[test]
+    fn each_fault_is_named_by_its_field() {
+        let cases = [
+            ("not json", "expected ident at line 1 column 2"),
+            ("[]", "invalid type: sequence, expected struct AgentTurnPayload"),
+            (r#"{"turnId":"t"}"#, "missing field `conversationId`"),
+            (
+                r#"{"turnId":7,"conversationId":"c","userId":"u","accountId":"a","content":"x"}"#,
+                "turnId: invalid type: integer `7`, expected a string",
+            ),
+            (
+                r#"{"turnId":" ","conversationId":"c","userId":"u","accountId":"a","content":"x"}"#,
+                "turnId: must not be empty",
+            ),
+            (
+                r#"{"turnId":"t","conversationId":"c","userId":"u","accountId":"a","content":"x","context":[1]}"#,
+                "context: invalid type: sequence, expected a map",
+            ),
+        ];
+        for (body, expected) in cases {
+            let err = AgentTurnPayload::decode(body).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{body}: {err}");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! [`WorkerSettings`]: a worker's configuration from named values, as the Lambda function and
+//! the command line take them from their environment.
+//!
+//! The library never reads the environment: a binary passes a lookup (`|name|
+//! std::env::var(name).ok()`), and a missing or invalid value fails here, naming it.
+//!
+//! | name | required | meaning |
+//! | --- | --- | --- |
+//! | `TABLE_NAME` | yes | the DynamoDB table of sessions and event logs |
+//! | `MODEL_ID` | yes | the Bedrock model id or inference profile |
+//! | `TOOLS` | no | comma-separated example tools to enable (`current_time,add,word_count`) |
+//! | `SYSTEM_PROMPT` | no | the assistant's identity and rules |
+//! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo` (default `stdout,dynamo`) |
+//! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::tools::{Tool, examples};
+use crate::engine::{BedrockModel, Engine, EngineConfig};
+use crate::session::{DynamoConfig, DynamoStore};
+use crate::sinks::{DynamoEventLog, Sinks, StdoutSink};
+
+/// A value that is missing or cannot be used; `name` is the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}: {problem}")]
+pub struct SettingsError {
+    /// The setting's name, such as `TABLE_NAME`.
+    pub name: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+fn error(name: &str, problem: impl Into<String>) -> SettingsError {
+    SettingsError {
+        name: name.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// Where a turn's events go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    /// JSON lines on stdout (CloudWatch Logs on Lambda).
+    Stdout,
+    /// The DynamoDB event log in the session table.
+    Dynamo,
+}
+
+/// Everything a worker needs besides its AWS clients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSettings {
+    /// `TABLE_NAME`.
+    pub table: String,
+    /// `MODEL_ID`.
+    pub model_id: String,
+    /// `TOOLS`, each checked to exist.
+    pub tools: Vec<String>,
+    /// `SYSTEM_PROMPT`.
+    pub system_prompt: Option<String>,
+    /// `EVENT_SINKS`.
+    pub sinks: Vec<SinkKind>,
+    /// The tuning, defaults overridden by the tuning settings.
+    pub engine: EngineConfig,
+}
+
+fn list(value: Option<String>) -> Vec<String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn parsed<T: FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    into: &mut T,
+) -> Result<(), SettingsError>
+where
+    T::Err: std::fmt::Display,
+{
+    if let Some(raw) = get(name).filter(|v| !v.trim().is_empty()) {
+        *into = raw
+            .trim()
+            .parse()
+            .map_err(|e| error(name, format!("{raw:?} is not valid: {e}")))?;
+    }
+    Ok(())
+}
+
+fn millis(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    into: &mut Duration,
+) -> Result<(), SettingsError> {
+    let mut ms = u64::try_from(into.as_millis()).unwrap_or(u64::MAX);
+    parsed(get, name, &mut ms)?;
+    *into = Duration::from_millis(ms);
+    Ok(())
+}
+
+impl WorkerSettings {
+    /// Reads the settings through `get`, which answers a setting's value by name.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        let required = |name: &str| {
+            get(name)
+                .filter(|v| !v.trim().is_empty())
+                .ok_or_else(|| error(name, "is not set"))
+        };
+        let table = required("TABLE_NAME")?;
+        let model_id = required("MODEL_ID")?;
+        let tools = list(get("TOOLS"));
+        if let Some(unknown) = tools.iter().find(|t| examples::by_name(t).is_none()) {
+            return Err(error(
+                "TOOLS",
+                format!(
+                    "{unknown:?} is not an example tool; they are {}",
+                    examples::NAMES.join(", ")
+                ),
+            ));
+        }
+        let sinks = match get("EVENT_SINKS") {
+            None => vec![SinkKind::Stdout, SinkKind::Dynamo],
+            Some(value) => list(Some(value))
+                .iter()
+                .map(|s| match s.as_str() {
+                    "stdout" => Ok(SinkKind::Stdout),
+                    "dynamo" => Ok(SinkKind::Dynamo),
+                    other => Err(error(
+                        "EVENT_SINKS",
+                        format!("{other:?} is not a sink; use stdout, dynamo"),
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let mut engine = EngineConfig::default();
+        parsed(&get, "MAX_ROUNDS", &mut engine.max_rounds)?;
+        parsed(&get, "MAX_TOKENS", &mut engine.max_tokens)?;
+        parsed(&get, "TEMPERATURE", &mut engine.temperature)?;
+        parsed(&get, "FORCED_TOOL_CHOICE", &mut engine.forced_tool_choice)?;
+        parsed(&get, "RETRIES", &mut engine.retries)?;
+        millis(&get, "TOOL_TIMEOUT_MS", &mut engine.tool_timeout)?;
+        millis(&get, "TURN_DEADLINE_MS", &mut engine.turn_deadline)?;
+        engine.validate().map_err(|e| error("tuning", e.to_string()))?;
+        Ok(Self {
+            table,
+            model_id,
+            tools,
+            system_prompt: get("SYSTEM_PROMPT").filter(|s| !s.trim().is_empty()),
+            sinks,
+            engine,
+        })
+    }
+
+    /// The session store these settings name.
+    pub fn store(&self, dynamodb: aws_sdk_dynamodb::Client) -> Result<DynamoStore, SettingsError> {
+        let config = DynamoConfig::new(&self.table).map_err(|e| error("TABLE_NAME", e.to_string()))?;
+        Ok(DynamoStore::new(dynamodb, config))
+    }
+
+    /// The engine and sinks these settings describe, on the given clients.
+    pub fn build(
+        &self,
+        bedrock: aws_sdk_bedrockruntime::Client,
+        dynamodb: aws_sdk_dynamodb::Client,
+    ) -> Result<(Engine, Sinks), SettingsError> {
+        let store = self.store(dynamodb)?;
+        let tools: Vec<Arc<dyn Tool>> = self.tools.iter().filter_map(|t| examples::by_name(t)).collect();
+        let mut builder = Engine::builder()
+            .model(BedrockModel::new(bedrock, &self.model_id))
+            .store(store.clone())
+            .tools(tools)
+            .config(self.engine.clone());
+        if let Some(prompt) = &self.system_prompt {
+            builder = builder.system_prompt(prompt.clone());
+        }
+        let engine = builder.build().map_err(|e| error("engine", e.to_string()))?;
+        let mut sinks = Sinks::new();
+        for kind in &self.sinks {
+            sinks = match kind {
+                SinkKind::Stdout => sinks.with(StdoutSink),
+                SinkKind::Dynamo => sinks.with(DynamoEventLog::new(store.clone())),
+            };
+        }
+        Ok((engine, sinks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<WorkerSettings, SettingsError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        WorkerSettings::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn the_required_values_are_named_when_missing() {
+        assert_eq!(settings(&[]).unwrap_err().to_string(), "TABLE_NAME: is not set");
+        assert_eq!(
+            settings(&[("TABLE_NAME", "t")]).unwrap_err().to_string(),
+            "MODEL_ID: is not set"
+        );
+        let ok = settings(&[("TABLE_NAME", "t"), ("MODEL_ID", "m")]).unwrap();
+        assert_eq!(ok.sinks, vec![SinkKind::Stdout, SinkKind::Dynamo]);
+        assert_eq!(ok.engine, EngineConfig::default());
+    }
+
+    #[test]
+    fn overrides_apply_and_bad_values_are_named() {
+        let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+        let with = |extra: (&str, &str)| {
+            let mut pairs = base.to_vec();
+            pairs.push(extra);
+            settings(&pairs)
+        };
+        assert_eq!(with(("MAX_ROUNDS", "4")).unwrap().engine.max_rounds, 4);
+        assert_eq!(
+            with(("TURN_DEADLINE_MS", "60000")).unwrap().engine.turn_deadline,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            with(("TOOLS", "current_time, add")).unwrap().tools,
+            ["current_time", "add"]
+        );
+        assert!(
+            with(("MAX_ROUNDS", "many"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("MAX_ROUNDS: \"many\" is not valid")
+        );
+        assert!(
+            with(("TOOLS", "rm"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("TOOLS: \"rm\" is not an example tool")
+        );
+        assert!(
+            with(("EVENT_SINKS", "kafka"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("EVENT_SINKS")
+        );
+        assert!(
+            with(("TEMPERATURE", "2"))
+                .unwrap_err()
+                .to_string()
+                .contains("temperature must be between 0 and 1")
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! [`DynamoEventLog`]: a turn's events in the session table, read back from a cursor.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{Sink, SinkError, TurnRef, TurnSink};
+use crate::protocol::AgentEvent;
+use crate::session::DynamoStore;
+use crate::session::dynamo::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, session_pk};
+
+/// Text deltas are gathered into one item until this many bytes, or until another event comes.
+pub const TEXT_COALESCE_BYTES: usize = 2048;
+
+/// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
+/// can read them from a cursor ([`read`](Self::read)). Consecutive text deltas are coalesced, so
+/// a long answer is a handful of items, not one per token. The terminal is always written.
+#[derive(Debug, Clone)]
+pub struct DynamoEventLog {
+    store: DynamoStore,
+}
+
+/// One logged event and its position, the cursor to read after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedEvent {
+    /// Its position in the turn's log.
+    pub seq: u64,
+    /// The event.
+    pub event: AgentEvent,
+}
+
+impl DynamoEventLog {
+    /// A log in `store`'s table.
+    pub fn new(store: DynamoStore) -> Self {
+        Self { store }
+    }
+
+    /// The events of a turn after position `after` (all of them for `None`), in order.
+    pub async fn read(
+        &self,
+        session: &str,
+        turn_id: &str,
+        after: Option<u64>,
+    ) -> Result<Vec<LoggedEvent>, SinkError> {
+        let from = match after {
+            Some(seq) => event_sk(turn_id, seq + 1),
+            None => event_prefix(turn_id),
+        };
+        let mut pages = self
+            .store
+            .client()
+            .query()
+            .table_name(self.store.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", AttributeValue::S(session_pk(session)))
+            .expression_attribute_values(":from", AttributeValue::S(from))
+            .expression_attribute_values(":to", AttributeValue::S(format!("{}~", event_prefix(turn_id))))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut events = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| SinkError(format!("reading the event log: {e}")))?;
+            events.push(decode(&item)?);
+        }
+        Ok(events)
+    }
+
+    async fn last_seq(&self, turn: &TurnRef) -> Result<Option<u64>, SinkError> {
+        let out = self
+            .store
+            .client()
+            .query()
+            .table_name(self.store.table())
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", AttributeValue::S(session_pk(&turn.session)))
+            .expression_attribute_values(":prefix", AttributeValue::S(event_prefix(&turn.turn_id)))
+            .scan_index_forward(false)
+            .limit(1)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| SinkError(format!("reading the event log: {e}")))?;
+        out.items()
+            .first()
+            .map(decode)
+            .transpose()
+            .map(|e| e.map(|e| e.seq))
+    }
+}
+
+fn decode(item: &HashMap<String, AttributeValue>) -> Result<LoggedEvent, SinkError> {
+    let seq = item
+        .get("seq")
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| SinkError("an event item has no seq".into()))?;
+    let json = item
+        .get("event")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| SinkError("an event item has no event".into()))?;
+    let event = serde_json::from_str(json).map_err(|e| SinkError(format!("event {seq}: {e}")))?;
+    Ok(LoggedEvent { seq, event })
+}
+
+impl Sink for DynamoEventLog {
+    fn open(&self, turn: &TurnRef) -> Box<dyn TurnSink> {
+        Box::new(TurnLog {
+            log: self.clone(),
+            turn: turn.clone(),
+            next: None,
+            text: String::new(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct TurnLog {
+    log: DynamoEventLog,
+    turn: TurnRef,
+    /// The next position; found on the first write, after what an earlier run of the same turn
+    /// (a reclaimed one) logged.
+    next: Option<u64>,
+    text: String,
+}
+
+impl TurnLog {
+    async fn write(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        let seq = match self.next {
+            Some(seq) => seq,
+            None => self.log.last_seq(&self.turn).await?.map_or(0, |s| s + 1),
+        };
+        let json = serde_json::to_string(event).map_err(|e| SinkError(e.to_string()))?;
+        let item = HashMap::from([
+            (PK.to_owned(), AttributeValue::S(session_pk(&self.turn.session))),
+            (
+                SK.to_owned(),
+                AttributeValue::S(event_sk(&self.turn.turn_id, seq)),
+            ),
+            ("seq".to_owned(), AttributeValue::N(seq.to_string())),
+            ("event".to_owned(), AttributeValue::S(json)),
+            (
+                EXPIRES_AT.to_owned(),
+                AttributeValue::N(self.log.store.expires_at().to_string()),
+            ),
+        ]);
+        self.log
+            .store
+            .client()
+            .put_item()
+            .table_name(self.log.store.table())
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| SinkError(format!("writing event {seq}: {e}")))?;
+        self.next = Some(seq + 1);
+        Ok(())
+    }
+
+    async fn flush_text(&mut self) -> Result<(), SinkError> {
+        if self.text.is_empty() {
+            return Ok(());
+        }
+        let text = AgentEvent::text(std::mem::take(&mut self.text));
+        self.write(&text).await
+    }
+}
+
+#[async_trait]
+impl TurnSink for TurnLog {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        if let AgentEvent::Text { delta } = event {
+            self.text.push_str(delta);
+            if self.text.len() >= TEXT_COALESCE_BYTES {
+                self.flush_text().await?;
+            }
+            return Ok(());
+        }
+        self.flush_text().await?;
+        self.write(event).await
+    }
+
+    async fn close(&mut self) -> Result<(), SinkError> {
+        self.flush_text().await
+    }
+}

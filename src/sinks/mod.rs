@@ -1,0 +1,132 @@
+//! Where a running turn's events go: stdout JSON lines, a DynamoDB event log read back from a
+//! cursor, or any [`Sink`] of your own.
+//!
+//! A sink opens one [`TurnSink`] per turn, so per-turn state (a text buffer, a sequence number)
+//! lives there. [`Sinks`] fans events out to several; a sink's failure is logged and never fails
+//! the turn.
+
+mod dynamo_log;
+mod stdout;
+
+pub use dynamo_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
+pub use stdout::StdoutSink;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::protocol::AgentEvent;
+
+/// The turn a sink is writing for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnRef {
+    /// The session.
+    pub session: String,
+    /// The turn.
+    pub turn_id: String,
+}
+
+/// A sink that failed to take an event; logged by [`Sinks`], never fatal to a turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SinkError(pub String);
+
+/// A destination for turns' events.
+///
+/// ```
+/// use agent_worker::protocol::AgentEvent;
+/// use agent_worker::sinks::{Sink, SinkError, TurnRef, TurnSink};
+///
+/// /// Counts events.
+/// #[derive(Debug, Default)]
+/// struct Counter;
+///
+/// #[derive(Debug, Default)]
+/// struct Count(usize);
+///
+/// #[async_trait::async_trait]
+/// impl TurnSink for Count {
+///     async fn event(&mut self, _event: &AgentEvent) -> Result<(), SinkError> {
+///         self.0 += 1;
+///         Ok(())
+///     }
+/// }
+///
+/// impl Sink for Counter {
+///     fn open(&self, _turn: &TurnRef) -> Box<dyn TurnSink> {
+///         Box::new(Count::default())
+///     }
+/// }
+/// ```
+pub trait Sink: Send + Sync + fmt::Debug {
+    /// Opens the sink for one turn.
+    fn open(&self, turn: &TurnRef) -> Box<dyn TurnSink>;
+}
+
+/// One turn's view of a sink: it receives the turn's events in order, then `close`.
+#[async_trait]
+pub trait TurnSink: Send + fmt::Debug {
+    /// Takes one event.
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError>;
+
+    /// Writes whatever is buffered. Called once, after the last event.
+    async fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Several sinks, written together.
+#[derive(Debug, Clone, Default)]
+pub struct Sinks {
+    sinks: Vec<Arc<dyn Sink>>,
+}
+
+impl Sinks {
+    /// No sinks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a sink.
+    #[must_use]
+    pub fn with(mut self, sink: impl Sink + 'static) -> Self {
+        self.sinks.push(Arc::new(sink));
+        self
+    }
+
+    /// Opens every sink for one turn.
+    pub fn open(&self, turn: &TurnRef) -> OpenSinks {
+        OpenSinks {
+            turn: turn.clone(),
+            open: self.sinks.iter().map(|s| s.open(turn)).collect(),
+        }
+    }
+}
+
+/// Every sink, opened for one turn.
+#[derive(Debug)]
+pub struct OpenSinks {
+    turn: TurnRef,
+    open: Vec<Box<dyn TurnSink>>,
+}
+
+impl OpenSinks {
+    /// Sends one event to every sink; a failure is logged.
+    pub async fn event(&mut self, event: &AgentEvent) {
+        for sink in &mut self.open {
+            if let Err(e) = sink.event(event).await {
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink dropped an event");
+            }
+        }
+    }
+
+    /// Closes every sink; a failure is logged.
+    pub async fn close(mut self) {
+        for sink in &mut self.open {
+            if let Err(e) = sink.close().await {
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink failed to close");
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! [`StdoutSink`]: one JSON line per event on stdout.
+
+use std::io::Write as _;
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::{Sink, SinkError, TurnRef, TurnSink};
+use crate::protocol::AgentEvent;
+
+/// Writes each event as `{"session":..,"turnId":..,"event":{..}}` on one line of stdout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdoutSink;
+
+#[derive(Debug)]
+struct StdoutTurn {
+    turn: TurnRef,
+}
+
+impl Sink for StdoutSink {
+    fn open(&self, turn: &TurnRef) -> Box<dyn TurnSink> {
+        Box::new(StdoutTurn { turn: turn.clone() })
+    }
+}
+
+#[async_trait]
+impl TurnSink for StdoutTurn {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        let line = json!({ "session": self.turn.session, "turnId": self.turn.turn_id, "event": event });
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").map_err(|e| SinkError(format!("stdout: {e}")))
+    }
+}

@@ -1,0 +1,483 @@
+//! The serverless path on real wire APIs: SQS and DynamoDB on moto's server, Bedrock on the
+//! stand-in, the real Lambda handler in between.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
+use agent_worker::protocol::conformance::{Case, Hanging, Pair, Rule, Subject, check};
+use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
+use agent_worker::session::history::check as check_history;
+use agent_worker::session::{Claim, DynamoConfig, DynamoStore, Lease, SessionStore, TurnStatus};
+use agent_worker::sinks::{DynamoEventLog, Sinks};
+use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::QueueAttributeName;
+use futures_util::StreamExt;
+use serde_json::json;
+use support::{MODEL_ID, config, example_tools};
+
+/// A table on moto and a Bedrock stand-in.
+struct World {
+    bedrock: BedrockStandIn,
+    table: String,
+}
+
+impl World {
+    async fn new() -> Self {
+        let table = format!("sessions-{}", uuid::Uuid::new_v4().simple());
+        let world = Self {
+            bedrock: BedrockStandIn::start().await.unwrap(),
+            table,
+        };
+        world.store().create_table().await.unwrap();
+        world
+    }
+
+    /// A store on its own client: what a separate worker process would have.
+    fn store(&self) -> DynamoStore {
+        DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&self.table).unwrap())
+    }
+
+    fn engine(&self, config: EngineConfig) -> Engine {
+        Engine::builder()
+            .model(BedrockModel::new(self.bedrock.client(), MODEL_ID))
+            .store(self.store())
+            .tools(example_tools(&["current_time"]))
+            .config(config)
+            .build()
+            .unwrap()
+    }
+
+    fn handler(&self) -> TurnHandler {
+        TurnHandler::new(
+            self.engine(config()),
+            Sinks::new().with(DynamoEventLog::new(self.store())),
+        )
+    }
+}
+
+fn body(turn_id: &str, session: &str, text: &str) -> String {
+    json!({"turnId": turn_id, "conversationId": session, "userId": "u-1", "accountId": "a-1", "content": text}).to_string()
+}
+
+fn record(message_id: &str, body: &str) -> SqsMessage {
+    let mut record = SqsMessage::default();
+    record.message_id = Some(message_id.to_owned());
+    record.body = Some(body.to_owned());
+    record.event_source_arn = Some("arn:aws:sqs:us-east-1:000000000000:turns".into());
+    record
+}
+
+fn batch(records: Vec<SqsMessage>) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = records;
+    event
+}
+
+fn failures(response: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {
+    response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+fn in_an_hour() -> Option<SystemTime> {
+    Some(SystemTime::now() + Duration::from_secs(3600))
+}
+
+async fn queue(sqs: &aws_sdk_sqs::Client, max_receive_count: u32) -> (String, String) {
+    let name = format!("turns-{}", uuid::Uuid::new_v4().simple());
+    let dlq = sqs
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}).to_string();
+    let url = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .attributes(QueueAttributeName::VisibilityTimeout, "60")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    (url, dlq)
+}
+
+#[tokio::test]
+async fn a_turn_goes_from_sqs_through_the_handler_into_dynamodb() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::tool_call("t1", "current_time", "{}"));
+    world.bedrock.push(
+        StreamScript::new()
+            .text(&"It is noon. ".repeat(400), 60)
+            .stop("end_turn")
+            .into_reply(),
+    );
+    let sqs = moto().sqs();
+    let (url, _) = queue(&sqs, 5).await;
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(body("turn-1", "conv-1", "What time is it?"))
+        .send()
+        .await
+        .unwrap();
+
+    let stats = poll_queue(
+        &sqs,
+        &url,
+        &world.handler(),
+        &PollOptions {
+            until_empty: true,
+            wait: Duration::from_secs(1),
+            ..PollOptions::default()
+        },
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((stats.received, stats.deleted, stats.failed), (1, 1, 0));
+    assert_eq!(world.bedrock.requests().len(), 2);
+
+    let store = world.store();
+    let history = store.load_history("conv-1").await.unwrap();
+    assert_eq!(history.len(), 4);
+    check_history(&history).unwrap();
+    assert_eq!(
+        store.turn("conv-1", "turn-1").await.unwrap().unwrap().status,
+        TurnStatus::Completed
+    );
+
+    // The event log holds every event, the long answer coalesced into a few items.
+    let log = DynamoEventLog::new(store);
+    let logged = log.read("conv-1", "turn-1", None).await.unwrap();
+    let kinds: Vec<&str> = logged.iter().map(|l| l.event.type_name()).collect();
+    assert_eq!(kinds.first(), Some(&"tool_started"));
+    assert_eq!(kinds.last(), Some(&"completed"));
+    let texts = kinds.iter().filter(|k| **k == "text").count();
+    assert!(
+        (2..=4).contains(&texts),
+        "4800 characters of text in {texts} items: {kinds:?}"
+    );
+    // A cursor reads only what came after it.
+    let after = log.read("conv-1", "turn-1", Some(logged[1].seq)).await.unwrap();
+    assert_eq!(after.len(), logged.len() - 2);
+    assert_eq!(after[0].seq, logged[2].seq);
+}
+
+#[tokio::test]
+async fn the_same_turn_delivered_ten_times_at_once_runs_once() {
+    let world = World::new().await;
+    // A slow answer, so the deliveries overlap the one that runs.
+    world.bedrock.push(
+        StreamScript::new()
+            .text("Only once.", 5)
+            .stop("end_turn")
+            .chunk_delay(Duration::from_millis(20))
+            .into_reply(),
+    );
+    let handler = Arc::new(world.handler());
+    let the_body = body("turn-1", "conv-1", "Hi");
+    let deliveries = (0..10).map(|i| {
+        let handler = handler.clone();
+        let event = batch(vec![record(&format!("m{i}"), &the_body)]);
+        tokio::spawn(async move { handler.handle_batch(event, in_an_hour()).await.unwrap() })
+    });
+    let responses: Vec<_> = futures_util::future::join_all(deliveries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(world.bedrock.requests().len(), 1, "the stand-in served one turn");
+    // Each delivery is either acknowledged or returned to the queue, never anything else.
+    for (i, response) in responses.iter().enumerate() {
+        let failed = failures(response);
+        assert!(failed.is_empty() || failed == [format!("m{i}")], "{failed:?}");
+    }
+    assert!(
+        responses.iter().any(|r| r.batch_item_failures.is_empty()),
+        "the one that ran is acknowledged"
+    );
+
+    // What was returned to the queue comes back after the turn ended: acknowledged, not run.
+    let again = handler
+        .handle_batch(batch(vec![record("m10", &the_body)]), in_an_hour())
+        .await
+        .unwrap();
+    assert!(again.batch_item_failures.is_empty());
+    assert_eq!(world.bedrock.requests().len(), 1);
+    assert_eq!(world.store().load_history("conv-1").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_mixed_batch_reports_exactly_the_malformed_record() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("First."));
+    world.bedrock.push(Reply::text("Second."));
+    let handler = world.handler();
+    // turn-0 ran before: its redelivery is a duplicate.
+    handler
+        .handle_batch(
+            batch(vec![record("m0", &body("turn-0", "conv-0", "Hi"))]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+
+    let response = handler
+        .handle_batch(
+            batch(vec![
+                record("valid", &body("turn-1", "conv-1", "Hello")),
+                record(
+                    "malformed",
+                    r#"{"turnId":"turn-2","conversationId":"conv-2","content":"no user"}"#,
+                ),
+                record("duplicate", &body("turn-0", "conv-0", "Hi")),
+            ]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failures(&response), ["malformed"]);
+    assert_eq!(world.bedrock.requests().len(), 2);
+    assert_eq!(world.store().load_history("conv-1").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn on_a_fifo_queue_a_failure_holds_back_the_rest_of_its_group() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("Group B ran."));
+    let in_group = |id: &str, group: &str, body: &str| {
+        let mut r = record(id, body);
+        r.attributes = HashMap::from([("MessageGroupId".to_owned(), group.to_owned())]);
+        r.event_source_arn = Some("arn:aws:sqs:us-east-1:000000000000:turns.fifo".into());
+        r
+    };
+    let response = world
+        .handler()
+        .handle_batch(
+            batch(vec![
+                in_group("a1", "conv-a", "not json"),
+                in_group("b1", "conv-b", &body("turn-b1", "conv-b", "Hi")),
+                in_group("a2", "conv-a", &body("turn-a2", "conv-a", "Hi")),
+            ]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    let mut failed = failures(&response);
+    failed.sort();
+    assert_eq!(failed, ["a1", "a2"]);
+    assert_eq!(world.bedrock.requests().len(), 1, "a2 did not run out of order");
+}
+
+#[tokio::test]
+async fn a_poison_message_lands_in_the_dlq_and_nothing_else_is_lost() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("One."));
+    world.bedrock.push(Reply::text("Two."));
+    let sqs = moto().sqs();
+    let (url, dlq) = queue(&sqs, 2).await;
+    for message in [
+        body("turn-1", "conv-1", "Hi"),
+        "{poison".to_owned(),
+        body("turn-2", "conv-2", "Hi"),
+    ] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(message)
+            .send()
+            .await
+            .unwrap();
+    }
+    let options = PollOptions {
+        until_empty: true,
+        wait: Duration::from_secs(1),
+        failure_visibility: Some(Duration::ZERO),
+        ..PollOptions::default()
+    };
+    let stats = poll_queue(&sqs, &url, &world.handler(), &options, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(stats.deleted, 2);
+    assert_eq!(
+        stats.failed, 2,
+        "the poison message was tried maxReceiveCount times"
+    );
+
+    let dead = sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let bodies: Vec<String> = dead
+        .messages
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.body)
+        .collect();
+    assert_eq!(bodies, ["{poison"]);
+    let store = world.store();
+    assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
+    assert_eq!(store.load_history("conv-2").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_turn_is_taken_over_after_its_lease_and_the_session_stays_whole() {
+    let world = World::new().await;
+    // Worker A calls a tool, then its model hangs; A is killed there.
+    world.bedrock.push(
+        StreamScript::new()
+            .text("Checking.", 1)
+            .tool_use("t1", "current_time", "{}", 1)
+            .hang()
+            .into_reply(),
+    );
+    let short_lease = EngineConfig {
+        turn_deadline: Duration::from_millis(300),
+        lease_margin: Duration::ZERO,
+        ..config()
+    };
+    let worker_a = world.engine(short_lease);
+    let mut events = worker_a.invoke(Scope::new("conv-1").with_turn_id("turn-1"), Prompt::text("Time?"));
+    while let Some(event) = events.next().await {
+        if matches!(event, AgentEvent::ToolEnded { .. }) {
+            break;
+        }
+    }
+    drop(events);
+    drop(worker_a);
+
+    // Worker B, with its own clients, gets the redelivery: first while A's lease still holds,
+    // then after it has run out.
+    world.bedrock.push(Reply::text("It is noon."));
+    let worker_b = world.handler();
+    let delivery = || batch(vec![record("m1", &body("turn-1", "conv-1", "Time?"))]);
+    let mut redeliveries = 0;
+    loop {
+        let response = worker_b.handle_batch(delivery(), in_an_hour()).await.unwrap();
+        if response.batch_item_failures.is_empty() {
+            break;
+        }
+        redeliveries += 1;
+        assert!(redeliveries < 50, "the lease never ran out");
+        // The queue's visibility timeout, in small.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let store = world.store();
+    let record = store.turn("conv-1", "turn-1").await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Completed);
+    assert_eq!(record.attempts, 2);
+    let history = store.load_history("conv-1").await.unwrap();
+    check_history(&history).unwrap();
+    assert_eq!(
+        history.len(),
+        2,
+        "A stored nothing; B stored its whole turn: {history:#?}"
+    );
+    assert_eq!(history[1].text(), "It is noon.");
+}
+
+#[tokio::test]
+async fn a_claim_whose_worker_died_is_reclaimed() {
+    let world = World::new().await;
+    let store = world.store();
+    assert_eq!(
+        store
+            .claim_turn("conv-1", "turn-1", Lease(Duration::ZERO))
+            .await
+            .unwrap(),
+        Claim::Claimed { reclaimed: false }
+    );
+    world.bedrock.push(Reply::text("Back again."));
+    let response = world
+        .handler()
+        .handle_batch(
+            batch(vec![record("m1", &body("turn-1", "conv-1", "Hi"))]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(store.turn("conv-1", "turn-1").await.unwrap().unwrap().attempts, 2);
+}
+
+#[tokio::test]
+async fn two_workers_sharing_only_the_table_are_portable() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("Hello."));
+    world.bedrock.push(Reply::text("Nice to meet you, Ada."));
+    world.bedrock.push(Reply::text("You are Ada."));
+    let failing = BedrockStandIn::start().await.unwrap();
+    failing.push(Reply::http_error(403, "AccessDeniedException", "no"));
+    let hanging = BedrockStandIn::start().await.unwrap();
+    hanging.push(StreamScript::new().open_text("Hmm").hang().into_reply());
+    let mut closed = hanging.closed_early();
+    let engine_on = |bedrock: &BedrockStandIn| {
+        Engine::builder()
+            .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+            .store(world.store())
+            .config(config())
+            .build()
+            .unwrap()
+    };
+    let seen = Arc::new(world.bedrock.requests_handle());
+    let subject = Subject::new(
+        Case::new(world.engine(config()), Scope::new("c"), Prompt::text("Hi")),
+        Case::new(engine_on(&failing), Scope::new("f"), Prompt::text("Hi")),
+        Hanging::new(
+            Case::new(engine_on(&hanging), Scope::new("h"), Prompt::text("Hi")),
+            async move {
+                let _ = closed.wait_for(|n| *n > 0).await;
+            },
+        ),
+    )
+    .with_pair(Pair {
+        first: Case::new(world.engine(config()), Scope::new("p"), Prompt::text("I am Ada")),
+        second: Case::new(world.engine(config()), Scope::new("p"), Prompt::text("Who am I?")),
+        expect: Box::new(move |_| {
+            let sent = seen
+                .requests()
+                .last()
+                .map(|r| r.body["messages"].to_string())
+                .unwrap_or_default();
+            if sent.contains("I am Ada") && sent.contains("Nice to meet you, Ada.") {
+                Ok(())
+            } else {
+                Err(format!("the second worker sent {sent}"))
+            }
+        }),
+    });
+    let report = check(subject).await;
+    assert!(report.is_conformant(), "{report}");
+    assert!(
+        report
+            .checked
+            .iter()
+            .any(|(rule, _)| *rule == Rule::NoLocationDependence)
+    );
+}
