@@ -3,18 +3,22 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 export CARGO_TARGET_DIR ?= $(CURDIR)/target
-# Nothing here may reach AWS or the instance metadata service: local defaults only.
+# Local defaults only: nothing here reaches AWS or the instance metadata service unless asked.
 export AWS_EC2_METADATA_DISABLED := true
 export AWS_REGION ?= us-east-1
+export SAM_CLI_TELEMETRY := 0
 
-.PHONY: test demo lint fmt bench build
+VENV := .venv
+PY_TOOLS := $(VENV)/.installed
 
-## test: every unit, integration and doc test (the Bedrock stand-in starts inside the tests).
-test:
+.PHONY: test demo lint fmt bench build venv watch invoke lambda-build deploy
+
+## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
+test: $(PY_TOOLS)
 	cargo test --all-features --locked
 
-## demo: one turn end to end on the Bedrock stand-in, with a tool (BEDROCK=aws for real Bedrock).
-demo: build
+## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
+demo: $(PY_TOOLS) build
 	scripts/demo.sh
 
 ## lint: formatting and clippy, warnings are errors.
@@ -30,4 +34,31 @@ bench:
 	cargo bench --all-features --locked --bench turns
 
 build:
-	cargo build --all-features --locked --bin agent-worker
+	cargo build --all-features --locked --bins
+
+## venv: moto, cfn-lint and the SAM CLI in a project-local virtualenv.
+venv: $(PY_TOOLS)
+$(PY_TOOLS): requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(VENV)/bin/cargo-lambda: $(PY_TOOLS)
+	$(VENV)/bin/pip install --quiet cargo-lambda==1.9.2
+
+## watch: the Lambda emulator with hot reload (`cargo lambda watch`); then `make invoke`.
+watch: $(VENV)/bin/cargo-lambda
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda watch --features lambda
+
+## invoke: sends events/one-turn.json to the function `make watch` runs.
+invoke: $(VENV)/bin/cargo-lambda
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda invoke bootstrap --data-file events/one-turn.json
+
+## lambda-build: the arm64 bootstrap for provided.al2023, as `sam build` makes it.
+lambda-build: $(VENV)/bin/cargo-lambda
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64 --bin bootstrap
+
+## deploy: builds and deploys template.yaml with your AWS credentials.
+deploy: $(PY_TOOLS) $(VENV)/bin/cargo-lambda
+	unset AWS_EC2_METADATA_DISABLED; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" sam build && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" sam deploy --guided

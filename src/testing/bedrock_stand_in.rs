@@ -553,7 +553,12 @@ fn echo(request: &Value) -> Reply {
     let results: Vec<String> = blocks
         .iter()
         .filter_map(|b| b.get("toolResult"))
-        .map(|r| r["content"].to_string())
+        .flat_map(|r| r["content"].as_array().cloned().unwrap_or_default())
+        .map(|c| match (c.get("json"), c.get("text")) {
+            (Some(json), _) => json.to_string(),
+            (None, Some(Value::String(text))) => text.clone(),
+            _ => c.to_string(),
+        })
         .collect();
     if !results.is_empty() {
         return StreamScript::new()
