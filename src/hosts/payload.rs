@@ -66,12 +66,26 @@ pub struct PayloadError {
 impl AgentTurnPayload {
     /// Decodes and checks a body, naming the field at fault.
     pub fn decode(body: &str) -> Result<Self, PayloadError> {
+        // serde would also read a JSON array as the struct's fields in order: refuse it.
+        if body.trim_start().starts_with('[') {
+            return Err(PayloadError {
+                path: String::new(),
+                message: "the body must be a JSON object".into(),
+            });
+        }
         let deserializer = &mut serde_json::Deserializer::from_str(body);
         let payload: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let path = e.path().to_string();
+            let mut message = e.into_inner().to_string();
+            if path != "." {
+                // The field names the place; serde's "at line 1 column 80" adds nothing to it.
+                if let Some(at) = message.rfind(" at line ") {
+                    message.truncate(at);
+                }
+            }
             PayloadError {
                 path: if path == "." { String::new() } else { path },
-                message: e.into_inner().to_string(),
+                message,
             }
         })?;
         for (path, value) in [
@@ -132,7 +146,15 @@ mod tests {
     fn each_fault_is_named_by_its_field() {
         let cases = [
             ("not json", "expected ident at line 1 column 2"),
-            ("[]", "invalid type: sequence, expected struct AgentTurnPayload"),
+            ("[]", "the body must be a JSON object"),
+            (
+                "[\"t\",\"c\",\"u\",\"a\",\"x\",[],null,[],null,[],null]",
+                "the body must be a JSON object",
+            ),
+            (
+                "\"text\"",
+                "invalid type: string \"text\", expected struct AgentTurnPayload",
+            ),
             (r#"{"turnId":"t"}"#, "missing field `conversationId`"),
             (
                 r#"{"turnId":7,"conversationId":"c","userId":"u","accountId":"a","content":"x"}"#,

@@ -10,7 +10,8 @@
 //! | `MODEL_ID` | yes | the Bedrock model id or inference profile |
 //! | `TOOLS` | no | comma-separated example tools to enable (`current_time,add,word_count`) |
 //! | `SYSTEM_PROMPT` | no | the assistant's identity and rules |
-//! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo` (default `stdout,dynamo`) |
+//! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
+//! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 
 use std::str::FromStr;
@@ -20,7 +21,7 @@ use std::time::Duration;
 use crate::engine::tools::{Tool, examples};
 use crate::engine::{BedrockModel, Engine, EngineConfig};
 use crate::session::{DynamoConfig, DynamoStore};
-use crate::sinks::{DynamoEventLog, Sinks, StdoutSink};
+use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
 
 /// A value that is missing or cannot be used; `name` is the setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,12 +41,19 @@ fn error(name: &str, problem: impl Into<String>) -> SettingsError {
 }
 
 /// Where a turn's events go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkKind {
     /// JSON lines on stdout (CloudWatch Logs on Lambda).
     Stdout,
     /// The DynamoDB event log in the session table.
     Dynamo,
+    /// `POST {url}/api/emit` with an API key.
+    Http {
+        /// `EMIT_URL`.
+        url: String,
+        /// `EMIT_API_KEY`.
+        api_key: String,
+    },
 }
 
 /// Everything a worker needs besides its AWS clients.
@@ -184,6 +192,9 @@ impl WorkerSettings {
             sinks = match kind {
                 SinkKind::Stdout => sinks.with(StdoutSink),
                 SinkKind::Dynamo => sinks.with(DynamoEventLog::new(store.clone())),
+                SinkKind::Http { url, api_key } => sinks.with(
+                    HttpEmitSink::new(url, api_key.clone()).map_err(|e| error("EMIT_URL", e.to_string()))?,
+                ),
             };
         }
         Ok((engine, sinks))

@@ -1,14 +1,16 @@
 //! Where a running turn's events go: stdout JSON lines, a DynamoDB event log read back from a
-//! cursor, or any [`Sink`] of your own.
+//! cursor, an HTTP emit endpoint, or any [`Sink`] of your own.
 //!
 //! A sink opens one [`TurnSink`] per turn, so per-turn state (a text buffer, a sequence number)
 //! lives there. [`Sinks`] fans events out to several; a sink's failure is logged and never fails
 //! the turn.
 
 mod dynamo_log;
+mod http;
 mod stdout;
 
 pub use dynamo_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
+pub use http::{API_KEY_HEADER, EMIT_ATTEMPTS, EMIT_DRAIN, EMIT_RETRY_DELAY, EMIT_TIMEOUT, HttpEmitSink};
 pub use stdout::StdoutSink;
 
 use std::fmt;

@@ -1,0 +1,166 @@
+//! [`HttpEmitSink`]: each event `POST`ed to `{url}/api/emit`, as a realtime server takes them.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Sink, SinkError, TurnRef, TurnSink};
+use crate::protocol::AgentEvent;
+
+/// Tries per event, the first included.
+pub const EMIT_ATTEMPTS: u32 = 3;
+/// The wait before the second try; it doubles after each.
+pub const EMIT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// How long one request may take.
+pub const EMIT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long closing a turn waits for its events to go out.
+pub const EMIT_DRAIN: Duration = Duration::from_secs(10);
+/// The header that carries the API key.
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// Sends every event of a turn to `POST {url}/api/emit` with the API key in `x-api-key`; the
+/// body is `{"conversationId":..,"turnId":..,"event":{..}}`.
+///
+/// Events go out in order from a task of the turn's own, so a slow or dead endpoint never holds
+/// the turn up and never fails it. Each event is tried [`EMIT_ATTEMPTS`] times; once one has
+/// failed every try, the endpoint is taken as down for the rest of the turn and only the
+/// terminal is still tried. Closing waits at most [`EMIT_DRAIN`] for what is queued.
+#[derive(Debug, Clone)]
+pub struct HttpEmitSink {
+    client: reqwest::Client,
+    endpoint: String,
+    api_key: String,
+}
+
+impl HttpEmitSink {
+    /// A sink for the server at `base_url` (`http://` or `https://`), with `api_key`.
+    pub fn new(base_url: &str, api_key: impl Into<String>) -> Result<Self, SinkError> {
+        let base = base_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(SinkError(format!(
+                "the emit URL {base_url:?} must start with http:// or https://"
+            )));
+        }
+        let api_key = api_key.into();
+        if api_key.trim().is_empty() {
+            return Err(SinkError("the emit API key is empty".into()));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(EMIT_TIMEOUT)
+            .build()
+            .map_err(|e| SinkError(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            endpoint: format!("{base}/api/emit"),
+            api_key,
+        })
+    }
+}
+
+impl Sink for HttpEmitSink {
+    fn open(&self, turn: &TurnRef) -> Box<dyn TurnSink> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(deliver(self.clone(), turn.clone(), rx));
+        Box::new(HttpTurn {
+            tx: Some(tx),
+            task: Some(task),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct HttpTurn {
+    tx: Option<mpsc::UnboundedSender<AgentEvent>>,
+    task: Option<JoinHandle<()>>,
+}
+
+#[async_trait]
+impl TurnSink for HttpTurn {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| SinkError("the sink is closed".into()))?;
+        tx.send(event.clone())
+            .map_err(|_| SinkError("the emit task stopped".into()))
+    }
+
+    async fn close(&mut self) -> Result<(), SinkError> {
+        self.tx = None;
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(EMIT_DRAIN, task).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(SinkError(format!(
+                "events were still being sent {} s after the turn ended; the rest are dropped",
+                EMIT_DRAIN.as_secs()
+            ))),
+        }
+    }
+}
+
+impl Drop for HttpTurn {
+    fn drop(&mut self) {
+        // A turn dropped without closing leaves its task to finish what it has, on its own.
+        self.tx = None;
+    }
+}
+
+async fn deliver(sink: HttpEmitSink, turn: TurnRef, mut rx: mpsc::UnboundedReceiver<AgentEvent>) {
+    let mut down = false;
+    while let Some(event) = rx.recv().await {
+        if down && !event.is_terminal() {
+            continue;
+        }
+        let body = json!({ "conversationId": turn.session, "turnId": turn.turn_id, "event": event });
+        let attempts = if down { 1 } else { EMIT_ATTEMPTS };
+        let mut delay = EMIT_RETRY_DELAY;
+        let mut last_error = String::new();
+        let mut sent = false;
+        for attempt in 1..=attempts {
+            match post(&sink, &body).await {
+                Ok(()) => {
+                    sent = true;
+                    break;
+                }
+                Err(e) => last_error = e,
+            }
+            if attempt < attempts {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+        if !sent {
+            down = true;
+            tracing::warn!(
+                turn_id = %turn.turn_id,
+                session = %turn.session,
+                endpoint = %sink.endpoint,
+                error = %last_error,
+                "the emit endpoint did not take an event; the turn goes on without it"
+            );
+        }
+    }
+}
+
+async fn post(sink: &HttpEmitSink, body: &serde_json::Value) -> Result<(), String> {
+    let response = sink
+        .client
+        .post(&sink.endpoint)
+        .header(API_KEY_HEADER, &sink.api_key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {status}"))
+    }
+}

@@ -1,0 +1,143 @@
+//! The HTTP emit sink against a real HTTP receiver on 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::AgentTurnPayload;
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::protocol::AgentEvent;
+use agent_worker::session::MemoryStore;
+use agent_worker::sinks::{HttpEmitSink, Sink, Sinks, TurnRef};
+use agent_worker::testing::{BedrockStandIn, Reply};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use serde_json::Value;
+
+/// What the receiver got, and how many requests it should still refuse.
+#[derive(Default)]
+struct Received {
+    bodies: Vec<Value>,
+    keys: Vec<String>,
+    refuse: usize,
+}
+
+async fn receiver(refuse: usize) -> (SocketAddr, Arc<Mutex<Received>>) {
+    let received = Arc::new(Mutex::new(Received {
+        refuse,
+        ..Received::default()
+    }));
+    let app = axum::Router::new()
+        .route(
+            "/api/emit",
+            post(
+                |State(state): State<Arc<Mutex<Received>>>, headers: HeaderMap, body: String| async move {
+                    let mut state = state.lock().unwrap();
+                    if state.refuse > 0 {
+                        state.refuse -= 1;
+                        return StatusCode::SERVICE_UNAVAILABLE;
+                    }
+                    state.keys.push(headers["x-api-key"].to_str().unwrap().to_owned());
+                    state.bodies.push(serde_json::from_str(&body).unwrap());
+                    StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, received)
+}
+
+fn turn() -> TurnRef {
+    TurnRef {
+        session: "conv-1".into(),
+        turn_id: "turn-1".into(),
+    }
+}
+
+#[tokio::test]
+async fn events_arrive_in_order_with_the_api_key() {
+    let (addr, received) = receiver(0).await;
+    let sink = HttpEmitSink::new(&format!("http://{addr}/"), "secret").unwrap();
+    let mut open = sink.open(&turn());
+    for event in [
+        AgentEvent::text("a"),
+        AgentEvent::text("b"),
+        AgentEvent::completed(),
+    ] {
+        open.event(&event).await.unwrap();
+    }
+    open.close().await.unwrap();
+    let received = received.lock().unwrap();
+    assert_eq!(received.keys, ["secret", "secret", "secret"]);
+    let kinds: Vec<&str> = received
+        .bodies
+        .iter()
+        .map(|b| b["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["text", "text", "completed"]);
+    assert_eq!(received.bodies[0]["event"]["delta"], "a");
+    assert_eq!(received.bodies[0]["conversationId"], "conv-1");
+    assert_eq!(received.bodies[0]["turnId"], "turn-1");
+}
+
+#[tokio::test]
+async fn a_refused_event_is_retried() {
+    let (addr, received) = receiver(2).await;
+    let sink = HttpEmitSink::new(&format!("http://{addr}"), "k").unwrap();
+    let mut open = sink.open(&turn());
+    open.event(&AgentEvent::completed()).await.unwrap();
+    open.close().await.unwrap();
+    assert_eq!(
+        received.lock().unwrap().bodies.len(),
+        1,
+        "the third try went through"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_endpoint_never_fails_the_turn() {
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Fine without it."));
+    let store = MemoryStore::new();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "m"))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let sinks = Sinks::new().with(HttpEmitSink::new(&format!("http://{dead}"), "k").unwrap());
+    let payload = AgentTurnPayload::decode(
+        r#"{"turnId":"turn-1","conversationId":"conv-1","userId":"u","accountId":"a","content":"Hi"}"#,
+    )
+    .unwrap();
+    let outcome = TurnHandler::new(engine, sinks).run_turn(&payload, None).await;
+    assert!(!outcome.is_redrive(), "{outcome:?}");
+    assert_eq!(
+        store.turn("conv-1", "turn-1").unwrap().status,
+        agent_worker::session::TurnStatus::Completed
+    );
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    assert!(
+        HttpEmitSink::new("ftp://x", "k")
+            .unwrap_err()
+            .to_string()
+            .contains("http://")
+    );
+    assert!(
+        HttpEmitSink::new("http://x", " ")
+            .unwrap_err()
+            .to_string()
+            .contains("API key")
+    );
+}
