@@ -3,11 +3,13 @@
 use tokio::process::Command;
 
 use agent_worker::protocol::AgentEvent;
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
 use agent_worker::testing::{BedrockStandIn, Reply};
 
 async fn invoke(bedrock: &BedrockStandIn, args: &[&str]) -> (Vec<AgentEvent>, String, Option<i32>) {
     let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
         .arg("invoke")
+        .env_remove("TABLE_NAME")
         .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
         .args(args)
         .env("AWS_ACCESS_KEY_ID", "anything")
@@ -93,4 +95,40 @@ async fn bad_usage_exits_2_naming_the_argument() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--image photo.bmp"), "{stderr}");
     assert!(bedrock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn invoke_with_a_table_keeps_the_session_in_dynamodb() {
+    let moto = agent_worker::testing::moto();
+    let table = format!("cli-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Stored."));
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args([
+            "invoke",
+            "--session",
+            "s1",
+            "--text",
+            "Keep this",
+            "--table",
+            &table,
+        ])
+        .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+        .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
+        .env("AWS_ACCESS_KEY_ID", "anything")
+        .env("AWS_SECRET_ACCESS_KEY", "anything")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let history = store.load_history("s1").await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].text(), "Stored.");
 }

@@ -481,3 +481,28 @@ async fn two_workers_sharing_only_the_table_are_portable() {
             .any(|(rule, _)| *rule == Rule::NoLocationDependence)
     );
 }
+
+#[tokio::test]
+async fn a_store_that_fails_returns_the_record_to_the_queue() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("never stored"));
+    let missing = DynamoStore::new(moto().dynamodb(), DynamoConfig::new("no-such-table").unwrap());
+    let engine = Engine::builder()
+        .model(BedrockModel::new(world.bedrock.client(), MODEL_ID))
+        .store(missing)
+        .config(config())
+        .build()
+        .unwrap();
+    let response = TurnHandler::new(engine, Sinks::new())
+        .handle_batch(
+            batch(vec![record("m1", &body("turn-1", "conv-1", "Hi"))]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failures(&response), ["m1"]);
+    assert!(
+        world.bedrock.requests().is_empty(),
+        "nothing ran before the turn was claimed"
+    );
+}

@@ -157,17 +157,33 @@ struct HandleArgs {
     worker: WorkerArgs,
 }
 
+/// A table to read.
 #[derive(Debug, clap::Args)]
-struct HistoryArgs {
-    /// The session.
-    #[arg(long)]
-    session: String,
+struct TableArgs {
     /// The table.
     #[arg(long, env = "TABLE_NAME")]
     table: String,
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
     region: Option<String>,
+}
+
+impl TableArgs {
+    async fn store(&self) -> Result<DynamoStore, String> {
+        Ok(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await),
+            DynamoConfig::new(&self.table).map_err(|e| format!("--table: {e}"))?,
+        ))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    /// The session.
+    #[arg(long)]
+    session: String,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -181,12 +197,8 @@ struct EventsArgs {
     /// Only events after this position.
     #[arg(long)]
     after: Option<u64>,
-    /// The table.
-    #[arg(long, env = "TABLE_NAME")]
-    table: String,
-    /// The AWS region.
-    #[arg(long, env = "AWS_REGION")]
-    region: Option<String>,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -542,11 +554,9 @@ async fn poll(args: PollArgs) -> Result<ExitCode, String> {
         },
         ..PollOptions::default()
     };
-    let stats = poll_queue(&sqs, &args.queue_url, &handler, &options, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .map_err(|e| e.to_string())?;
+    let stats = poll_queue(&sqs, &args.queue_url, &handler, &options, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
     eprintln!(
         "polled {}: {} received, {} handled and deleted, {} left to the queue",
         args.queue_url, stats.received, stats.deleted, stats.failed
@@ -569,10 +579,7 @@ async fn handle(args: HandleArgs) -> Result<ExitCode, String> {
 }
 
 async fn history(args: HistoryArgs) -> Result<(), String> {
-    let store = DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await),
-        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
-    );
+    let store = args.table.store().await?;
     for message in store
         .load_history(&args.session)
         .await
@@ -584,11 +591,7 @@ async fn history(args: HistoryArgs) -> Result<(), String> {
 }
 
 async fn events(args: EventsArgs) -> Result<(), String> {
-    let store = DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await),
-        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
-    );
-    let log = DynamoEventLog::new(store);
+    let log = DynamoEventLog::new(args.table.store().await?);
     for logged in log
         .read(&args.session, &args.turn_id, args.after)
         .await
@@ -600,4 +603,22 @@ async fn events(args: EventsArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what ECS and systemd send): the poller finishes the batch in
+/// hand, deletes what succeeded, and stops.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    eprintln!("stopping: the batch in hand is finished first");
 }
