@@ -179,3 +179,36 @@ async fn an_unreachable_table_is_a_clear_error() {
     assert!(err.to_string().contains("claiming the turn"), "{err}");
     assert!(DynamoConfig::new(" ").is_err());
 }
+
+#[tokio::test]
+async fn a_stop_is_kept_across_the_claim_and_refused_once_the_turn_ended() {
+    use agent_worker::session::{Stop, StopCause, StopOutcome};
+    let store = store().await;
+    let stop = Stop::now(StopCause::Superseded);
+    assert_eq!(
+        store.request_stop("s", "t1", stop).await.unwrap(),
+        StopOutcome::Recorded
+    );
+    assert_eq!(
+        store.turn("s", "t1").await.unwrap(),
+        None,
+        "asked to stop, not claimed"
+    );
+    assert_eq!(
+        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        Claim::Claimed { reclaimed: false }
+    );
+    assert_eq!(store.stop_requested("s", "t1").await.unwrap(), Some(stop));
+    // A second request does not replace the first.
+    store
+        .request_stop("s", "t1", Stop::now(StopCause::UserStop))
+        .await
+        .unwrap();
+    assert_eq!(store.stop_requested("s", "t1").await.unwrap(), Some(stop));
+    store.complete_turn("s", "t1", &[], &completed()).await.unwrap();
+    assert_eq!(
+        store.request_stop("s", "t1", stop).await.unwrap(),
+        StopOutcome::AlreadyEnded
+    );
+    assert_eq!(store.stop_requested("s", "t2").await.unwrap(), None);
+}

@@ -7,7 +7,7 @@ use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::MemoryStore;
+use agent_worker::session::{MemoryStore, SessionStore};
 use agent_worker::sinks::{HttpEmitSink, Sink, Sinks, TurnRef};
 use agent_worker::testing::{BedrockStandIn, Reply};
 use axum::extract::State;
@@ -121,7 +121,7 @@ async fn a_dead_endpoint_never_fails_the_turn() {
     let outcome = TurnHandler::new(engine, sinks).run_turn(&payload, None).await;
     assert!(!outcome.is_redrive(), "{outcome:?}");
     assert_eq!(
-        store.turn("conv-1", "turn-1").unwrap().status,
+        store.turn("conv-1", "turn-1").await.unwrap().unwrap().status,
         agent_worker::session::TurnStatus::Completed
     );
 }

@@ -8,6 +8,7 @@
 //! agent-worker poll --queue-url URL [--until-empty]
 //! agent-worker handle events/one-turn.json
 //! agent-worker history --session S        agent-worker events --session S --turn-id T
+//! agent-worker stop --session S --turn-id T [--superseded]
 //! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
 //!
@@ -29,7 +30,9 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
-use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
+use agent_worker::session::{
+    DynamoConfig, DynamoStore, MemoryStore, SessionStore, Stop, StopCause, StopOutcome,
+};
 use agent_worker::sinks::DynamoEventLog;
 use agent_worker::testing::{BedrockStandIn, Fallback, Reply};
 use base64::Engine as _;
@@ -71,6 +74,23 @@ enum Command {
     History(HistoryArgs),
     /// Prints a turn's logged events, one a line.
     Events(EventsArgs),
+    /// Asks a turn to stop, whether it is running or still waiting in the queue.
+    Stop(StopArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct StopArgs {
+    /// The session.
+    #[arg(long)]
+    session: String,
+    /// The turn.
+    #[arg(long)]
+    turn_id: String,
+    /// The turn was replaced by the person's next message, rather than stopped by them.
+    #[arg(long)]
+    superseded: bool,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 /// The settings the worker commands share with the Lambda function.
@@ -279,6 +299,7 @@ fn main() -> ExitCode {
             Command::Handle(args) => handle(args).await,
             Command::History(args) => history(args).await.map(|()| ExitCode::SUCCESS),
             Command::Events(args) => events(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Stop(args) => stop(args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     result.unwrap_or_else(|message| {
@@ -621,4 +642,26 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     eprintln!("stopping: the batch in hand is finished first");
+}
+
+async fn stop(args: StopArgs) -> Result<(), String> {
+    let store = args.table.store().await?;
+    let cause = if args.superseded {
+        StopCause::Superseded
+    } else {
+        StopCause::UserStop
+    };
+    let outcome = store
+        .request_stop(&args.session, &args.turn_id, Stop::now(cause))
+        .await
+        .map_err(|e| e.to_string())?;
+    let said = match outcome {
+        StopOutcome::Recorded => "recorded: the turn stops when it next looks, or before it starts",
+        StopOutcome::AlreadyEnded => "the turn had already ended; nothing changed",
+    };
+    println!(
+        "{}",
+        serde_json::json!({ "turnId": args.turn_id, "stop": cause.as_str(), "outcome": said })
+    );
+    Ok(())
 }

@@ -23,6 +23,14 @@ pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
 pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(20);
 /// Time a turn's lease holds beyond its deadline, for storing what it produced.
 pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(60);
+/// How often a running turn looks for a stop request (one read each time).
+pub const DEFAULT_STOP_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How long an answer already on its way is still waited for once a stop is seen.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long a turn that supersedes others waits for them to be stored before it gives up.
+pub const DEFAULT_SUPERSEDE_WAIT: Duration = Duration::from_secs(10);
+/// How long a turn that reached its deadline may take to store what it did.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The engine's tuning. Start from [`Default`], change fields, and the engine's builder
 /// [validates](Self::validate) the whole at construction.
@@ -58,6 +66,14 @@ pub struct EngineConfig {
     pub retry_max_delay: Duration,
     /// Lease beyond the deadline.
     pub lease_margin: Duration,
+    /// How often a running turn looks for a stop.
+    pub stop_poll_interval: Duration,
+    /// How long an answer on its way is waited for after a stop.
+    pub stop_grace: Duration,
+    /// How long a barge-in waits for the turns it supersedes.
+    pub supersede_wait: Duration,
+    /// How long a turn past its deadline may take to store.
+    pub store_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -73,6 +89,10 @@ impl Default for EngineConfig {
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
             lease_margin: DEFAULT_LEASE_MARGIN,
+            stop_poll_interval: DEFAULT_STOP_POLL_INTERVAL,
+            stop_grace: DEFAULT_STOP_GRACE,
+            supersede_wait: DEFAULT_SUPERSEDE_WAIT,
+            store_timeout: DEFAULT_STORE_TIMEOUT,
         }
     }
 }
@@ -110,6 +130,12 @@ impl EngineConfig {
         }
         if self.retries > 10 {
             return fail(format!("retries must be at most 10, not {}", self.retries));
+        }
+        if self.stop_poll_interval.is_zero() {
+            return fail("stop_poll_interval must be longer than zero".into());
+        }
+        if self.store_timeout.is_zero() {
+            return fail("store_timeout must be longer than zero".into());
         }
         if self.retry_base_delay > self.retry_max_delay {
             return fail("retry_base_delay must not be longer than retry_max_delay".into());

@@ -20,6 +20,7 @@ pub mod model;
 mod policy;
 mod prompt;
 mod retry;
+mod stop;
 mod think_tags;
 pub mod tools;
 mod turn;

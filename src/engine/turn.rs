@@ -12,13 +12,14 @@ use tracing::Instrument as _;
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
+use super::stop::{self, StopFlag};
 use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext};
 use crate::protocol::{AgentEvent, Prompt, Scope, codes};
 use crate::session::history::{INTERRUPTED_CALL, repair};
-use crate::session::{Claim, ContentBlock, Lease, Message, Role, TurnOutcome, TurnStatus};
+use crate::session::{Claim, ContentBlock, Lease, Message, Role, Stop, StopCause, TurnOutcome, TurnStatus};
 
 /// Told to the model when a step was cut off before it said or called anything.
 pub(crate) const PLAN_LESS: &str = "Your previous reply reached the output limit before it said anything. \
@@ -36,6 +37,8 @@ pub(crate) const DEADLINE_NOTICE: &str =
 /// How a turn ends, before its messages are stored.
 enum Ending {
     Completed(Option<Value>),
+    /// Stopped before its own end: by the person, a newer message, or the deadline.
+    Stopped(Stop),
     Failed {
         details: String,
         retryable: bool,
@@ -50,6 +53,7 @@ impl Ending {
 
     fn terminal(self) -> (AgentEvent, TurnOutcome) {
         match self {
+            Self::Stopped(stop) => Self::stop(stop.reason.as_str()).terminal(),
             Self::Completed(data) => (
                 AgentEvent::Completed { data: data.clone() },
                 TurnOutcome {
@@ -88,7 +92,8 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
             .unwrap_or_default();
         budget = budget.min(left);
     }
-    run_claimed(engine, scope.session, turn_id, prompt, budget, out)
+    let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
+    run_claimed(engine, scope.session, turn_id, prompt, budget, supersedes, out)
         .instrument(span)
         .await;
 }
@@ -99,6 +104,7 @@ async fn run_claimed(
     turn_id: String,
     prompt: Prompt,
     budget: Duration,
+    supersedes: Vec<String>,
     out: Emitter,
 ) {
     if session.trim().is_empty() {
@@ -151,6 +157,39 @@ async fn run_claimed(
             }
         }
     }
+    let config = &engine.config;
+    // The turn looks for a stop before it starts: one asked while it waited in the queue means
+    // the model is never called.
+    let early_stop = stop::look(store.as_ref(), &session, &turn_id).await;
+    if let Some(Stop {
+        reason: StopCause::Superseded,
+        ..
+    }) = early_stop
+    {
+        tracing::info!("superseded before it started; nothing runs");
+        let outcome = TurnOutcome {
+            status: TurnStatus::Completed,
+            terminal: json!({ "stopReason": "superseded", "ran": false }),
+        };
+        if let Err(e) = store.complete_turn(&session, &turn_id, &[], &outcome).await {
+            tracing::warn!(error = %e, "could not record the superseded turn");
+        }
+        out.emit(AgentEvent::failed(
+            format!("turn {turn_id} was superseded by a newer message before it started; nothing ran"),
+            false,
+            Some(codes::SUPERSEDED),
+        ));
+        return;
+    }
+    let superseded: Vec<&str> = supersedes.iter().map(String::as_str).collect();
+    stop::supersede(
+        store.as_ref(),
+        &session,
+        &superseded,
+        config.stop_poll_interval,
+        config.supersede_wait,
+    )
+    .await;
     let history = match store.load_history(&session).await {
         Ok(history) => {
             let (history, repairs) = repair(history);
@@ -167,21 +206,24 @@ async fn run_claimed(
     };
 
     let mut turn = TurnState::new(history, user);
-    let deadline = Instant::now() + budget;
     let ctx = StepContext {
         session: &session,
         turn_id: &turn_id,
         round: 0,
     };
-    let ending = match tokio::time::timeout_at(deadline, run_rounds(&engine, ctx, &mut turn, &out)).await {
-        Ok(ending) => ending,
-        Err(_) => {
-            tracing::warn!("the turn reached its deadline");
-            turn.interrupt(&out, "the turn reached its deadline");
-            turn.notify(&out, DEADLINE_NOTICE);
-            Ending::stop("deadline")
+    let ending = match early_stop {
+        Some(stop) => {
+            tracing::info!(
+                reason = stop.reason.as_str(),
+                "stopped before it started; the model is not called"
+            );
+            Ending::Stopped(stop)
         }
+        None => run_watched(&engine, ctx, &mut turn, &out, budget).await,
     };
+    if let Ending::Stopped(stop) = &ending {
+        stop::mark(&mut turn.messages, *stop);
+    }
 
     // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
     // the model refuses never poisons the session.
@@ -190,9 +232,52 @@ async fn run_claimed(
     } else {
         Vec::new()
     };
+    let past_deadline = matches!(
+        ending,
+        Ending::Stopped(Stop {
+            reason: StopCause::Deadline,
+            ..
+        })
+    );
     let (terminal, outcome) = ending.terminal();
-    match store.complete_turn(&session, &turn_id, &messages, &outcome).await {
+    let stored = if past_deadline {
+        // Past its deadline the turn may take only so long to store; after that nothing of it
+        // is kept, and a late write cannot land (completion is conditional on `running`).
+        match tokio::time::timeout(
+            config.store_timeout,
+            store.complete_turn(&session, &turn_id, &messages, &outcome),
+        )
+        .await
+        {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
+                "storing did not finish within {} ms",
+                config.store_timeout.as_millis()
+            )),
+        }
+    } else {
+        store
+            .complete_turn(&session, &turn_id, &messages, &outcome)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match stored {
         Ok(()) => out.emit(terminal),
+        Err(e) if past_deadline => {
+            tracing::error!(error = %e, "the turn reached its deadline and could not be stored");
+            let failure = TurnOutcome {
+                status: TurnStatus::Failed,
+                terminal: json!({ "code": codes::TURN_DEADLINE_EXCEEDED, "stored": false }),
+            };
+            if let Err(e) = store.complete_turn(&session, &turn_id, &[], &failure).await {
+                tracing::warn!(error = %e, "could not record the turn as failed");
+            }
+            out.emit(AgentEvent::failed(
+                format!("the turn reached its deadline and what it did could not be stored ({e}); nothing of it was kept"),
+                false,
+                Some(codes::TURN_DEADLINE_EXCEEDED),
+            ));
+        }
         Err(e) => {
             tracing::error!(error = %e, "could not store the turn");
             release(&engine, &session, &turn_id).await;
@@ -201,6 +286,65 @@ async fn run_claimed(
                 true,
                 Some(codes::STORE_FAILED),
             ));
+        }
+    }
+}
+
+/// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
+/// its way finish for `stop_grace`; then what is still running is cut off, and each call keeps
+/// exactly one result.
+async fn run_watched(
+    engine: &EngineInner,
+    ctx: StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+    budget: Duration,
+) -> Ending {
+    let config = &engine.config;
+    let (session, turn_id) = (ctx.session, ctx.turn_id);
+    let flag = StopFlag::default();
+    let ended = {
+        let rounds =
+            tokio::time::timeout_at(Instant::now() + budget, run_rounds(engine, ctx, turn, out, &flag));
+        tokio::pin!(rounds);
+        let store = engine.store.as_ref();
+        let mut watch = Box::pin(stop::look_after(
+            store,
+            session,
+            turn_id,
+            config.stop_poll_interval,
+        ));
+        let mut grace_until: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                result = &mut rounds => break result.ok(),
+                found = &mut watch, if grace_until.is_none() => match found {
+                    Some(stop) => {
+                        tracing::info!(reason = stop.reason.as_str(), "a stop was asked; letting what is on its way finish");
+                        flag.set(stop);
+                        grace_until = Some(Instant::now() + config.stop_grace);
+                    }
+                    None => watch = Box::pin(stop::look_after(store, session, turn_id, config.stop_poll_interval)),
+                },
+                () = tokio::time::sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => break None,
+            }
+        }
+    };
+    match ended {
+        Some(ending) => ending,
+        None => {
+            let stop = flag.get().unwrap_or_else(|| Stop::now(StopCause::Deadline));
+            let why = match stop.reason {
+                StopCause::Deadline => "the turn reached its deadline",
+                StopCause::UserStop => "the person stopped the turn",
+                StopCause::Superseded => "the person's next message replaced the turn",
+            };
+            tracing::warn!(reason = stop.reason.as_str(), "cut the turn off");
+            turn.interrupt(out, why);
+            if stop.reason == StopCause::Deadline {
+                turn.notify(out, DEADLINE_NOTICE);
+            }
+            Ending::Stopped(stop)
         }
     }
 }
@@ -223,13 +367,17 @@ async fn run_rounds(
     mut ctx: StepContext<'_>,
     turn: &mut TurnState,
     out: &Emitter,
+    flag: &StopFlag,
 ) -> Ending {
     let config = &engine.config;
     let mut plan_less = false;
     while ctx.round < config.max_rounds {
+        if let Some(stop) = flag.get() {
+            return Ending::Stopped(stop);
+        }
         let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
         let request = engine.request(turn.conversation(), forced, plan_less);
-        let step = match run_step_with_retries(engine, &ctx, &request, turn, out).await {
+        let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
             Err(ending) => return ending,
         };
@@ -271,11 +419,12 @@ async fn run_step_with_retries(
     request: &super::model::ModelRequest,
     turn: &mut TurnState,
     out: &Emitter,
+    flag: &StopFlag,
 ) -> Result<StepEnd, Ending> {
     let config = &engine.config;
     let mut attempt = 0;
     loop {
-        let error = match run_step(engine, ctx, request.clone(), turn, out).await {
+        let error = match run_step(engine, ctx, request.clone(), turn, out, flag).await {
             Ok(step) => return Ok(step),
             Err(error) => error,
         };
@@ -348,6 +497,7 @@ async fn run_step(
     request: super::model::ModelRequest,
     turn: &mut TurnState,
     out: &Emitter,
+    flag: &StopFlag,
 ) -> Result<StepEnd, ModelError> {
     let mut stream = engine.model.stream(request);
     let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
@@ -367,6 +517,12 @@ async fn run_step(
                     ModelEvent::ToolUse { id, name, input } => {
                         let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
                         match parsed {
+                            // A call that had not started when the turn was stopped does not run.
+                            Ok(_) if flag.get().is_some() => turn.finish_call(
+                                index,
+                                ToolOutcome::error("not run: the turn was stopped before this call started"),
+                                out,
+                            ),
                             Ok(args) => {
                                 let tools = engine.tools.clone();
                                 let timeout = engine.config.tool_timeout;
@@ -442,7 +598,7 @@ impl TurnState {
         let mut all = Vec::with_capacity(self.history.len() + self.messages.len());
         all.extend_from_slice(&self.history);
         all.extend_from_slice(&self.messages);
-        repair(all).0
+        stop::with_notes(repair(all).0)
     }
 
     fn produced_anything(&self) -> bool {

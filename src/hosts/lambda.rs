@@ -13,6 +13,7 @@
 //! | `failed`, recoverable (`model_unavailable`, `model_stream_interrupted`), already told to the client | acknowledged |
 //! | `failed`, refused by the model (`model_rejected`): retrying cannot help, the client was told | acknowledged |
 //! | `duplicate_turn`: a redelivery of a turn that already ran | acknowledged, nothing ran |
+//! | `superseded`: a turn the person's next message replaced before it started | acknowledged, nothing ran, no event sent |
 //! | a body that is not a turn, `invalid_prompt`, `store_failed`, `turn_in_progress`, a bug | in `batchItemFailures`: redrive, then the DLQ |
 
 use std::collections::HashMap;
@@ -222,7 +223,10 @@ impl TurnHandler {
         // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
         // what the run it repeats wrote.
         if let AgentEvent::Failed { code: Some(code), .. } = &first
-            && matches!(code.as_str(), codes::DUPLICATE_TURN | codes::TURN_IN_PROGRESS)
+            && matches!(
+                code.as_str(),
+                codes::DUPLICATE_TURN | codes::TURN_IN_PROGRESS | codes::SUPERSEDED
+            )
         {
             return disposition(Some(&first));
         }

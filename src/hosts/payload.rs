@@ -114,6 +114,9 @@ impl AgentTurnPayload {
         if let Some(context) = &self.context {
             scope = scope.with("context", Value::Object(context.clone()));
         }
+        if !self.supersedes.is_empty() {
+            scope = scope.with(crate::protocol::SUPERSEDES_KEY, self.supersedes.clone());
+        }
         scope
     }
 

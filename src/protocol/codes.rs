@@ -21,3 +21,8 @@ pub const DUPLICATE_TURN: &str = "duplicate_turn";
 pub const TURN_IN_PROGRESS: &str = "turn_in_progress";
 /// A bug: something that should not happen did. `details` says what.
 pub const INTERNAL: &str = "internal";
+/// A turn superseded by the person's next message before it started: nothing ran.
+pub const SUPERSEDED: &str = "superseded";
+/// A turn that reached its deadline and could not store what it did in time: nothing of it was
+/// kept.
+pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";

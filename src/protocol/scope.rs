@@ -33,6 +33,8 @@ pub struct Scope {
 
 /// The extension key that carries a turn's id, when the caller has one.
 pub const TURN_ID_KEY: &str = "turnId";
+/// The extension key that lists the ids of the turns this one supersedes (a barge-in).
+pub const SUPERSEDES_KEY: &str = "supersedes";
 /// The extension key that carries the time by which the turn must have ended, in milliseconds
 /// since the Unix epoch (a host's own limit, such as a Lambda invocation's deadline).
 pub const DEADLINE_KEY: &str = "deadlineMs";
@@ -72,6 +74,15 @@ impl Scope {
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_default();
         self.with(DEADLINE_KEY, ms)
+    }
+
+    /// The ids of the turns this one supersedes (the [`SUPERSEDES_KEY`] extension).
+    pub fn supersedes(&self) -> Vec<&str> {
+        self.extensions
+            .get(SUPERSEDES_KEY)
+            .and_then(Value::as_array)
+            .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
     }
 
     /// The time by which the turn must have ended, when the caller set one.

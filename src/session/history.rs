@@ -169,6 +169,7 @@ fn tidy(messages: Vec<Message>, repairs: &mut Repairs) -> Vec<Message> {
         match out.last_mut() {
             Some(last) if last.role == message.role => {
                 last.content.append(&mut message.content);
+                last.stopped = message.stopped.or(last.stopped);
                 repairs.merged += 1;
             }
             _ => out.push(message),

@@ -7,7 +7,9 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::history::check;
-use super::{Claim, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus};
+use super::{
+    Claim, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+};
 
 /// A session store held in memory: for tests, the command line and embedding.
 ///
@@ -23,6 +25,7 @@ pub struct MemoryStore {
 struct SessionData {
     messages: Vec<Message>,
     turns: HashMap<String, TurnRecord>,
+    stops: HashMap<String, Stop>,
 }
 
 impl MemoryStore {
@@ -35,11 +38,6 @@ impl MemoryStore {
         self.sessions
             .lock()
             .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))
-    }
-
-    /// The turn record of `turn_id`, if there is one.
-    pub fn turn(&self, session: &str, turn_id: &str) -> Option<TurnRecord> {
-        self.lock().ok()?.get(session)?.turns.get(turn_id).cloned()
     }
 
     /// Writes `messages` as a session's history, unchecked: for tests that need older or
@@ -75,6 +73,7 @@ impl SessionStore for MemoryStore {
                         lease_until,
                         attempts: 1,
                         outcome: None,
+                        stop: None,
                     },
                 );
                 Ok(Claim::Claimed { reclaimed: false })
@@ -120,5 +119,38 @@ impl SessionStore for MemoryStore {
             record.lease_until = SystemTime::UNIX_EPOCH;
         }
         Ok(())
+    }
+
+    async fn request_stop(
+        &self,
+        session: &str,
+        turn_id: &str,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError> {
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        if data.turns.get(turn_id).is_some_and(|t| t.status.is_done()) {
+            return Ok(StopOutcome::AlreadyEnded);
+        }
+        data.stops.entry(turn_id.to_owned()).or_insert(stop);
+        Ok(StopOutcome::Recorded)
+    }
+
+    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+        Ok(self
+            .lock()?
+            .get(session)
+            .and_then(|d| d.stops.get(turn_id).copied()))
+    }
+
+    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        let sessions = self.lock()?;
+        let Some(data) = sessions.get(session) else {
+            return Ok(None);
+        };
+        Ok(data.turns.get(turn_id).cloned().map(|mut record| {
+            record.stop = data.stops.get(turn_id).copied();
+            record
+        }))
     }
 }

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::turn::Stop;
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -23,12 +25,20 @@ pub struct Message {
     pub role: Role,
     /// What it holds, in order.
     pub content: Vec<ContentBlock>,
+    /// Set on the last assistant message of a turn that was stopped: the next turn's model is
+    /// told that the turn was stopped there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stop>,
 }
 
 impl Message {
     /// A message of `role` with `content`.
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
-        Self { role, content }
+        Self {
+            role,
+            content,
+            stopped: None,
+        }
     }
 
     /// A user message of text alone.

@@ -16,7 +16,7 @@ pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
-pub use turn::{Claim, Lease, TurnOutcome, TurnRecord, TurnStatus};
+pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
 
 use std::fmt;
 
@@ -69,6 +69,17 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError>;
+
+    /// Asks a turn to stop. It may not have started yet: it then sees the request when it does.
+    /// A turn that already ended is left as it is.
+    async fn request_stop(&self, session: &str, turn_id: &str, stop: Stop)
+    -> Result<StopOutcome, StoreError>;
+
+    /// The stop asked of a turn, if any: one cheap read.
+    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError>;
+
+    /// The record of a turn that was claimed, if any.
+    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError>;
 }
 
 #[async_trait]
@@ -93,5 +104,22 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
         (**self).release_turn(session, turn_id).await
+    }
+
+    async fn request_stop(
+        &self,
+        session: &str,
+        turn_id: &str,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError> {
+        (**self).request_stop(session, turn_id, stop).await
+    }
+
+    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+        (**self).stop_requested(session, turn_id).await
+    }
+
+    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        (**self).turn(session, turn_id).await
     }
 }

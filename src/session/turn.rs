@@ -48,6 +48,8 @@ pub struct TurnRecord {
     pub attempts: u32,
     /// How it ended, once it has.
     pub outcome: Option<TurnOutcome>,
+    /// The stop asked of it, if any.
+    pub stop: Option<Stop>,
 }
 
 /// The answer to [`SessionStore::claim_turn`](super::SessionStore::claim_turn).
@@ -68,3 +70,56 @@ pub enum Claim {
 /// The lease a claim asks for: how long the worker may hold the turn before another may take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease(pub Duration);
+
+/// Why a turn was stopped before its own end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// The person pressed stop.
+    UserStop,
+    /// The person's next message replaced it.
+    Superseded,
+    /// It ran out of time.
+    Deadline,
+}
+
+impl StopCause {
+    /// The reason's name, as `completed.data.stopReason` carries it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UserStop => "user_stop",
+            Self::Superseded => "superseded",
+            Self::Deadline => "deadline",
+        }
+    }
+}
+
+/// A stop: why, and when (milliseconds since the Unix epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stop {
+    /// Why.
+    pub reason: StopCause,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: u64,
+}
+
+impl Stop {
+    /// A stop for `reason`, now.
+    pub fn now(reason: StopCause) -> Self {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        Self { reason, at }
+    }
+}
+
+/// What became of a stop request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// Recorded: the turn sees it before it starts or while it runs.
+    Recorded,
+    /// The turn had already ended; nothing changed.
+    AlreadyEnded,
+}

@@ -22,7 +22,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 
 use super::history::check;
 use super::{
-    Claim, ContentBlock, Lease, Message, SessionStore, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+    Claim, ContentBlock, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, TurnOutcome,
+    TurnRecord, TurnStatus,
 };
 use keys::*;
 
@@ -212,8 +213,7 @@ impl DynamoStore {
         Ok(out.item().and_then(|item| get_n(item, "version")).unwrap_or(0))
     }
 
-    /// The turn record of `turn_id`, if there is one.
-    pub async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -223,7 +223,11 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| store_error("reading the turn record", &e))?;
-        out.item().map(|item| decode_turn(turn_id, item)).transpose()
+        match out.item() {
+            // A stop asked before the turn was claimed leaves an item without a status.
+            Some(item) if item.contains_key("status") => decode_turn(turn_id, item).map(Some),
+            _ => Ok(None),
+        }
     }
 
     fn message_put(
@@ -358,7 +362,7 @@ impl DynamoStore {
             Err(error) if error.code() == Some("TransactionCanceledException") => {
                 // Which condition failed? If the turn is no longer ours, give up; if only the
                 // version moved, the caller tries again at the new version.
-                match self.turn(session, turn_id).await? {
+                match self.read_turn(session, turn_id).await? {
                     Some(record) if record.status == TurnStatus::Running => Ok(false),
                     _ => Err(StoreError::LostLease(format!(
                         "turn {turn_id} was ended by another worker"
@@ -368,6 +372,15 @@ impl DynamoStore {
             Err(error) => Err(store_error("completing the turn", &error)),
         }
     }
+}
+
+fn decode_stop(item: &HashMap<String, AttributeValue>) -> Option<Stop> {
+    let reason =
+        serde_json::from_value(serde_json::Value::String(get_s(item, "stopReason")?.to_owned())).ok()?;
+    Some(Stop {
+        reason,
+        at: get_n(item, "stopAt").unwrap_or_default(),
+    })
 }
 
 fn decode_turn(turn_id: &str, item: &HashMap<String, AttributeValue>) -> Result<TurnRecord, StoreError> {
@@ -384,6 +397,7 @@ fn decode_turn(turn_id: &str, item: &HashMap<String, AttributeValue>) -> Result<
         lease_until: UNIX_EPOCH + Duration::from_millis(get_n(item, "leaseUntil").unwrap_or(0)),
         attempts: u32::try_from(get_n(item, "attempts").unwrap_or(1)).unwrap_or(u32::MAX),
         outcome,
+        stop: decode_stop(item),
     })
 }
 
@@ -392,25 +406,28 @@ impl SessionStore for DynamoStore {
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = now_ms();
         let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
-        let mut item = self.key(session, turn_sk(turn_id));
-        item.insert("status".into(), s("running"));
-        item.insert("leaseUntil".into(), n(lease_until));
-        item.insert("attempts".into(), n(1));
-        item.insert(EXPIRES_AT.into(), n(self.expires_at()));
-        let put = self
+        // An update, not a put: a stop asked before the claim stays on the item.
+        let claim = self
             .client
-            .put_item()
+            .update_item()
             .table_name(&self.config.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_expression("SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp")
+            .condition_expression("attribute_not_exists(#status)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":lease", n(lease_until))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":exp", n(self.expires_at()))
             .send()
             .await;
-        match put {
+        match claim {
             Ok(_) => return Ok(Claim::Claimed { reclaimed: false }),
             Err(e) if is_conditional_failure(&e) => {}
             Err(e) => return Err(store_error("claiming the turn", &e)),
         }
-        let Some(record) = self.turn(session, turn_id).await? else {
+        let Some(record) = self.read_turn(session, turn_id).await? else {
             return Err(StoreError::Backend(format!("turn {turn_id} exists and does not")));
         };
         if record.status.is_done() {
@@ -437,7 +454,7 @@ impl SessionStore for DynamoStore {
             .await;
         match reclaim {
             Ok(_) => Ok(Claim::Claimed { reclaimed: true }),
-            Err(e) if is_conditional_failure(&e) => match self.turn(session, turn_id).await? {
+            Err(e) if is_conditional_failure(&e) => match self.read_turn(session, turn_id).await? {
                 Some(record) if record.status.is_done() => Ok(Claim::Done(record)),
                 Some(record) => Ok(Claim::Running(record)),
                 None => Err(StoreError::Backend(format!(
@@ -493,6 +510,56 @@ impl SessionStore for DynamoStore {
         Err(StoreError::Backend(format!(
             "the session's history kept changing; turn {turn_id} was not stored after {VERSION_RETRIES} tries"
         )))
+    }
+
+    async fn request_stop(
+        &self,
+        session: &str,
+        turn_id: &str,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError> {
+        let reason = serde_json::to_value(stop.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_expression("SET stopReason = if_not_exists(stopReason, :reason), stopAt = if_not_exists(stopAt, :at), #exp = if_not_exists(#exp, :exp)")
+            .condition_expression("attribute_not_exists(#status) OR #status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":at", n(stop.at))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":exp", n(self.expires_at()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(StopOutcome::Recorded),
+            Err(e) if is_conditional_failure(&e) => Ok(StopOutcome::AlreadyEnded),
+            Err(e) => Err(store_error("asking the turn to stop", &e)),
+        }
+    }
+
+    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .projection_expression("stopReason, stopAt")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("looking for a stop", &e))?;
+        Ok(out.item().and_then(decode_stop))
+    }
+
+    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        self.read_turn(session, turn_id).await
     }
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {

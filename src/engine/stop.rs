@@ -1,0 +1,175 @@
+//! Stopping a turn: the flag a running turn shares, the cheap look for a stop request, the
+//! barge-in that stops superseded turns, and the note that tells the next model call where a turn
+//! was stopped.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::session::{ContentBlock, Message, Role, SessionStore, Stop, StopCause};
+
+/// The stop a running turn has seen, shared between its watcher and its rounds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StopFlag(Arc<Mutex<Option<Stop>>>);
+
+impl StopFlag {
+    pub(crate) fn set(&self, stop: Stop) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.get_or_insert(stop);
+        }
+    }
+
+    pub(crate) fn get(&self) -> Option<Stop> {
+        self.0.lock().ok().and_then(|slot| *slot)
+    }
+}
+
+/// Looks once for a stop request. Failing to look never fails or holds a turn: it is logged and
+/// taken as no stop, and the next look tries again.
+pub(crate) async fn look(store: &dyn SessionStore, session: &str, turn_id: &str) -> Option<Stop> {
+    match store.stop_requested(session, turn_id).await {
+        Ok(stop) => stop,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not look for a stop request; looking again later");
+            None
+        }
+    }
+}
+
+/// Waits `interval`, then looks once.
+pub(crate) async fn look_after(
+    store: &dyn SessionStore,
+    session: &str,
+    turn_id: &str,
+    interval: Duration,
+) -> Option<Stop> {
+    tokio::time::sleep(interval).await;
+    look(store, session, turn_id).await
+}
+
+/// Stops the turns `ids` supersede, and waits until each is stored, never started, or given up
+/// on (its lease ran out, or `wait` passed).
+pub(crate) async fn supersede(
+    store: &dyn SessionStore,
+    session: &str,
+    ids: &[&str],
+    interval: Duration,
+    wait: Duration,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    for id in ids {
+        if let Err(e) = store
+            .request_stop(session, id, Stop::now(StopCause::Superseded))
+            .await
+        {
+            tracing::warn!(superseded = %id, error = %e, "could not ask a superseded turn to stop");
+        }
+    }
+    let give_up = Instant::now() + wait;
+    for id in ids {
+        loop {
+            match store.turn(session, id).await {
+                Ok(None) => break,
+                Ok(Some(record)) if record.status.is_done() => break,
+                Ok(Some(record)) if record.lease_until <= SystemTime::now() => {
+                    tracing::warn!(superseded = %id, "a superseded turn's worker is gone; not waiting for it");
+                    break;
+                }
+                Ok(Some(_)) => {}
+                Err(e) => tracing::warn!(superseded = %id, error = %e, "could not read a superseded turn"),
+            }
+            if Instant::now() >= give_up {
+                tracing::warn!(superseded = %id, "gave up waiting for a superseded turn to be stored");
+                break;
+            }
+            tokio::time::sleep(interval.min(give_up.saturating_duration_since(Instant::now()))).await;
+        }
+    }
+}
+
+/// What the model is told after the words of a turn that was stopped.
+pub(crate) fn note(reason: StopCause) -> &'static str {
+    match reason {
+        StopCause::UserStop => "[The person stopped this turn here.]",
+        StopCause::Superseded => "[This turn was cut short here by the person's next message.]",
+        StopCause::Deadline => "[This turn ran out of time and stopped here.]",
+    }
+}
+
+/// Marks the turn's last assistant message as stopped; a turn that ends without one gets one
+/// whose text is the note.
+pub(crate) fn mark(messages: &mut Vec<Message>, stop: Stop) {
+    match messages.last_mut() {
+        Some(last) if last.role == Role::Assistant => last.stopped = Some(stop),
+        _ => {
+            let mut message = Message::assistant_text(note(stop.reason));
+            message.stopped = Some(stop);
+            messages.push(message);
+        }
+    }
+}
+
+/// Adds the stop note to each stopped message, after its text and before its tool calls.
+pub(crate) fn with_notes(mut messages: Vec<Message>) -> Vec<Message> {
+    for message in messages.iter_mut() {
+        let Some(stop) = message.stopped else {
+            continue;
+        };
+        let note = note(stop.reason);
+        if message.text().trim_end().ends_with(note) {
+            continue;
+        }
+        let at = message
+            .content
+            .iter()
+            .position(|b| matches!(b, ContentBlock::ToolUse { .. }))
+            .unwrap_or(message.content.len());
+        message.content.insert(at, ContentBlock::text(note));
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_turn_that_said_nothing_gets_one_marked_line() {
+        let mut messages = vec![Message::user_text("hi")];
+        mark(&mut messages, Stop::now(StopCause::UserStop));
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[1].text(), note(StopCause::UserStop));
+        assert!(messages[1].stopped.is_some());
+        // The note is not said twice.
+        assert_eq!(with_notes(messages.clone()), messages);
+    }
+
+    #[test]
+    fn the_note_goes_after_the_text_and_before_the_calls() {
+        let mut messages = vec![
+            Message::user_text("hi"),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    ContentBlock::text("Looking"),
+                    ContentBlock::ToolUse {
+                        id: "t".into(),
+                        name: "x".into(),
+                        input: json!({}),
+                    },
+                ],
+            ),
+        ];
+        mark(&mut messages, Stop::now(StopCause::Superseded));
+        let noted = with_notes(messages);
+        assert_eq!(
+            noted[1].content[1],
+            ContentBlock::text(note(StopCause::Superseded))
+        );
+        assert!(matches!(noted[1].content[2], ContentBlock::ToolUse { .. }));
+    }
+}
