@@ -25,7 +25,7 @@ wait_for_port() {
 section() { printf '\n== %s\n' "$*"; }
 
 section "moto's server (DynamoDB + SQS) on 127.0.0.1:$moto_port"
-.venv/bin/moto_server -H 127.0.0.1 -p "$moto_port" >/dev/null 2>&1 &
+.venv/bin/python scripts/moto_server.py -H 127.0.0.1 -p "$moto_port" >/dev/null 2>&1 &
 pids+=($!)
 wait_for_port "$moto_port"
 

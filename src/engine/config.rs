@@ -29,6 +29,10 @@ pub const DEFAULT_STOP_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
 /// How long a turn that supersedes others waits for them to be stored before it gives up.
 pub const DEFAULT_SUPERSEDE_WAIT: Duration = Duration::from_secs(10);
+/// How long the person has to decide on an approval.
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(5 * 60);
+/// The longest an approval may stay open.
+pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(30 * 60);
 /// How long a turn that reached its deadline may take to store what it did.
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -74,6 +78,8 @@ pub struct EngineConfig {
     pub supersede_wait: Duration,
     /// How long a turn past its deadline may take to store.
     pub store_timeout: Duration,
+    /// How long an approval stays open.
+    pub approval_ttl: Duration,
 }
 
 impl Default for EngineConfig {
@@ -93,6 +99,7 @@ impl Default for EngineConfig {
             stop_grace: DEFAULT_STOP_GRACE,
             supersede_wait: DEFAULT_SUPERSEDE_WAIT,
             store_timeout: DEFAULT_STORE_TIMEOUT,
+            approval_ttl: DEFAULT_APPROVAL_TTL,
         }
     }
 }
@@ -133,6 +140,12 @@ impl EngineConfig {
         }
         if self.stop_poll_interval.is_zero() {
             return fail("stop_poll_interval must be longer than zero".into());
+        }
+        if self.approval_ttl.is_zero() || self.approval_ttl > MAX_APPROVAL_TTL {
+            return fail(format!(
+                "approval_ttl must be between 0 and {} minutes",
+                MAX_APPROVAL_TTL.as_secs() / 60
+            ));
         }
         if self.store_timeout.is_zero() {
             return fail("store_timeout must be longer than zero".into());

@@ -5,7 +5,9 @@
 //! - [`EngineConfig`]: tuning, every default a named constant in [`config`].
 //! - [`model`]: the model seam and its Bedrock implementation.
 //! - [`tools`]: the tool trait, validation and the example tools.
-//! - [`TurnPolicy`]: per-step decisions (a forced tool).
+//! - [`TurnPolicy`]: per-step decisions (a forced tool); [`ToolPolicy`]: per-call decisions.
+//! - Approvals: a call that needs the person's word waits in an [`ApprovalStore`], bound to a
+//!   token ([`ApprovalSigner`]) that opens exactly that call once.
 //!
 //! A turn: the prompt is checked; the turn is claimed (a redelivered turn runs once); the
 //! history is loaded and repaired; then rounds run until the model ends its turn: text deltas
@@ -14,6 +16,7 @@
 //! announced. What the turn produced is stored with its outcome, then the terminal is emitted.
 //! Dropping the stream aborts the model request and every running tool.
 
+mod approvals;
 pub mod config;
 mod error;
 pub mod model;
@@ -26,6 +29,10 @@ pub mod tools;
 mod turn;
 mod turn_stream;
 
+pub use approvals::{
+    ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy, ToolPolicyContext, WeakKey, args_hash,
+    canonical_json,
+};
 pub use config::{ConfigError, EngineConfig};
 pub use error::EngineError;
 pub use model::{BedrockModel, Model};
@@ -39,7 +46,7 @@ use std::sync::Arc;
 use model::{ModelRequest, ToolChoice, ToolDescription};
 
 use crate::protocol::{Agent, EventStream, Prompt, Scope};
-use crate::session::{Message, SessionStore};
+use crate::session::{ApprovalStore, Message, SessionStore};
 
 /// The agent engine: an [`Agent`] whose turns run on a model with tools, with their state in a
 /// [`SessionStore`]. Cheap to clone; clones share everything.
@@ -84,6 +91,8 @@ struct EngineInner {
     config: EngineConfig,
     system_prompt: Option<String>,
     policy: Option<Arc<dyn TurnPolicy>>,
+    tool_policy: Option<Arc<dyn ToolPolicy>>,
+    approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
 }
 
 impl fmt::Debug for Engine {
@@ -122,6 +131,28 @@ impl Agent for Engine {
 }
 
 impl EngineInner {
+    /// What to do with a call of `name` with `args`.
+    fn verdict(
+        &self,
+        session: &str,
+        user_id: Option<&str>,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> approvals::Verdict {
+        let Some(spec) = self.tools.spec(name) else {
+            return approvals::Verdict::Run;
+        };
+        let decision = self.tool_policy.as_ref().map_or(ToolDecision::Allow, |policy| {
+            policy.decide(&ToolPolicyContext {
+                session,
+                user_id,
+                tool: spec,
+                args,
+            })
+        });
+        approvals::verdict(spec, decision)
+    }
+
     /// The request for one step.
     fn request(&self, messages: Vec<Message>, forced: Option<String>, plan_less: bool) -> ModelRequest {
         let mut system: Vec<String> = self.system_prompt.iter().cloned().collect();
@@ -172,6 +203,8 @@ pub struct EngineBuilder {
     config: EngineConfig,
     system_prompt: Option<String>,
     policy: Option<Arc<dyn TurnPolicy>>,
+    tool_policy: Option<Arc<dyn ToolPolicy>>,
+    approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -234,6 +267,21 @@ impl EngineBuilder {
         self
     }
 
+    /// Decides per call whether it may run, needs approval, or is denied.
+    #[must_use]
+    pub fn tool_policy(mut self, policy: impl ToolPolicy + 'static) -> Self {
+        self.tool_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Where calls that need the person's approval wait, and the key that signs their tokens.
+    /// Without it, such a call is refused and never runs.
+    #[must_use]
+    pub fn approvals(mut self, store: impl ApprovalStore + 'static, signer: ApprovalSigner) -> Self {
+        self.approvals = Some((Arc::new(store), signer));
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
@@ -248,6 +296,8 @@ impl EngineBuilder {
                 config: self.config,
                 system_prompt: self.system_prompt,
                 policy: self.policy,
+                tool_policy: self.tool_policy,
+                approvals: self.approvals,
             }),
         })
     }

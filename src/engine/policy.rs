@@ -12,6 +12,8 @@ pub struct StepContext<'a> {
     pub turn_id: &'a str,
     /// The round about to run, from 0.
     pub round: u32,
+    /// The person, when the caller named one (the `userId` scope extension).
+    pub user_id: Option<&'a str>,
 }
 
 /// Decisions about each step of a turn. Every method has a default that decides nothing.

@@ -12,6 +12,7 @@ use tracing::Instrument as _;
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
+use super::approvals::{self, HeldCall, Verdict};
 use super::stop::{self, StopFlag};
 use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
@@ -93,20 +94,37 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         budget = budget.min(left);
     }
     let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
-    run_claimed(engine, scope.session, turn_id, prompt, budget, supersedes, out)
+    let user_id = scope.extensions.get("userId").and_then(Value::as_str).map(str::to_owned);
+    let approval = scope.extensions.get("approval").cloned();
+    let ask = TurnAsk {
+        session: scope.session,
+        turn_id,
+        user_id,
+        approval,
+        supersedes,
+    };
+    run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)
         .await;
 }
 
-async fn run_claimed(
-    engine: Arc<EngineInner>,
+/// Who asks for a turn, and what comes with it besides the prompt.
+struct TurnAsk {
     session: String,
     turn_id: String,
-    prompt: Prompt,
-    budget: Duration,
+    user_id: Option<String>,
+    approval: Option<Value>,
     supersedes: Vec<String>,
-    out: Emitter,
-) {
+}
+
+async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, budget: Duration, out: Emitter) {
+    let TurnAsk {
+        session,
+        turn_id,
+        user_id,
+        approval,
+        supersedes,
+    } = ask;
     if session.trim().is_empty() {
         out.emit(AgentEvent::failed(
             "scope.session is empty",
@@ -115,7 +133,14 @@ async fn run_claimed(
         ));
         return;
     }
-    let user = match user_message(&prompt) {
+    // A turn that carries an approval decision may come without words.
+    let decision_only = approval.is_some() && prompt.text.trim().is_empty() && prompt.images.is_empty();
+    let checked = if decision_only {
+        Ok(Message::new(Role::User, Vec::new()))
+    } else {
+        user_message(&prompt)
+    };
+    let mut user = match checked {
         Ok(user) => user,
         Err(invalid) => {
             tracing::info!(%invalid, "refused the prompt");
@@ -190,6 +215,10 @@ async fn run_claimed(
         config.supersede_wait,
     )
     .await;
+    if let Some(decision) = &approval {
+        let told = approvals::redeem(&engine, &session, user_id.as_deref(), &turn_id, decision, &out).await;
+        user.content.insert(0, ContentBlock::text(told));
+    }
     let history = match store.load_history(&session).await {
         Ok(history) => {
             let (history, repairs) = repair(history);
@@ -210,6 +239,7 @@ async fn run_claimed(
         session: &session,
         turn_id: &turn_id,
         round: 0,
+        user_id: user_id.as_deref(),
     };
     let ending = match early_stop {
         Some(stop) => {
@@ -382,6 +412,17 @@ async fn run_rounds(
             Err(ending) => return ending,
         };
         ctx.round += 1;
+        if let Some(held) = turn.held.take() {
+            turn.close_step();
+            return match approvals::request(engine, ctx.session, ctx.user_id, ctx.turn_id, held, out).await {
+                Ok(()) => Ending::stop("approval_required"),
+                Err(e) => Ending::Failed {
+                    details: format!("a call needs the person's approval, and it could not be stored: {e}"),
+                    retryable: true,
+                    code: codes::STORE_FAILED,
+                },
+            };
+        }
         if step.called {
             turn.close_step();
             continue;
@@ -523,7 +564,30 @@ async fn run_step(
                                 ToolOutcome::error("not run: the turn was stopped before this call started"),
                                 out,
                             ),
-                            Ok(args) => {
+                            Ok(args) => match engine.verdict(ctx.session, ctx.user_id, &name, &args) {
+                                _ if turn.held.is_some() => turn.finish_call(
+                                    index,
+                                    ToolOutcome::error("not run: another call of this response is waiting for the person's approval"),
+                                    out,
+                                ),
+                                Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
+                                Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
+                                    index,
+                                    ToolOutcome::error("this call needs the person's approval, and this worker has no approval store; it was not run"),
+                                    out,
+                                ),
+                                Verdict::NeedsApproval => {
+                                    turn.held = Some(HeldCall { call_id: id.clone(), tool: name.clone(), args });
+                                    turn.finish_call(
+                                        index,
+                                        ToolOutcome::ok(json!({
+                                            "status": "waiting_for_approval",
+                                            "message": "This call waits for the person's approval. It has not run; do not assume it will."
+                                        })),
+                                        out,
+                                    );
+                                }
+                                Verdict::Run => {
                                 let tools = engine.tools.clone();
                                 let timeout = engine.config.tool_timeout;
                                 let call_ctx = ToolContext {
@@ -534,7 +598,8 @@ async fn run_step(
                                 running.push(Box::pin(async move {
                                     (index, tools.run(&name, &args, call_ctx, timeout).await)
                                 }));
-                            }
+                                }
+                            },
                             Err(why) => turn.finish_call(index, ToolOutcome::error(why), out),
                         }
                     }
@@ -577,6 +642,8 @@ impl Step {
 /// Everything a turn has produced so far. It lives outside the round loop, so that what was
 /// produced survives the loop being cut off by the deadline.
 struct TurnState {
+    /// A call of the current step held for the person's approval.
+    held: Option<HeldCall>,
     history: Vec<Message>,
     messages: Vec<Message>,
     step: Step,
@@ -586,6 +653,7 @@ struct TurnState {
 impl TurnState {
     fn new(history: Vec<Message>, user: Message) -> Self {
         Self {
+            held: None,
             history,
             messages: vec![user],
             step: Step::default(),

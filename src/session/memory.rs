@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use super::history::check;
 use super::{
-    Claim, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+    ApprovalStatus, ApprovalStore, Claim, Lease, Message, PendingApproval, SessionStore, Stop, StopOutcome, StoreError,
+    TurnOutcome, TurnRecord, TurnStatus,
 };
 
 /// A session store held in memory: for tests, the command line and embedding.
@@ -19,6 +20,7 @@ use super::{
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     sessions: Arc<Mutex<HashMap<String, SessionData>>>,
+    approvals: Arc<Mutex<HashMap<(String, String), (PendingApproval, ApprovalStatus)>>>,
 }
 
 #[derive(Debug, Default)]
@@ -152,5 +154,50 @@ impl SessionStore for MemoryStore {
             record.stop = data.stops.get(turn_id).copied();
             record
         }))
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for MemoryStore {
+    async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
+        let mut approvals = self
+            .approvals
+            .lock()
+            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        let key = (approval.session.clone(), approval.id.clone());
+        if approvals.contains_key(&key) {
+            return Err(StoreError::Backend(format!(
+                "approval {} exists already",
+                approval.id
+            )));
+        }
+        approvals.insert(key, (approval.clone(), ApprovalStatus::Pending));
+        Ok(())
+    }
+
+    async fn get_approval(
+        &self,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
+        let approvals = self
+            .approvals
+            .lock()
+            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        Ok(approvals.get(&(session.to_owned(), id.to_owned())).cloned())
+    }
+
+    async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
+        let mut approvals = self
+            .approvals
+            .lock()
+            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        match approvals.get_mut(&(session.to_owned(), id.to_owned())) {
+            Some((_, status)) if *status == ApprovalStatus::Pending => {
+                *status = to;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }

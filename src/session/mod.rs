@@ -5,6 +5,7 @@
 //! - [`TurnRecord`], [`Claim`]: a turn is claimed once, so a redelivered turn runs once.
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
+mod approval;
 pub mod dynamo;
 mod error;
 pub mod history;
@@ -12,6 +13,7 @@ mod memory;
 mod message;
 mod turn;
 
+pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;

@@ -1,9 +1,10 @@
 //! moto's server: DynamoDB and SQS on a real wire API, on 127.0.0.1, for tests.
 //!
 //! [`moto`] starts one server per test process (or uses `MOTO_ENDPOINT` when set). The server
-//! is started from the project's venv (`.venv/bin/moto_server`, which `make test` installs) or
-//! `MOTO_SERVER`, under a small shell that kills it when the test process's end of a pipe
-//! closes, so no server outlives its tests.
+//! is `scripts/moto_server.py` run by the project's venv (`.venv/bin/python`, which `make test`
+//! installs moto into): moto with DynamoDB calls taken one at a time, so that conditional writes
+//! are atomic as in DynamoDB. It runs under a small shell that kills it when the test process's
+//! end of a pipe closes, so no server outlives its tests.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -72,23 +73,17 @@ pub fn moto() -> &'static Moto {
         Ok(moto) => moto,
         Err(e) => panic!(
             "moto's server is needed and did not start: {e}. `make test` installs it into .venv; \
-             or set MOTO_SERVER to a moto_server binary, or MOTO_ENDPOINT to a running server"
+             or set MOTO_PYTHON to a Python that has moto, or MOTO_ENDPOINT to a running server"
         ),
     }
 }
 
-fn moto_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOTO_SERVER") {
+/// The Python that has moto: `MOTO_PYTHON`, else the project's venv.
+fn moto_python() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOTO_PYTHON") {
         return PathBuf::from(path);
     }
-    let venv: PathBuf = [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "moto_server"]
-        .iter()
-        .collect();
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("moto_server")
-    }
+    [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "python"].iter().collect()
 }
 
 fn start() -> io::Result<Moto> {
@@ -99,13 +94,16 @@ fn start() -> io::Result<Moto> {
         });
     }
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let binary = moto_binary();
+    let python = moto_python();
+    let launcher: PathBuf = [env!("CARGO_MANIFEST_DIR"), "scripts", "moto_server.py"].iter().collect();
+    let binary = python.clone();
     // The shell starts moto, then waits on its stdin; when this process exits, the pipe closes
     // and the shell kills moto.
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg(r#""$0" -H 127.0.0.1 -p "$1" >/dev/null 2>&1 & pid=$!; read -r _; kill "$pid""#)
-        .arg(&binary)
+        .arg(r#""$0" "$1" -H 127.0.0.1 -p "$2" >/dev/null 2>&1 & pid=$!; read -r _; kill "$pid""#)
+        .arg(&python)
+        .arg(&launcher)
         .arg(port.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -50,6 +50,12 @@ pub struct ToolSpec {
     pub effect: Effect,
     /// Whether it removes or replaces something the person made.
     pub destructive: bool,
+    /// A short title for an approval's preview.
+    pub title: Option<String>,
+    /// A sentence saying what happens when it runs, for an approval's preview.
+    pub consequence: Option<String>,
+    /// Whether the arguments must stay out of logs (the default); `false` when they may be logged.
+    pub args_sensitive: bool,
 }
 
 impl ToolSpec {
@@ -61,7 +67,31 @@ impl ToolSpec {
             input_schema,
             effect: Effect::View,
             destructive: false,
+            title: None,
+            consequence: None,
+            args_sensitive: true,
         }
+    }
+
+    /// Sets the title shown in an approval's preview.
+    #[must_use]
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the sentence saying what happens, shown in an approval's preview.
+    #[must_use]
+    pub fn consequence(mut self, consequence: impl Into<String>) -> Self {
+        self.consequence = Some(consequence.into());
+        self
+    }
+
+    /// Says whether the arguments must stay out of logs.
+    #[must_use]
+    pub fn args_sensitive(mut self, sensitive: bool) -> Self {
+        self.args_sensitive = sensitive;
+        self
     }
 
     /// Sets the effect.

@@ -9,6 +9,7 @@
 //!   the version first, where no reader looks, then the rest with the version and the completion:
 //!   readers see all of it or none of it.
 
+mod approvals;
 pub mod keys;
 
 use std::collections::HashMap;

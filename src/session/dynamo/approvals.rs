@@ -1,0 +1,118 @@
+//! [`ApprovalStore`] on the session table: `approval#<id>` items.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::DynamoStore;
+use super::keys::{EXPIRES_AT, PK, SK, session_pk};
+use crate::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
+
+/// How long an approval item outlives its expiry, for the record.
+const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
+
+fn key(session: &str, id: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (PK.to_owned(), AttributeValue::S(session_pk(session))),
+        (SK.to_owned(), AttributeValue::S(format!("approval#{id}"))),
+    ])
+}
+
+fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("{what}: {e}"))
+}
+
+#[async_trait]
+impl ApprovalStore for DynamoStore {
+    async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
+        let mut item = key(&approval.session, &approval.id);
+        let json = serde_json::to_string(approval).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        item.insert("approval".into(), AttributeValue::S(json));
+        item.insert(
+            "status".into(),
+            AttributeValue::S(ApprovalStatus::Pending.as_str().into()),
+        );
+        item.insert(
+            EXPIRES_AT.into(),
+            AttributeValue::N((approval.expires_at / 1000 + KEEP_AFTER_EXPIRY_SECS).to_string()),
+        );
+        self.client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+            .map_err(|e| {
+                backend(
+                    "storing the approval",
+                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                )
+            })?;
+        Ok(())
+    }
+
+    async fn get_approval(
+        &self,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(session, id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| {
+                backend(
+                    "reading the approval",
+                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
+                )
+            })?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let json = item
+            .get("approval")
+            .and_then(|v| v.as_s().ok())
+            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body")))?;
+        let approval =
+            serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("approval {id}: {e}")))?;
+        let status = item
+            .get("status")
+            .and_then(|v| v.as_s().ok())
+            .and_then(|s| serde_json::from_value(serde_json::Value::String(s.clone())).ok())
+            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no valid status")))?;
+        Ok(Some((approval, status)))
+    }
+
+    async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
+        let result = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(session, id)))
+            .update_expression("SET #status = :to")
+            .condition_expression("#status = :pending")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":to", AttributeValue::S(to.as_str().into()))
+            .expression_attribute_values(
+                ":pending",
+                AttributeValue::S(ApprovalStatus::Pending.as_str().into()),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some("ConditionalCheckFailedException") => Ok(false),
+            Err(e) => Err(backend(
+                "settling the approval",
+                aws_sdk_dynamodb::error::DisplayErrorContext(e),
+            )),
+        }
+    }
+}
