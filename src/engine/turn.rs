@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use super::approvals::{self, HeldCall, Verdict};
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
-use super::approvals::{self, HeldCall, Verdict};
 use super::stop::{self, StopFlag};
 use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
@@ -50,6 +50,17 @@ enum Ending {
 impl Ending {
     fn stop(reason: &str) -> Self {
         Self::Completed(Some(json!({ "stopReason": reason })))
+    }
+
+    /// The model's last line for a turn that ended on tool results.
+    fn closing_line(&self) -> &'static str {
+        match self {
+            Self::Completed(Some(data)) if data["stopReason"] == "approval_required" => {
+                "(A call is waiting for the person's approval; it has not run.)"
+            }
+            Self::Failed { .. } => "(This turn failed here and was not finished.)",
+            _ => "(This turn ended here.)",
+        }
     }
 
     fn terminal(self) -> (AgentEvent, TurnOutcome) {
@@ -94,7 +105,11 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         budget = budget.min(left);
     }
     let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
-    let user_id = scope.extensions.get("userId").and_then(Value::as_str).map(str::to_owned);
+    let user_id = scope
+        .extensions
+        .get("userId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let approval = scope.extensions.get("approval").cloned();
     let ask = TurnAsk {
         session: scope.session,
@@ -253,6 +268,10 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
     };
     if let Ending::Stopped(stop) = &ending {
         stop::mark(&mut turn.messages, *stop);
+    }
+    // A stored turn ends with the model's words, so that stored histories alternate on their own.
+    if turn.produced_anything() && turn.messages.last().is_some_and(|m| m.role == Role::User) {
+        turn.messages.push(Message::assistant_text(ending.closing_line()));
     }
 
     // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt

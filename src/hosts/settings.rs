@@ -12,6 +12,7 @@
 //! | `SYSTEM_PROMPT` | no | the assistant's identity and rules |
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
+//! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 
 use std::str::FromStr;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::tools::{Tool, examples};
-use crate::engine::{BedrockModel, Engine, EngineConfig};
+use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
 
@@ -71,6 +72,8 @@ pub struct WorkerSettings {
     pub sinks: Vec<SinkKind>,
     /// The tuning, defaults overridden by the tuning settings.
     pub engine: EngineConfig,
+    /// `APPROVAL_SECRET`: the key approval tokens are signed with.
+    pub approval_secret: Option<String>,
 }
 
 fn list(value: Option<String>) -> Vec<String> {
@@ -154,7 +157,12 @@ impl WorkerSettings {
         millis(&get, "TOOL_TIMEOUT_MS", &mut engine.tool_timeout)?;
         millis(&get, "TURN_DEADLINE_MS", &mut engine.turn_deadline)?;
         engine.validate().map_err(|e| error("tuning", e.to_string()))?;
+        let approval_secret = get("APPROVAL_SECRET").filter(|s| !s.is_empty());
+        if let Some(secret) = &approval_secret {
+            ApprovalSigner::new(secret.as_bytes()).map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
+        }
         Ok(Self {
+            approval_secret,
             table,
             model_id,
             tools,
@@ -185,6 +193,11 @@ impl WorkerSettings {
             .config(self.engine.clone());
         if let Some(prompt) = &self.system_prompt {
             builder = builder.system_prompt(prompt.clone());
+        }
+        if let Some(secret) = &self.approval_secret {
+            let signer = ApprovalSigner::new(secret.as_bytes())
+                .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
+            builder = builder.approvals(store.clone(), signer);
         }
         let engine = builder.build().map_err(|e| error("engine", e.to_string()))?;
         let mut sinks = Sinks::new();

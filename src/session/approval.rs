@@ -64,7 +64,11 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError>;
 
     /// The approval `id` of `session`, with its status.
-    async fn get_approval(&self, session: &str, id: &str) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError>;
+    async fn get_approval(
+        &self,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError>;
 
     /// Moves the approval from `Pending` to `to`; `false` when it was no longer pending (someone
     /// else settled it first).

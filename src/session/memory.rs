@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::history::check;
 use super::{
-    ApprovalStatus, ApprovalStore, Claim, Lease, Message, PendingApproval, SessionStore, Stop, StopOutcome, StoreError,
-    TurnOutcome, TurnRecord, TurnStatus,
+    ApprovalStatus, ApprovalStore, Claim, Lease, Message, PendingApproval, SessionStore, Stop, StopOutcome,
+    StoreError, TurnOutcome, TurnRecord, TurnStatus,
 };
 
 /// A session store held in memory: for tests, the command line and embedding.
@@ -20,8 +20,13 @@ use super::{
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     sessions: Arc<Mutex<HashMap<String, SessionData>>>,
-    approvals: Arc<Mutex<HashMap<(String, String), (PendingApproval, ApprovalStatus)>>>,
+    approvals: Arc<Mutex<Approvals>>,
 }
+
+/// Approvals by (session, id), with their status.
+type Approvals = HashMap<(String, String), (PendingApproval, ApprovalStatus)>;
+
+const POISONED: &str = "the in-memory store's lock was poisoned by a panic";
 
 #[derive(Debug, Default)]
 struct SessionData {
@@ -39,7 +44,13 @@ impl MemoryStore {
     fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, SessionData>>, StoreError> {
         self.sessions
             .lock()
-            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))
+            .map_err(|_| StoreError::Backend(POISONED.into()))
+    }
+
+    fn approvals(&self) -> Result<MutexGuard<'_, Approvals>, StoreError> {
+        self.approvals
+            .lock()
+            .map_err(|_| StoreError::Backend(POISONED.into()))
     }
 
     /// Writes `messages` as a session's history, unchecked: for tests that need older or
@@ -160,10 +171,7 @@ impl SessionStore for MemoryStore {
 #[async_trait]
 impl ApprovalStore for MemoryStore {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
-        let mut approvals = self
-            .approvals
-            .lock()
-            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        let mut approvals = self.approvals()?;
         let key = (approval.session.clone(), approval.id.clone());
         if approvals.contains_key(&key) {
             return Err(StoreError::Backend(format!(
@@ -180,18 +188,12 @@ impl ApprovalStore for MemoryStore {
         session: &str,
         id: &str,
     ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
-        let approvals = self
-            .approvals
-            .lock()
-            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        let approvals = self.approvals()?;
         Ok(approvals.get(&(session.to_owned(), id.to_owned())).cloned())
     }
 
     async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
-        let mut approvals = self
-            .approvals
-            .lock()
-            .map_err(|_| StoreError::Backend("the in-memory store's lock was poisoned by a panic".into()))?;
+        let mut approvals = self.approvals()?;
         match approvals.get_mut(&(session.to_owned(), id.to_owned())) {
             Some((_, status)) if *status == ApprovalStatus::Pending => {
                 *status = to;

@@ -83,7 +83,9 @@ fn moto_python() -> PathBuf {
     if let Some(path) = std::env::var_os("MOTO_PYTHON") {
         return PathBuf::from(path);
     }
-    [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "python"].iter().collect()
+    [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "python"]
+        .iter()
+        .collect()
 }
 
 fn start() -> io::Result<Moto> {
@@ -95,7 +97,9 @@ fn start() -> io::Result<Moto> {
     }
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let python = moto_python();
-    let launcher: PathBuf = [env!("CARGO_MANIFEST_DIR"), "scripts", "moto_server.py"].iter().collect();
+    let launcher: PathBuf = [env!("CARGO_MANIFEST_DIR"), "scripts", "moto_server.py"]
+        .iter()
+        .collect();
     let binary = python.clone();
     // The shell starts moto, then waits on its stdin; when this process exits, the pipe closes
     // and the shell kills moto.

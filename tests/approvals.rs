@@ -1,0 +1,404 @@
+//! Approvals bound to the exact call, on the engine with the Bedrock stand-in (and DynamoDB on
+//! moto for the race).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
+use agent_worker::engine::{
+    ApprovalSigner, BedrockModel, Engine, EngineConfig, ToolDecision, ToolPolicy, ToolPolicyContext,
+};
+use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
+use agent_worker::session::history::check;
+use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
+use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use support::*;
+
+/// The tools: `pay` (a transaction), `lookup` (a read); `pay` counts its runs and keeps its args.
+struct Tools {
+    paid: Arc<AtomicUsize>,
+    last_args: Arc<std::sync::Mutex<Option<Value>>>,
+}
+
+impl Tools {
+    fn new() -> Self {
+        Self {
+            paid: Arc::new(AtomicUsize::new(0)),
+            last_args: Arc::default(),
+        }
+    }
+
+    fn list(&self) -> Vec<Arc<dyn Tool>> {
+        let paid = self.paid.clone();
+        let last = self.last_args.clone();
+        let pay = tool_fn(
+            ToolSpec::new(
+                "pay",
+                "Pays an invoice.",
+                json!({"type": "object", "properties": {
+                    "amount": {"type": "number", "title": "Amount (EUR)"},
+                    "to": {"type": "string", "title": "Payee"}
+                }, "required": ["amount", "to"]}),
+            )
+            .effect(Effect::Transaction)
+            .title("Pay an invoice")
+            .consequence("Money leaves your account."),
+            move |args, _| {
+                let paid = paid.clone();
+                let last = last.clone();
+                async move {
+                    paid.fetch_add(1, Ordering::SeqCst);
+                    *last.lock().unwrap() = Some(args);
+                    Ok(json!({"receipt": "R-1"}))
+                }
+            },
+        );
+        let lookup = tool_fn(
+            ToolSpec::new("lookup", "Reads.", json!({"type": "object"})),
+            |_, _| async { Ok(json!({"found": true})) },
+        );
+        vec![Arc::new(pay), Arc::new(lookup)]
+    }
+}
+
+fn signer() -> ApprovalSigner {
+    ApprovalSigner::new(*b"0123456789abcdef0123456789abcdef").unwrap()
+}
+
+fn engine_with(bedrock: &BedrockStandIn, store: &MemoryStore, tools: &Tools, config: EngineConfig) -> Engine {
+    Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), signer())
+        .tools(tools.list())
+        .config(config)
+        .build()
+        .unwrap()
+}
+
+fn scope(turn: &str) -> Scope {
+    Scope::new("s1").with_turn_id(turn).with("userId", "ada")
+}
+
+fn approval_event(events: &[AgentEvent]) -> Value {
+    events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no approval_required in {events:#?}"))
+}
+
+async fn ask_to_pay(bedrock: &BedrockStandIn, engine: &Engine) -> Value {
+    bedrock.push(Reply::tool_call(
+        "call-pay",
+        "pay",
+        r#"{"amount": 12, "to": "acme"}"#,
+    ));
+    let events: Vec<_> = engine
+        .invoke(scope("t1"), Prompt::text("Pay acme 12 euros"))
+        .collect()
+        .await;
+    assert_eq!(
+        terminal(&events),
+        &AgentEvent::completed_with(json!({"stopReason": "approval_required"}))
+    );
+    approval_event(&events)
+}
+
+fn decide(turn: &str, event: &Value, decision: &str, token: Option<&str>) -> Scope {
+    let mut approval = json!({"approvalId": event["approvalId"], "decision": decision});
+    if let Some(token) = token {
+        approval["token"] = json!(token);
+    }
+    scope(turn).with("approval", approval)
+}
+
+#[tokio::test]
+async fn a_transaction_waits_for_approval_and_the_model_never_sees_the_token() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = engine_with(&bedrock, &store, &tools, config());
+    let event = ask_to_pay(&bedrock, &engine).await;
+
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 0, "nothing ran");
+    assert_eq!(
+        bedrock.requests().len(),
+        1,
+        "the turn ended without asking the model again"
+    );
+    assert_eq!(event["tool"], "pay");
+    assert_eq!(event["preview"]["title"], "Pay an invoice");
+    assert_eq!(event["preview"]["consequence"], "Money leaves your account.");
+    assert_eq!(
+        event["preview"]["fields"][0],
+        json!({"name": "amount", "label": "Amount (EUR)", "value": 12})
+    );
+    let token = event["token"].as_str().unwrap();
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert_eq!(
+        history.last().unwrap().text(),
+        "(A call is waiting for the person's approval; it has not run.)"
+    );
+    let stored = serde_json::to_string(&history).unwrap();
+    assert!(!stored.contains(token) && stored.contains("waiting_for_approval"));
+}
+
+#[tokio::test]
+async fn approving_runs_exactly_the_stored_call_once_and_tells_the_model() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = engine_with(&bedrock, &store, &tools, config());
+    let event = ask_to_pay(&bedrock, &engine).await;
+    let token = event["token"].as_str().unwrap();
+
+    bedrock.push(Reply::text("Paid."));
+    let events: Vec<_> = engine
+        .invoke(decide("t2", &event, "approve", Some(token)), Prompt::text(""))
+        .collect()
+        .await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        *tools.last_args.lock().unwrap(),
+        Some(json!({"amount": 12, "to": "acme"}))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolEnded { is_error: false, .. }))
+    );
+    let told = bedrock.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        told.contains(r#"outcome=\"approved\""#) && told.contains("R-1") && !told.contains(token),
+        "{told}"
+    );
+
+    // The same token again: nothing runs, and the model is told why.
+    bedrock.push(Reply::text("Already done."));
+    let _: Vec<_> = engine
+        .invoke(decide("t3", &event, "approve", Some(token)), Prompt::text(""))
+        .collect()
+        .await;
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 1);
+    let told = bedrock.requests()[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(told.contains("already redeemed"), "{told}");
+    check(&store.load_history("s1").await.unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn a_decline_a_tampered_token_a_foreign_person_and_an_expired_approval_run_nothing() {
+    type Decide = Box<dyn Fn(&Value) -> Scope>;
+    let cases: [(&str, Decide, &str); 3] = [
+        (
+            "decline",
+            Box::new(|e: &Value| decide("t2", e, "decline", None)),
+            "declined",
+        ),
+        (
+            "tampered",
+            Box::new(|e: &Value| {
+                decide(
+                    "t2",
+                    e,
+                    "approve",
+                    Some(&format!("{}x", e["token"].as_str().unwrap())),
+                )
+            }),
+            "the token does not open this call",
+        ),
+        (
+            "foreign",
+            Box::new(|e: &Value| decide("t2", e, "approve", e["token"].as_str()).with("userId", "mallory")),
+            "belongs to another person",
+        ),
+    ];
+    for (name, scope_for, expected) in cases {
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let store = MemoryStore::new();
+        let tools = Tools::new();
+        let engine = engine_with(&bedrock, &store, &tools, config());
+        let event = ask_to_pay(&bedrock, &engine).await;
+        bedrock.push(Reply::text("Understood."));
+        let _: Vec<_> = engine.invoke(scope_for(&event), Prompt::text("")).collect().await;
+        assert_eq!(tools.paid.load(Ordering::SeqCst), 0, "{name}");
+        let told = bedrock.requests()[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(told.contains(expected), "{name}: {told}");
+    }
+
+    // Expired: an approval that lives 1 ms.
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let short = EngineConfig {
+        approval_ttl: Duration::from_millis(1),
+        ..config()
+    };
+    let engine = engine_with(&bedrock, &store, &tools, short);
+    let event = ask_to_pay(&bedrock, &engine).await;
+    // Past the approval's expiry by the wall clock it is checked against.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    bedrock.push(Reply::text("Too late."));
+    let _: Vec<_> = engine
+        .invoke(
+            decide("t2", &event, "approve", event["token"].as_str()),
+            Prompt::text(""),
+        )
+        .collect()
+        .await;
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 0);
+    let told = bedrock.requests()[1].body["messages"].to_string();
+    assert!(told.contains("expired"), "{told}");
+}
+
+#[derive(Debug)]
+struct NoPayments;
+
+impl ToolPolicy for NoPayments {
+    fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision {
+        if call.tool.name == "pay" {
+            ToolDecision::Deny("payments are switched off".into())
+        } else {
+            ToolDecision::Allow
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_deny_wins_and_without_a_store_such_a_call_is_refused() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let denied = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), signer())
+        .tool_policy(NoPayments)
+        .tools(tools.list())
+        .config(config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::tool_call("c1", "pay", r#"{"amount": 1, "to": "x"}"#));
+    bedrock.push(Reply::text("Cannot pay."));
+    let events = run(&denied, "s1", "Pay").await;
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, content, .. } if content["error"] == "denied: payments are switched off")));
+    assert!(!events.iter().any(|e| e.type_name() == "approval_required"));
+
+    let no_store = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(MemoryStore::new())
+        .tools(tools.list())
+        .config(config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::tool_call("c2", "pay", r#"{"amount": 1, "to": "x"}"#));
+    bedrock.push(Reply::text("Cannot pay."));
+    let events = run(&no_store, "s2", "Pay").await;
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, content, .. } if content["error"].as_str().unwrap().contains("no approval store"))));
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn no_other_call_of_that_response_runs() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = engine_with(&bedrock, &store, &tools, config());
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("c-pay", "pay", r#"{"amount": 5, "to": "b"}"#, 1)
+            .tool_use("c-look", "lookup", "{}", 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    let events: Vec<_> = engine
+        .invoke(scope("t1"), Prompt::text("Pay and look"))
+        .collect()
+        .await;
+    approval_event(&events);
+    let looked = events.iter().find_map(|e| match e {
+        AgentEvent::ToolEnded {
+            id,
+            is_error,
+            content,
+        } if id == "c-look" => Some((*is_error, content.clone())),
+        _ => None,
+    });
+    let (is_error, content) = looked.unwrap();
+    assert!(
+        is_error
+            && content["error"]
+                .as_str()
+                .unwrap()
+                .contains("waiting for the person's approval")
+    );
+    check(&store.load_history("s1").await.unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn two_turns_redeeming_one_token_at_once_run_the_call_once() {
+    let table = format!("approvals-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let tools = Tools::new();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), signer())
+        .tools(tools.list())
+        .config(config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::tool_call(
+        "call-pay",
+        "pay",
+        r#"{"amount": 12, "to": "acme"}"#,
+    ));
+    let events: Vec<_> = engine.invoke(scope("t1"), Prompt::text("Pay")).collect().await;
+    let event = approval_event(&events);
+    let token = event["token"].as_str().unwrap().to_owned();
+
+    bedrock.push(Reply::text("One."));
+    bedrock.push(Reply::text("Two."));
+    let first = engine.invoke(decide("t2", &event, "approve", Some(&token)), Prompt::text(""));
+    let second = engine.invoke(decide("t3", &event, "approve", Some(&token)), Prompt::text(""));
+    let (a, b) = tokio::join!(first.collect::<Vec<_>>(), second.collect::<Vec<_>>());
+    assert_eq!(terminal(&a), &AgentEvent::completed());
+    assert_eq!(terminal(&b), &AgentEvent::completed());
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 1, "the call ran once");
+    let told: Vec<String> = bedrock.requests()[1..]
+        .iter()
+        .map(|r| r.body["messages"].to_string())
+        .collect();
+    // The loser lost either the read or the conditional write; either way nothing ran for it.
+    let refused = told
+        .iter()
+        .filter(|t| t.contains("Nothing ran: this approval was already"))
+        .count();
+    assert_eq!(refused, 1, "{told:#?}");
+}
