@@ -18,7 +18,7 @@ use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext};
-use crate::protocol::{AgentEvent, Prompt, Scope, codes};
+use crate::protocol::{APPROVAL_KEY, AgentEvent, Prompt, Scope, USER_ID_KEY, codes};
 use crate::session::history::{INTERRUPTED_CALL, repair};
 use crate::session::{Claim, ContentBlock, Lease, Message, Role, Stop, StopCause, TurnOutcome, TurnStatus};
 
@@ -107,10 +107,10 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
     let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
     let user_id = scope
         .extensions
-        .get("userId")
+        .get(USER_ID_KEY)
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let approval = scope.extensions.get("approval").cloned();
+    let approval = scope.extensions.get(APPROVAL_KEY).cloned();
     let ask = TurnAsk {
         session: scope.session,
         turn_id,

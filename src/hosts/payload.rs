@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{ImageRef, Prompt, Scope};
+use crate::protocol::{APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY};
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,13 +109,16 @@ impl AgentTurnPayload {
     pub fn scope(&self) -> Scope {
         let mut scope = Scope::new(&self.conversation_id)
             .with_turn_id(&self.turn_id)
-            .with("userId", self.user_id.clone())
+            .with(USER_ID_KEY, self.user_id.clone())
             .with("accountId", self.account_id.clone());
         if let Some(context) = &self.context {
             scope = scope.with("context", Value::Object(context.clone()));
         }
         if !self.supersedes.is_empty() {
-            scope = scope.with(crate::protocol::SUPERSEDES_KEY, self.supersedes.clone());
+            scope = scope.with(SUPERSEDES_KEY, self.supersedes.clone());
+        }
+        if let Some(approval) = &self.approval {
+            scope = scope.with(APPROVAL_KEY, approval.clone());
         }
         scope
     }
@@ -143,6 +146,15 @@ mod tests {
         assert_eq!(turn.scope().turn_id(), Some("t-1"));
         assert_eq!(turn.scope().extensions["userId"], "u-1");
         assert_eq!(serde_json::to_string(&turn).unwrap(), MINIMAL);
+    }
+
+    #[test]
+    fn the_decision_and_the_superseded_turns_reach_the_scope() {
+        let body = r#"{"turnId":"t-2","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"",
+            "approval":{"approvalId":"ap-1","decision":"approve","token":"tok"},"supersedes":["t-1"]}"#;
+        let scope = AgentTurnPayload::decode(body).unwrap().scope();
+        assert_eq!(scope.extensions["approval"]["approvalId"], "ap-1");
+        assert_eq!(scope.supersedes(), ["t-1"]);
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct Scope {
 
 /// The extension key that carries a turn's id, when the caller has one.
 pub const TURN_ID_KEY: &str = "turnId";
+/// The extension key that names the person a turn is for.
+pub const USER_ID_KEY: &str = "userId";
+/// The extension key that carries the person's decision on a pending approval.
+pub const APPROVAL_KEY: &str = "approval";
 /// The extension key that lists the ids of the turns this one supersedes (a barge-in).
 pub const SUPERSEDES_KEY: &str = "supersedes";
 /// The extension key that carries the time by which the turn must have ended, in milliseconds
