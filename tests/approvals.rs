@@ -402,3 +402,65 @@ async fn two_turns_redeeming_one_token_at_once_run_the_call_once() {
         .count();
     assert_eq!(refused, 1, "{told:#?}");
 }
+
+/// Keeps every event the host sends to its sinks, as a client receives them.
+#[derive(Debug, Default, Clone)]
+struct Captured(Arc<std::sync::Mutex<Vec<AgentEvent>>>);
+
+#[derive(Debug)]
+struct CapturedTurn(Arc<std::sync::Mutex<Vec<AgentEvent>>>);
+
+impl agent_worker::sinks::Sink for Captured {
+    fn open(&self, _turn: &agent_worker::sinks::TurnRef) -> Box<dyn agent_worker::sinks::TurnSink> {
+        Box::new(CapturedTurn(self.0.clone()))
+    }
+}
+
+#[async_trait::async_trait]
+impl agent_worker::sinks::TurnSink for CapturedTurn {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), agent_worker::sinks::SinkError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_decision_on_the_sqs_payload_reaches_the_engine() {
+    use agent_worker::hosts::AgentTurnPayload;
+    use agent_worker::hosts::lambda::TurnHandler;
+    use agent_worker::sinks::Sinks;
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let client = Captured::default();
+    let handler = TurnHandler::new(
+        engine_with(&bedrock, &store, &tools, config()),
+        Sinks::new().with(client.clone()),
+    );
+
+    bedrock.push(Reply::tool_call(
+        "call-pay",
+        "pay",
+        r#"{"amount": 12, "to": "acme"}"#,
+    ));
+    let ask = AgentTurnPayload::decode(
+        r#"{"turnId":"t1","conversationId":"s1","userId":"ada","accountId":"a","content":"Pay acme"}"#,
+    )
+    .unwrap();
+    assert!(!handler.run_turn(&ask, None).await.is_redrive());
+    let event = approval_event(&client.0.lock().unwrap());
+
+    let decision = json!({
+        "turnId": "t2", "conversationId": "s1", "userId": "ada", "accountId": "a", "content": "",
+        "approval": {"approvalId": event["approvalId"], "decision": "approve", "token": event["token"]}
+    });
+    bedrock.push(Reply::text("Paid."));
+    let decide = AgentTurnPayload::decode(&decision.to_string()).unwrap();
+    assert!(!handler.run_turn(&decide, None).await.is_redrive());
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        *tools.last_args.lock().unwrap(),
+        Some(json!({"amount": 12, "to": "acme"}))
+    );
+}
