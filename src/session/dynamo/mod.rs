@@ -214,13 +214,35 @@ impl DynamoStore {
         Ok(out.item().and_then(|item| get_n(item, "version")).unwrap_or(0))
     }
 
-    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
-        let out = self
-            .client
+    /// An update of a turn item; `#status` names its status attribute.
+    fn update_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .expression_attribute_names("#status", "status")
+    }
+
+    /// A read of a turn item.
+    fn get_turn(
+        &self,
+        session: &str,
+        turn_id: &str,
+    ) -> aws_sdk_dynamodb::operation::get_item::builders::GetItemFluentBuilder {
+        self.client
             .get_item()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, turn_sk(turn_id))))
             .consistent_read(true)
+    }
+
+    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        let out = self
+            .get_turn(session, turn_id)
             .send()
             .await
             .map_err(|e| store_error("reading the turn record", &e))?;
@@ -409,13 +431,9 @@ impl SessionStore for DynamoStore {
         let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
         // An update, not a put: a stop asked before the claim stays on the item.
         let claim = self
-            .client
-            .update_item()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_turn(session, turn_id)
             .update_expression("SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp")
             .condition_expression("attribute_not_exists(#status)")
-            .expression_attribute_names("#status", "status")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":lease", n(lease_until))
@@ -440,13 +458,9 @@ impl SessionStore for DynamoStore {
         }
         // The earlier worker's lease ran out: take the turn over, unless another worker just did.
         let reclaim = self
-            .client
-            .update_item()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_turn(session, turn_id)
             .update_expression("SET leaseUntil = :new, attempts = attempts + :one")
             .condition_expression("#status = :running AND leaseUntil = :old")
-            .expression_attribute_names("#status", "status")
             .expression_attribute_values(":new", n(lease_until))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":running", s("running"))
@@ -523,14 +537,9 @@ impl SessionStore for DynamoStore {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
+        let result = self.update_turn(session, turn_id)
             .update_expression("SET stopReason = if_not_exists(stopReason, :reason), stopAt = if_not_exists(stopAt, :at), #exp = if_not_exists(#exp, :exp)")
             .condition_expression("attribute_not_exists(#status) OR #status = :running")
-            .expression_attribute_names("#status", "status")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":reason", s(reason))
             .expression_attribute_values(":at", n(stop.at))
@@ -547,10 +556,7 @@ impl SessionStore for DynamoStore {
 
     async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
         let out = self
-            .client
-            .get_item()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .get_turn(session, turn_id)
             .projection_expression("stopReason, stopAt")
             .consistent_read(true)
             .send()
@@ -565,13 +571,9 @@ impl SessionStore for DynamoStore {
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .update_turn(session, turn_id)
             .update_expression("SET leaseUntil = :zero")
             .condition_expression("#status = :running")
-            .expression_attribute_names("#status", "status")
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":running", s("running"))
             .send()
