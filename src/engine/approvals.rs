@@ -141,7 +141,8 @@ pub fn args_hash(args: &Value) -> String {
 /// Signs and checks approval tokens with a secret key.
 #[derive(Clone)]
 pub struct ApprovalSigner {
-    key: Vec<u8>,
+    /// HMAC-SHA256 keyed once; each token starts from a clone.
+    keyed: Hmac<Sha256>,
 }
 
 impl fmt::Debug for ApprovalSigner {
@@ -162,12 +163,12 @@ impl ApprovalSigner {
         if key.len() < 32 {
             return Err(WeakKey(key.len()));
         }
-        Ok(Self { key })
+        let keyed = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).map_err(|_| WeakKey(key.len()))?;
+        Ok(Self { keyed })
     }
 
     fn mac(&self, approval: &PendingApproval) -> Hmac<Sha256> {
-        let mut mac =
-            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        let mut mac = self.keyed.clone();
         for part in [
             &approval.id,
             &approval.session,
