@@ -9,6 +9,7 @@
 //! agent-worker handle events/one-turn.json
 //! agent-worker history --session S        agent-worker events --session S --turn-id T
 //! agent-worker stop --session S --turn-id T [--superseded]
+//! agent-worker serve --port 8080 --api-key KEY     (the container host)
 //! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
 //!
@@ -76,6 +77,29 @@ enum Command {
     Events(EventsArgs),
     /// Asks a turn to stop, whether it is running or still waiting in the queue.
     Stop(StopArgs),
+    /// Serves turns over HTTP: the container host.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The port.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    host: std::net::IpAddr,
+    /// The key callers send in x-api-key (required).
+    #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
+    api_key: String,
+    /// The most turns that run at once.
+    #[arg(long, default_value_t = agent_worker::hosts::container::DEFAULT_MAX_CONCURRENT_TURNS)]
+    max_concurrent_turns: usize,
+    /// Seconds running turns may go on after SIGTERM before they are stopped.
+    #[arg(long, default_value_t = 30)]
+    shutdown_grace: u64,
+    #[command(flatten)]
+    worker: WorkerArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -300,6 +324,7 @@ fn main() -> ExitCode {
             Command::History(args) => history(args).await.map(|()| ExitCode::SUCCESS),
             Command::Events(args) => events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => stop(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     result.unwrap_or_else(|message| {
@@ -664,4 +689,33 @@ async fn stop(args: StopArgs) -> Result<(), String> {
         serde_json::json!({ "turnId": args.turn_id, "stop": cause.as_str(), "outcome": said })
     );
     Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
+    let mut config = ContainerConfig::new(args.api_key).map_err(|e| e.to_string())?;
+    config.max_concurrent_turns = args.max_concurrent_turns;
+    config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    let (handler, settings) = args.worker.handler().await?;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(args.worker.region.as_deref()).await);
+    let store = settings.store(dynamodb).map_err(|e| e.to_string())?;
+    let log = Some(DynamoEventLog::new(store.clone()));
+    let host = ContainerHost::new(
+        handler,
+        std::sync::Arc::new(store),
+        log,
+        &settings.model_id,
+        config,
+    );
+    let addr = SocketAddr::from((args.host, args.port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!(
+        "agent-worker serving turns on http://{addr} (model {})",
+        settings.model_id
+    );
+    agent_worker::hosts::container::serve(listener, host, shutdown_signal())
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
 }

@@ -212,13 +212,19 @@ impl TurnHandler {
 
     /// Runs one turn, streaming its events to the sinks, and says what the queue should do.
     pub async fn run_turn(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> Disposition {
+        self.run_turn_to_end(turn, deadline).await.disposition
+    }
+
+    /// Runs one turn, streaming its events to the sinks; returns its terminal and what a queue
+    /// should do with it.
+    pub async fn run_turn_to_end(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> TurnRun {
         let mut scope = turn.scope();
         if let Some(deadline) = deadline {
             scope = scope.with_deadline(deadline.checked_sub(self.store_margin).unwrap_or(deadline));
         }
         let mut events = self.agent.invoke(scope, turn.prompt());
         let Some(first) = events.next().await else {
-            return disposition(None);
+            return TurnRun::ended(None);
         };
         // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
         // what the run it repeats wrote.
@@ -228,7 +234,7 @@ impl TurnHandler {
                 codes::DUPLICATE_TURN | codes::TURN_IN_PROGRESS | codes::SUPERSEDED
             )
         {
-            return disposition(Some(&first));
+            return TurnRun::ended(Some(first));
         }
         let mut sinks = self.sinks.open(&TurnRef {
             session: turn.conversation_id.clone(),
@@ -245,7 +251,25 @@ impl TurnHandler {
             next = events.next().await;
         }
         sinks.close().await;
-        disposition(terminal.as_ref())
+        TurnRun::ended(terminal)
+    }
+}
+
+/// How one turn ended, for a host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRun {
+    /// Its terminal event; `None` if it ended without one (a bug).
+    pub terminal: Option<AgentEvent>,
+    /// What a queue should do with its message.
+    pub disposition: Disposition,
+}
+
+impl TurnRun {
+    fn ended(terminal: Option<AgentEvent>) -> Self {
+        Self {
+            disposition: disposition(terminal.as_ref()),
+            terminal,
+        }
     }
 }
 

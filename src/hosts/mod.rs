@@ -5,6 +5,7 @@
 //! - [`lambda`]: the SQS-triggered Lambda handler (feature `lambda`).
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
 //! - [`settings`]: a worker's configuration from named values.
+//! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 
 mod payload;
 pub mod settings;
@@ -12,6 +13,8 @@ pub mod settings;
 pub use payload::{AgentTurnPayload, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
 
+#[cfg(feature = "container")]
+pub mod container;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 #[cfg(feature = "lambda")]

@@ -1,0 +1,486 @@
+//! The container host: turns over HTTP, for a long-running process (ECS, Fargate, a VM).
+//!
+//! | request | answers |
+//! | --- | --- |
+//! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 409 that turn is running; 413 too large; 503 at capacity or shutting down |
+//! | `GET /health` | status, running turns, capacity, model |
+//! | `POST /turns/{turnId}/stop?session=S` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended |
+//! | `GET /turns/{turnId}/events?session=S` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal |
+//!
+//! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
+//! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
+//! then stops the rest through the stop path, so that they are stored and marked.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use super::lambda::{TurnHandler, TurnRun};
+use super::payload::AgentTurnPayload;
+use crate::protocol::AgentEvent;
+use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
+use crate::sinks::DynamoEventLog;
+
+/// How many turns run at once by default.
+pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 8;
+/// The largest request body by default.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// How long running turns may go on after shutdown begins, by default.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How often an event stream looks for new events, by default.
+pub const DEFAULT_EVENT_POLL: Duration = Duration::from_millis(200);
+
+/// A container host that cannot be built; the message names the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ContainerError(String);
+
+/// The container host's settings.
+#[derive(Clone)]
+pub struct ContainerConfig {
+    api_key: String,
+    /// The most turns that run at once.
+    pub max_concurrent_turns: usize,
+    /// The largest request body, in bytes.
+    pub body_limit: usize,
+    /// How long running turns may go on once shutdown begins.
+    pub shutdown_grace: Duration,
+    /// How often an event stream looks for new events.
+    pub event_poll: Duration,
+}
+
+impl fmt::Debug for ContainerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContainerConfig")
+            .field("max_concurrent_turns", &self.max_concurrent_turns)
+            .field("body_limit", &self.body_limit)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ContainerConfig {
+    /// Settings with `api_key`, which is required: a server without a key does not start.
+    pub fn new(api_key: impl Into<String>) -> Result<Self, ContainerError> {
+        let api_key = api_key.into();
+        if api_key.trim().len() < 16 {
+            return Err(ContainerError(
+                "the API key is required and must be at least 16 characters (--api-key or AGENT_WORKER_API_KEY)".into(),
+            ));
+        }
+        Ok(Self {
+            api_key,
+            max_concurrent_turns: DEFAULT_MAX_CONCURRENT_TURNS,
+            body_limit: DEFAULT_BODY_LIMIT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            event_poll: DEFAULT_EVENT_POLL,
+        })
+    }
+}
+
+/// How a turn ended, for [`on_turn_end`](ContainerHost::on_turn_end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    /// The session.
+    pub session: String,
+    /// The turn.
+    pub turn_id: String,
+    /// `completed`, `stopped`, `failed` or `refused` (a turn that did not run).
+    pub outcome: &'static str,
+    /// Its terminal event.
+    pub terminal: Option<AgentEvent>,
+}
+
+fn classify(run: &TurnRun) -> &'static str {
+    match &run.terminal {
+        Some(AgentEvent::Completed { data }) => {
+            let reason = data
+                .as_ref()
+                .and_then(|d| d.get("stopReason"))
+                .and_then(|r| r.as_str());
+            match reason {
+                Some("user_stop" | "superseded" | "deadline") => "stopped",
+                _ => "completed",
+            }
+        }
+        Some(AgentEvent::Failed { code: Some(code), .. })
+            if matches!(
+                code.as_str(),
+                crate::protocol::codes::DUPLICATE_TURN
+                    | crate::protocol::codes::TURN_IN_PROGRESS
+                    | crate::protocol::codes::SUPERSEDED
+            ) =>
+        {
+            "refused"
+        }
+        _ => "failed",
+    }
+}
+
+type TurnEndHook = Arc<dyn Fn(TurnEnd) + Send + Sync>;
+
+/// The shared state of a running container host. Cheap to clone.
+#[derive(Clone)]
+pub struct ContainerHost {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    handler: TurnHandler,
+    store: Arc<dyn SessionStore>,
+    log: Option<DynamoEventLog>,
+    config: ContainerConfig,
+    model: String,
+    running: Mutex<HashMap<String, String>>,
+    accepting: AtomicBool,
+    idle: Notify,
+    on_turn_end: Option<TurnEndHook>,
+}
+
+impl fmt::Debug for ContainerHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContainerHost")
+            .field("config", &self.inner.config)
+            .field("model", &self.inner.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ContainerHost {
+    /// A host that runs turns through `handler`, asks `store` to stop them, and streams their
+    /// events from `log` (without one, `GET /turns/{id}/events` answers 404).
+    pub fn new(
+        handler: TurnHandler,
+        store: Arc<dyn SessionStore>,
+        log: Option<DynamoEventLog>,
+        model: impl Into<String>,
+        config: ContainerConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                handler,
+                store,
+                log,
+                config,
+                model: model.into(),
+                running: Mutex::new(HashMap::new()),
+                accepting: AtomicBool::new(true),
+                idle: Notify::new(),
+                on_turn_end: None,
+            }),
+        }
+    }
+
+    /// Calls `hook` with each turn's end. Set it before serving.
+    #[must_use]
+    pub fn on_turn_end(mut self, hook: impl Fn(TurnEnd) + Send + Sync + 'static) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.on_turn_end = Some(Arc::new(hook));
+        }
+        self
+    }
+
+    /// The turns running now, by id, with their sessions.
+    pub fn running(&self) -> HashMap<String, String> {
+        self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The HTTP routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/turns", post(accept_turn))
+            .route("/health", get(health))
+            .route("/turns/{turn_id}/stop", post(stop_turn))
+            .route("/turns/{turn_id}/events", get(turn_events))
+            .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
+            .with_state(self.clone())
+    }
+
+    /// Stops accepting turns, lets running ones finish for the grace period, then stops the rest
+    /// through the stop path and waits for them to be stored.
+    pub async fn drain(&self) {
+        self.inner.accepting.store(false, Ordering::SeqCst);
+        let grace = self.inner.config.shutdown_grace;
+        if tokio::time::timeout(grace, self.until_idle()).await.is_ok() {
+            return;
+        }
+        let left = self.running();
+        tracing::warn!(turns = left.len(), "stopping the turns still running at shutdown");
+        for (turn_id, session) in &left {
+            if let Err(e) = self
+                .inner
+                .store
+                .request_stop(session, turn_id, Stop::now(StopCause::Deadline))
+                .await
+            {
+                tracing::error!(turn_id = %turn_id, error = %e, "could not stop a turn at shutdown");
+            }
+        }
+        self.until_idle().await;
+    }
+
+    async fn until_idle(&self) {
+        loop {
+            let notified = self.inner.idle.notified();
+            if self.running().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let given = headers.get("x-api-key").map(|v| v.as_bytes()).unwrap_or_default();
+        let expected = self.inner.config.api_key.as_bytes();
+        // Constant time over the expected key's length.
+        let mut diff = u8::from(given.len() != expected.len());
+        for (i, byte) in expected.iter().enumerate() {
+            diff |= byte ^ given.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+}
+
+async fn accept_turn(State(host): State<ContainerHost>, headers: HeaderMap, body: Bytes) -> Response {
+    if !host.authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
+    }
+    if !host.inner.accepting.load(Ordering::SeqCst) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return error(StatusCode::BAD_REQUEST, "the body is not UTF-8");
+    };
+    let turn = match AgentTurnPayload::decode(text) {
+        Ok(turn) => turn,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({ "error": e.to_string(), "field": e.path })),
+            )
+                .into_response();
+        }
+    };
+    {
+        let Ok(mut running) = host.inner.running.lock() else {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned");
+        };
+        if running.contains_key(&turn.turn_id) {
+            return error(
+                StatusCode::CONFLICT,
+                format!("turn {} is already running", turn.turn_id),
+            );
+        }
+        if running.len() >= host.inner.config.max_concurrent_turns {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "at capacity; try again shortly");
+        }
+        running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
+    }
+    let accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
+    let runner = host.clone();
+    tokio::spawn(async move {
+        let run = runner.inner.handler.run_turn_to_end(&turn, None).await;
+        let end = TurnEnd {
+            session: turn.conversation_id.clone(),
+            turn_id: turn.turn_id.clone(),
+            outcome: classify(&run),
+            terminal: run.terminal,
+        };
+        tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome, "turn ended");
+        if let Some(hook) = &runner.inner.on_turn_end {
+            hook(end);
+        }
+        if let Ok(mut running) = runner.inner.running.lock() {
+            running.remove(&turn.turn_id);
+        }
+        runner.inner.idle.notify_waiters();
+    });
+    (StatusCode::ACCEPTED, axum::Json(accepted)).into_response()
+}
+
+async fn health(State(host): State<ContainerHost>) -> Response {
+    let running = host.running().len();
+    let status = if host.inner.accepting.load(Ordering::SeqCst) {
+        "ok"
+    } else {
+        "draining"
+    };
+    axum::Json(json!({
+        "status": status,
+        "runningTurns": running,
+        "capacity": host.inner.config.max_concurrent_turns,
+        "model": host.inner.model,
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct SessionQuery {
+    session: String,
+    cursor: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StopBody {
+    reason: Option<String>,
+}
+
+async fn stop_turn(
+    State(host): State<ContainerHost>,
+    Path(turn_id): Path<String>,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !host.authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
+    }
+    let reason = if body.is_empty() {
+        None
+    } else {
+        match serde_json::from_slice::<StopBody>(&body) {
+            Ok(stop) => stop.reason,
+            Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not a stop: {e}")),
+        }
+    };
+    let cause = match reason.as_deref() {
+        None | Some("user_stop") => StopCause::UserStop,
+        Some("superseded") => StopCause::Superseded,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("reason {other:?} is not user_stop or superseded"),
+            );
+        }
+    };
+    match host
+        .inner
+        .store
+        .request_stop(&query.session, &turn_id, Stop::now(cause))
+        .await
+    {
+        Ok(StopOutcome::Recorded) => (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({ "turnId": turn_id, "stop": cause.as_str() })),
+        )
+            .into_response(),
+        Ok(StopOutcome::AlreadyEnded) => {
+            error(StatusCode::CONFLICT, format!("turn {turn_id} had already ended"))
+        }
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+async fn turn_events(
+    State(host): State<ContainerHost>,
+    Path(turn_id): Path<String>,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !host.authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
+    }
+    let Some(log) = host.inner.log.clone() else {
+        return error(StatusCode::NOT_FOUND, "this worker keeps no event log");
+    };
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .or(query.cursor);
+    let poll = host.inner.config.event_poll;
+    Sse::new(follow(log, query.session, turn_id, resume, poll))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The turn's logged events after `after`, live, ending after the terminal.
+fn follow(
+    log: DynamoEventLog,
+    session: String,
+    turn_id: String,
+    after: Option<u64>,
+    poll: Duration,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    struct Follow {
+        log: DynamoEventLog,
+        session: String,
+        turn_id: String,
+        after: Option<u64>,
+        queued: std::collections::VecDeque<crate::sinks::LoggedEvent>,
+        done: bool,
+        first: bool,
+    }
+    let state = Follow {
+        log,
+        session,
+        turn_id,
+        after,
+        queued: Default::default(),
+        done: false,
+        first: true,
+    };
+    futures_util::stream::unfold(state, move |mut state| async move {
+        loop {
+            if let Some(logged) = state.queued.pop_front() {
+                state.after = Some(logged.seq);
+                state.done = logged.event.is_terminal();
+                let data = serde_json::to_string(&logged.event).unwrap_or_default();
+                let event = Event::default()
+                    .id(logged.seq.to_string())
+                    .event(logged.event.type_name())
+                    .data(data);
+                return Some((Ok(event), state));
+            }
+            if state.done {
+                return None;
+            }
+            if !state.first {
+                tokio::time::sleep(poll).await;
+            }
+            state.first = false;
+            match state.log.read(&state.session, &state.turn_id, state.after).await {
+                Ok(events) => state.queued.extend(events),
+                Err(e) => tracing::warn!(error = %e, "could not read the event log; trying again"),
+            }
+        }
+    })
+}
+
+/// Serves `host` on `listener` until `shutdown` resolves, then drains: no new turns, running
+/// ones finish or are stopped and stored, open event streams end after their terminals.
+pub async fn serve(
+    listener: TcpListener,
+    host: ContainerHost,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let draining = host.clone();
+    axum::serve(listener, host.router())
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new turns; running ones finish or are stopped");
+            draining.drain().await;
+        })
+        .await
+}

@@ -1,0 +1,273 @@
+//! The container host over real HTTP on 127.0.0.1, with DynamoDB on moto and the Bedrock
+//! stand-in.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
+use agent_worker::sinks::{DynamoEventLog, Sinks};
+use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use serde_json::{Value, json};
+use support::{MODEL_ID, config};
+use tokio::sync::oneshot;
+
+const KEY: &str = "test-key-0123456789";
+
+struct Server {
+    url: String,
+    store: DynamoStore,
+    bedrock: BedrockStandIn,
+    ends: Arc<Mutex<Vec<TurnEnd>>>,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn server(capacity: usize, engine_config: EngineConfig, grace: Duration) -> Server {
+    let table = format!("container-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .config(engine_config)
+        .build()
+        .unwrap();
+    let log = DynamoEventLog::new(store.clone());
+    let handler = TurnHandler::new(engine, Sinks::new().with(log.clone()));
+    let mut settings = ContainerConfig::new(KEY).unwrap();
+    settings.max_concurrent_turns = capacity;
+    settings.shutdown_grace = grace;
+    settings.event_poll = Duration::from_millis(20);
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let seen = ends.clone();
+    let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
+        .on_turn_end(move |end| seen.lock().unwrap().push(end));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(serve(listener, host, async move {
+        let _ = stopped.await;
+    }));
+    Server {
+        url,
+        store,
+        bedrock,
+        ends,
+        stop: Some(stop),
+        served,
+    }
+}
+
+fn turn(id: &str, session: &str) -> Value {
+    json!({"turnId": id, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"})
+}
+
+async fn post(url: &str, key: Option<&str>, body: &str) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// The events of an SSE body: (id, data).
+fn sse_events(body: &str) -> Vec<(u64, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let id = block
+                .lines()
+                .find_map(|l| l.strip_prefix("id:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?.trim();
+            Some((id, serde_json::from_str(data).ok()?))
+        })
+        .collect()
+}
+
+async fn events(server: &Server, turn_id: &str, last: Option<u64>) -> Vec<(u64, Value)> {
+    let mut request = reqwest::Client::new()
+        .get(format!("{}/turns/{turn_id}/events?session=conv-1", server.url))
+        .header("x-api-key", KEY);
+    if let Some(last) = last {
+        request = request.header("last-event-id", last.to_string());
+    }
+    let body = tokio::time::timeout(Duration::from_secs(20), async {
+        request.send().await.unwrap().text().await.unwrap()
+    })
+    .await
+    .expect("the event stream ended after the terminal");
+    sse_events(&body)
+}
+
+#[tokio::test]
+async fn each_status_code() {
+    let server = server(1, config(), Duration::from_secs(5)).await;
+    let url = format!("{}/turns", server.url);
+    let body = turn("t1", "conv-1").to_string();
+    assert_eq!(post(&url, None, &body).await.0, 401);
+    assert_eq!(post(&url, Some("wrong-key-0123456789"), &body).await.0, 401);
+    let (status, error) = post(&url, Some(KEY), r#"{"turnId":"t1","conversationId":"c"}"#).await;
+    assert_eq!(status, 400);
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing field `userId`"),
+        "{error}"
+    );
+    let huge = json!({"turnId": "t", "conversationId": "c", "userId": "u", "accountId": "a", "content": "x".repeat(2 * 1024 * 1024)});
+    assert_eq!(post(&url, Some(KEY), &huge.to_string()).await.0, 413);
+
+    // A turn that hangs keeps the one slot busy.
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Thinking").hang().into_reply());
+    assert_eq!(post(&url, Some(KEY), &body).await.0, 202);
+    assert_eq!(
+        post(&url, Some(KEY), &body).await.0,
+        409,
+        "the same turn is running"
+    );
+    assert_eq!(
+        post(&url, Some(KEY), &turn("t2", "conv-2").to_string()).await.0,
+        503,
+        "at capacity"
+    );
+
+    let health: Value = serde_json::from_str(
+        &reqwest::get(format!("{}/health", server.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        health,
+        json!({"status": "ok", "runningTurns": 1, "capacity": 1, "model": MODEL_ID})
+    );
+
+    let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
+    assert_eq!(post(&stop_url, Some(KEY), r#"{"reason":"now"}"#).await.0, 400);
+    assert_eq!(
+        post(&stop_url, Some(KEY), r#"{"reason":"user_stop"}"#).await.0,
+        202
+    );
+    let streamed = events(&server, "t1", None).await;
+    assert_eq!(
+        streamed.last().unwrap().1,
+        json!({"type": "completed", "data": {"stopReason": "user_stop"}})
+    );
+    assert_eq!(post(&stop_url, Some(KEY), "").await.0, 409, "the turn had ended");
+    assert!(ContainerConfig::new("").is_err(), "no key, no server");
+}
+
+#[tokio::test]
+async fn a_turn_over_http_streams_its_events_in_order_and_a_reconnect_resumes_exactly() {
+    let server = server(8, config(), Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::text("Hello over HTTP."));
+    let (status, accepted) = post(
+        &format!("{}/turns", server.url),
+        Some(KEY),
+        &turn("t1", "conv-1").to_string(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    assert_eq!(accepted, json!({"turnId": "t1", "session": "conv-1"}));
+
+    let all = events(&server, "t1", None).await;
+    let ids: Vec<u64> = all.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        (0..all.len() as u64).collect::<Vec<_>>(),
+        "in order, none twice"
+    );
+    assert_eq!(
+        all.iter()
+            .filter(|(_, e)| e["type"] == "completed" || e["type"] == "failed")
+            .count(),
+        1
+    );
+    assert_eq!(all.last().unwrap().1["type"], "completed");
+    assert_eq!(all[0].1, json!({"type": "text", "delta": "Hello over HTTP."}));
+
+    let resumed = events(&server, "t1", Some(all[0].0)).await;
+    assert_eq!(resumed, all[1..].to_vec());
+    assert_eq!(server.ends.lock().unwrap()[0].outcome, "completed");
+}
+
+#[tokio::test]
+async fn shutdown_while_turns_run_loses_none() {
+    let quick = EngineConfig {
+        stop_poll_interval: Duration::from_millis(20),
+        stop_grace: Duration::from_millis(50),
+        ..config()
+    };
+    let mut server = server(8, quick, Duration::from_millis(200)).await;
+    // One turn finishes within the grace; two hang and are stopped.
+    server.bedrock.push(
+        StreamScript::new()
+            .text("Quick.", 2)
+            .stop("end_turn")
+            .into_reply(),
+    );
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Slow one").hang().into_reply());
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Slow two").hang().into_reply());
+    for id in ["t1", "t2", "t3"] {
+        let (status, _) = post(
+            &format!("{}/turns", server.url),
+            Some(KEY),
+            &turn(id, &format!("conv-{id}")).to_string(),
+        )
+        .await;
+        assert_eq!(status, 202);
+    }
+    // Every turn has reached the model before the shutdown begins.
+    while server.bedrock.requests().len() < 3 {
+        tokio::task::yield_now().await;
+    }
+    server.stop.take().unwrap().send(()).unwrap();
+    server.served.await.unwrap().unwrap();
+
+    for id in ["t1", "t2", "t3"] {
+        let record = server
+            .store
+            .turn(&format!("conv-{id}"), id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.status, TurnStatus::Completed, "{id}");
+        assert_eq!(
+            server
+                .store
+                .load_history(&format!("conv-{id}"))
+                .await
+                .unwrap()
+                .len(),
+            2,
+            "{id} was stored"
+        );
+    }
+    let mut outcomes: Vec<&str> = server.ends.lock().unwrap().iter().map(|e| e.outcome).collect();
+    outcomes.sort();
+    assert_eq!(outcomes, ["completed", "stopped", "stopped"]);
+}
