@@ -176,4 +176,104 @@ async fn main() {
         TURNS as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1e3
     );
+
+    container_load(&bedrock).await;
+}
+
+/// Many turns posted to the container host over HTTP at once: turns per second, the time from
+/// the request to the turn's end, and a count of lost or duplicated turns (both must be 0).
+async fn container_load(bedrock: &BedrockStandIn) {
+    use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
+    use agent_worker::hosts::lambda::TurnHandler;
+    use agent_worker::sinks::Sinks;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    const KEY: &str = "bench-key-0123456789";
+    const LOAD: usize = 800;
+    const CAPACITY: usize = 64;
+    let store = MemoryStore::new();
+    let handler = TurnHandler::new(engine(bedrock, &store), Sinks::new());
+    let mut config = ContainerConfig::new(KEY).expect("a key");
+    config.max_concurrent_turns = CAPACITY;
+    let ended: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let (all_done, done) = tokio::sync::oneshot::channel::<()>();
+    let all_done = Arc::new(Mutex::new(Some(all_done)));
+    let seen = ended.clone();
+    let host = ContainerHost::new(handler, Arc::new(store.clone()), None, "bench-model", config).on_turn_end(
+        move |end| {
+            let mut seen = seen.lock().expect("the bench's lock");
+            seen.insert(end.turn_id, Instant::now());
+            if seen.len() == LOAD
+                && let Some(tx) = all_done.lock().expect("the bench's lock").take()
+            {
+                let _ = tx.send(());
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let url = format!("http://{}/turns", listener.local_addr().expect("an address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, host, async move {
+        let _ = stopped.await;
+    }));
+    for _ in 0..LOAD {
+        bedrock.push(Reply::text("The answer is forty-two."));
+    }
+    let before = bedrock.requests().len();
+    let client = reqwest::Client::new();
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let start = Instant::now();
+    let mut posters = tokio::task::JoinSet::new();
+    for worker in 0..CAPACITY {
+        let (client, url, started) = (client.clone(), url.clone(), started.clone());
+        posters.spawn(async move {
+            let mut refused = 0u64;
+            for i in (worker..LOAD).step_by(CAPACITY) {
+                let id = format!("load-{i}");
+                let body = format!(r#"{{"turnId":"{id}","conversationId":"load-{i}","userId":"u","accountId":"a","content":"Hi"}}"#);
+                loop {
+                    started.lock().expect("the bench's lock").insert(id.clone(), Instant::now());
+                    let response = client.post(&url).header("x-api-key", KEY).body(body.clone()).send().await.expect("the server answers");
+                    match response.status().as_u16() {
+                        202 => break,
+                        503 => {
+                            refused += 1;
+                            tokio::task::yield_now().await;
+                        }
+                        other => panic!("POST /turns answered {other}"),
+                    }
+                }
+            }
+            refused
+        });
+    }
+    let mut refused = 0;
+    while let Some(done) = posters.join_next().await {
+        refused += done.expect("a poster");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(60), done).await;
+    let elapsed = start.elapsed();
+    let _ = stop.send(());
+    let _ = server.await;
+
+    let ended = ended.lock().expect("the bench's lock").clone();
+    let started = started.lock().expect("the bench's lock").clone();
+    let mut latencies: Vec<Duration> = ended
+        .iter()
+        .filter_map(|(id, end)| Some(end.duration_since(*started.get(id)?)))
+        .collect();
+    latencies.sort();
+    let served = bedrock.requests().len() - before;
+    println!(
+        "container: {LOAD} turns over HTTP, {CAPACITY} at a time: {:.0} turns/s; request to end p50 {:.2} ms, p99 {:.2} ms; \
+         503s retried {refused}; lost {}, duplicated {}",
+        LOAD as f64 / elapsed.as_secs_f64(),
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        LOAD - ended.len(),
+        served.saturating_sub(LOAD),
+    );
 }
