@@ -142,11 +142,15 @@ async fn each_status_code() {
         409,
         "the same turn is running"
     );
-    assert_eq!(
-        post(&url, Some(KEY), &turn("t2", "conv-2").to_string()).await.0,
-        503,
-        "at capacity"
-    );
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .header("x-api-key", KEY)
+        .body(turn("t2", "conv-2").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 503, "at capacity");
+    assert_eq!(refused.headers()["retry-after"], "1");
 
     let health: Value = serde_json::from_str(
         &reqwest::get(format!("{}/health", server.url))

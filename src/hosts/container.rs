@@ -2,7 +2,7 @@
 //!
 //! | request | answers |
 //! | --- | --- |
-//! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 409 that turn is running; 413 too large; 503 at capacity or shutting down |
+//! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 409 that turn is running; 413 too large; 503 with `Retry-After` at capacity or shutting down |
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended |
 //! | `GET /turns/{turnId}/events?session=S` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal |
@@ -262,12 +262,24 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
 
+/// How long a caller refused at capacity or during shutdown should wait, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+fn unavailable(message: &str) -> Response {
+    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+    );
+    response
+}
+
 async fn accept_turn(State(host): State<ContainerHost>, headers: HeaderMap, body: Bytes) -> Response {
     if !host.authorized(&headers) {
         return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
     }
     if !host.inner.accepting.load(Ordering::SeqCst) {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+        return unavailable("shutting down");
     }
     let Ok(text) = std::str::from_utf8(&body) else {
         return error(StatusCode::BAD_REQUEST, "the body is not UTF-8");
@@ -293,7 +305,7 @@ async fn accept_turn(State(host): State<ContainerHost>, headers: HeaderMap, body
             );
         }
         if running.len() >= host.inner.config.max_concurrent_turns {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "at capacity; try again shortly");
+            return unavailable("at capacity; try again shortly");
         }
         running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
     }
