@@ -151,7 +151,7 @@ struct Inner {
     running: Mutex<HashMap<String, String>>,
     accepting: AtomicBool,
     idle: Notify,
-    on_turn_end: Option<TurnEndHook>,
+    on_turn_end: std::sync::OnceLock<TurnEndHook>,
 }
 
 impl fmt::Debug for ContainerHost {
@@ -183,16 +183,16 @@ impl ContainerHost {
                 running: Mutex::new(HashMap::new()),
                 accepting: AtomicBool::new(true),
                 idle: Notify::new(),
-                on_turn_end: None,
+                on_turn_end: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// Calls `hook` with each turn's end. Set it before serving.
+    /// Calls `hook` with each turn's end. One hook per host: a second call keeps the first.
     #[must_use]
-    pub fn on_turn_end(mut self, hook: impl Fn(TurnEnd) + Send + Sync + 'static) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.on_turn_end = Some(Arc::new(hook));
+    pub fn on_turn_end(self, hook: impl Fn(TurnEnd) + Send + Sync + 'static) -> Self {
+        if self.inner.on_turn_end.set(Arc::new(hook)).is_err() {
+            tracing::warn!("on_turn_end was set twice; the first hook stays");
         }
         self
     }
@@ -320,7 +320,7 @@ async fn accept_turn(State(host): State<ContainerHost>, headers: HeaderMap, body
             terminal: run.terminal,
         };
         tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome, "turn ended");
-        if let Some(hook) = &runner.inner.on_turn_end {
+        if let Some(hook) = runner.inner.on_turn_end.get() {
             hook(end);
         }
         if let Ok(mut running) = runner.inner.running.lock() {

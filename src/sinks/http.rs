@@ -71,6 +71,8 @@ impl Sink for HttpEmitSink {
     }
 }
 
+/// One turn's side of the sink. Dropped without `close`, its sender goes with it and the
+/// (detached) task still sends what was queued.
 #[derive(Debug)]
 struct HttpTurn {
     tx: Option<mpsc::UnboundedSender<AgentEvent>>,
@@ -100,13 +102,6 @@ impl TurnSink for HttpTurn {
                 EMIT_DRAIN.as_secs()
             ))),
         }
-    }
-}
-
-impl Drop for HttpTurn {
-    fn drop(&mut self) {
-        // A turn dropped without closing leaves its task to finish what it has, on its own.
-        self.tx = None;
     }
 }
 
