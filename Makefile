@@ -10,11 +10,15 @@ export SAM_CLI_TELEMETRY := 0
 
 VENV := .venv
 PY_TOOLS := $(VENV)/.installed
+# newman runs the Agent Protocol's official Postman suite; it lives in a project-local npm prefix.
+NODE_PREFIX := .node
+NEWMAN_VERSION := 6.2.2
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)
 
-.PHONY: test demo lint fmt bench build venv watch invoke lambda-build deploy
+.PHONY: test demo lint fmt bench build venv node-tools watch invoke lambda-build deploy
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
-test: $(PY_TOOLS)
+test: $(PY_TOOLS) $(NODE_TOOLS)
 	cargo test --all-features --locked
 
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
@@ -42,6 +46,12 @@ $(PY_TOOLS): requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+## node-tools: newman (the Agent Protocol suite's runner) in a project-local npm prefix.
+node-tools: $(NODE_TOOLS)
+$(NODE_TOOLS):
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

@@ -16,8 +16,8 @@
 //!   Bedrock SDK.
 //! - [`sinks`]: where a running turn's events go (stdout, a DynamoDB event log). Uses
 //!   `protocol` and `session`'s table layout.
-//! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller. Use
-//!   any `Agent`; hold no turn logic.
+//! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller, the
+//!   container host, the Agent Protocol v1 server and client. Use any `Agent`; hold no turn logic.
 //! - `testing` (feature `testing`): the wire-level Bedrock stand-in and moto's server.
 //!
 //! The README's examples run as doc tests.

@@ -132,3 +132,54 @@ async fn invoke_with_a_table_keeps_the_session_in_dynamodb() {
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].text(), "Stored.");
 }
+
+#[tokio::test]
+async fn agent_protocol_serves_the_engine_over_http() {
+    use agent_worker::hosts::agent_protocol::{AgentProtocolClient, TaskRequestBody};
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Washington."));
+    let workspace = std::env::temp_dir().join(format!("ap-cli-{}", uuid::Uuid::new_v4().simple()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args(["agent-protocol", "--port", "0", "--region", "us-east-1"])
+        .args(["--endpoint-url", &bedrock.endpoint_url()])
+        .arg("--workspace")
+        .arg(&workspace)
+        .env_remove("TABLE_NAME")
+        .env("AWS_ACCESS_KEY_ID", "anything")
+        .env("AWS_SECRET_ACCESS_KEY", "anything")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary runs");
+    // The server says where it listens once it is bound.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the server announces its address");
+        if let Some(rest) = line.strip_prefix("Agent Protocol v1 on ") {
+            break rest.split("/ap/v1").next().unwrap().to_owned();
+        }
+    };
+    let client = AgentProtocolClient::new(&url).unwrap();
+    let task = client
+        .create_agent_task(&TaskRequestBody::new("Name a state."))
+        .await
+        .unwrap();
+    let step = client.execute_agent_task_step(&task.task_id, None).await.unwrap();
+    assert_eq!(step.output.as_deref(), Some("Washington."));
+    let document = reqwest::get(format!("{url}/openapi.json"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(document.contains("executeAgentTaskStep"));
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(&workspace);
+}

@@ -10,6 +10,7 @@
 //! agent-worker history --session S        agent-worker events --session S --turn-id T
 //! agent-worker stop --session S --turn-id T [--superseded]
 //! agent-worker serve --port 8080 --api-key KEY     (the container host)
+//! agent-worker agent-protocol [--port 8000] [--workspace ./workspace] [--endpoint-url URL] [--tool T]
 //! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
 //!
@@ -27,6 +28,9 @@ use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::agent_protocol::{
+    self, AgentProtocolServer, AgentTaskHandler, DynamoTaskStore, ServerConfig, Workspace,
+};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
@@ -79,6 +83,8 @@ enum Command {
     Stop(StopArgs),
     /// Serves turns over HTTP: the container host.
     Serve(ServeArgs),
+    /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
+    AgentProtocol(AgentProtocolArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -256,6 +262,16 @@ struct InvokeArgs {
     /// The turn's id; a redelivered id does not run again.
     #[arg(long)]
     turn_id: Option<String>,
+    /// A picture to send (PNG, JPEG, GIF or WebP); repeatable.
+    #[arg(long = "image")]
+    images: Vec<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// The Bedrock engine the local commands run (`invoke`, `agent-protocol`).
+#[derive(Debug, clap::Args)]
+struct EngineArgs {
     /// The Bedrock model id or inference profile.
     #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
     model_id: String,
@@ -268,15 +284,54 @@ struct InvokeArgs {
     /// The system prompt.
     #[arg(long)]
     system: Option<String>,
-    /// A picture to send (PNG, JPEG, GIF or WebP); repeatable.
-    #[arg(long = "image")]
-    images: Vec<PathBuf>,
     /// An example tool to enable (current_time, add, word_count); repeatable.
     #[arg(long = "tool")]
     tools: Vec<String>,
-    /// Keep the session in this DynamoDB table rather than in memory.
+    /// Keep sessions in this DynamoDB table rather than in memory.
     #[arg(long, env = "TABLE_NAME")]
     table: Option<String>,
+}
+
+impl EngineArgs {
+    async fn dynamo_store(&self, table: &str) -> Result<DynamoStore, String> {
+        let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
+        let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
+        Ok(DynamoStore::new(dynamodb, config))
+    }
+
+    async fn engine(&self) -> Result<Engine, String> {
+        let tools = tools(&self.tools)?;
+        let client = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
+        let mut builder = Engine::builder()
+            .model(BedrockModel::new(client, self.model_id.clone()))
+            .tools(tools);
+        builder = match &self.table {
+            Some(table) => builder.store(self.dynamo_store(table).await?),
+            None => builder.store(MemoryStore::new()),
+        };
+        if let Some(system) = &self.system {
+            builder = builder.system_prompt(system.clone());
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct AgentProtocolArgs {
+    /// The port.
+    #[arg(long, default_value_t = agent_protocol::DEFAULT_PORT)]
+    port: u16,
+    /// The address to listen on (the protocol has no authentication: expose it with care).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// Where artifact files live.
+    #[arg(long, default_value = agent_protocol::DEFAULT_WORKSPACE)]
+    workspace: PathBuf,
+    /// The largest artifact upload, in bytes.
+    #[arg(long, default_value_t = agent_protocol::DEFAULT_UPLOAD_LIMIT)]
+    upload_limit: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -325,6 +380,7 @@ fn main() -> ExitCode {
             Command::Events(args) => events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => stop(args).await.map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+            Command::AgentProtocol(args) => agent_protocol_server(args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     result.unwrap_or_else(|message| {
@@ -397,23 +453,7 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
     for path in &args.images {
         prompt = prompt.with_image(image(path)?);
     }
-    let tools = tools(&args.tools)?;
-    let client = bedrock_client(args.endpoint_url.as_deref(), args.region.as_deref()).await;
-    let mut builder = Engine::builder()
-        .model(BedrockModel::new(client, args.model_id))
-        .tools(tools);
-    builder = match &args.table {
-        Some(table) => {
-            let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(args.region.as_deref()).await);
-            let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
-            builder.store(DynamoStore::new(dynamodb, config))
-        }
-        None => builder.store(MemoryStore::new()),
-    };
-    if let Some(system) = args.system {
-        builder = builder.system_prompt(system);
-    }
-    let engine = builder.build().map_err(|e| e.to_string())?;
+    let engine = args.engine.engine().await?;
     let mut scope = Scope::new(args.session);
     if let Some(turn_id) = args.turn_id {
         scope = scope.with_turn_id(turn_id);
@@ -666,7 +706,7 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
-    eprintln!("stopping: the batch in hand is finished first");
+    eprintln!("stopping: the work in hand is finished first");
 }
 
 async fn stop(args: StopArgs) -> Result<(), String> {
@@ -716,6 +756,37 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         settings.model_id
     );
     agent_worker::hosts::container::serve(listener, host, shutdown_signal())
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
+}
+
+async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
+    let engine = args.engine.engine().await?;
+    let mut config = ServerConfig::new(Workspace::new(&args.workspace));
+    config.upload_limit = args.upload_limit;
+    let handler = AgentTaskHandler::new(engine);
+    // With a table, tasks live beside the sessions, so replicas share them.
+    let (server, kept) = match &args.engine.table {
+        Some(table) => {
+            let store = args.engine.dynamo_store(table).await?;
+            (
+                AgentProtocolServer::with_store(handler, DynamoTaskStore::new(store), config),
+                format!("table {table}"),
+            )
+        }
+        None => (AgentProtocolServer::new(handler, config), "memory".to_owned()),
+    };
+    let addr = SocketAddr::from((args.host, args.port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!(
+        "Agent Protocol v1 on http://{addr}/ap/v1/agent/tasks (OpenAPI at /openapi.json; model {}; tasks in {kept}; workspace {})",
+        args.engine.model_id,
+        args.workspace.display()
+    );
+    agent_protocol::serve(listener, server, shutdown_signal())
         .await
         .map_err(|e| format!("the server stopped: {e}"))
 }

@@ -6,6 +6,7 @@
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
 //! - [`settings`]: a worker's configuration from named values.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
+//! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
 
 mod payload;
 pub mod settings;
@@ -13,6 +14,8 @@ pub mod settings;
 pub use payload::{AgentTurnPayload, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
 
+#[cfg(feature = "agent-protocol")]
+pub mod agent_protocol;
 #[cfg(feature = "container")]
 pub mod container;
 #[cfg(feature = "lambda")]

@@ -6,6 +6,9 @@
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
 //! | a turn record | `session#<id>` | `turn#<turnId>` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
+//! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
+//! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
+//! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |
 //!
 //! Every item carries `expiresAt` (epoch seconds) for the table's TTL.
 
@@ -45,6 +48,25 @@ pub fn event_sk(turn_id: &str, seq: u64) -> String {
 /// The sort key prefix of a turn's events.
 pub fn event_prefix(turn_id: &str) -> String {
     format!("event#{turn_id}#")
+}
+
+/// The partition of every Agent Protocol task.
+pub const AP_TASKS_PK: &str = "aptasks";
+/// The sort key prefix of Agent Protocol tasks.
+pub const AP_TASK_PREFIX: &str = "task#";
+/// The sort key prefix of a task's steps.
+pub const AP_STEP_PREFIX: &str = "step#";
+/// The sort key prefix of a task's artifact records.
+pub const AP_ARTIFACT_PREFIX: &str = "artifact#";
+
+/// The partition key of an Agent Protocol task's steps and artifacts.
+pub fn ap_task_pk(task_id: &str) -> String {
+    format!("aptask#{task_id}")
+}
+
+/// The sort key of an artifact record added at `at_ms`, `n`th of its batch: oldest first.
+pub fn ap_artifact_sk(at_ms: u64, n: usize, artifact_id: &str) -> String {
+    format!("{AP_ARTIFACT_PREFIX}{at_ms:013}#{n:04}#{artifact_id}")
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ impl fmt::Debug for DynamoStore {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -94,7 +94,7 @@ fn n(value: u64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
+pub(crate) fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: fmt::Debug,

@@ -1,0 +1,109 @@
+//! Any [`Agent`] served over Agent Protocol: a task is a session, a step is one turn.
+//!
+//! - The session is the task's id; each step is one `invoke` with a new turn id, so the agent's
+//!   store keeps the conversation across steps (and across replicas, with a shared store).
+//! - The step's prompt is its `input`. A step without one takes the task's `input` if no step
+//!   has run yet; otherwise it answers 422.
+//! - `output` is the turn's text; `additional_output` is the `data` of its `completed` event.
+//! - `is_last` is true when that data says `"is_last": true`. An agent that knows when a task is
+//!   done (a Standard Agents definition that ends, say) sets it; the Bedrock engine never does,
+//!   so its tasks are conversations that go on as long as the caller sends steps.
+//! - A turn that fails is a failed step (500, nothing stored), its code and details in the
+//!   message.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::handler::{StepFailed, StepHandler, StepResult, TaskFailed, TaskHandler};
+use super::types::{StepRequestBody, Task};
+use crate::protocol::{Agent, CollectError, Prompt, Scope, collect};
+
+/// The key of `completed.data` that marks a task's last step.
+pub const IS_LAST_KEY: &str = "is_last";
+
+/// A [`TaskHandler`] that runs each step as one turn of `agent`.
+#[derive(Debug)]
+pub struct AgentTaskHandler<A> {
+    agent: Arc<A>,
+}
+
+impl<A> Clone for AgentTaskHandler<A> {
+    fn clone(&self) -> Self {
+        Self {
+            agent: self.agent.clone(),
+        }
+    }
+}
+
+impl<A: Agent + 'static> AgentTaskHandler<A> {
+    /// Serves `agent`.
+    pub fn new(agent: A) -> Self {
+        Self {
+            agent: Arc::new(agent),
+        }
+    }
+}
+
+#[async_trait]
+impl<A: Agent + 'static> TaskHandler for AgentTaskHandler<A> {
+    async fn start(&self, task: &Task) -> Result<Box<dyn StepHandler>, TaskFailed> {
+        Ok(Box::new(AgentSteps {
+            agent: self.agent.clone(),
+            session: task.task_id.clone(),
+            task_input: task.input.clone(),
+            steps_run: 0,
+        }))
+    }
+}
+
+struct AgentSteps<A> {
+    agent: Arc<A>,
+    session: String,
+    task_input: Option<String>,
+    steps_run: u64,
+}
+
+#[async_trait]
+impl<A: Agent + 'static> StepHandler for AgentSteps<A> {
+    async fn step(&mut self, input: Option<StepRequestBody>) -> Result<StepResult, StepFailed> {
+        let text = match input.and_then(|b| b.input) {
+            Some(text) => text,
+            None if self.steps_run == 0 => self.task_input.clone().ok_or_else(|| {
+                StepFailed::invalid_input("the step has no input, and neither has its task")
+            })?,
+            None => {
+                return Err(StepFailed::invalid_input(
+                    "the step has no input: after the first step, each step needs one",
+                ));
+            }
+        };
+        let scope = Scope::new(self.session.clone()).with_turn_id(uuid::Uuid::new_v4().to_string());
+        let collected = collect(self.agent.invoke(scope, Prompt::text(text)))
+            .await
+            .map_err(|e| match e {
+                CollectError::Failed(failure) => StepFailed::new(format!(
+                    "{} ({})",
+                    failure.details,
+                    failure.code.as_deref().unwrap_or("no code")
+                )),
+                CollectError::NoTerminal => StepFailed::new("the agent's turn ended without a result"),
+            })?;
+        self.steps_run += 1;
+        let data = collected.data.and_then(|d| match d {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        });
+        let is_last = data
+            .as_ref()
+            .and_then(|d| d.get(IS_LAST_KEY))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        Ok(StepResult {
+            output: Some(collected.text),
+            additional_output: data,
+            is_last,
+            ..StepResult::default()
+        })
+    }
+}
