@@ -14,6 +14,8 @@
 //!   Uses `protocol` only.
 //! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
 //!   Bedrock SDK.
+//! - [`agents`]: Standard Agents definitions, validation and the two-sided runner. Uses
+//!   `protocol`, `engine` and `session`.
 //! - [`sinks`]: where a running turn's events go (stdout, a DynamoDB event log). Uses
 //!   `protocol` and `session`'s table layout.
 //! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller, the
@@ -24,6 +26,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod agents;
 pub mod engine;
 pub mod hosts;
 pub mod protocol;

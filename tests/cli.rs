@@ -183,3 +183,29 @@ async fn agent_protocol_serves_the_engine_over_http() {
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(&workspace);
 }
+
+#[tokio::test]
+async fn validate_prints_every_issue_and_exits_1_on_an_error() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
+    let run = |extra: &'static [&'static str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+            .args(["validate", examples])
+            .args(extra)
+            .output()
+    };
+    let clean = run(&["--handler", "relay_pipe"]).await.unwrap();
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    assert!(String::from_utf8_lossy(&clean.stderr).contains("5 agents, 4 prompts, 0 errors"));
+
+    let missing = run(&["--json"]).await.unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    let issues: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(issues[0]["code"], "undefined_handler");
+    assert_eq!(issues[0]["path"], "sideA.handler");
+    assert_eq!(issues[0]["source"], "relay_agent");
+}

@@ -11,6 +11,7 @@
 //! agent-worker stop --session S --turn-id T [--superseded]
 //! agent-worker serve --port 8080 --api-key KEY     (the container host)
 //! agent-worker agent-protocol [--port 8000] [--workspace ./workspace] [--endpoint-url URL] [--tool T]
+//! agent-worker validate examples/agents [--handler NAME] [--hook ID] [--json]
 //! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
 //!
@@ -85,6 +86,26 @@ enum Command {
     Serve(ServeArgs),
     /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
     AgentProtocol(AgentProtocolArgs),
+    /// Checks a folder of Standard Agents definitions (agents/, prompts/); exits 1 on an error.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ValidateArgs {
+    /// The folder holding agents/ and prompts/.
+    folder: PathBuf,
+    /// A handler registered outside this binary; repeatable.
+    #[arg(long = "handler")]
+    handlers: Vec<String>,
+    /// A hook registered outside this binary; repeatable.
+    #[arg(long = "hook")]
+    hooks: Vec<String>,
+    /// A tool registered outside this binary; repeatable.
+    #[arg(long = "tool")]
+    tools: Vec<String>,
+    /// Print the issues as one JSON list.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -381,6 +402,7 @@ fn main() -> ExitCode {
             Command::Stop(args) => stop(args).await.map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
             Command::AgentProtocol(args) => agent_protocol_server(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Validate(args) => validate(args),
         }
     });
     result.unwrap_or_else(|message| {
@@ -789,4 +811,45 @@ async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
     agent_protocol::serve(listener, server, shutdown_signal())
         .await
         .map_err(|e| format!("the server stopped: {e}"))
+}
+
+fn validate(args: ValidateArgs) -> Result<ExitCode, String> {
+    use agent_worker::agents::{Catalog, Known, has_errors};
+    let mut known = Known::default();
+    known
+        .tools
+        .extend(examples::NAMES.iter().map(|n| (*n).to_owned()));
+    known.tools.extend(args.tools);
+    known.handlers.extend(args.handlers);
+    known.hooks.extend(args.hooks);
+    let (catalog, issues) = Catalog::load(&args.folder, &known).map_err(|e| e.to_string())?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&issues).map_err(|e| e.to_string())?
+        );
+    } else {
+        for issue in &issues {
+            println!("{issue}");
+        }
+        eprintln!(
+            "{}: {} agents, {} prompts, {} errors, {} warnings",
+            args.folder.display(),
+            catalog.agents().count(),
+            catalog.prompts().count(),
+            issues
+                .iter()
+                .filter(|i| i.severity == agent_worker::agents::Severity::Error)
+                .count(),
+            issues
+                .iter()
+                .filter(|i| i.severity == agent_worker::agents::Severity::Warning)
+                .count(),
+        );
+    }
+    Ok(if has_errors(&issues) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

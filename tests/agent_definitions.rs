@@ -1,0 +1,365 @@
+//! Standard Agents definitions: every definition-time error with its path, in one pass; the
+//! seed's examples under `examples/agents/` load and validate.
+
+use std::path::Path;
+
+use agent_worker::agents::validate::{check_document, codes};
+use agent_worker::agents::{
+    Catalog, Issue, Known, ParentHookRequirement, PromptDefinition, PromptSide, SessionToolBinding, Severity,
+    SideConfig, SubagentRelationship, define_agent, has_errors,
+};
+use serde_json::{Value, json};
+
+fn known() -> Known {
+    let mut known = Known::default();
+    known
+        .tools
+        .extend(["current_time".to_owned(), "search".to_owned()]);
+    known.handlers.insert("relay_pipe".into());
+    known.hooks.insert("gmail_context".into());
+    known
+}
+
+/// The (code, path) of each error, in the order of the document.
+fn errors(issues: &[Issue]) -> Vec<(String, String)> {
+    issues
+        .iter()
+        .filter(|i| i.severity == Severity::Error)
+        .map(|i| (i.code.clone(), i.path.clone()))
+        .collect()
+}
+
+fn structural(document: Value) -> Vec<(String, String)> {
+    let (decoded, issues) = check_document(&document, "test");
+    assert_eq!(decoded.is_some(), !has_errors(&issues), "{issues:?}");
+    errors(&issues)
+}
+
+fn pair(code: &str, path: &str) -> (String, String) {
+    (code.to_owned(), path.to_owned())
+}
+
+#[test]
+fn a_side_needs_exactly_one_backing() {
+    assert_eq!(
+        structural(
+            json!({ "name": "a", "sideA": { "label": "x" }, "sideB": { "human": true, "prompt": "p" } })
+        ),
+        [
+            pair(codes::SIDE_WITHOUT_BACKING, "sideA"),
+            pair(codes::SIDE_WITH_MULTIPLE_BACKINGS, "sideB")
+        ]
+    );
+    // No implicit human side B.
+    assert_eq!(
+        structural(json!({ "name": "a", "sideA": { "prompt": "p" } })),
+        [pair(codes::MISSING_PROPERTY, "sideB")]
+    );
+}
+
+#[test]
+fn a_human_side_takes_only_human_and_label() {
+    let found = structural(json!({
+        "name": "a",
+        "sideA": { "prompt": "p" },
+        "sideB": {
+            "human": true,
+            "label": "You",
+            "subagents": [{ "agent": "child" }],
+            "sessionStop": { "name": "done" },
+            "maxSteps": 3,
+            "stopOnResponse": false,
+            "colour": "blue"
+        }
+    }));
+    assert_eq!(
+        found,
+        [
+            pair(codes::SUBAGENTS_ON_HUMAN_SIDE, "sideB.subagents"),
+            pair(codes::BINDING_ON_NON_PROMPT_SIDE, "sideB.sessionStop"),
+            pair(codes::BINDING_ON_NON_PROMPT_SIDE, "sideB.maxSteps"),
+            pair(codes::BINDING_ON_NON_PROMPT_SIDE, "sideB.stopOnResponse"),
+            pair(codes::PROPERTY_NOT_ALLOWED_ON_HUMAN_SIDE, "sideB.colour"),
+        ]
+    );
+}
+
+#[test]
+fn bindings_and_step_limits_belong_on_prompt_sides_in_object_form() {
+    let found = structural(json!({
+        "name": "a",
+        "sideA": { "handler": "relay_pipe", "sessionFail": { "name": "f" }, "stopTool": "t", "stopToolResponseProperty": "r" },
+        "sideB": {
+            "prompt": "p",
+            "sessionStop": "approve",
+            "sessionStatus": { "messageProperty": "status" },
+            "sessionFail": { "name": "fail", "messageProperty": "reason" }
+        }
+    }));
+    assert_eq!(
+        found,
+        [
+            pair(codes::BINDING_ON_NON_PROMPT_SIDE, "sideA.sessionFail"),
+            pair(codes::BINDING_ON_NON_PROMPT_SIDE, "sideA.stopTool"),
+            pair(
+                codes::BINDING_ON_NON_PROMPT_SIDE,
+                "sideA.stopToolResponseProperty"
+            ),
+            pair(codes::BINDING_NOT_OBJECT_FORM, "sideB.sessionStop"),
+            pair(codes::MISSING_PROPERTY, "sideB.sessionStatus.name"),
+        ]
+    );
+}
+
+#[test]
+fn wrong_types_are_named_by_path() {
+    assert_eq!(
+        structural(
+            json!({ "name": "a", "sideA": { "prompt": "p", "maxSteps": "many" }, "sideB": { "human": true } })
+        ),
+        [pair(codes::INVALID_VALUE, "sideA")]
+    );
+    assert_eq!(
+        structural(
+            json!({ "name": "a", "sideA": { "prompt": "p" }, "sideB": { "human": false }, "extra": 1 })
+        ),
+        [
+            pair(codes::UNKNOWN_PROPERTY, "extra"),
+            pair(codes::INVALID_VALUE, "sideB.human")
+        ]
+    );
+}
+
+fn prompt_with_tools(name: &str, tools: &[&str]) -> PromptDefinition {
+    let mut prompt = PromptDefinition::new(name, "be useful");
+    prompt.tools = tools.iter().map(|t| (*t).to_owned()).collect();
+    prompt
+}
+
+#[test]
+fn references_names_and_hooks_are_checked_across_definitions() {
+    let child = {
+        let mut child = define_agent("child", SideConfig::prompt("p"), SideConfig::human());
+        child.expose_as_tool = true;
+        child.parent_hooks = vec![
+            ParentHookRequirement {
+                hook: "gmail_context".into(),
+                reason: "context".into(),
+                stage: None,
+            },
+            ParentHookRequirement {
+                hook: "unloadable".into(),
+                reason: "sync".into(),
+                stage: None,
+            },
+            ParentHookRequirement {
+                hook: "gmail_context".into(),
+                reason: "again".into(),
+                stage: None,
+            },
+        ];
+        child
+    };
+    let mut side_a = PromptSide::new("p");
+    side_a.subagents = vec![
+        SubagentRelationship {
+            as_name: Some("search".into()),
+            ..SubagentRelationship::new("child")
+        },
+        SubagentRelationship {
+            as_name: Some("stop_session".into()),
+            ..SubagentRelationship::new("child")
+        },
+        SubagentRelationship::new("ghost"),
+    ];
+    side_a.stop_tool = Some("finish".into());
+    let mut side_b = PromptSide::new("missing_prompt");
+    side_b.subagents = vec![
+        SubagentRelationship {
+            as_name: Some("search".into()),
+            ..SubagentRelationship::new("child")
+        },
+        SubagentRelationship {
+            as_name: Some("finish_b".into()),
+            ..SubagentRelationship::new("child")
+        },
+        SubagentRelationship {
+            as_name: Some("finish_b".into()),
+            optional: true,
+            enabled: Some(false),
+            ..SubagentRelationship::new("child")
+        },
+    ];
+    side_b.max_steps = Some(0);
+    let parent = define_agent("parent", SideConfig::Prompt(side_a), SideConfig::Prompt(side_b));
+    let relay = define_agent("relay", SideConfig::handler("nope"), SideConfig::human());
+    let twins = define_agent("twins", SideConfig::human(), SideConfig::human());
+    let catalog = Catalog::new()
+        .agent(child)
+        .agent(parent)
+        .agent(relay)
+        .agent(twins)
+        .prompt(prompt_with_tools(
+            "p",
+            &["search", "current_time", "undefined_tool"],
+        ));
+    let issues = catalog.validate(&known());
+    let by_source = |source: &str| -> Vec<(String, String)> {
+        errors(
+            &issues
+                .iter()
+                .filter(|i| i.source == source)
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(by_source("p"), [pair(codes::UNDEFINED_TOOL, "tools[2]")]);
+    assert_eq!(
+        by_source("child"),
+        [pair(codes::DUPLICATE_PARENT_HOOK, "parentHooks[2].hook")]
+    );
+    assert_eq!(
+        by_source("relay"),
+        [pair(codes::UNDEFINED_HANDLER, "sideA.handler")]
+    );
+    assert_eq!(by_source("twins"), [pair(codes::BOTH_SIDES_HUMAN, "sideB")]);
+    assert_eq!(
+        by_source("parent"),
+        [
+            pair(codes::MISSING_PARENT_HOOK, "sideA.subagents[0].agent"),
+            pair(codes::RELATIONSHIP_COLLIDES_WITH_TOOL, "sideA.subagents[0].as"),
+            pair(codes::MISSING_PARENT_HOOK, "sideA.subagents[1].agent"),
+            pair(codes::RELATIONSHIP_NAME_RESERVED, "sideA.subagents[1].as"),
+            pair(codes::UNDEFINED_AGENT, "sideA.subagents[2].agent"),
+            pair(codes::UNDEFINED_PROMPT, "sideB.prompt"),
+            pair(codes::INVALID_VALUE, "sideB.maxSteps"),
+            pair(codes::MISSING_PARENT_HOOK, "sideB.subagents[0].agent"),
+            pair(codes::RELATIONSHIP_ON_BOTH_SIDES, "sideB.subagents[0].as"),
+            pair(codes::MISSING_PARENT_HOOK, "sideB.subagents[1].agent"),
+            pair(codes::DUPLICATE_RELATIONSHIP, "sideB.subagents[2].as"),
+        ]
+    );
+    // Two prompt sides without a cap draw a warning, not an error.
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.code == codes::NO_SESSION_TURN_CAP && i.severity == Severity::Warning)
+    );
+    // A relationship name that collides with a stop binding's tool is caught too.
+    let mut side = PromptSide::new("p");
+    side.session_stop = Some(SessionToolBinding::new("done"));
+    side.subagents = vec![SubagentRelationship {
+        as_name: Some("done".into()),
+        ..SubagentRelationship::new("child")
+    }];
+    let lone = Catalog::new()
+        .agent(define_agent(
+            "lone",
+            SideConfig::Prompt(side),
+            SideConfig::human(),
+        ))
+        .agent(define_agent(
+            "child",
+            SideConfig::prompt("p"),
+            SideConfig::human(),
+        ))
+        .prompt(prompt_with_tools("p", &[]));
+    assert_eq!(
+        errors(&lone.validate(&known())),
+        [pair(
+            codes::RELATIONSHIP_COLLIDES_WITH_TOOL,
+            "sideA.subagents[0].as"
+        )]
+    );
+}
+
+#[test]
+fn an_issue_reads_as_one_line_and_serializes_with_its_four_fields() {
+    let issues = Catalog::new()
+        .agent(define_agent("twins", SideConfig::human(), SideConfig::human()))
+        .validate(&known());
+    assert_eq!(
+        issues[0].to_string(),
+        "error [both_sides_human] twins at sideB: both sides are human: reserved, and rejected in Standard Agents 0.2.0"
+    );
+    let wire = serde_json::to_value(&issues[0]).unwrap();
+    for field in ["code", "severity", "message", "path"] {
+        assert!(wire.get(field).is_some(), "{field}");
+    }
+    assert_eq!(wire["severity"], "error");
+}
+
+#[test]
+fn the_seed_examples_load_and_validate() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents");
+    let (catalog, issues) = Catalog::load(&folder, &known()).unwrap();
+    assert!(issues.is_empty(), "{issues:#?}");
+    for name in [
+        "assistant",
+        "asset_subagent",
+        "relay_agent",
+        "assistant_agent",
+        "approval_gate",
+    ] {
+        assert!(catalog.get_agent(name).is_some(), "{name}");
+    }
+    let worker = catalog.get_agent("asset_subagent").unwrap();
+    let SideConfig::Prompt(reviewer) = &worker.side_b else {
+        panic!("a prompt side")
+    };
+    assert!(!reviewer.stop_on_response);
+    assert_eq!(
+        reviewer
+            .session_stop
+            .as_ref()
+            .unwrap()
+            .message_property
+            .as_deref(),
+        Some("summary")
+    );
+    assert_eq!(
+        catalog.get_prompt("assistant").unwrap().tools,
+        ["current_time"],
+        "a prompt takes its file's name"
+    );
+}
+
+#[test]
+fn a_folder_with_broken_files_reports_each_one() {
+    let folder = std::env::temp_dir().join(format!("agents-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(folder.join("agents")).unwrap();
+    std::fs::create_dir_all(folder.join("prompts")).unwrap();
+    std::fs::write(
+        folder.join("agents/a.yaml"),
+        "name: a\nsideA: {prompt: p}\nsideB: {human: true, subagents: []}\n",
+    )
+    .unwrap();
+    std::fs::write(folder.join("agents/b.json"), "{ not json").unwrap();
+    std::fs::write(folder.join("prompts/p.yaml"), "system: hi\nmodle: typo\n").unwrap();
+    let (_, issues) = Catalog::load(&folder, &known()).unwrap();
+    let found: Vec<(String, String, String)> = issues
+        .iter()
+        .map(|i| (i.source.clone(), i.code.clone(), i.path.clone()))
+        .collect();
+    assert!(
+        found.contains(&(
+            "prompts/p.yaml".into(),
+            codes::UNKNOWN_PROPERTY.into(),
+            "modle".into()
+        )),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(
+            "agents/a.yaml".into(),
+            codes::SUBAGENTS_ON_HUMAN_SIDE.into(),
+            "sideB.subagents".into()
+        )),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("agents/b.json".into(), codes::INVALID_VALUE.into(), String::new())),
+        "{found:?}"
+    );
+    let _ = std::fs::remove_dir_all(&folder);
+}
