@@ -506,3 +506,108 @@ async fn a_store_that_fails_returns_the_record_to_the_queue() {
         "nothing ran before the turn was claimed"
     );
 }
+
+/// Settings as the function reads them, with `AGENTS_DIR` holding the approval gate.
+fn agent_settings(world: &World, folder: &std::path::Path) -> agent_worker::hosts::WorkerSettings {
+    let values: HashMap<&str, String> = HashMap::from([
+        ("TABLE_NAME", world.table.clone()),
+        ("MODEL_ID", MODEL_ID.to_owned()),
+        ("AGENTS_DIR", folder.display().to_string()),
+        ("EVENT_SINKS", "dynamo".to_owned()),
+        ("RETRIES", "0".to_owned()),
+    ]);
+    agent_worker::hosts::WorkerSettings::from_lookup(|name| values.get(name).cloned()).unwrap()
+}
+
+#[tokio::test]
+async fn the_function_runs_the_standard_agent_a_turn_names_and_resumes_it_on_another_worker() {
+    let world = World::new().await;
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents");
+    let folder = std::env::temp_dir().join(format!("gate-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(folder.join("agents")).unwrap();
+    std::fs::create_dir_all(folder.join("prompts")).unwrap();
+    for file in ["agents/approval_gate.json", "prompts/approval_presenter.yaml"] {
+        std::fs::copy(examples.join(file), folder.join(file)).unwrap();
+    }
+    let worker = || async {
+        let (agent, sinks) = agent_settings(&world, &folder)
+            .build(world.bedrock.client(), moto().dynamodb())
+            .unwrap();
+        TurnHandler::new(agent, sinks)
+    };
+    let with_agent = |turn: &str, text: &str, agent: &str| {
+        let mut payload: serde_json::Value = serde_json::from_str(&body(turn, "gate-7", text)).unwrap();
+        payload["agent"] = agent.into();
+        payload.to_string()
+    };
+    let log = DynamoEventLog::new(world.store());
+    let terminal = |events: Vec<agent_worker::sinks::LoggedEvent>| events.last().unwrap().event.clone();
+
+    world.bedrock.push(Reply::text("Approve deleting the bucket?"));
+    let first = worker().await;
+    let response = first
+        .handle_batch(
+            batch(vec![record(
+                "m-1",
+                &with_agent("turn-1", "Delete the bucket.", "approval_gate"),
+            )]),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "{:?}",
+        log.read("gate-7", "turn-1", None).await.unwrap()
+    );
+    match terminal(log.read("gate-7", "turn-1", None).await.unwrap()) {
+        AgentEvent::Completed { data: Some(data) } => assert_eq!(data["sessionStatus"], "awaiting_human"),
+        other => panic!("{other:?}"),
+    }
+
+    world.bedrock.push(Reply::tool_call(
+        "c1",
+        "record_decision",
+        r#"{"decision":"approved"}"#,
+    ));
+    let second = worker().await;
+    let response = second
+        .handle_batch(
+            batch(vec![record(
+                "m-2",
+                &with_agent("turn-2", "Yes, go ahead.", "approval_gate"),
+            )]),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    match terminal(log.read("gate-7", "turn-2", None).await.unwrap()) {
+        AgentEvent::Completed { data: Some(data) } => {
+            assert_eq!(data["sessionStatus"], "completed");
+            assert_eq!(data["end"]["message"], "approved");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A turn naming an agent the folder does not define is bad input: the client is told, and
+    // the message goes back to the queue, to end in its dead-letter queue.
+    let response = second
+        .handle_batch(
+            batch(vec![record("m-3", &with_agent("turn-3", "Hi", "nobody"))]),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(response.batch_item_failures[0].item_identifier, "m-3");
+    match terminal(log.read("gate-7", "turn-3", None).await.unwrap()) {
+        AgentEvent::Failed {
+            code: Some(code),
+            retryable: false,
+            ..
+        } => assert_eq!(code, "invalid_prompt"),
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&folder);
+}

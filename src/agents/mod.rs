@@ -8,15 +8,32 @@
 //! - [`Catalog`]: the agents and prompts a runtime serves, from a folder (`agents/`, `prompts/`,
 //!   JSON or YAML) or built in Rust.
 //!
+//! - [`AgentRuntime`]: the runner. Serves each agent as an [`Agent`](crate::protocol::Agent):
+//!   `invoke` delivers a message into a session and runs side turns until it parks on the human
+//!   side, ends, or fails; [`ThreadStore`] keeps the session between turns (memory or DynamoDB).
+//! - [`Handler`]: code that takes a side's turns, through [`ThreadState`].
+//!
 //! Uses `engine` and `session`, never `hosts`.
 
 mod catalog;
 pub mod definition;
+mod handler;
+mod runner;
+pub mod thread;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogError};
 pub use definition::{
     AgentDefinition, HandlerSide, HookStage, HumanSide, ParentHookRequirement, PromptDefinition, PromptSide,
     SessionToolBinding, SideConfig, SubagentRelationship, ToolChoice, define_agent,
+};
+pub use handler::{Handler, HandlerError, HandlerFn, Role, ThreadState, handler_fn};
+pub use runner::{
+    AgentRuntime, AgentRuntimeBuilder, DEFAULT_SESSION_LEASE, DefinedAgent, ModelSource, RuntimeError,
+    SESSION_ENDED, SESSION_FAILED,
+};
+pub use thread::{
+    DynamoThreadStore, MemoryThreadStore, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord,
+    ThreadStore, ThreadStoreError,
 };
 pub use validate::{Issue, Known, Severity, has_errors};

@@ -547,8 +547,8 @@ impl WorkerArgs {
         .map_err(|e| e.to_string())?;
         let bedrock = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
-        let (engine, sinks) = settings.build(bedrock, dynamodb).map_err(|e| e.to_string())?;
-        Ok((TurnHandler::new(engine, sinks), settings))
+        let (agent, sinks) = settings.build(bedrock, dynamodb).map_err(|e| e.to_string())?;
+        Ok((TurnHandler::new(agent, sinks), settings))
     }
 }
 

@@ -12,10 +12,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let settings = WorkerSettings::from_lookup(|name| std::env::var(name).ok())?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let (engine, sinks) = settings.build(
+    let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
         aws_sdk_dynamodb::Client::new(&aws),
     )?;
-    tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, "agent worker ready");
-    run(TurnHandler::new(engine, sinks)).await
+    tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, "agent worker ready");
+    run(TurnHandler::new(agent, sinks)).await
 }

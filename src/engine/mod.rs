@@ -39,6 +39,7 @@ pub use model::{BedrockModel, Model};
 pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use tools::{Tool, ToolSpec, Toolset};
+pub(crate) use turn_stream::{Emitter, turn_stream};
 
 use std::fmt;
 use std::sync::Arc;

@@ -39,4 +39,20 @@ pub trait TurnPolicy: Send + Sync + fmt::Debug {
         let _ = step;
         None
     }
+
+    /// Whether a call of `tool` ends the turn. The step's calls all run and their results are
+    /// stored; then the turn completes with `data: {"stopReason": "stop_tool", "stopTools":
+    /// [{"name", "input"}, …]}`, every ending call of the step in call order.
+    fn ends_turn(&self, tool: &str) -> bool {
+        let _ = tool;
+        false
+    }
+
+    /// What to tell the model when it answered with text and no tool call, to keep the turn
+    /// going; `None` (the default) lets the answer end the turn. The line is stored as the
+    /// person's words. The turn still ends at `max_rounds`.
+    fn continue_after_text(&self, step: &StepContext<'_>) -> Option<String> {
+        let _ = step;
+        None
+    }
 }

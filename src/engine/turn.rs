@@ -409,6 +409,8 @@ struct StepEnd {
     stop: StopReason,
     called: bool,
     said: bool,
+    /// The calls of tools that end the turn, in call order.
+    ending: Vec<serde_json::Value>,
 }
 
 async fn run_rounds(
@@ -442,6 +444,12 @@ async fn run_rounds(
                 },
             };
         }
+        if !step.ending.is_empty() {
+            turn.close_step();
+            return Ending::Completed(Some(
+                json!({ "stopReason": "stop_tool", "stopTools": step.ending }),
+            ));
+        }
         if step.called {
             turn.close_step();
             continue;
@@ -465,7 +473,13 @@ async fn run_rounds(
             }
             _ => {
                 turn.close_step();
-                return Ending::Completed(None);
+                let nudge = engine.policy.as_ref().and_then(|p| p.continue_after_text(&ctx));
+                match nudge {
+                    None => return Ending::Completed(None),
+                    // It answered, so no closing line: the rounds ran out while it went on.
+                    Some(_) if ctx.round >= config.max_rounds => return Ending::stop("max_rounds"),
+                    Some(line) => turn.messages.push(Message::user_text(line)),
+                }
             }
         }
     }
@@ -562,6 +576,7 @@ async fn run_step(
     let mut stream = engine.model.stream(request);
     let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
     let mut stop = None;
+    let mut ending = Vec::new();
     loop {
         tokio::select! {
             biased;
@@ -576,6 +591,11 @@ async fn run_step(
                     ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
                     ModelEvent::ToolUse { id, name, input } => {
                         let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
+                        if let Ok(args) = &parsed {
+                            if engine.policy.as_ref().is_some_and(|p| p.ends_turn(&name)) {
+                                ending.push(json!({ "name": name, "input": args }));
+                            }
+                        }
                         match parsed {
                             // A call that had not started when the turn was stopped does not run.
                             Ok(_) if flag.get().is_some() => turn.finish_call(
@@ -639,6 +659,7 @@ async fn run_step(
         stop: stop.unwrap_or(StopReason::EndTurn),
         called: !turn.step.calls.is_empty(),
         said: turn.step.said,
+        ending,
     })
 }
 

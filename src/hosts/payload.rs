@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY};
+use crate::protocol::{AGENT_KEY, APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY};
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +119,9 @@ impl AgentTurnPayload {
         }
         if let Some(approval) = &self.approval {
             scope = scope.with(APPROVAL_KEY, approval.clone());
+        }
+        if let Some(agent) = &self.agent {
+            scope = scope.with(AGENT_KEY, agent.clone());
         }
         scope
     }

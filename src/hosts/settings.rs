@@ -13,14 +13,20 @@
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
+//! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
+//! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::agents::{AgentRuntime, Catalog, DynamoThreadStore, Known, has_errors};
+use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
 use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
+use crate::protocol::Agent;
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
 
@@ -74,6 +80,10 @@ pub struct WorkerSettings {
     pub engine: EngineConfig,
     /// `APPROVAL_SECRET`: the key approval tokens are signed with.
     pub approval_secret: Option<String>,
+    /// `AGENTS_DIR`: Standard Agents definitions to serve instead of the single engine.
+    pub agents_dir: Option<PathBuf>,
+    /// `DEFAULT_AGENT`: the agent of a turn that names none.
+    pub default_agent: Option<String>,
 }
 
 fn list(value: Option<String>) -> Vec<String> {
@@ -161,7 +171,19 @@ impl WorkerSettings {
         if let Some(secret) = &approval_secret {
             ApprovalSigner::new(secret.as_bytes()).map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
         }
+        let agents_dir = get("AGENTS_DIR")
+            .filter(|s| !s.trim().is_empty())
+            .map(PathBuf::from);
+        let default_agent = get("DEFAULT_AGENT").filter(|s| !s.trim().is_empty());
+        if default_agent.is_some() && agents_dir.is_none() {
+            return Err(error(
+                "DEFAULT_AGENT",
+                "needs AGENTS_DIR, the folder that defines it",
+            ));
+        }
         Ok(Self {
+            agents_dir,
+            default_agent,
             approval_secret,
             table,
             model_id,
@@ -178,13 +200,63 @@ impl WorkerSettings {
         Ok(DynamoStore::new(dynamodb, config))
     }
 
-    /// The engine and sinks these settings describe, on the given clients.
+    /// The agent and sinks these settings describe, on the given clients: the engine, or with
+    /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents.
     pub fn build(
         &self,
         bedrock: aws_sdk_bedrockruntime::Client,
         dynamodb: aws_sdk_dynamodb::Client,
-    ) -> Result<(Engine, Sinks), SettingsError> {
+    ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
         let store = self.store(dynamodb)?;
+        let sinks = self.sinks(&store)?;
+        let agent: Arc<dyn Agent> = match &self.agents_dir {
+            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store)?),
+            None => Arc::new(self.engine(bedrock, store)?),
+        };
+        Ok((agent, sinks))
+    }
+
+    /// The Standard Agents runtime for `folder`: sessions and their state in the table, the
+    /// example tools registered, every definition checked first.
+    fn agent_runtime(
+        &self,
+        folder: &Path,
+        bedrock: aws_sdk_bedrockruntime::Client,
+        store: DynamoStore,
+    ) -> Result<AgentRuntime, SettingsError> {
+        let mut known = Known::default();
+        known
+            .tools
+            .extend(examples::NAMES.iter().map(|n| (*n).to_owned()));
+        let (catalog, issues) =
+            Catalog::load(folder, &known).map_err(|e| error("AGENTS_DIR", e.to_string()))?;
+        if has_errors(&issues) {
+            let listed: Vec<String> = issues.iter().map(ToString::to_string).collect();
+            return Err(error(
+                "AGENTS_DIR",
+                format!("the definitions have errors:\n{}", listed.join("\n")),
+            ));
+        }
+        let mut builder = AgentRuntime::builder()
+            .catalog(catalog)
+            .models(&self.model_id, move |id| {
+                Arc::new(BedrockModel::new(bedrock.clone(), id)) as Arc<dyn Model>
+            })
+            .session_store(store.clone())
+            .thread_store(DynamoThreadStore::new(store))
+            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .engine_config(self.engine.clone());
+        if let Some(name) = &self.default_agent {
+            builder = builder.default_agent(name);
+        }
+        builder.build().map_err(|e| error("AGENTS_DIR", e.to_string()))
+    }
+
+    fn engine(
+        &self,
+        bedrock: aws_sdk_bedrockruntime::Client,
+        store: DynamoStore,
+    ) -> Result<Engine, SettingsError> {
         let tools: Vec<Arc<dyn Tool>> = self.tools.iter().filter_map(|t| examples::by_name(t)).collect();
         let mut builder = Engine::builder()
             .model(BedrockModel::new(bedrock, &self.model_id))
@@ -199,7 +271,10 @@ impl WorkerSettings {
                 .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
             builder = builder.approvals(store.clone(), signer);
         }
-        let engine = builder.build().map_err(|e| error("engine", e.to_string()))?;
+        builder.build().map_err(|e| error("engine", e.to_string()))
+    }
+
+    fn sinks(&self, store: &DynamoStore) -> Result<Sinks, SettingsError> {
         let mut sinks = Sinks::new();
         for kind in &self.sinks {
             sinks = match kind {
@@ -210,7 +285,7 @@ impl WorkerSettings {
                 ),
             };
         }
-        Ok((engine, sinks))
+        Ok(sinks)
     }
 }
 

@@ -1,0 +1,191 @@
+//! Handlers: deterministic code that takes a side's turns. A handler turn is one invocation; it
+//! reads the thread from its side's perspective and may answer, publish a status, or end the
+//! session.
+
+use std::fmt;
+use std::future::Future;
+
+use async_trait::async_trait;
+
+use super::thread::{Side, ThreadMessage};
+
+/// Who said a message, from the handler's side: itself (`assistant`) or the other side (`user`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The other side.
+    User,
+    /// This side.
+    Assistant,
+}
+
+/// What a handler sees of the thread and what it does to it.
+#[derive(Debug, Clone)]
+pub struct ThreadState {
+    session: String,
+    side: Side,
+    messages: Vec<(Role, String)>,
+    pub(crate) replies: Vec<String>,
+    pub(crate) status: Option<String>,
+    pub(crate) end: Option<HandlerEnd>,
+}
+
+/// How a handler ended the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HandlerEnd {
+    Stop(String),
+    Fail(String),
+}
+
+impl ThreadState {
+    pub(crate) fn new(session: &str, side: Side, transcript: &[ThreadMessage]) -> Self {
+        let messages = transcript
+            .iter()
+            .map(|m| {
+                let role = if m.side == side {
+                    Role::Assistant
+                } else {
+                    Role::User
+                };
+                (role, m.text.clone())
+            })
+            .collect();
+        Self {
+            session: session.to_owned(),
+            side,
+            messages,
+            replies: Vec::new(),
+            status: None,
+            end: None,
+        }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The side this handler takes.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The thread so far, oldest first, from this side's perspective.
+    pub fn messages(&self) -> &[(Role, String)] {
+        &self.messages
+    }
+
+    /// What the other side said since this side last spoke, joined by blank lines.
+    pub fn inbound(&self) -> String {
+        let since = self
+            .messages
+            .iter()
+            .rposition(|(role, _)| *role == Role::Assistant)
+            .map_or(0, |i| i + 1);
+        self.messages[since..]
+            .iter()
+            .map(|(_, text)| text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    /// Answers the other side (more than once appends more text to this turn's message).
+    pub fn append_message(&mut self, text: impl Into<String>) {
+        self.replies.push(text.into());
+    }
+
+    /// Publishes the session's status.
+    pub fn set_status(&mut self, status: impl Into<String>) {
+        self.status = Some(status.into());
+    }
+
+    /// Ends the session successfully with `message` as its result.
+    pub fn stop_session(&mut self, message: impl Into<String>) {
+        self.end = Some(HandlerEnd::Stop(message.into()));
+    }
+
+    /// Ends the session with a failure.
+    pub fn fail_session(&mut self, message: impl Into<String>) {
+        self.end = Some(HandlerEnd::Fail(message.into()));
+    }
+}
+
+/// A handler could not take its turn: the invocation fails (and may be retried).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HandlerError {
+    /// What went wrong.
+    pub message: String,
+    /// Whether running the turn again may work.
+    pub retryable: bool,
+}
+
+impl HandlerError {
+    /// A failure worth retrying.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+
+    /// A failure not worth retrying.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+/// Takes a side's turns.
+///
+/// ```
+/// use agent_worker::agents::{HandlerError, ThreadState, handler_fn};
+///
+/// // Answers every message in capitals; "bye" ends the session.
+/// let shout = handler_fn(|state: &mut ThreadState| {
+///     let inbound = state.inbound();
+///     if inbound.trim() == "bye" {
+///         state.stop_session("said goodbye");
+///     } else {
+///         state.append_message(inbound.to_uppercase());
+///     }
+///     async { Ok::<(), HandlerError>(()) }
+/// });
+/// # let _ = shout;
+/// ```
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Takes one turn.
+    async fn turn(&self, state: &mut ThreadState) -> Result<(), HandlerError>;
+}
+
+/// A [`Handler`] made from a function; see [`handler_fn`].
+pub struct HandlerFn<F>(F);
+
+impl<F> fmt::Debug for HandlerFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HandlerFn")
+    }
+}
+
+/// A handler from `f(&mut state) -> async Result<(), HandlerError>`. The function does its
+/// reading and writing of `state` before it returns the future.
+pub fn handler_fn<F, Fut>(f: F) -> HandlerFn<F>
+where
+    F: Fn(&mut ThreadState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send,
+{
+    HandlerFn(f)
+}
+
+#[async_trait]
+impl<F, Fut> Handler for HandlerFn<F>
+where
+    F: Fn(&mut ThreadState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send,
+{
+    async fn turn(&self, state: &mut ThreadState) -> Result<(), HandlerError> {
+        (self.0)(state).await
+    }
+}

@@ -1,0 +1,337 @@
+//! A two-sided session's state between turns: whose turn it is, what each side said, and how
+//! it ended. Kept in a [`ThreadStore`], so any worker resumes any parked session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::session::DynamoStore;
+use crate::session::dynamo::keys::{EXPIRES_AT, PK, SK, session_pk};
+use crate::session::dynamo::store_error;
+
+/// One side of an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Side {
+    /// Side A: its messages are `assistant`.
+    #[serde(rename = "sideA")]
+    A,
+    /// Side B: its messages are `user`.
+    #[serde(rename = "sideB")]
+    B,
+}
+
+impl Side {
+    /// The other side.
+    pub const fn other(self) -> Self {
+        match self {
+            Self::A => Self::B,
+            Self::B => Self::A,
+        }
+    }
+
+    /// `sideA` or `sideB`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::A => "sideA",
+            Self::B => "sideB",
+        }
+    }
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// A turn is running (or was, until its lease ran out).
+    Running,
+    /// Parked: a person's message on the human side is awaited.
+    AwaitingHuman,
+    /// Ended successfully (a session stop, or the turn cap).
+    Completed,
+    /// Ended with a failure (a session fail).
+    Failed,
+}
+
+impl SessionStatus {
+    /// Its wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::AwaitingHuman => "awaiting_human",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether the session is over.
+    pub const fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed)
+    }
+}
+
+/// One message of the conversation between the sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMessage {
+    /// Who said it.
+    pub side: Side,
+    /// What was said.
+    pub text: String,
+}
+
+/// How a session ended, and with what (the child → parent payload when composed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEnd {
+    /// The binding's message, or the last answer.
+    pub message: Option<String>,
+    /// The binding's attachment paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Value>,
+    /// Why it ended: `session_stop`, `session_fail`, `handler`, `max_session_turns`.
+    pub reason: String,
+}
+
+/// A session's state between turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRecord {
+    /// The session.
+    pub session: String,
+    /// The agent definition it runs.
+    pub agent: String,
+    /// Where it stands.
+    pub status: SessionStatus,
+    /// Whose turn is next.
+    pub next_side: Side,
+    /// Side turns taken so far (each side's turn counts one, whatever backs it).
+    pub side_turns: u32,
+    /// What the sides said, in order.
+    pub transcript: Vec<ThreadMessage>,
+    /// The last status a side published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_text: Option<String>,
+    /// How it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<SessionEnd>,
+    /// The turn running now (so that its redelivery resumes rather than repeats it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_turn: Option<String>,
+    /// Until when (epoch ms) the running turn holds the session.
+    #[serde(default)]
+    pub lease_until_ms: u64,
+    /// Turns already handled, newest last (the last [`HANDLED_TURNS_KEPT`]).
+    #[serde(default)]
+    pub handled_turns: Vec<String>,
+    /// Bumped by every save; a save expects the version it read.
+    #[serde(default)]
+    pub version: u64,
+}
+
+/// How many handled turn ids a record keeps for redelivery checks.
+pub const HANDLED_TURNS_KEPT: usize = 64;
+
+impl ThreadRecord {
+    /// A new session of `agent`, `first` side to act.
+    pub fn new(session: impl Into<String>, agent: impl Into<String>, first: Side) -> Self {
+        Self {
+            session: session.into(),
+            agent: agent.into(),
+            status: SessionStatus::Running,
+            next_side: first,
+            side_turns: 0,
+            transcript: Vec::new(),
+            status_text: None,
+            end: None,
+            running_turn: None,
+            lease_until_ms: 0,
+            handled_turns: Vec::new(),
+            version: 0,
+        }
+    }
+
+    /// What the other side said since `side` last spoke, oldest first.
+    pub fn inbound(&self, side: Side) -> Vec<&ThreadMessage> {
+        let since = self
+            .transcript
+            .iter()
+            .rposition(|m| m.side == side)
+            .map_or(0, |i| i + 1);
+        self.transcript[since..]
+            .iter()
+            .filter(|m| m.side != side)
+            .collect()
+    }
+
+    /// Marks `turn_id` handled.
+    pub fn handled(&mut self, turn_id: &str) {
+        self.handled_turns.push(turn_id.to_owned());
+        let excess = self.handled_turns.len().saturating_sub(HANDLED_TURNS_KEPT);
+        self.handled_turns.drain(..excess);
+    }
+}
+
+/// A thread store that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadStoreError {
+    /// Another writer saved the session since it was read.
+    #[error("the session changed since it was read")]
+    Conflict,
+    /// The store could not be read or written.
+    #[error("the thread store failed: {0}")]
+    Unavailable(String),
+}
+
+/// Keeps [`ThreadRecord`]s.
+#[async_trait]
+pub trait ThreadStore: Send + Sync + 'static {
+    /// The session's record.
+    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError>;
+    /// Saves `record` if the stored one still has `record.version`; the stored copy gets the
+    /// next version, which is returned.
+    async fn save(&self, record: &ThreadRecord) -> Result<u64, ThreadStoreError>;
+}
+
+/// Records in this process's memory. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryThreadStore {
+    records: Arc<Mutex<HashMap<String, ThreadRecord>>>,
+}
+
+impl MemoryThreadStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl ThreadStore for MemoryThreadStore {
+    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError> {
+        let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(records.get(session).cloned())
+    }
+
+    async fn save(&self, record: &ThreadRecord) -> Result<u64, ThreadStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let stored = records.get(&record.session).map_or(0, |r| r.version);
+        if stored != record.version {
+            return Err(ThreadStoreError::Conflict);
+        }
+        let mut next = record.clone();
+        next.version += 1;
+        records.insert(record.session.clone(), next);
+        Ok(record.version + 1)
+    }
+}
+
+/// The sort key of a session's thread record, beside its messages in the session table.
+pub const THREAD_SK: &str = "thread";
+
+/// Records in the session table: `session#<id>` / `thread`, the record's JSON in `doc`, saved
+/// with a condition on its version. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct DynamoThreadStore {
+    store: DynamoStore,
+}
+
+impl DynamoThreadStore {
+    /// Records in `store`'s table.
+    pub fn new(store: DynamoStore) -> Self {
+        Self { store }
+    }
+}
+
+#[async_trait]
+impl ThreadStore for DynamoThreadStore {
+    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError> {
+        let out = self
+            .store
+            .client()
+            .get_item()
+            .table_name(self.store.table())
+            .key(PK, AttributeValue::S(session_pk(session)))
+            .key(SK, AttributeValue::S(THREAD_SK.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| {
+                ThreadStoreError::Unavailable(store_error("reading a session's thread", &e).to_string())
+            })?;
+        let Some(doc) = out.item().and_then(|i| i.get("doc")).and_then(|d| d.as_s().ok()) else {
+            return Ok(None);
+        };
+        serde_json::from_str(doc)
+            .map(Some)
+            .map_err(|e| ThreadStoreError::Unavailable(format!("a thread record does not decode: {e}")))
+    }
+
+    async fn save(&self, record: &ThreadRecord) -> Result<u64, ThreadStoreError> {
+        let mut next = record.clone();
+        next.version += 1;
+        let doc = serde_json::to_string(&next).map_err(|e| ThreadStoreError::Unavailable(e.to_string()))?;
+        let mut request = self
+            .store
+            .client()
+            .put_item()
+            .table_name(self.store.table())
+            .item(PK, AttributeValue::S(session_pk(&record.session)))
+            .item(SK, AttributeValue::S(THREAD_SK.into()))
+            .item("doc", AttributeValue::S(doc))
+            .item("version", AttributeValue::N(next.version.to_string()))
+            .item(EXPIRES_AT, AttributeValue::N(self.store.expires_at().to_string()));
+        request = if record.version == 0 {
+            request.condition_expression("attribute_not_exists(pk)")
+        } else {
+            request
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", AttributeValue::N(record.version.to_string()))
+        };
+        match request.send().await {
+            Ok(_) => Ok(next.version),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Err(ThreadStoreError::Conflict)
+            }
+            Err(e) => Err(ThreadStoreError::Unavailable(
+                store_error("saving a session's thread", &e).to_string(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbound_is_what_the_other_side_said_since() {
+        let mut record = ThreadRecord::new("s", "a", Side::A);
+        for (side, text) in [(Side::B, "1"), (Side::A, "2"), (Side::B, "3"), (Side::B, "4")] {
+            record.transcript.push(ThreadMessage {
+                side,
+                text: text.into(),
+            });
+        }
+        let texts: Vec<&str> = record.inbound(Side::A).iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, ["3", "4"]);
+        assert!(record.inbound(Side::B).iter().all(|m| m.side == Side::A));
+    }
+
+    #[tokio::test]
+    async fn a_save_from_a_stale_read_is_a_conflict() {
+        let store = MemoryThreadStore::new();
+        let mut record = ThreadRecord::new("s", "a", Side::A);
+        record.version = store.save(&record).await.unwrap();
+        let stale = record.clone();
+        record.version = store.save(&record).await.unwrap();
+        assert_eq!(store.save(&stale).await, Err(ThreadStoreError::Conflict));
+        assert_eq!(store.load("s").await.unwrap().unwrap().version, 2);
+    }
+}
