@@ -300,6 +300,7 @@ fn the_seed_examples_load_and_validate() {
         "relay_agent",
         "assistant_agent",
         "approval_gate",
+        "orchestrator",
     ] {
         assert!(catalog.get_agent(name).is_some(), "{name}");
     }

@@ -21,9 +21,8 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 fn examples() -> Catalog {
-    let mut known = Known::default();
+    let mut known = Known::with_builtins();
     known.tools.insert("current_time".into());
-    known.handlers.insert("relay_pipe".into());
     let (catalog, issues) = Catalog::load(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents"),
         &known,
@@ -48,10 +47,6 @@ fn runtime_on(
         .session_store(sessions)
         .thread_store(threads)
         .tools(support::example_tools(&["current_time"]))
-        .handler(
-            "relay_pipe",
-            handler_fn(|_state: &mut ThreadState| async { Ok::<(), HandlerError>(()) }),
-        )
         .handler(
             "shout",
             handler_fn(|state: &mut ThreadState| {
@@ -468,8 +463,239 @@ async fn a_runtime_with_broken_definitions_does_not_build() {
         .build()
         .unwrap_err();
     assert!(error.to_string().contains("both_sides_human"), "{error}");
+    // The examples' relay uses the built-in relay_pipe; their assistant needs current_time.
     let error = AgentRuntime::builder().catalog(examples()).build().unwrap_err();
-    assert!(error.to_string().contains("undefined_handler"), "{error}");
+    assert!(error.to_string().contains("undefined_tool"), "{error}");
+    assert!(!error.to_string().contains("relay_pipe"), "{error}");
     let error = AgentRuntime::builder().build().unwrap_err();
     assert!(error.to_string().contains("models are required"), "{error}");
+}
+
+#[tokio::test]
+async fn the_relay_passes_messages_to_its_child_and_back_without_a_model_of_its_own() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let runtime = runtime(&bedrock, examples());
+    let relay = runtime.agent("relay_agent").unwrap();
+    bedrock.push(Reply::text("It is noon."));
+    let events = say(&relay, "r1", "t1", "What time is it?").await;
+    assert_eq!(support::text_of(&events), "It is noon.", "{events:#?}");
+    assert_eq!(completed(&events)["sessionStatus"], "awaiting_human");
+
+    bedrock.push(Reply::text("You are welcome."));
+    let events = say(&relay, "r1", "t2", "Thanks.").await;
+    assert_eq!(support::text_of(&events), "You are welcome.");
+    // Every model call was the child's, and the child kept its conversation.
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests.iter().all(|r| {
+        r.body["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("helpful assistant")
+    }));
+    assert_eq!(
+        texts_sent(&requests[1].body),
+        ["What time is it?", "It is noon.", "Thanks."]
+    );
+    let child = runtime.session("r1/assistant_agent/1").await.unwrap().unwrap();
+    assert_eq!(child.parent.as_ref().unwrap().session, "r1");
+    assert_eq!(child.status, SessionStatus::AwaitingHuman);
+    let parent = runtime.session("r1").await.unwrap().unwrap();
+    assert_eq!(parent.children.len(), 1, "maxInstances 1: one child, reused");
+}
+
+#[tokio::test]
+async fn an_orchestrator_waits_for_its_approval_gate_and_resumes_on_another_worker() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let table = format!("agents-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
+    store.create_table().await.unwrap();
+    let worker = || {
+        runtime_on(
+            &bedrock,
+            examples(),
+            store.clone(),
+            DynamoThreadStore::new(store.clone()),
+        )
+    };
+    let (first, second) = (worker(), worker());
+
+    // The orchestrator asks for approval twice at once: maxInstances lets one child start.
+    bedrock.push(
+        StreamScript::new()
+            .tool_use(
+                "c1",
+                "request_approval",
+                r#"{"message":"Delete the staging bucket?"}"#,
+                1,
+            )
+            .tool_use("c2", "request_approval", r#"{"message":"Delete it now?"}"#, 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("Approve deleting the staging bucket?"));
+    bedrock.push(Reply::text("I have asked for approval."));
+    let events = say(
+        &first.agent("orchestrator").unwrap(),
+        "o-1",
+        "t1",
+        "Delete the staging bucket.",
+    )
+    .await;
+    let data = completed(&events);
+    assert_eq!(data["sessionStatus"], "awaiting_child", "{data}");
+    let child_session = data["waitingOn"][0].as_str().unwrap().to_owned();
+    assert_eq!(child_session, "o-1/request_approval/1");
+    let results: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolEnded { .. }))
+        .collect();
+    assert_eq!(results.len(), 2);
+    let refused = results
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, .. }))
+        .count();
+    assert_eq!(refused, 1, "one call is over maxInstances: {results:?}");
+    let child = first.session(&child_session).await.unwrap().unwrap();
+    assert_eq!(child.status, SessionStatus::AwaitingHuman);
+
+    // The approver answers on the child session, served by another worker: the gate settles,
+    // and the orchestrator goes on with the decision.
+    bedrock.push(Reply::tool_call(
+        "c3",
+        "record_decision",
+        r#"{"decision":"approved"}"#,
+    ));
+    bedrock.push(Reply::text("Approved: deleting the staging bucket."));
+    let events = say(
+        &second.agent("approval_gate").unwrap(),
+        &child_session,
+        "t2",
+        "Approved.",
+    )
+    .await;
+    let data = completed(&events);
+    assert_eq!(
+        (data["sessionStatus"].as_str(), data["end"]["message"].as_str()),
+        (Some("completed"), Some("approved"))
+    );
+    assert!(
+        support::text_of(&events).contains("Approved: deleting the staging bucket."),
+        "the parent's words stream here"
+    );
+    let told = statuses(&events);
+    assert!(
+        told.iter()
+            .any(|s| s["status"] == "resuming" && s["session"] == "o-1"),
+        "{told:?}"
+    );
+    let requests = bedrock.requests();
+    let resumed = texts_sent(&requests.last().unwrap().body);
+    assert_eq!(resumed.last().unwrap(), "[request_approval] completed: approved");
+    let parent = second.session("o-1").await.unwrap().unwrap();
+    assert_eq!(parent.status, SessionStatus::AwaitingHuman);
+    assert!(parent.waiting_on.is_empty());
+    assert!(parent.children.iter().all(|c| c.ended));
+}
+
+fn composing_catalog(hidden: bool, optional_off: bool) -> Catalog {
+    let mut child = define_agent("mailer", SideConfig::prompt("child"), SideConfig::human());
+    child.expose_as_tool = true;
+    child.parent_hooks = vec![agent_worker::agents::ParentHookRequirement {
+        hook: "mail_context".into(),
+        reason: "Shows the coordinator what mail arrived.".into(),
+        stage: Some(agent_worker::agents::HookStage::BeforeParent),
+    }];
+    let mut side = PromptSide::new("boss");
+    side.subagents = vec![agent_worker::agents::SubagentRelationship {
+        hidden,
+        optional: optional_off,
+        enabled: optional_off.then_some(false),
+        ..agent_worker::agents::SubagentRelationship::new("mailer")
+    }];
+    Catalog::new()
+        .agent(child)
+        .agent(define_agent(
+            "boss",
+            SideConfig::Prompt(side),
+            SideConfig::human(),
+        ))
+        .prompt(prompt("child"))
+        .prompt(prompt("boss"))
+}
+
+fn composing_runtime(
+    bedrock: &BedrockStandIn,
+    catalog: Catalog,
+    with_hook: bool,
+) -> Result<AgentRuntime, String> {
+    let client = bedrock.client();
+    let mut builder = AgentRuntime::builder()
+        .catalog(catalog)
+        .models(support::MODEL_ID, move |id| {
+            Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn Model>
+        })
+        .session_store(MemoryStore::new())
+        .thread_store(MemoryThreadStore::new())
+        .engine_config(support::config());
+    if with_hook {
+        builder = builder.hook(
+            "mail_context",
+            agent_worker::agents::hook_fn(|ctx: agent_worker::agents::HookContext| async move {
+                Ok(Some(format!("Context for {}: 3 new emails.", ctx.session)))
+            }),
+        );
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn composing_a_child_activates_its_parent_hooks_or_fails_closed() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let error = composing_runtime(&bedrock, composing_catalog(false, false), false).unwrap_err();
+    assert!(
+        error.contains("missing_parent_hook") && error.contains("mail_context"),
+        "{error}"
+    );
+
+    for hidden in [false, true] {
+        let runtime = composing_runtime(&bedrock, composing_catalog(hidden, false), true).unwrap();
+        bedrock.push(Reply::text("Noted."));
+        say(
+            &runtime.agent("boss").unwrap(),
+            &format!("b-{hidden}"),
+            "t1",
+            "Any news?",
+        )
+        .await;
+        let request = bedrock.requests().last().unwrap().body.clone();
+        let sent = texts_sent(&request);
+        assert_eq!(
+            sent[0],
+            format!("Context for b-{hidden}: 3 new emails.\n\nAny news?"),
+            "hidden={hidden}"
+        );
+        let tools: Vec<String> = request["toolConfig"]["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["toolSpec"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            tools.contains(&"mailer".to_owned()),
+            !hidden,
+            "a hidden relationship is no tool: {tools:?}"
+        );
+    }
+
+    // An optional relationship switched off is not composed: no tool, no hook, none required.
+    let runtime = composing_runtime(&bedrock, composing_catalog(false, true), false).unwrap();
+    bedrock.push(Reply::text("Nothing."));
+    say(&runtime.agent("boss").unwrap(), "b-off", "t1", "Any news?").await;
+    assert_eq!(
+        texts_sent(&bedrock.requests().last().unwrap().body),
+        ["Any news?"]
+    );
 }

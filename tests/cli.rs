@@ -187,25 +187,35 @@ async fn agent_protocol_serves_the_engine_over_http() {
 #[tokio::test]
 async fn validate_prints_every_issue_and_exits_1_on_an_error() {
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
-    let run = |extra: &'static [&'static str]| {
-        Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-            .args(["validate", examples])
-            .args(extra)
-            .output()
+    let validate = |folder: std::path::PathBuf, json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command.arg("validate").arg(folder);
+        if json {
+            command.arg("--json");
+        }
+        command.output()
     };
-    let clean = run(&["--handler", "relay_pipe"]).await.unwrap();
+    let clean = validate(examples.into(), false).await.unwrap();
     assert_eq!(
         clean.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&clean.stdout)
     );
-    assert!(String::from_utf8_lossy(&clean.stderr).contains("5 agents, 4 prompts, 0 errors"));
+    assert!(String::from_utf8_lossy(&clean.stderr).contains("6 agents, 5 prompts, 0 errors"));
 
-    let missing = run(&["--json"]).await.unwrap();
+    let broken = std::env::temp_dir().join(format!("broken-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(broken.join("agents")).unwrap();
+    std::fs::write(
+        broken.join("agents/x.yaml"),
+        "name: x\nsideA: {handler: nope}\nsideB: {human: true}\n",
+    )
+    .unwrap();
+    let missing = validate(broken.clone(), true).await.unwrap();
     assert_eq!(missing.status.code(), Some(1));
     let issues: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
     assert_eq!(issues[0]["code"], "undefined_handler");
     assert_eq!(issues[0]["path"], "sideA.handler");
-    assert_eq!(issues[0]["source"], "relay_agent");
+    assert_eq!(issues[0]["source"], "x");
+    let _ = std::fs::remove_dir_all(&broken);
 }

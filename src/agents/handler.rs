@@ -4,9 +4,13 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Weak;
 
 use async_trait::async_trait;
 
+use super::definition::SubagentRelationship;
+use super::runner::RuntimeInner;
+use super::subagents::{ChildReply, message_child};
 use super::thread::{Side, ThreadMessage};
 
 /// Who said a message, from the handler's side: itself (`assistant`) or the other side (`user`).
@@ -19,14 +23,33 @@ pub enum Role {
 }
 
 /// What a handler sees of the thread and what it does to it.
-#[derive(Debug, Clone)]
 pub struct ThreadState {
     session: String,
     side: Side,
     messages: Vec<(Role, String)>,
+    context: Vec<String>,
+    port: Option<ChildPort>,
+    sent: usize,
     pub(crate) replies: Vec<String>,
     pub(crate) status: Option<String>,
     pub(crate) end: Option<HandlerEnd>,
+}
+
+impl fmt::Debug for ThreadState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadState")
+            .field("session", &self.session)
+            .field("side", &self.side)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handler's way to its side's children.
+pub(crate) struct ChildPort {
+    pub(crate) inner: Weak<RuntimeInner>,
+    pub(crate) relationships: Vec<SubagentRelationship>,
+    pub(crate) turn_id: String,
 }
 
 /// How a handler ended the session.
@@ -37,7 +60,13 @@ pub(crate) enum HandlerEnd {
 }
 
 impl ThreadState {
-    pub(crate) fn new(session: &str, side: Side, transcript: &[ThreadMessage]) -> Self {
+    pub(crate) fn new(
+        session: &str,
+        side: Side,
+        transcript: &[ThreadMessage],
+        context: Vec<String>,
+        port: Option<ChildPort>,
+    ) -> Self {
         let messages = transcript
             .iter()
             .map(|m| {
@@ -53,6 +82,9 @@ impl ThreadState {
             session: session.to_owned(),
             side,
             messages,
+            context,
+            port,
+            sent: 0,
             replies: Vec::new(),
             status: None,
             end: None,
@@ -86,6 +118,56 @@ impl ThreadState {
             .map(|(_, text)| text.as_str())
             .collect::<Vec<_>>()
             .join("\n\n")
+    }
+
+    /// What the side's hooks contributed before this turn.
+    pub fn context(&self) -> &[String] {
+        &self.context
+    }
+
+    /// The names (`as`) of the children this side may message.
+    pub fn subagents(&self) -> Vec<&str> {
+        self.port
+            .as_ref()
+            .map(|p| {
+                p.relationships
+                    .iter()
+                    .map(SubagentRelationship::tool_name)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sends `text` to the child of relationship `name`, as its human side, and waits until it
+    /// settles: the newest child still alive, or a new one (within `maxInstances`).
+    pub async fn message_subagent(&mut self, name: &str, text: &str) -> Result<ChildReply, HandlerError> {
+        let port = self
+            .port
+            .as_ref()
+            .ok_or_else(|| HandlerError::permanent("this side has no subagents"))?;
+        let relationship = port
+            .relationships
+            .iter()
+            .find(|r| r.tool_name() == name)
+            .cloned()
+            .ok_or_else(|| HandlerError::permanent(format!("this side has no subagent `{name}`")))?;
+        let inner = port
+            .inner
+            .upgrade()
+            .ok_or_else(|| HandlerError::permanent("the agent runtime has shut down"))?;
+        let turn_id = format!("{}:{name}:{}", port.turn_id, self.sent);
+        self.sent += 1;
+        message_child(
+            &inner,
+            &self.session,
+            self.side,
+            &relationship,
+            text,
+            &turn_id,
+            true,
+        )
+        .await
+        .map_err(HandlerError::transient)
     }
 
     /// Answers the other side (more than once appends more text to this turn's message).

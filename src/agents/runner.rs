@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -35,10 +35,17 @@ use serde_json::{Value, json};
 use tracing::Instrument as _;
 
 use super::catalog::Catalog;
-use super::definition::{AgentDefinition, PromptSide, SessionToolBinding, SideConfig, ToolChoice};
+use super::definition::{
+    AgentDefinition, HookStage, PromptSide, SessionToolBinding, SideConfig, SubagentRelationship, ToolChoice,
+};
+use super::handler::ChildPort;
 use super::handler::{Handler, HandlerEnd, ThreadState};
+use super::hooks::{Hook, HookContext};
+use super::relay::{RELAY_PIPE, relay_pipe};
+use super::subagents::{PARENT_KEY, Scratchpads, SideScratch, subagent_tool};
 use super::thread::{
-    SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStore, ThreadStoreError,
+    ChildLink, ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStore,
+    ThreadStoreError,
 };
 use super::validate::{Known, binding_tools, has_errors};
 use crate::engine::model::Model;
@@ -72,7 +79,9 @@ pub struct AgentRuntime {
     inner: Arc<RuntimeInner>,
 }
 
-struct RuntimeInner {
+pub(crate) struct RuntimeInner {
+    /// The runtime itself, for the subagent tools its engines hold (weak: no cycle).
+    me: Weak<RuntimeInner>,
     catalog: Catalog,
     models: ModelSource,
     default_model: String,
@@ -80,10 +89,44 @@ struct RuntimeInner {
     threads: Arc<dyn ThreadStore>,
     tools: BTreeMap<String, Arc<dyn Tool>>,
     handlers: BTreeMap<String, Arc<dyn Handler>>,
+    hooks: BTreeMap<String, Arc<dyn Hook>>,
     engine_config: EngineConfig,
     lease: Duration,
     default_agent: Option<String>,
     engines: Mutex<HashMap<(String, Side), Engine>>,
+    scratchpads: Scratchpads,
+}
+
+impl RuntimeInner {
+    /// The scratch of the side turn running in `session`.
+    pub(crate) fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>> {
+        self.scratchpads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session)
+            .cloned()
+    }
+
+    fn open_scratch(&self, session: &str, children: &[ChildLink]) {
+        let pad = Arc::new(Mutex::new(SideScratch {
+            children: children.to_vec(),
+            parked: Vec::new(),
+        }));
+        self.scratchpads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session.to_owned(), pad);
+    }
+
+    fn close_scratch(&self, session: &str) -> SideScratch {
+        let pad = self
+            .scratchpads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(session);
+        pad.map(|pad| std::mem::take(&mut *pad.lock().unwrap_or_else(PoisonError::into_inner)))
+            .unwrap_or_default()
+    }
 }
 
 impl fmt::Debug for AgentRuntime {
@@ -107,7 +150,7 @@ pub struct AgentRuntimeBuilder {
     threads: Option<Arc<dyn ThreadStore>>,
     tools: BTreeMap<String, Arc<dyn Tool>>,
     handlers: BTreeMap<String, Arc<dyn Handler>>,
-    hooks: BTreeSet<String>,
+    hooks: BTreeMap<String, Arc<dyn Hook>>,
     engine_config: EngineConfig,
     lease: Option<Duration>,
     default_agent: Option<String>,
@@ -165,9 +208,9 @@ impl AgentRuntimeBuilder {
         self
     }
 
-    /// A hook id the runtime provides, for composed children's `parentHooks`.
-    pub fn hook(mut self, id: impl Into<String>) -> Self {
-        self.hooks.insert(id.into());
+    /// A hook agents may name in `hooks`, and composed children in `parentHooks`.
+    pub fn hook(mut self, id: impl Into<String>, hook: impl Hook) -> Self {
+        self.hooks.insert(id.into(), Arc::new(hook));
         self
     }
 
@@ -192,15 +235,15 @@ impl AgentRuntimeBuilder {
 
     /// What this runtime provides, for validation.
     fn known(&self) -> Known {
-        Known {
-            handlers: self.handlers.keys().cloned().collect(),
-            tools: self.tools.keys().cloned().collect(),
-            hooks: self.hooks.clone(),
-        }
+        let mut known = Known::with_builtins();
+        known.handlers.extend(self.handlers.keys().cloned());
+        known.tools.extend(self.tools.keys().cloned());
+        known.hooks.extend(self.hooks.keys().cloned());
+        known
     }
 
     /// The runtime. Fails naming a missing setting, or listing the catalog's errors.
-    pub fn build(self) -> Result<AgentRuntime, RuntimeError> {
+    pub fn build(mut self) -> Result<AgentRuntime, RuntimeError> {
         let issues = self.catalog.validate(&self.known());
         if has_errors(&issues) {
             let listed: Vec<String> = issues.iter().map(ToString::to_string).collect();
@@ -217,23 +260,31 @@ impl AgentRuntimeBuilder {
         let (default_model, models) = self
             .models
             .ok_or_else(|| RuntimeError("models are required (AgentRuntimeBuilder::models)".into()))?;
+        self.handlers
+            .entry(RELAY_PIPE.to_owned())
+            .or_insert_with(|| Arc::new(relay_pipe()));
+        let sessions = self.sessions.ok_or_else(|| {
+            RuntimeError("a session store is required (AgentRuntimeBuilder::session_store)".into())
+        })?;
+        let threads = self.threads.ok_or_else(|| {
+            RuntimeError("a thread store is required (AgentRuntimeBuilder::thread_store)".into())
+        })?;
         Ok(AgentRuntime {
-            inner: Arc::new(RuntimeInner {
+            inner: Arc::new_cyclic(|me| RuntimeInner {
+                me: me.clone(),
                 catalog: self.catalog,
                 models,
                 default_model,
-                sessions: self.sessions.ok_or_else(|| {
-                    RuntimeError("a session store is required (AgentRuntimeBuilder::session_store)".into())
-                })?,
-                threads: self.threads.ok_or_else(|| {
-                    RuntimeError("a thread store is required (AgentRuntimeBuilder::thread_store)".into())
-                })?,
+                sessions,
+                threads,
                 tools: self.tools,
                 handlers: self.handlers,
+                hooks: self.hooks,
                 engine_config: self.engine_config,
                 lease: self.lease.unwrap_or(DEFAULT_SESSION_LEASE),
                 default_agent: self.default_agent,
                 engines: Mutex::new(HashMap::new()),
+                scratchpads: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -353,7 +404,13 @@ struct SideOutcome {
     end: Option<(SessionStatus, SessionEnd)>,
 }
 
-async fn run_session(inner: Arc<RuntimeInner>, name: String, scope: Scope, prompt: Prompt, out: Emitter) {
+pub(crate) async fn run_session(
+    inner: Arc<RuntimeInner>,
+    name: String,
+    scope: Scope,
+    prompt: Prompt,
+    out: Emitter,
+) {
     let Some(definition) = inner.catalog.get_agent(&name).cloned() else {
         return out.emit(AgentEvent::failed(
             format!("no agent `{name}` is defined"),
@@ -408,8 +465,134 @@ impl Session {
             Err(failure) => return failure.emit(&self.out),
         };
         match self.run_sides(record).await {
-            Ok(record) => self.finish(&record),
+            Ok(record) => {
+                if record.status.is_final() {
+                    if let Some(link) = &record.parent {
+                        self.resume_parent(link, &record).await;
+                    }
+                }
+                self.finish(&record);
+            }
             Err(failure) => failure.emit(&self.out),
+        }
+    }
+
+    /// Runs the hooks of `side`'s turn: its children's `before_parent` hooks, the agent's own,
+    /// then its children's other hooks. What they return is given to the side as context.
+    async fn hook_context(&self, side: Side, record: &ThreadRecord) -> Result<Vec<String>, TurnFailure> {
+        let mut before = Vec::new();
+        let mut after = Vec::new();
+        for relationship in self.side(side).subagents().iter().filter(|r| r.is_enabled()) {
+            let Some(child) = self.inner.catalog.get_agent(&relationship.agent) else {
+                continue;
+            };
+            for requirement in &child.parent_hooks {
+                match requirement.stage {
+                    Some(HookStage::AfterParent) => after.push(requirement.hook.clone()),
+                    _ => before.push(requirement.hook.clone()),
+                }
+            }
+        }
+        let ids = before
+            .into_iter()
+            .chain(self.definition.hooks.iter().cloned())
+            .chain(after);
+        let mut context = Vec::new();
+        for id in ids {
+            // Validation already refused a missing hook; fail closed should one still be missing.
+            let hook = self.inner.hooks.get(&id).ok_or_else(|| TurnFailure {
+                details: format!("hook `{id}` is required and not registered"),
+                retryable: false,
+                code: codes::INTERNAL.into(),
+            })?;
+            let input = HookContext {
+                agent: self.definition.name.clone(),
+                session: self.scope.session.clone(),
+                side,
+                transcript: record.transcript.clone(),
+            };
+            let added = hook.before_turn(&input).await.map_err(|e| TurnFailure {
+                details: format!("hook `{id}` failed: {e}"),
+                retryable: true,
+                code: codes::INTERNAL.into(),
+            })?;
+            context.extend(added.filter(|c| !c.trim().is_empty()));
+        }
+        Ok(context)
+    }
+
+    /// A child that settled after its parent parked on it: its result goes to the parent side as
+    /// a message, and the parent goes on once it waits for no other child. The parent's events
+    /// stream here; where it ends up is told by a `session_status` event, not a terminal.
+    async fn resume_parent(&self, link: &ParentLink, child: &ThreadRecord) {
+        let threads = &self.inner.threads;
+        let Ok(Some(mut parent)) = threads.load(&link.session).await else {
+            return;
+        };
+        if parent.status != SessionStatus::AwaitingChild || !parent.waiting_on.contains(&child.session) {
+            return;
+        }
+        let Some(definition) = self.inner.catalog.get_agent(&parent.agent).cloned() else {
+            return;
+        };
+        let message = child
+            .end
+            .as_ref()
+            .and_then(|e| e.message.clone())
+            .unwrap_or_default();
+        parent.waiting_on.retain(|s| s != &child.session);
+        for known in parent.children.iter_mut().filter(|c| c.session == child.session) {
+            known.ended = true;
+        }
+        parent.transcript.push(ThreadMessage {
+            side: link.side.other(),
+            text: format!("[{}] {}: {message}", link.relationship, child.status.as_str()),
+            source: Some(format!("subagent:{}", link.relationship)),
+        });
+        let resume_turn = format!("{}>{}", self.turn_id, link.session);
+        if parent.waiting_on.is_empty() {
+            parent.status = SessionStatus::Running;
+            parent.next_side = link.side;
+            parent.running_turn = Some(resume_turn.clone());
+            parent.lease_until_ms = now_ms().saturating_add(self.inner.lease.as_millis() as u64);
+        }
+        match threads.save(&parent).await {
+            Ok(version) => parent.version = version,
+            Err(e) => {
+                tracing::warn!(parent = %link.session, error = %e, "could not hand a child's result to its parent");
+                return;
+            }
+        }
+        if parent.status != SessionStatus::Running {
+            return;
+        }
+        self.out.emit(session_status(
+            "resuming",
+            json!({ "session": link.session, "child": child.session }),
+        ));
+        let session = Session {
+            inner: self.inner.clone(),
+            definition,
+            scope: Scope::new(&link.session).with_turn_id(&resume_turn),
+            turn_id: resume_turn,
+            out: self.out.clone(),
+        };
+        match Box::pin(session.run_sides(parent)).await {
+            Ok(parent) => {
+                if parent.status.is_final() {
+                    if let Some(grandparent) = &parent.parent {
+                        Box::pin(session.resume_parent(grandparent, &parent)).await;
+                    }
+                }
+                self.out.emit(session_status(
+                    parent.status.as_str(),
+                    json!({ "session": parent.session, "end": parent.end }),
+                ));
+            }
+            Err(failure) => self.out.emit(session_status(
+                "interrupted",
+                json!({ "session": link.session, "details": failure.details, "code": failure.code }),
+            )),
         }
     }
 
@@ -423,16 +606,20 @@ impl Session {
         let now = now_ms();
         let speaker = self.speaker();
         let deliver = |record: &mut ThreadRecord| {
-            record.transcript.push(ThreadMessage {
-                side: speaker,
-                text: prompt.text.clone(),
-            });
+            record
+                .transcript
+                .push(ThreadMessage::new(speaker, prompt.text.clone()));
             record.next_side = speaker.other();
         };
         let mut record = match stored {
             None => {
                 let mut record =
                     ThreadRecord::new(&self.scope.session, &self.definition.name, speaker.other());
+                record.parent = self
+                    .scope
+                    .extensions
+                    .get(PARENT_KEY)
+                    .and_then(|link| serde_json::from_value::<ParentLink>(link.clone()).ok());
                 deliver(&mut record);
                 record
             }
@@ -508,13 +695,22 @@ impl Session {
                 "running",
                 json!({ "side": side.as_str(), "label": config.label(), "sideTurn": record.side_turns + 1 }),
             ));
-            let outcome = match config {
-                SideConfig::Prompt(prompt_side) => self.prompt_turn(side, prompt_side, &record).await,
-                SideConfig::Handler(handler_side) => {
-                    self.handler_turn(side, &handler_side.handler, &record).await
-                }
-                SideConfig::Human(_) => unreachable_human(),
+            self.inner.open_scratch(&self.scope.session, &record.children);
+            let outcome = match self.hook_context(side, &record).await {
+                Err(failure) => Err(failure),
+                Ok(context) => match config {
+                    SideConfig::Prompt(prompt_side) => {
+                        self.prompt_turn(side, prompt_side, &record, context).await
+                    }
+                    SideConfig::Handler(handler_side) => {
+                        self.handler_turn(side, &handler_side.handler, &record, context)
+                            .await
+                    }
+                    SideConfig::Human(_) => unreachable_human(),
+                },
             };
+            let scratch = self.inner.close_scratch(&self.scope.session);
+            record.children = scratch.children;
             let outcome = match outcome {
                 Ok(outcome) => outcome,
                 Err(failure) => {
@@ -526,7 +722,7 @@ impl Session {
             };
             record.side_turns += 1;
             if let Some(text) = outcome.message.filter(|t| !t.trim().is_empty()) {
-                record.transcript.push(ThreadMessage { side, text });
+                record.transcript.push(ThreadMessage::new(side, text));
             }
             if let Some(status) = outcome.status {
                 record.status_text = Some(status);
@@ -535,6 +731,13 @@ impl Session {
             if let Some((status, end)) = outcome.end {
                 record.status = status;
                 record.end = Some(end);
+                break;
+            }
+            if !scratch.parked.is_empty() {
+                // A child the model started waits for a person: so does this side.
+                record.waiting_on.extend(scratch.parked);
+                record.next_side = side;
+                record.status = SessionStatus::AwaitingChild;
                 break;
             }
             record.lease_until_ms = now_ms().saturating_add(self.inner.lease.as_millis() as u64);
@@ -584,6 +787,13 @@ impl Session {
         if let Some(side) = awaiting {
             data["awaiting"] = side.into();
         }
+        if !record.waiting_on.is_empty() {
+            data["waitingOn"] = json!(record.waiting_on);
+        }
+        if record.status.is_final() {
+            // What Agent Protocol reads as a task's last step.
+            data["is_last"] = true.into();
+        }
         if let Some(end) = end {
             data["end"] = end;
         }
@@ -609,14 +819,17 @@ impl Session {
         side: Side,
         config: &PromptSide,
         record: &ThreadRecord,
+        context: Vec<String>,
     ) -> Result<SideOutcome, TurnFailure> {
         let engine = self.engine(side, config)?;
         let inbound: Vec<&str> = record.inbound(side).iter().map(|m| m.text.as_str()).collect();
-        let text = if inbound.is_empty() {
+        let mut parts = context;
+        parts.push(if inbound.is_empty() {
             "(The other side has nothing to add; go on.)".to_owned()
         } else {
             inbound.join("\n\n")
-        };
+        });
+        let text = parts.join("\n\n");
         let mut events = engine.invoke(self.side_scope(side, record), Prompt::text(text));
         let mut said = String::new();
         let mut outcome = SideOutcome::default();
@@ -669,6 +882,7 @@ impl Session {
         side: Side,
         name: &str,
         record: &ThreadRecord,
+        context: Vec<String>,
     ) -> Result<SideOutcome, TurnFailure> {
         let handler = self
             .inner
@@ -680,7 +894,19 @@ impl Session {
                 retryable: false,
                 code: codes::INTERNAL.into(),
             })?;
-        let mut state = ThreadState::new(&self.scope.session, side, &record.transcript);
+        let relationships: Vec<SubagentRelationship> = self
+            .side(side)
+            .subagents()
+            .iter()
+            .filter(|r| r.is_enabled())
+            .cloned()
+            .collect();
+        let port = (!relationships.is_empty()).then(|| ChildPort {
+            inner: self.inner.me.clone(),
+            relationships,
+            turn_id: format!("{}#{}", self.turn_id, record.side_turns + 1),
+        });
+        let mut state = ThreadState::new(&self.scope.session, side, &record.transcript, context, port);
         handler.turn(&mut state).await.map_err(|e| TurnFailure {
             details: format!("handler `{name}` failed: {}", e.message),
             retryable: e.retryable,
@@ -728,7 +954,7 @@ impl Session {
         if let Some(engine) = engines.get(&key) {
             return Ok(engine.clone());
         }
-        let engine = build_engine(&self.inner, config).map_err(|details| TurnFailure {
+        let engine = build_engine(&self.inner, side, config).map_err(|details| TurnFailure {
             details,
             retryable: false,
             code: codes::INTERNAL.into(),
@@ -746,7 +972,7 @@ fn unreachable_human() -> Result<SideOutcome, TurnFailure> {
     })
 }
 
-fn build_engine(inner: &RuntimeInner, side: &PromptSide) -> Result<Engine, String> {
+fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide) -> Result<Engine, String> {
     let prompt = inner
         .catalog
         .get_prompt(&side.prompt)
@@ -776,7 +1002,30 @@ fn build_engine(inner: &RuntimeInner, side: &PromptSide) -> Result<Engine, Strin
             tools.push(binding_tool(&binding));
         }
     }
+    let mut composed = false;
+    for relationship in side.subagents.iter().filter(|r| r.is_enabled() && !r.hidden) {
+        let child = inner
+            .catalog
+            .get_agent(&relationship.agent)
+            .ok_or_else(|| format!("no agent `{}` is defined", relationship.agent))?;
+        let description = child
+            .tool_description
+            .clone()
+            .or_else(|| child.description.clone())
+            .unwrap_or_else(|| format!("Start a session of agent {} and get its result.", child.name));
+        tools.push(subagent_tool(
+            inner.me.clone(),
+            which,
+            relationship.clone(),
+            description,
+        ));
+        composed = true;
+    }
     let mut config = inner.engine_config.clone();
+    if composed {
+        // A child runs inside the call that starts it: give it the turn's time, not a tool's.
+        config.tool_timeout = config.tool_timeout.max(config.turn_deadline);
+    }
     if let Some(steps) = side.max_steps {
         config.max_rounds = steps;
     }

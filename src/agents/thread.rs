@@ -50,6 +50,8 @@ pub enum SessionStatus {
     Running,
     /// Parked: a person's message on the human side is awaited.
     AwaitingHuman,
+    /// Parked: a child session it started waits for a person; it resumes when the child settles.
+    AwaitingChild,
     /// Ended successfully (a session stop, or the turn cap).
     Completed,
     /// Ended with a failure (a session fail).
@@ -62,6 +64,7 @@ impl SessionStatus {
         match self {
             Self::Running => "running",
             Self::AwaitingHuman => "awaiting_human",
+            Self::AwaitingChild => "awaiting_child",
             Self::Completed => "completed",
             Self::Failed => "failed",
         }
@@ -81,6 +84,44 @@ pub struct ThreadMessage {
     pub side: Side,
     /// What was said.
     pub text: String,
+    /// Where it came from when not from the side itself: `subagent:<as>` for a child's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl ThreadMessage {
+    /// What `side` said.
+    pub fn new(side: Side, text: impl Into<String>) -> Self {
+        Self {
+            side,
+            text: text.into(),
+            source: None,
+        }
+    }
+}
+
+/// Where a child session reports when it settles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentLink {
+    /// The parent session.
+    pub session: String,
+    /// The parent's side that started the child.
+    pub side: Side,
+    /// The relationship's name (`as`).
+    pub relationship: String,
+}
+
+/// A child session a session started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildLink {
+    /// The relationship's name (`as`).
+    pub relationship: String,
+    /// The child session.
+    pub session: String,
+    /// Whether it has ended.
+    pub ended: bool,
 }
 
 /// How a session ended, and with what (the child → parent payload when composed).
@@ -127,6 +168,15 @@ pub struct ThreadRecord {
     /// Turns already handled, newest last (the last [`HANDLED_TURNS_KEPT`]).
     #[serde(default)]
     pub handled_turns: Vec<String>,
+    /// The session that started this one, for a child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// The child sessions this one started, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildLink>,
+    /// The children it waits for while `awaiting_child`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_on: Vec<String>,
     /// Bumped by every save; a save expects the version it read.
     #[serde(default)]
     pub version: u64,
@@ -150,6 +200,9 @@ impl ThreadRecord {
             running_turn: None,
             lease_until_ms: 0,
             handled_turns: Vec::new(),
+            parent: None,
+            children: Vec::new(),
+            waiting_on: Vec::new(),
             version: 0,
         }
     }
@@ -314,10 +367,7 @@ mod tests {
     fn inbound_is_what_the_other_side_said_since() {
         let mut record = ThreadRecord::new("s", "a", Side::A);
         for (side, text) in [(Side::B, "1"), (Side::A, "2"), (Side::B, "3"), (Side::B, "4")] {
-            record.transcript.push(ThreadMessage {
-                side,
-                text: text.into(),
-            });
+            record.transcript.push(ThreadMessage::new(side, text));
         }
         let texts: Vec<&str> = record.inbound(Side::A).iter().map(|m| m.text.as_str()).collect();
         assert_eq!(texts, ["3", "4"]);

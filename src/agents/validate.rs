@@ -125,6 +125,15 @@ pub struct Known {
     pub hooks: BTreeSet<String>,
 }
 
+impl Known {
+    /// What every runtime has: the built-in handlers (`relay_pipe`).
+    pub fn with_builtins() -> Self {
+        let mut known = Self::default();
+        known.handlers.insert(super::relay::RELAY_PIPE.to_owned());
+        known
+    }
+}
+
 struct Report<'a> {
     source: &'a str,
     issues: &'a mut Vec<Issue>,

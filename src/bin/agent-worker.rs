@@ -94,7 +94,7 @@ enum Command {
 struct ValidateArgs {
     /// The folder holding agents/ and prompts/.
     folder: PathBuf,
-    /// A handler registered outside this binary; repeatable.
+    /// A handler registered outside this binary (relay_pipe is built in); repeatable.
     #[arg(long = "handler")]
     handlers: Vec<String>,
     /// A hook registered outside this binary; repeatable.
@@ -815,7 +815,7 @@ async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
 
 fn validate(args: ValidateArgs) -> Result<ExitCode, String> {
     use agent_worker::agents::{Catalog, Known, has_errors};
-    let mut known = Known::default();
+    let mut known = Known::with_builtins();
     known
         .tools
         .extend(examples::NAMES.iter().map(|n| (*n).to_owned()));

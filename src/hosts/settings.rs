@@ -224,7 +224,7 @@ impl WorkerSettings {
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
     ) -> Result<AgentRuntime, SettingsError> {
-        let mut known = Known::default();
+        let mut known = Known::with_builtins();
         known
             .tools
             .extend(examples::NAMES.iter().map(|n| (*n).to_owned()));

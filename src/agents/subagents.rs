@@ -1,0 +1,214 @@
+//! Subagents: a side's relationship starts child sessions of another agent.
+//!
+//! - For a prompt side's model, each enabled, visible relationship is a tool named by its `as`,
+//!   described by the child's `toolDescription`, taking `{"message"}`. A call starts a new child
+//!   session (`<parent>/<as>/<n>`, at most `maxInstances` alive at once) and runs it until it
+//!   settles. The child's stop payload is the tool's result; its failure is an error result. A
+//!   child that parks on a person answers `awaiting_human`, and the parent parks
+//!   (`awaiting_child`) after its turn, until the child settles; then the child's result comes
+//!   to the parent side as a message and the parent goes on.
+//! - A handler reaches its side's relationships (hidden ones too) through
+//!   [`ThreadState::message_subagent`](super::ThreadState::message_subagent), which speaks as the
+//!   child's human side, reusing the newest child that is still alive.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use super::definition::SubagentRelationship;
+use super::runner::{RuntimeInner, run_session};
+use super::thread::{ChildLink, ParentLink, Side};
+use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
+use crate::engine::turn_stream;
+use crate::protocol::{AgentEvent, Prompt, Scope};
+
+/// The scope extension that carries a child's [`ParentLink`].
+pub(crate) const PARENT_KEY: &str = "agentParent";
+
+/// What a side turn in flight did with its relationships, kept beside the running session.
+#[derive(Debug, Default)]
+pub(crate) struct SideScratch {
+    pub(crate) children: Vec<ChildLink>,
+    /// Children started by the model that wait for a person.
+    pub(crate) parked: Vec<String>,
+}
+
+/// The scratch of each session with a side turn in flight.
+pub(crate) type Scratchpads = Mutex<HashMap<String, Arc<Mutex<SideScratch>>>>;
+
+/// How a child's run settled, for the side that started it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildReply {
+    /// The child session.
+    pub session: String,
+    /// `completed`, `failed`, `awaiting_human`, or `awaiting_child`.
+    pub status: String,
+    /// What its sides said in this run.
+    pub said: String,
+    /// Its result or failure message, once it ended.
+    pub message: Option<String>,
+    /// Its result's attachments.
+    pub attachments: Option<Value>,
+}
+
+impl ChildReply {
+    /// Whether the child session has ended.
+    pub fn ended(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "failed")
+    }
+}
+
+/// Starts (or, with `reuse`, continues) a child of `relationship` and runs it until it settles.
+pub(crate) async fn message_child(
+    inner: &Arc<RuntimeInner>,
+    parent_session: &str,
+    side: Side,
+    relationship: &SubagentRelationship,
+    text: &str,
+    turn_id: &str,
+    reuse: bool,
+) -> Result<ChildReply, String> {
+    let scratch = inner
+        .scratch(parent_session)
+        .ok_or_else(|| format!("session {parent_session} has no side turn running"))?;
+    let name = relationship.tool_name().to_owned();
+    let child_session = {
+        let mut pad = scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        let alive: Vec<&ChildLink> = pad
+            .children
+            .iter()
+            .filter(|c| c.relationship == name && !c.ended)
+            .collect();
+        match alive.last() {
+            Some(newest) if reuse => newest.session.clone(),
+            _ => {
+                if let Some(max) = relationship.max_instances {
+                    if alive.len() >= max as usize {
+                        return Err(format!(
+                            "`{name}` may have at most {max} child session(s) alive at once; {} are",
+                            alive.len()
+                        ));
+                    }
+                }
+                let n = pad.children.iter().filter(|c| c.relationship == name).count() + 1;
+                let session = format!("{parent_session}/{name}/{n}");
+                pad.children.push(ChildLink {
+                    relationship: name.clone(),
+                    session: session.clone(),
+                    ended: false,
+                });
+                session
+            }
+        }
+    };
+    let link = ParentLink {
+        session: parent_session.to_owned(),
+        side,
+        relationship: name.clone(),
+    };
+    let scope = Scope::new(&child_session)
+        .with_turn_id(turn_id)
+        .with(PARENT_KEY, serde_json::to_value(&link).unwrap_or(Value::Null));
+    let (runtime, agent, prompt) = (inner.clone(), relationship.agent.clone(), Prompt::text(text));
+    let events: Vec<AgentEvent> = turn_stream(move |out| run_session(runtime, agent, scope, prompt, out))
+        .collect()
+        .await;
+    let said: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    let reply = match events.last() {
+        Some(AgentEvent::Completed { data: Some(data) }) => ChildReply {
+            session: child_session.clone(),
+            status: data["sessionStatus"].as_str().unwrap_or("completed").to_owned(),
+            said,
+            message: data["end"]["message"].as_str().map(str::to_owned),
+            attachments: Some(data["end"]["attachments"].clone()).filter(|a| !a.is_null()),
+        },
+        Some(AgentEvent::Failed { details, code, .. }) if code.as_deref() == Some(super::SESSION_FAILED) => {
+            ChildReply {
+                session: child_session.clone(),
+                status: "failed".into(),
+                said,
+                message: Some(details.clone()),
+                attachments: None,
+            }
+        }
+        Some(AgentEvent::Failed { details, .. }) => {
+            return Err(format!("child {child_session} could not run: {details}"));
+        }
+        _ => return Err(format!("child {child_session} ended without a result")),
+    };
+    let mut pad = scratch.lock().unwrap_or_else(PoisonError::into_inner);
+    if reply.ended() {
+        if let Some(link) = pad.children.iter_mut().find(|c| c.session == child_session) {
+            link.ended = true;
+        }
+    } else if !reuse && reply.status == "awaiting_human" {
+        pad.parked.push(child_session);
+    }
+    Ok(reply)
+}
+
+/// The tool a prompt side's model calls to start a child of `relationship`.
+pub(crate) fn subagent_tool(
+    inner: Weak<RuntimeInner>,
+    side: Side,
+    relationship: SubagentRelationship,
+    description: String,
+) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new(
+        relationship.tool_name(),
+        description,
+        json!({
+            "type": "object",
+            "properties": { "message": { "type": "string", "description": "What to ask of it." } },
+            "required": ["message"],
+        }),
+    );
+    let relationship = Arc::new(relationship);
+    Arc::new(tool_fn(spec, move |input, ctx| {
+        let inner = inner.clone();
+        let relationship = relationship.clone();
+        async move {
+            let inner = inner
+                .upgrade()
+                .ok_or_else(|| ToolError::new("the agent runtime has shut down"))?;
+            let message = input["message"]
+                .as_str()
+                .ok_or_else(|| ToolError::new("`message` is required"))?;
+            let parent = ctx
+                .session
+                .strip_suffix(&format!("#{}", side.as_str()))
+                .unwrap_or(&ctx.session)
+                .to_owned();
+            let turn_id = format!("{}:{}", ctx.turn_id, ctx.call_id);
+            let reply = message_child(&inner, &parent, side, &relationship, message, &turn_id, false)
+                .await
+                .map_err(ToolError::new)?;
+            match reply.status.as_str() {
+                "failed" => Err(ToolError::new(format!(
+                    "{} failed: {}",
+                    relationship.tool_name(),
+                    reply.message.unwrap_or_default()
+                ))),
+                "completed" => Ok(json!({
+                    "status": "completed",
+                    "message": reply.message,
+                    "attachments": reply.attachments,
+                })),
+                waiting => Ok(json!({
+                    "status": waiting,
+                    "session": reply.session,
+                    "said": reply.said,
+                    "note": "It waits for a person. Its result will come to you as a message when it settles.",
+                })),
+            }
+        }
+    }))
+}
