@@ -1028,3 +1028,60 @@ async fn a_dropped_step_handler_is_started_again_for_its_next_step() {
         2
     );
 }
+
+#[tokio::test]
+async fn a_standard_agent_is_served_and_its_session_end_is_the_last_step() {
+    use agent_worker::agents::{AgentRuntime, Catalog, Known, MemoryThreadStore};
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents");
+    let mut known = Known::with_builtins();
+    known.tools.insert("current_time".into());
+    let (catalog, _) = Catalog::load(&folder, &known).unwrap();
+    let client = bedrock.client();
+    let runtime = AgentRuntime::builder()
+        .catalog(catalog)
+        .tools(support::example_tools(&["current_time"]))
+        .models(support::MODEL_ID, move |id| {
+            Arc::new(agent_worker::engine::BedrockModel::new(client.clone(), id))
+                as Arc<dyn agent_worker::engine::Model>
+        })
+        .session_store(MemoryStore::new())
+        .thread_store(MemoryThreadStore::new())
+        .engine_config(support::config())
+        .build()
+        .unwrap();
+    let server = start(
+        AgentTaskHandler::new(runtime.agent("approval_gate").unwrap()),
+        |_| {},
+    )
+    .await;
+    let client = &server.client;
+
+    bedrock.push(Reply::text("Approve deleting the bucket?"));
+    let task = client
+        .create_agent_task(&TaskRequestBody::new("Delete the bucket."))
+        .await
+        .unwrap();
+    let ask = client.execute_agent_task_step(&task.task_id, None).await.unwrap();
+    assert_eq!(ask.output.as_deref(), Some("Approve deleting the bucket?"));
+    assert!(!ask.is_last);
+    assert_eq!(
+        ask.additional_output.as_ref().unwrap()["sessionStatus"],
+        "awaiting_human"
+    );
+
+    bedrock.push(Reply::tool_call(
+        "c1",
+        "record_decision",
+        r#"{"decision":"approved"}"#,
+    ));
+    let decided = client
+        .execute_agent_task_step(&task.task_id, Some(&StepRequestBody::new("Yes.")))
+        .await
+        .unwrap();
+    assert!(decided.is_last, "the session ended, so the task did");
+    assert_eq!(
+        decided.additional_output.as_ref().unwrap()["end"]["message"],
+        "approved"
+    );
+}

@@ -219,3 +219,37 @@ async fn validate_prints_every_issue_and_exits_1_on_an_error() {
     assert_eq!(issues[0]["source"], "x");
     let _ = std::fs::remove_dir_all(&broken);
 }
+
+#[tokio::test]
+async fn invoke_runs_a_standard_agent_from_a_folder() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Shall I go ahead?"));
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
+    let (events, stderr, code) = invoke(
+        &bedrock,
+        &[
+            "--session",
+            "g1",
+            "--text",
+            "Delete the bucket.",
+            "--agents-dir",
+            folder,
+            "--agent",
+            "approval_gate",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    match events.last() {
+        Some(AgentEvent::Completed { data: Some(data) }) => {
+            assert_eq!(data["sessionStatus"], "awaiting_human")
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_, stderr, code) = invoke(
+        &bedrock,
+        &["--session", "g2", "--text", "x", "--agents-dir", folder],
+    )
+    .await;
+    assert_eq!(code, Some(2), "--agents-dir needs --agent: {stderr}");
+}

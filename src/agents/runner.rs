@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ use super::thread::{
     ChildLink, ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStore,
     ThreadStoreError,
 };
-use super::validate::{Known, binding_tools, has_errors};
+use super::validate::{Issue, Known, binding_tools, has_errors};
 use crate::engine::model::Model;
 use crate::engine::tools::{Tool, ToolSpec, tool_fn};
 use crate::engine::{Emitter, Engine, EngineConfig, StepContext, TurnPolicy, turn_stream};
@@ -169,6 +170,17 @@ impl AgentRuntimeBuilder {
         self
     }
 
+    /// The agents and prompts of `folder` (`agents/`, `prompts/`), checked against the tools,
+    /// handlers and hooks registered so far; fails listing every error.
+    pub fn catalog_dir(self, folder: &Path) -> Result<Self, RuntimeError> {
+        let (catalog, issues) =
+            Catalog::load(folder, &self.known()).map_err(|e| RuntimeError(e.to_string()))?;
+        if has_errors(&issues) {
+            return Err(listed(&issues));
+        }
+        Ok(self.catalog(catalog))
+    }
+
     /// Where models come from: `make(model_id)`, and the id a prompt without one uses.
     pub fn models(
         mut self,
@@ -246,11 +258,7 @@ impl AgentRuntimeBuilder {
     pub fn build(mut self) -> Result<AgentRuntime, RuntimeError> {
         let issues = self.catalog.validate(&self.known());
         if has_errors(&issues) {
-            let listed: Vec<String> = issues.iter().map(ToString::to_string).collect();
-            return Err(RuntimeError(format!(
-                "the agent definitions have errors:\n{}",
-                listed.join("\n")
-            )));
+            return Err(listed(&issues));
         }
         if let Some(name) = &self.default_agent {
             if self.catalog.get_agent(name).is_none() {
@@ -288,6 +296,15 @@ impl AgentRuntimeBuilder {
             }),
         })
     }
+}
+
+/// The error listing a catalog's issues.
+fn listed(issues: &[Issue]) -> RuntimeError {
+    let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
+    RuntimeError(format!(
+        "the agent definitions have errors:\n{}",
+        lines.join("\n")
+    ))
 }
 
 impl AgentRuntime {
@@ -529,7 +546,8 @@ impl Session {
         let Ok(Some(mut parent)) = threads.load(&link.session).await else {
             return;
         };
-        if parent.status != SessionStatus::AwaitingChild || !parent.waiting_on.contains(&child.session) {
+        // A parent that is running now hears of the child in its own time; one that waits, now.
+        if parent.status == SessionStatus::Running || !parent.waiting_on.contains(&child.session) {
             return;
         }
         let Some(definition) = self.inner.catalog.get_agent(&parent.agent).cloned() else {
@@ -549,8 +567,9 @@ impl Session {
             text: format!("[{}] {}: {message}", link.relationship, child.status.as_str()),
             source: Some(format!("subagent:{}", link.relationship)),
         });
+        parent.trim_transcript();
         let resume_turn = format!("{}>{}", self.turn_id, link.session);
-        if parent.waiting_on.is_empty() {
+        if parent.status == SessionStatus::AwaitingChild && parent.waiting_on.is_empty() {
             parent.status = SessionStatus::Running;
             parent.next_side = link.side;
             parent.running_turn = Some(resume_turn.clone());
@@ -609,6 +628,7 @@ impl Session {
             record
                 .transcript
                 .push(ThreadMessage::new(speaker, prompt.text.clone()));
+            record.trim_transcript();
             record.next_side = speaker.other();
         };
         let mut record = match stored {
@@ -723,6 +743,7 @@ impl Session {
             record.side_turns += 1;
             if let Some(text) = outcome.message.filter(|t| !t.trim().is_empty()) {
                 record.transcript.push(ThreadMessage::new(side, text));
+                record.trim_transcript();
             }
             if let Some(status) = outcome.status {
                 record.status_text = Some(status);

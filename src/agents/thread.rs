@@ -185,6 +185,11 @@ pub struct ThreadRecord {
 /// How many handled turn ids a record keeps for redelivery checks.
 pub const HANDLED_TURNS_KEPT: usize = 64;
 
+/// The most text a record keeps of the transcript; older messages are dropped first, so the
+/// record stays well inside DynamoDB's 400 KB item limit. Prompt sides keep their whole
+/// conversation in their own sessions; a handler sees the kept part.
+pub const MAX_TRANSCRIPT_BYTES: usize = 256 * 1024;
+
 impl ThreadRecord {
     /// A new session of `agent`, `first` side to act.
     pub fn new(session: impl Into<String>, agent: impl Into<String>, first: Side) -> Self {
@@ -218,6 +223,17 @@ impl ThreadRecord {
             .iter()
             .filter(|m| m.side != side)
             .collect()
+    }
+
+    /// Drops the oldest messages past [`MAX_TRANSCRIPT_BYTES`], always keeping the newest.
+    pub fn trim_transcript(&mut self) {
+        let mut total: usize = self.transcript.iter().map(|m| m.text.len()).sum();
+        let mut drop = 0;
+        while total > MAX_TRANSCRIPT_BYTES && drop + 1 < self.transcript.len() {
+            total -= self.transcript[drop].text.len();
+            drop += 1;
+        }
+        self.transcript.drain(..drop);
     }
 
     /// Marks `turn_id` handled.
@@ -372,6 +388,25 @@ mod tests {
         let texts: Vec<&str> = record.inbound(Side::A).iter().map(|m| m.text.as_str()).collect();
         assert_eq!(texts, ["3", "4"]);
         assert!(record.inbound(Side::B).iter().all(|m| m.side == Side::A));
+    }
+
+    #[test]
+    fn the_transcript_keeps_its_newest_messages_within_the_bound() {
+        let mut record = ThreadRecord::new("s", "a", Side::A);
+        let big = "x".repeat(MAX_TRANSCRIPT_BYTES / 3 + 1);
+        for side in [Side::A, Side::B, Side::A, Side::B] {
+            record.transcript.push(ThreadMessage::new(side, big.clone()));
+            record.trim_transcript();
+        }
+        assert_eq!(record.transcript.len(), 2);
+        assert_eq!(record.transcript.last().unwrap().side, Side::B);
+        record.transcript = vec![ThreadMessage::new(Side::A, "y".repeat(MAX_TRANSCRIPT_BYTES * 2))];
+        record.trim_transcript();
+        assert_eq!(
+            record.transcript.len(),
+            1,
+            "the newest message stays, whatever its size"
+        );
     }
 
     #[tokio::test]

@@ -404,13 +404,17 @@ pub fn validate(agents: &[AgentDefinition], prompts: &[PromptDefinition], known:
             );
         }
         for (i, tool) in prompt.tools.iter().enumerate() {
-            if !known.tools.contains(tool) && !agent_by_name.contains_key(tool.as_str()) {
-                report.error(
-                    codes::UNDEFINED_TOOL,
-                    format!("tools[{i}]"),
-                    format!("no tool `{tool}` is registered"),
-                );
+            if known.tools.contains(tool) {
+                continue;
             }
+            let message = if agent_by_name.contains_key(tool.as_str()) {
+                format!(
+                    "`{tool}` is an agent: handoffs are not supported yet; compose it as a subagent instead"
+                )
+            } else {
+                format!("no tool `{tool}` is registered")
+            };
+            report.error(codes::UNDEFINED_TOOL, format!("tools[{i}]"), message);
         }
     }
     for agent in agents {

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! agent-worker invoke --session S --text T [--tool current_time] [--table T] [--endpoint-url URL]
+//!                     [--agents-dir examples/agents --agent assistant]
 //! agent-worker setup [--table T] [--queue NAME]
 //! agent-worker send --queue-url URL --session S --text T [--turn-id ID]
 //! agent-worker poll --queue-url URL [--until-empty]
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::agent_protocol::{
@@ -162,6 +164,12 @@ struct WorkerArgs {
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
     region: Option<String>,
+    /// Serve the Standard Agents definitions of this folder; each turn's `agent` names one.
+    #[arg(long, env = "AGENTS_DIR")]
+    agents_dir: Option<PathBuf>,
+    /// With --agents-dir: the agent of a turn that names none.
+    #[arg(long, env = "DEFAULT_AGENT")]
+    default_agent: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -311,9 +319,46 @@ struct EngineArgs {
     /// Keep sessions in this DynamoDB table rather than in memory.
     #[arg(long, env = "TABLE_NAME")]
     table: Option<String>,
+    /// Run a Standard Agents definition from this folder (agents/, prompts/) instead of the
+    /// bare engine; `--agent` names it.
+    #[arg(long, env = "AGENTS_DIR", requires = "agent")]
+    agents_dir: Option<PathBuf>,
+    /// The agent of `--agents-dir` to run.
+    #[arg(long, requires = "agents_dir")]
+    agent: Option<String>,
 }
 
 impl EngineArgs {
+    /// The agent these options describe: the engine, or a Standard Agents definition.
+    async fn agent(&self) -> Result<Arc<dyn Agent>, String> {
+        let (Some(folder), Some(name)) = (&self.agents_dir, &self.agent) else {
+            return Ok(Arc::new(self.engine().await?));
+        };
+        let client = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
+        let builder = AgentRuntime::builder()
+            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .catalog_dir(folder)
+            .map_err(|e| format!("--agents-dir {}: {e}", folder.display()))?
+            .models(&self.model_id, move |id| {
+                Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
+            });
+        let builder = match &self.table {
+            Some(table) => {
+                let store = self.dynamo_store(table).await?;
+                builder
+                    .session_store(store.clone())
+                    .thread_store(DynamoThreadStore::new(store))
+            }
+            None => builder
+                .session_store(MemoryStore::new())
+                .thread_store(MemoryThreadStore::new()),
+        };
+        let runtime = builder.build().map_err(|e| e.to_string())?;
+        Ok(Arc::new(
+            runtime.agent(name).map_err(|e| format!("--agent {name}: {e}"))?,
+        ))
+    }
+
     async fn dynamo_store(&self, table: &str) -> Result<DynamoStore, String> {
         let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
         let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
@@ -475,12 +520,12 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
     for path in &args.images {
         prompt = prompt.with_image(image(path)?);
     }
-    let engine = args.engine.engine().await?;
+    let agent = args.engine.agent().await?;
     let mut scope = Scope::new(args.session);
     if let Some(turn_id) = args.turn_id {
         scope = scope.with_turn_id(turn_id);
     }
-    let mut events = engine.invoke(scope, prompt);
+    let mut events = agent.invoke(scope, prompt);
     let mut code = ExitCode::from(1);
     while let Some(event) = events.next().await {
         let line = serde_json::to_string(&event).map_err(|e| format!("cannot print an event: {e}"))?;
@@ -538,10 +583,14 @@ impl WorkerArgs {
         let table = self.table.clone();
         let model_id = self.model_id.clone();
         let tools = self.tools.join(",");
+        let agents_dir = self.agents_dir.as_ref().map(|d| d.display().to_string());
+        let default_agent = self.default_agent.clone();
         let settings = WorkerSettings::from_lookup(|name| match name {
             "TABLE_NAME" => table.clone(),
             "MODEL_ID" => Some(model_id.clone()),
             "TOOLS" => Some(tools.clone()),
+            "AGENTS_DIR" => agents_dir.clone(),
+            "DEFAULT_AGENT" => default_agent.clone(),
             other => std::env::var(other).ok(),
         })
         .map_err(|e| e.to_string())?;
@@ -783,10 +832,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
-    let engine = args.engine.engine().await?;
+    let agent = args.engine.agent().await?;
     let mut config = ServerConfig::new(Workspace::new(&args.workspace));
     config.upload_limit = args.upload_limit;
-    let handler = AgentTaskHandler::new(engine);
+    let handler = AgentTaskHandler::new(agent);
     // With a table, tasks live beside the sessions, so replicas share them.
     let (server, kept) = match &args.engine.table {
         Some(table) => {

@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agents::{AgentRuntime, Catalog, DynamoThreadStore, Known, has_errors};
+use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
 use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
@@ -224,27 +224,15 @@ impl WorkerSettings {
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
     ) -> Result<AgentRuntime, SettingsError> {
-        let mut known = Known::with_builtins();
-        known
-            .tools
-            .extend(examples::NAMES.iter().map(|n| (*n).to_owned()));
-        let (catalog, issues) =
-            Catalog::load(folder, &known).map_err(|e| error("AGENTS_DIR", e.to_string()))?;
-        if has_errors(&issues) {
-            let listed: Vec<String> = issues.iter().map(ToString::to_string).collect();
-            return Err(error(
-                "AGENTS_DIR",
-                format!("the definitions have errors:\n{}", listed.join("\n")),
-            ));
-        }
         let mut builder = AgentRuntime::builder()
-            .catalog(catalog)
+            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .catalog_dir(folder)
+            .map_err(|e| error("AGENTS_DIR", e.to_string()))?
             .models(&self.model_id, move |id| {
                 Arc::new(BedrockModel::new(bedrock.clone(), id)) as Arc<dyn Model>
             })
             .session_store(store.clone())
             .thread_store(DynamoThreadStore::new(store))
-            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
             .engine_config(self.engine.clone());
         if let Some(name) = &self.default_agent {
             builder = builder.default_agent(name);

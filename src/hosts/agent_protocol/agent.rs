@@ -6,8 +6,9 @@
 //!   has run yet; otherwise it answers 422.
 //! - `output` is the turn's text; `additional_output` is the `data` of its `completed` event.
 //! - `is_last` is true when that data says `"is_last": true`. An agent that knows when a task is
-//!   done (a Standard Agents definition that ends, say) sets it; the Bedrock engine never does,
-//!   so its tasks are conversations that go on as long as the caller sends steps.
+//!   done sets it: a Standard Agents session does when it ends (`sessionStop`, `sessionFail`,
+//!   its turn cap). The Bedrock engine never does, so its tasks are conversations that go on as
+//!   long as the caller sends steps.
 //! - A turn that fails is a failed step (500, nothing stored), its code and details in the
 //!   message.
 
