@@ -23,6 +23,10 @@ use sha2::{Digest, Sha256};
 use super::tools::{Effect, ToolSpec};
 use crate::session::{ApprovalStatus, PendingApproval};
 
+/// The code of a call that needs the person's approval where there is no way to ask for it
+/// (no approval store, as over MCP): nothing was sent.
+pub const APPROVAL_REQUIRED: &str = "APPROVAL_REQUIRED";
+
 /// What a host's policy says of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolDecision {
@@ -423,6 +427,7 @@ pub(crate) async fn redeem(
     engine: &super::EngineInner,
     session: &str,
     user_id: Option<&str>,
+    account_id: Option<&str>,
     turn_id: &str,
     decision: &Value,
     out: &super::turn_stream::Emitter,
@@ -518,6 +523,8 @@ pub(crate) async fn redeem(
         session: session.to_owned(),
         turn_id: turn_id.to_owned(),
         call_id: call_id.clone(),
+        user_id: user_id.map(str::to_owned),
+        account_id: account_id.map(str::to_owned),
     };
     let outcome = engine
         .tools

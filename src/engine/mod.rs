@@ -30,8 +30,8 @@ mod turn;
 mod turn_stream;
 
 pub use approvals::{
-    ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy, ToolPolicyContext, WeakKey, args_hash,
-    canonical_json,
+    APPROVAL_REQUIRED, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy, ToolPolicyContext,
+    WeakKey, args_hash, canonical_json,
 };
 pub use config::{ConfigError, EngineConfig};
 pub use error::EngineError;

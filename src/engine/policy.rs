@@ -14,6 +14,8 @@ pub struct StepContext<'a> {
     pub round: u32,
     /// The person, when the caller named one (the `userId` scope extension).
     pub user_id: Option<&'a str>,
+    /// The person's account, when the caller named one (the `accountId` scope extension).
+    pub account_id: Option<&'a str>,
 }
 
 /// Decisions about each step of a turn. Every method has a default that decides nothing.

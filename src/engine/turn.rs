@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use super::approvals::{self, HeldCall, Verdict};
+use super::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
@@ -18,7 +18,7 @@ use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext};
-use crate::protocol::{APPROVAL_KEY, AgentEvent, Prompt, Scope, USER_ID_KEY, codes};
+use crate::protocol::{ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, Prompt, Scope, USER_ID_KEY, codes};
 use crate::session::history::{INTERRUPTED_CALL, repair};
 use crate::session::{Claim, ContentBlock, Lease, Message, Role, Stop, StopCause, TurnOutcome, TurnStatus};
 
@@ -110,11 +110,17 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         .get(USER_ID_KEY)
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let account_id = scope
+        .extensions
+        .get(ACCOUNT_ID_KEY)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let approval = scope.extensions.get(APPROVAL_KEY).cloned();
     let ask = TurnAsk {
         session: scope.session,
         turn_id,
         user_id,
+        account_id,
         approval,
         supersedes,
     };
@@ -128,6 +134,7 @@ struct TurnAsk {
     session: String,
     turn_id: String,
     user_id: Option<String>,
+    account_id: Option<String>,
     approval: Option<Value>,
     supersedes: Vec<String>,
 }
@@ -137,6 +144,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         session,
         turn_id,
         user_id,
+        account_id,
         approval,
         supersedes,
     } = ask;
@@ -231,7 +239,16 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
     )
     .await;
     if let Some(decision) = &approval {
-        let told = approvals::redeem(&engine, &session, user_id.as_deref(), &turn_id, decision, &out).await;
+        let told = approvals::redeem(
+            &engine,
+            &session,
+            user_id.as_deref(),
+            account_id.as_deref(),
+            &turn_id,
+            decision,
+            &out,
+        )
+        .await;
         user.content.insert(0, ContentBlock::text(told));
     }
     let history = match store.load_history(&session).await {
@@ -255,6 +272,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         turn_id: &turn_id,
         round: 0,
         user_id: user_id.as_deref(),
+        account_id: account_id.as_deref(),
     };
     let ending = match early_stop {
         Some(stop) => {
@@ -612,7 +630,13 @@ async fn run_step(
                                 Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
                                 Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
                                     index,
-                                    ToolOutcome::error("this call needs the person's approval, and this worker has no approval store; it was not run"),
+                                    ToolOutcome {
+                                        is_error: true,
+                                        content: json!({
+                                            "error": "this call needs the person's approval, and this worker has no approval path; nothing was sent",
+                                            "code": APPROVAL_REQUIRED,
+                                        }),
+                                    },
                                     out,
                                 ),
                                 Verdict::NeedsApproval => {
@@ -629,10 +653,12 @@ async fn run_step(
                                 Verdict::Run => {
                                 let tools = engine.tools.clone();
                                 let timeout = engine.config.tool_timeout;
-                                let call_ctx = ToolContext {
+                                                                let call_ctx = ToolContext {
                                     session: ctx.session.to_owned(),
                                     turn_id: ctx.turn_id.to_owned(),
                                     call_id: id,
+                                    user_id: ctx.user_id.map(str::to_owned),
+                                    account_id: ctx.account_id.map(str::to_owned),
                                 };
                                 running.push(Box::pin(async move {
                                     (index, tools.run(&name, &args, call_ctx, timeout).await)

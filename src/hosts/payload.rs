@@ -17,7 +17,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{AGENT_KEY, APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY};
+use crate::protocol::{
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY,
+};
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,7 +112,7 @@ impl AgentTurnPayload {
         let mut scope = Scope::new(&self.conversation_id)
             .with_turn_id(&self.turn_id)
             .with(USER_ID_KEY, self.user_id.clone())
-            .with("accountId", self.account_id.clone());
+            .with(ACCOUNT_ID_KEY, self.account_id.clone());
         if let Some(context) = &self.context {
             scope = scope.with("context", Value::Object(context.clone()));
         }

@@ -24,5 +24,6 @@ pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use collect::{AgentFailure, CollectError, Collected, collect};
 pub use event::AgentEvent;
 pub use scope::{
-    AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, TURN_ID_KEY, USER_ID_KEY,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
+    TURN_ID_KEY, USER_ID_KEY,
 };

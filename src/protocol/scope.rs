@@ -42,6 +42,8 @@ pub const SUPERSEDES_KEY: &str = "supersedes";
 /// The extension key that carries the time by which the turn must have ended, in milliseconds
 /// since the Unix epoch (a host's own limit, such as a Lambda invocation's deadline).
 pub const DEADLINE_KEY: &str = "deadlineMs";
+/// The extension naming the person's account (`accountId`).
+pub const ACCOUNT_ID_KEY: &str = "accountId";
 /// The extension naming the agent definition a multi-agent runtime runs for the turn.
 pub const AGENT_KEY: &str = "agent";
 

@@ -1,10 +1,12 @@
-//! Test helpers: the Bedrock stand-in and moto's server. Compiled with the `testing` feature (and in this crate's
+//! Test helpers: the Bedrock stand-in, moto's server, and the desk fixture API. Compiled with the `testing` feature (and in this crate's
 //! own tests); production modules never use it.
 
 pub mod bedrock_stand_in;
+pub mod desk_api;
 pub mod moto;
 
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
+pub use desk_api::{DeskApi, DeskCall};
 pub use moto::{Moto, moto};

@@ -93,6 +93,8 @@ mod tests {
             session: "s".into(),
             turn_id: "t".into(),
             call_id: "c".into(),
+            user_id: None,
+            account_id: None,
         };
         let second = Duration::from_secs(1);
         let time = tools.run("current_time", &json!({}), ctx.clone(), second).await;

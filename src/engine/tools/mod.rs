@@ -6,6 +6,7 @@
 //! result that the model reads ([`ToolOutcome::is_error`]).
 
 pub mod examples;
+pub mod openapi;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -118,6 +119,10 @@ pub struct ToolContext {
     pub turn_id: String,
     /// The call's id.
     pub call_id: String,
+    /// The person the turn runs for, when the caller named one.
+    pub user_id: Option<String>,
+    /// The person's account, when the caller named one.
+    pub account_id: Option<String>,
 }
 
 /// A tool's own failure; the model reads `message` (and `details`, when given).
@@ -429,6 +434,8 @@ mod tests {
             session: "s".into(),
             turn_id: "t".into(),
             call_id: "c".into(),
+            user_id: None,
+            account_id: None,
         }
     }
 
