@@ -318,7 +318,7 @@ async fn a_deny_wins_and_without_a_store_such_a_call_is_refused() {
     bedrock.push(Reply::tool_call("c2", "pay", r#"{"amount": 1, "to": "x"}"#));
     bedrock.push(Reply::text("Cannot pay."));
     let events = run(&no_store, "s2", "Pay").await;
-    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, content, .. } if content["error"].as_str().unwrap().contains("no approval store"))));
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, content, .. } if content["error"].as_str().unwrap().contains("no approval store") && content["code"] == "APPROVAL_REQUIRED")));
     assert_eq!(tools.paid.load(Ordering::SeqCst), 0);
 }
 

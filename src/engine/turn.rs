@@ -633,7 +633,7 @@ async fn run_step(
                                     ToolOutcome {
                                         is_error: true,
                                         content: json!({
-                                            "error": "this call needs the person's approval, and this worker has no approval path; nothing was sent",
+                                            "error": "this call needs the person's approval, and this worker has no approval store to ask with; nothing was sent",
                                             "code": APPROVAL_REQUIRED,
                                         }),
                                     },
