@@ -369,21 +369,26 @@ async fn a_session_fail_binding_fails_the_turn_with_its_reason() {
     );
 }
 
-#[tokio::test]
-async fn a_parked_approval_gate_is_resumed_by_another_worker() {
-    let bedrock = BedrockStandIn::start().await.unwrap();
+/// Two runtimes (workers) on one DynamoDB table, as two Lambda instances would be.
+async fn two_workers_on_dynamodb(bedrock: &BedrockStandIn) -> (AgentRuntime, AgentRuntime) {
     let table = format!("agents-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
     let worker = || {
         runtime_on(
-            &bedrock,
+            bedrock,
             examples(),
             store.clone(),
             DynamoThreadStore::new(store.clone()),
         )
     };
-    let (first, second) = (worker(), worker());
+    (worker(), worker())
+}
+
+#[tokio::test]
+async fn a_parked_approval_gate_is_resumed_by_another_worker() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let (first, second) = two_workers_on_dynamodb(&bedrock).await;
 
     bedrock.push(Reply::text("May I delete the staging bucket? Approve or reject."));
     let events = say(
@@ -507,18 +512,7 @@ async fn the_relay_passes_messages_to_its_child_and_back_without_a_model_of_its_
 #[tokio::test]
 async fn an_orchestrator_waits_for_its_approval_gate_and_resumes_on_another_worker() {
     let bedrock = BedrockStandIn::start().await.unwrap();
-    let table = format!("agents-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
-    store.create_table().await.unwrap();
-    let worker = || {
-        runtime_on(
-            &bedrock,
-            examples(),
-            store.clone(),
-            DynamoThreadStore::new(store.clone()),
-        )
-    };
-    let (first, second) = (worker(), worker());
+    let (first, second) = two_workers_on_dynamodb(&bedrock).await;
 
     // The orchestrator asks for approval twice at once: maxInstances lets one child start.
     bedrock.push(

@@ -233,6 +233,25 @@ async fn without_an_approval_path_a_transaction_answers_approval_required_and_se
     assert!(desk.calls().is_empty());
 }
 
+/// Runs a turn that exports a report and, once the desk has queued it, publishes `event` for it
+/// with `payload` (the report's id added); the turn's tool results.
+async fn export_and_settle(
+    engine: &Engine,
+    desk: &DeskApi,
+    waiter: &MemoryEventWaiter,
+    turn: &str,
+    event: &str,
+    mut payload: Value,
+) -> Vec<(bool, Value)> {
+    let running = run(engine, scope(turn, "ana"), "Export the report.");
+    let settle = async {
+        payload["reportId"] = desk.next_queued_report().await.unwrap().into();
+        waiter.publish(event, payload);
+    };
+    let (events, ()) = tokio::join!(running, settle);
+    ended(&events)
+}
+
 #[tokio::test]
 async fn a_job_is_waited_for_until_its_declared_completion() {
     let (bedrock, desk) = (
@@ -243,16 +262,15 @@ async fn a_job_is_waited_for_until_its_declared_completion() {
     let engine = engine(&bedrock, tools(&desk, &waiter), true);
     bedrock.push(Reply::tool_call("c1", "exportReport", r#"{"month":"2026-11"}"#));
     bedrock.push(Reply::text("Your report is ready."));
-    let turn = run(&engine, scope("t1", "ana"), "Export November's report.");
-    let finish = async {
-        let id = desk.next_queued_report().await.unwrap();
-        waiter.publish(
-            "report:ready",
-            json!({ "reportId": id, "url": "https://desk.example/r/1" }),
-        );
-    };
-    let (events, ()) = tokio::join!(turn, finish);
-    let results = ended(&events);
+    let results = export_and_settle(
+        &engine,
+        &desk,
+        &waiter,
+        "t1",
+        "report:ready",
+        json!({ "url": "https://desk.example/r/1" }),
+    )
+    .await;
     assert_eq!(results.len(), 1);
     assert!(!results[0].0, "{results:?}");
     assert_eq!(results[0].1["status"], "complete");
@@ -261,16 +279,15 @@ async fn a_job_is_waited_for_until_its_declared_completion() {
     // A declared failure fails the call with its reason.
     bedrock.push(Reply::tool_call("c2", "exportReport", r#"{"month":"2026-10"}"#));
     bedrock.push(Reply::text("The export failed."));
-    let turn = run(&engine, scope("t2", "ana"), "And October's.");
-    let fail = async {
-        let id = desk.next_queued_report().await.unwrap();
-        waiter.publish(
-            "report:failed",
-            json!({ "reportId": id, "reason": "the archive is offline" }),
-        );
-    };
-    let (events, ()) = tokio::join!(turn, fail);
-    let results = ended(&events);
+    let results = export_and_settle(
+        &engine,
+        &desk,
+        &waiter,
+        "t2",
+        "report:failed",
+        json!({ "reason": "the archive is offline" }),
+    )
+    .await;
     assert!(results[0].0);
     assert!(
         results[0].1["error"]

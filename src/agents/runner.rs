@@ -762,23 +762,24 @@ impl Session {
                 break;
             }
             record.lease_until_ms = now_ms().saturating_add(self.inner.lease.as_millis() as u64);
-            record.version = self
-                .inner
-                .threads
-                .save(&record)
-                .await
-                .map_err(|e| TurnFailure::store(&e))?;
+            self.save(&mut record).await?;
         }
         record.running_turn = None;
         record.lease_until_ms = 0;
         record.handled(&self.turn_id);
+        self.save(&mut record).await?;
+        Ok(record)
+    }
+
+    /// Saves `record`, which takes the stored version.
+    async fn save(&self, record: &mut ThreadRecord) -> Result<(), TurnFailure> {
         record.version = self
             .inner
             .threads
-            .save(&record)
+            .save(record)
             .await
             .map_err(|e| TurnFailure::store(&e))?;
-        Ok(record)
+        Ok(())
     }
 
     fn finish(&self, record: &ThreadRecord) {

@@ -393,15 +393,7 @@ impl BedrockStandIn {
             fallback,
             ..Shared::default()
         });
-        let (stop, stopped) = oneshot::channel::<()>();
-        let app = router(shared.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let stop = super::serve_in_background(listener, router(shared.clone()));
         Ok(Self {
             addr,
             shared,

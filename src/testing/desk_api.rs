@@ -86,14 +86,7 @@ impl DeskApi {
             .route("/audit", get(audit_log))
             .route("/reports", post(export_report))
             .with_state(desk.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let stop = super::serve_in_background(listener, app);
         Ok(Self {
             addr,
             desk,

@@ -10,3 +10,19 @@ pub use bedrock_stand_in::{
 };
 pub use desk_api::{DeskApi, DeskCall};
 pub use moto::{Moto, moto};
+
+/// Serves `app` on `listener` in the background until the returned sender is dropped.
+pub(crate) fn serve_in_background(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+) -> tokio::sync::oneshot::Sender<()> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    stop
+}
