@@ -364,3 +364,33 @@ fn a_folder_with_broken_files_reports_each_one() {
     );
     let _ = std::fs::remove_dir_all(&folder);
 }
+
+#[test]
+fn a_handoff_needs_an_exposed_agent_with_the_same_human_side() {
+    let mut hub = prompt_with_tools("hub", &["closed", "flipped"]);
+    hub.system = "route".into();
+    let closed = define_agent("closed", SideConfig::prompt("hub"), SideConfig::human());
+    let mut flipped = define_agent("flipped", SideConfig::human(), SideConfig::prompt("hub"));
+    flipped.expose_as_tool = true;
+    let front = define_agent("front", SideConfig::prompt("hub"), SideConfig::human());
+    let catalog = Catalog::new()
+        .agent(closed)
+        .agent(flipped)
+        .agent(front)
+        .prompt(hub);
+    let issues = catalog.validate(&known());
+    let front: Vec<(String, String)> = errors(
+        &issues
+            .iter()
+            .filter(|i| i.source == "front")
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        front,
+        [
+            pair(codes::AGENT_NOT_EXPOSED, "sideA.prompt"),
+            pair(codes::HANDOFF_SURFACE_MISMATCH, "sideA.prompt"),
+        ]
+    );
+}

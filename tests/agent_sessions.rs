@@ -693,3 +693,72 @@ async fn composing_a_child_activates_its_parent_hooks_or_fails_closed() {
         ["Any news?"]
     );
 }
+
+fn handoff_catalog() -> Catalog {
+    let mut triage = prompt("triage");
+    triage.tools = vec!["billing".into()];
+    let mut billing = define_agent("billing", SideConfig::prompt("billing"), SideConfig::human());
+    billing.expose_as_tool = true;
+    billing.tool_description = Some("Billing questions: charges, refunds, invoices.".into());
+    Catalog::new()
+        .agent(define_agent(
+            "triage",
+            SideConfig::prompt("triage"),
+            SideConfig::human(),
+        ))
+        .agent(billing)
+        .prompt(triage)
+        .prompt(prompt("billing"))
+}
+
+#[tokio::test]
+async fn a_handoff_gives_the_same_thread_to_the_exposed_agent() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let runtime = runtime(&bedrock, handoff_catalog());
+    let triage = runtime.agent("triage").unwrap();
+    bedrock.push(Reply::tool_call(
+        "c1",
+        "billing",
+        r#"{"message":"Passing you to billing."}"#,
+    ));
+    bedrock.push(Reply::text("I see the double charge on your card."));
+    let events = say(&triage, "h-1", "t1", "I was charged twice.").await;
+    assert!(
+        statuses(&events)
+            .iter()
+            .any(|s| s["status"] == "handoff" && s["to"] == "billing")
+    );
+    assert_eq!(completed(&events)["sessionStatus"], "awaiting_human");
+    let requests = bedrock.requests();
+    assert_eq!(
+        requests[1].body["system"][0]["text"], "You are billing.",
+        "billing took the turn"
+    );
+    let history = texts_sent(&requests[1].body);
+    assert_eq!(
+        history.first().unwrap(),
+        "I was charged twice.",
+        "the thread's history is kept"
+    );
+    assert!(
+        history
+            .last()
+            .unwrap()
+            .contains("triage handed this conversation to billing"),
+        "{history:?}"
+    );
+
+    // The person goes on talking to the thread they started; billing has it now.
+    bedrock.push(Reply::text("Refund on its way."));
+    let events = say(&triage, "h-1", "t2", "Thanks.").await;
+    assert_eq!(support::text_of(&events), "Refund on its way.");
+    assert_eq!(
+        bedrock.requests()[2].body["system"][0]["text"],
+        "You are billing."
+    );
+    let record = runtime.session("h-1").await.unwrap().unwrap();
+    assert_eq!(
+        (record.agent.as_str(), record.handed_off_from.as_slice()),
+        ("billing", &["triage".to_owned()][..])
+    );
+}

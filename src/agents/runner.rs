@@ -16,6 +16,8 @@
 //! - A **handler side** runs one [`Handler`] invocation.
 //! - A **human side** parks the session: `awaiting_human`, until the next `invoke`.
 //! - `maxSessionTurns` counts every side turn, whatever backs it; reaching it ends the session.
+//! - A prompt side that calls an exposed agent named in its prompt's `tools` hands the thread
+//!   off: that agent takes it, with its transcript and its person, in the same invocation.
 //!
 //! Every side's events are streamed as they come, each side turn announced by a non-terminal
 //! `{"type":"session_status","status":"running","side":"sideA",…}` event, and a last
@@ -419,6 +421,8 @@ struct SideOutcome {
     message: Option<String>,
     status: Option<String>,
     end: Option<(SessionStatus, SessionEnd)>,
+    /// The exposed agent the side handed the thread to.
+    handoff: Option<String>,
 }
 
 pub(crate) async fn run_session(
@@ -481,7 +485,14 @@ impl Session {
             Ok(record) => record,
             Err(failure) => return failure.emit(&self.out),
         };
-        match self.run_sides(record).await {
+        // A thread handed off goes on with the agent that has it now.
+        let owner = match self.inner.catalog.get_agent(&record.agent) {
+            Some(definition) if definition.name != self.definition.name => {
+                self.with_definition(definition.clone())
+            }
+            _ => self.with_definition(self.definition.clone()),
+        };
+        match owner.run_sides(record).await {
             Ok(record) => {
                 if record.status.is_final() {
                     if let Some(link) = &record.parent {
@@ -644,7 +655,9 @@ impl Session {
                 record
             }
             Some(mut record) => {
-                if record.agent != self.definition.name {
+                if record.agent != self.definition.name
+                    && !record.handed_off_from.contains(&self.definition.name)
+                {
                     return Err(TurnFailure {
                         details: format!(
                             "session {} runs agent `{}`, not `{}`",
@@ -754,6 +767,9 @@ impl Session {
                 record.end = Some(end);
                 break;
             }
+            if let Some(target) = outcome.handoff {
+                return self.hand_off(record, &target).await;
+            }
             if !scratch.parked.is_empty() {
                 // A child the model started waits for a person: so does this side.
                 record.waiting_on.extend(scratch.parked);
@@ -769,6 +785,56 @@ impl Session {
         record.handled(&self.turn_id);
         self.save(&mut record).await?;
         Ok(record)
+    }
+
+    /// Hands the thread to `target`: it keeps the transcript and the person's side, and its
+    /// other side takes the next turn, in this same invocation.
+    async fn hand_off(&self, mut record: ThreadRecord, target: &str) -> Result<ThreadRecord, TurnFailure> {
+        let definition = self
+            .inner
+            .catalog
+            .get_agent(target)
+            .cloned()
+            .ok_or_else(|| TurnFailure {
+                details: format!("no agent `{target}` to hand off to"),
+                retryable: false,
+                code: codes::INTERNAL.into(),
+            })?;
+        let from = std::mem::replace(&mut record.agent, definition.name.clone());
+        record.handed_off_from.push(from.clone());
+        let human = if definition.side_a.is_human() {
+            Side::A
+        } else {
+            Side::B
+        };
+        record.next_side = human.other();
+        // What the new agent is told first: who handed the thread over.
+        record.transcript.push(ThreadMessage {
+            side: human,
+            text: format!(
+                "[handoff] {from} handed this conversation to {}.",
+                definition.name
+            ),
+            source: Some(format!("handoff:{from}")),
+        });
+        self.save(&mut record).await?;
+        self.out.emit(session_status(
+            "handoff",
+            json!({ "from": from, "to": definition.name }),
+        ));
+        let next = self.with_definition(definition);
+        Box::pin(next.run_sides(record)).await
+    }
+
+    /// The same invocation, run by another agent of the thread.
+    fn with_definition(&self, definition: AgentDefinition) -> Session {
+        Session {
+            inner: self.inner.clone(),
+            definition,
+            scope: self.scope.clone(),
+            turn_id: self.turn_id.clone(),
+            out: self.out.clone(),
+        }
     }
 
     /// Saves `record`, which takes the stored version.
@@ -879,7 +945,16 @@ impl Session {
         }
         match terminal {
             Some(AgentEvent::Completed { data }) => {
-                apply_stop_rules(config, data.as_ref(), said, &mut outcome);
+                let handoffs: Vec<&str> = self
+                    .inner
+                    .catalog
+                    .get_prompt(&config.prompt)
+                    .into_iter()
+                    .flat_map(|p| p.tools.iter())
+                    .filter(|t| self.inner.catalog.get_agent(t).is_some())
+                    .map(String::as_str)
+                    .collect();
+                apply_stop_rules(config, &handoffs, data.as_ref(), said, &mut outcome);
                 Ok(outcome)
             }
             Some(AgentEvent::Failed {
@@ -966,6 +1041,7 @@ impl Session {
             message,
             status: state.status,
             end,
+            handoff: None,
         })
     }
 
@@ -1000,7 +1076,14 @@ fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide) -> Result<
         .get_prompt(&side.prompt)
         .ok_or_else(|| format!("no prompt `{}` is defined", side.prompt))?;
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut handoffs = Vec::new();
     for name in &prompt.tools {
+        if let Some(target) = inner.catalog.get_agent(name) {
+            // An exposed agent in a prompt's tools is a handoff of this same thread.
+            tools.push(handoff_tool(target));
+            handoffs.push(name.clone());
+            continue;
+        }
         tools.push(
             inner
                 .tools
@@ -1065,6 +1148,7 @@ fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide) -> Result<
         ending: binding_tools(side)
             .filter(|n| Some(*n) != side.session_status.as_ref().map(|b| b.name.as_str()))
             .map(str::to_owned)
+            .chain(handoffs)
             .collect(),
         go_on: !side.stop_on_response,
         forced: match &prompt.tool_choice {
@@ -1084,6 +1168,28 @@ fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide) -> Result<
     builder
         .build()
         .map_err(|e| format!("prompt `{}`: {e}", prompt.name))
+}
+
+/// The tool that hands the thread to `target`: the side's turn ends, and `target` goes on.
+fn handoff_tool(target: &AgentDefinition) -> Arc<dyn Tool> {
+    let description = target
+        .tool_description
+        .clone()
+        .or_else(|| target.description.clone())
+        .unwrap_or_else(|| format!("Hand this conversation to {}.", target.name));
+    let spec = ToolSpec::new(
+        target.name.clone(),
+        description,
+        json!({
+            "type": "object",
+            "properties": { "message": { "type": "string", "description": "What to tell the person as you hand over." } },
+        }),
+    );
+    let name = target.name.clone();
+    Arc::new(tool_fn(spec, move |_input, _ctx| {
+        let name = name.clone();
+        async move { Ok(json!({ "handedOffTo": name })) }
+    }))
 }
 
 /// A tool a binding names that no prompt registers: it takes the bound properties and says ok.
@@ -1161,7 +1267,13 @@ fn bound_call<'s, 'd>(
 }
 
 /// Applies the stop rules, in the specification's order, to a completed engine turn.
-fn apply_stop_rules(side: &PromptSide, data: Option<&Value>, said: String, outcome: &mut SideOutcome) {
+fn apply_stop_rules(
+    side: &PromptSide,
+    handoffs: &[&str],
+    data: Option<&Value>,
+    said: String,
+    outcome: &mut SideOutcome,
+) {
     let calls: Vec<(&str, &Value)> = data
         .and_then(|d| d.get("stopTools"))
         .and_then(Value::as_array)
@@ -1193,6 +1305,17 @@ fn apply_stop_rules(side: &PromptSide, data: Option<&Value>, said: String, outco
             ));
             return;
         }
+    }
+    // Then a handoff: the thread goes to the exposed agent the model called.
+    if let Some((target, input)) = calls.iter().find(|(name, _)| handoffs.contains(name)) {
+        outcome.handoff = Some((*target).to_owned());
+        outcome.message = input
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .filter(|m| !m.trim().is_empty())
+            .or(said);
+        return;
     }
     // 2. The side's stop tool.
     if let Some(stop_tool) = &side.stop_tool {

@@ -177,6 +177,9 @@ pub struct ThreadRecord {
     /// The children it waits for while `awaiting_child`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_on: Vec<String>,
+    /// The agents that handed the thread on, oldest first; `agent` has it now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handed_off_from: Vec<String>,
     /// Bumped by every save; a save expects the version it read.
     #[serde(default)]
     pub version: u64,
@@ -208,6 +211,7 @@ impl ThreadRecord {
             parent: None,
             children: Vec::new(),
             waiting_on: Vec::new(),
+            handed_off_from: Vec::new(),
             version: 0,
         }
     }

@@ -66,6 +66,10 @@ pub mod codes {
     pub const INVALID_VALUE: &str = "invalid_value";
     /// Two agents (or two prompts) with one name.
     pub const DUPLICATE_NAME: &str = "duplicate_name";
+    /// §5: a prompt hands off to an agent that is not `exposeAsTool`.
+    pub const AGENT_NOT_EXPOSED: &str = "agent_not_exposed";
+    /// §5: a handoff whose target's human side is not the thread's.
+    pub const HANDOFF_SURFACE_MISMATCH: &str = "handoff_surface_mismatch";
     /// Two prompt sides and no `maxSessionTurns`: nothing outside stops them (a warning).
     pub const NO_SESSION_TURN_CAP: &str = "no_session_turn_cap";
 }
@@ -404,17 +408,14 @@ pub fn validate(agents: &[AgentDefinition], prompts: &[PromptDefinition], known:
             );
         }
         for (i, tool) in prompt.tools.iter().enumerate() {
-            if known.tools.contains(tool) {
-                continue;
+            // An agent in a prompt's tools is a handoff, checked with the agents that use it.
+            if !known.tools.contains(tool) && !agent_by_name.contains_key(tool.as_str()) {
+                report.error(
+                    codes::UNDEFINED_TOOL,
+                    format!("tools[{i}]"),
+                    format!("no tool `{tool}` is registered"),
+                );
             }
-            let message = if agent_by_name.contains_key(tool.as_str()) {
-                format!(
-                    "`{tool}` is an agent: handoffs are not supported yet; compose it as a subagent instead"
-                )
-            } else {
-                format!("no tool `{tool}` is registered")
-            };
-            report.error(codes::UNDEFINED_TOOL, format!("tools[{i}]"), message);
         }
     }
     for agent in agents {
@@ -485,6 +486,43 @@ fn check_agent(
         match side {
             SideConfig::Human(_) => {}
             SideConfig::Prompt(p) => {
+                let handoffs = prompts
+                    .get(p.prompt.as_str())
+                    .into_iter()
+                    .flat_map(|d| d.tools.iter())
+                    .filter_map(|t| agents.get(t.as_str()));
+                for target in handoffs {
+                    let at = format!("{side_name}.prompt");
+                    if !target.expose_as_tool {
+                        report.error(
+                            codes::AGENT_NOT_EXPOSED,
+                            at.clone(),
+                            format!(
+                                "prompt `{}` hands off to `{}`, which is not exposeAsTool",
+                                p.prompt, target.name
+                            ),
+                        );
+                    }
+                    let surface = |a: &AgentDefinition| {
+                        [(&a.side_a, "sideA"), (&a.side_b, "sideB")]
+                            .into_iter()
+                            .find(|(s, _)| s.is_human())
+                            .map(|(_, n)| n)
+                    };
+                    match (surface(agent), surface(target)) {
+                        (Some(ours), Some(theirs)) if ours == theirs => {}
+                        (ours, theirs) => report.error(
+                            codes::HANDOFF_SURFACE_MISMATCH,
+                            at,
+                            format!(
+                                "a handoff keeps the person where they are: this thread's human side is {}, `{}`'s is {}",
+                                ours.unwrap_or("none"),
+                                target.name,
+                                theirs.unwrap_or("none")
+                            ),
+                        ),
+                    }
+                }
                 if !prompts.contains_key(p.prompt.as_str()) {
                     report.error(
                         codes::UNDEFINED_PROMPT,
