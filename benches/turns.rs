@@ -177,7 +177,84 @@ async fn main() {
         elapsed.as_secs_f64() * 1e3
     );
 
+    agent_protocol_steps(&bedrock, &agent).await;
+    standard_agent_exchanges(&bedrock).await;
     container_load(&bedrock).await;
+}
+
+/// One Agent Protocol step over HTTP (the typed client to the server, the engine behind it).
+async fn agent_protocol_steps(bedrock: &BedrockStandIn, agent: &Arc<Engine>) {
+    use agent_worker::hosts::agent_protocol::{
+        AgentProtocolClient, AgentProtocolServer, AgentTaskHandler, ServerConfig, TaskRequestBody, Workspace,
+        serve,
+    };
+    let workspace = std::env::temp_dir().join(format!("bench-ws-{}", std::process::id()));
+    let server = AgentProtocolServer::new(
+        AgentTaskHandler::new(agent.clone()),
+        ServerConfig::new(Workspace::new(&workspace)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let client = AgentProtocolClient::new(&format!("http://{}", listener.local_addr().expect("an address")))
+        .expect("a client");
+    let served = tokio::spawn(serve(listener, server, std::future::pending()));
+    measure("agent protocol step over HTTP", |_| {
+        bedrock.push(Reply::text("The answer is forty-two."));
+        let client = client.clone();
+        async move {
+            let task = client
+                .create_agent_task(&TaskRequestBody::new("Hi"))
+                .await
+                .expect("a task");
+            let start = Instant::now();
+            client
+                .execute_agent_task_step(&task.task_id, None)
+                .await
+                .expect("a step");
+            start.elapsed()
+        }
+    })
+    .await;
+    served.abort();
+    let _ = std::fs::remove_dir_all(&workspace);
+}
+
+/// A Standard Agents session of two prompt sides: one invocation, two side turns.
+async fn standard_agent_exchanges(bedrock: &BedrockStandIn) {
+    use agent_worker::agents::{
+        AgentRuntime, Catalog, MemoryThreadStore, PromptDefinition, SideConfig, define_agent,
+    };
+    let mut pair = define_agent("pair", SideConfig::prompt("a"), SideConfig::prompt("b"));
+    pair.max_session_turns = Some(2);
+    let catalog = Catalog::new()
+        .agent(pair)
+        .prompt(PromptDefinition::new("a", "You are a."))
+        .prompt(PromptDefinition::new("b", "You are b."));
+    let client = bedrock.client();
+    let runtime = AgentRuntime::builder()
+        .catalog(catalog)
+        .models("bench-model", move |id| {
+            Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
+        })
+        .session_store(MemoryStore::new())
+        .thread_store(MemoryThreadStore::new())
+        .build()
+        .expect("a runtime");
+    let pair = runtime.agent("pair").expect("the agent");
+    measure("standard agent: 2 side turns", |i| {
+        bedrock.push(Reply::text("From a."));
+        bedrock.push(Reply::text("From b."));
+        let pair = pair.clone();
+        async move {
+            let start = Instant::now();
+            pair.collect(Scope::new(format!("pair-{i}")), Prompt::text("Go."))
+                .await
+                .expect("completed");
+            start.elapsed()
+        }
+    })
+    .await;
 }
 
 /// Many turns posted to the container host over HTTP at once: turns per second, the time from
