@@ -2,6 +2,17 @@
 
 use std::time::Duration;
 
+/// The most files one message gives the model.
+pub const MAX_FILES_PER_MESSAGE: usize = 5;
+/// The largest attached picture given to the model, in bytes.
+pub const MAX_ATTACHED_IMAGE_BYTES: usize = 1024 * 1024;
+/// The longest side of an attached picture given to the model, in pixels.
+pub const MAX_IMAGE_SIDE: u32 = 1568;
+/// The most characters of one attached text file given to the model.
+pub const MAX_TEXT_CHARS: usize = 20_000;
+/// The most characters of attached text one turn gives the model.
+pub const MAX_TURN_TEXT_CHARS: usize = 40_000;
+
 /// How many model rounds one turn may take.
 pub const DEFAULT_MAX_ROUNDS: u32 = 12;
 /// The output tokens one model response may use, reasoning included.

@@ -17,6 +17,7 @@
 //! Dropping the stream aborts the model request and every running tool.
 
 mod approvals;
+pub mod attachments;
 pub mod config;
 mod error;
 pub mod model;
@@ -33,6 +34,8 @@ pub use approvals::{
     APPROVAL_REQUIRED, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy, ToolPolicyContext,
     WeakKey, args_hash, canonical_json,
 };
+use attachments::FILES_ARE_DATA;
+pub use attachments::{FileArea, LocalFileArea};
 pub use config::{ConfigError, EngineConfig};
 pub use error::EngineError;
 pub use model::{BedrockModel, Model};
@@ -94,6 +97,7 @@ struct EngineInner {
     policy: Option<Arc<dyn TurnPolicy>>,
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
+    file_area: Option<Arc<dyn FileArea>>,
 }
 
 impl fmt::Debug for Engine {
@@ -206,6 +210,7 @@ pub struct EngineBuilder {
     policy: Option<Arc<dyn TurnPolicy>>,
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
+    file_area: Option<Arc<dyn FileArea>>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -283,6 +288,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Where the files people attach are kept. With it, a turn's files are given to the model
+    /// and the system prompt says files are data; without it, they are reference lines.
+    #[must_use]
+    pub fn file_area(mut self, area: impl FileArea + 'static) -> Self {
+        self.file_area = Some(Arc::new(area));
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
@@ -295,7 +308,12 @@ impl EngineBuilder {
                 store,
                 tools,
                 config: self.config,
-                system_prompt: self.system_prompt,
+                system_prompt: match (&self.file_area, self.system_prompt) {
+                    (Some(_), Some(prompt)) => Some(format!("{prompt}\n\n{FILES_ARE_DATA}")),
+                    (Some(_), None) => Some(FILES_ARE_DATA.to_owned()),
+                    (None, prompt) => prompt,
+                },
+                file_area: self.file_area,
                 policy: self.policy,
                 tool_policy: self.tool_policy,
                 approvals: self.approvals,

@@ -42,8 +42,11 @@ fn has_signature(mime_type: &str, bytes: &[u8]) -> bool {
 
 /// The user message for `prompt`: its pictures, then its text.
 pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
-    if prompt.text.trim().is_empty() && prompt.images.is_empty() {
-        return Err(invalid("prompt.text", "is empty, and there are no images"));
+    if prompt.text.trim().is_empty() && prompt.images.is_empty() && prompt.attachments.is_empty() {
+        return Err(invalid(
+            "prompt.text",
+            "is empty, and there are no images or files",
+        ));
     }
     let mut content = Vec::with_capacity(prompt.images.len() + 1);
     for (i, image) in prompt.images.iter().enumerate() {
@@ -78,6 +81,12 @@ pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
             data: BASE64.encode(&bytes),
         });
     }
+    for (i, attachment) in prompt.attachments.iter().enumerate() {
+        if attachment.id.trim().is_empty() {
+            return Err(invalid(format!("prompt.attachments[{i}].id"), "is empty"));
+        }
+    }
+    content.extend(super::attachments::reference_blocks(&prompt.attachments));
     if !prompt.text.trim().is_empty() {
         content.push(ContentBlock::text(prompt.text.clone()));
     }
@@ -114,7 +123,7 @@ mod tests {
         let cases = [
             (
                 Prompt::text("  "),
-                "prompt.text is empty, and there are no images",
+                "prompt.text is empty, and there are no images or files",
             ),
             (
                 Prompt::text("x")

@@ -1,5 +1,6 @@
 //! One turn: claim, load history, run the tool loop under the deadline, store, end.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -10,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
+use super::attachments;
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
@@ -18,7 +20,9 @@ use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext};
-use crate::protocol::{ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, Prompt, Scope, USER_ID_KEY, codes};
+use crate::protocol::{
+    ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, AttachmentRef, Prompt, Scope, USER_ID_KEY, codes,
+};
 use crate::session::history::{INTERRUPTED_CALL, repair};
 use crate::session::{Claim, ContentBlock, Lease, Message, Role, Stop, StopCause, TurnOutcome, TurnStatus};
 
@@ -266,7 +270,20 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         }
     };
 
+    let attached: Vec<AttachmentRef> = user
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Attachment { reference } => Some(reference.clone()),
+            _ => None,
+        })
+        .collect();
+    let given = match &engine.file_area {
+        Some(area) if !attached.is_empty() => attachments::expand(area.as_ref(), &session, &attached).await,
+        _ => BTreeMap::new(),
+    };
     let mut turn = TurnState::new(history, user);
+    turn.given = given;
     let ctx = StepContext {
         session: &session,
         turn_id: &turn_id,
@@ -714,6 +731,8 @@ struct TurnState {
     messages: Vec<Message>,
     step: Step,
     think: ThinkTags,
+    /// What this turn's files are given as, by id: sent with its message, never stored.
+    given: BTreeMap<String, Vec<ContentBlock>>,
 }
 
 impl TurnState {
@@ -724,6 +743,7 @@ impl TurnState {
             messages: vec![user],
             step: Step::default(),
             think: ThinkTags::default(),
+            given: BTreeMap::new(),
         }
     }
 
@@ -731,7 +751,25 @@ impl TurnState {
     fn conversation(&self) -> Vec<Message> {
         let mut all = Vec::with_capacity(self.history.len() + self.messages.len());
         all.extend_from_slice(&self.history);
-        all.extend_from_slice(&self.messages);
+        let mut messages = self.messages.iter().cloned();
+        if let Some(mut user) = messages.next() {
+            if !self.given.is_empty() {
+                user.content = user
+                    .content
+                    .into_iter()
+                    .flat_map(|block| match &block {
+                        ContentBlock::Attachment { reference } => self
+                            .given
+                            .get(&reference.id)
+                            .cloned()
+                            .unwrap_or_else(|| vec![block]),
+                        _ => vec![block],
+                    })
+                    .collect();
+            }
+            all.push(user);
+        }
+        all.extend(messages);
         stop::with_notes(repair(all).0)
     }
 

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::protocol::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope, USER_ID_KEY,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
+    USER_ID_KEY,
 };
 
 /// One turn: who sent it, in which conversation, and what they said.
@@ -43,7 +44,7 @@ pub struct AgentTurnPayload {
     pub context: Option<Map<String, Value>>,
     /// References to files the person attached.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attachments: Vec<Value>,
+    pub attachments: Vec<AttachmentRef>,
     /// The person's decision on a pending approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Value>,
@@ -133,6 +134,7 @@ impl AgentTurnPayload {
         Prompt {
             text: self.content.clone(),
             images: self.images.clone(),
+            attachments: self.attachments.clone(),
         }
     }
 }

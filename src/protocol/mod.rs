@@ -6,13 +6,14 @@
 //! `tower-layer`, `tracing` and tokio's timer (for the deadline middleware and the checker).
 //!
 //! - [`Agent`], [`AgentExt`], [`agent_fn`]: the trait, its conveniences, an agent from a closure.
-//! - [`AgentEvent`], [`Scope`], [`Prompt`]: what goes in and what comes out.
+//! - [`AgentEvent`], [`Scope`], [`Prompt`], [`AttachmentRef`]: what goes in and what comes out.
 //! - [`collect`]: buffered consumption, with [`AgentFailure`] for a `failed` terminal.
 //! - [`middleware`]: tracing, deadline and token budget wrappers, each itself an `Agent`.
 //! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
 //! - [`codes`]: the failure codes this crate's agents use.
 
 mod agent;
+mod attachment;
 pub mod codes;
 mod collect;
 pub mod conformance;
@@ -21,6 +22,7 @@ pub mod middleware;
 mod scope;
 
 pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
+pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use collect::{AgentFailure, CollectError, Collected, collect};
 pub use event::AgentEvent;
 pub use scope::{

@@ -3,6 +3,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+use super::AttachmentRef;
 use serde_json::{Map, Value};
 
 /// Who and where a turn belongs to.
@@ -115,6 +117,9 @@ pub struct Prompt {
     /// Pictures sent with the words. Agents that do not support images ignore them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageRef>,
+    /// Files the person attached, by reference; an agent with a file area reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentRef>,
 }
 
 impl Prompt {
@@ -123,7 +128,15 @@ impl Prompt {
         Self {
             text: text.into(),
             images: Vec::new(),
+            attachments: Vec::new(),
         }
+    }
+
+    /// Adds a file the person attached.
+    #[must_use]
+    pub fn with_attachment(mut self, attachment: AttachmentRef) -> Self {
+        self.attachments.push(attachment);
+        self
     }
 
     /// Adds a picture.

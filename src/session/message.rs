@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::turn::Stop;
+use crate::protocol::AttachmentRef;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,6 +120,12 @@ pub enum ContentBlock {
         /// Whether it is an error.
         is_error: bool,
     },
+    /// A file the person attached, by reference: never its bytes or text. The model gets the
+    /// file itself in the turn it came with, and this reference line afterwards.
+    Attachment {
+        /// The reference.
+        reference: AttachmentRef,
+    },
 }
 
 impl ContentBlock {
@@ -144,6 +151,7 @@ impl ContentBlock {
             Self::Reasoning { text, signature } => text.is_empty() && signature.is_none(),
             Self::ToolUse { id, name, .. } => id.is_empty() || name.is_empty(),
             Self::ToolResult { tool_use_id, .. } => tool_use_id.is_empty(),
+            Self::Attachment { reference } => reference.id.is_empty(),
         }
     }
 }

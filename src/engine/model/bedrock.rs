@@ -324,6 +324,7 @@ fn to_bedrock_message(message: &Message) -> Result<bedrock::Message, ModelError>
 fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, ModelError> {
     Ok(match block {
         ContentBlock::Text { text } => bedrock::ContentBlock::Text(text.clone()),
+        ContentBlock::Attachment { reference } => bedrock::ContentBlock::Text(reference.reference_line()),
         ContentBlock::Image { mime_type, data } => {
             let format = match mime_type.as_str() {
                 "image/png" => bedrock::ImageFormat::Png,
