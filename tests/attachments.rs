@@ -264,3 +264,63 @@ async fn a_message_gives_at_most_five_files_and_each_once() {
         "{left_out}"
     );
 }
+
+#[tokio::test]
+async fn an_s3_file_area_on_moto_serves_the_same_turn() {
+    use agent_worker::engine::attachments::{FileArea, LoadAs, Unavailable};
+    use agent_worker::hosts::S3FileArea;
+    use agent_worker::testing::moto;
+
+    let s3 = moto().s3();
+    let bucket = format!("files-{}", uuid::Uuid::new_v4().simple());
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let area = S3FileArea::new(s3, &bucket, "attachments/");
+    let png = base64::engine::general_purpose::STANDARD.decode(PNG_1X1).unwrap();
+    let picture = AttachmentRef::new("p1", "dot.png", "image/png", png.len() as u64);
+    area.put("conv-s3", &picture, png.clone()).await.unwrap();
+    let notes = AttachmentRef::new("n1", "notes.txt", "text/plain", 22);
+    area.put("conv-s3", &notes, SECRET_TEXT.as_bytes().to_vec())
+        .await
+        .unwrap();
+
+    assert_eq!(
+        area.load("n1", "conv-s3", LoadAs::Text, Some(0..9))
+            .await
+            .unwrap(),
+        b"Quarterly"
+    );
+    let listed = area.list("conv-s3").await.unwrap();
+    assert_eq!(
+        listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["n1", "p1"]
+    );
+    let described = area.describe(&["p1".into(), "nope".into()], "conv-s3").await;
+    assert_eq!(described[0].as_ref().unwrap(), &picture);
+    assert_eq!(described[1], Err(Unavailable::Gone));
+    assert_eq!(
+        area.describe(&["p1".into()], "other-conv").await[0],
+        Err(Unavailable::Gone),
+        "files are the conversation's own"
+    );
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+        .store(store.clone())
+        .file_area(area)
+        .config(support::config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::text("A dot and some numbers."));
+    let prompt = Prompt::text("What are these?")
+        .with_attachment(picture.clone())
+        .with_attachment(notes.clone());
+    engine
+        .invoke(Scope::new("conv-s3").with_turn_id("t1"), prompt)
+        .collect::<Vec<_>>()
+        .await;
+    let content = first_user_content(&bedrock.requests()[0].body);
+    assert_eq!(content[1]["image"]["source"]["bytes"], PNG_1X1);
+    assert!(content[2]["text"].as_str().unwrap().contains(SECRET_TEXT));
+}

@@ -7,6 +7,7 @@
 //! - [`settings`]: a worker's configuration from named values.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
+//! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 mod payload;
 pub mod settings;
@@ -16,6 +17,10 @@ pub use settings::{SettingsError, WorkerSettings};
 
 #[cfg(feature = "agent-protocol")]
 pub mod agent_protocol;
+#[cfg(feature = "s3")]
+mod s3_files;
+#[cfg(feature = "s3")]
+pub use s3_files::S3FileArea;
 #[cfg(feature = "container")]
 pub mod container;
 #[cfg(feature = "lambda")]

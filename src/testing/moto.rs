@@ -38,6 +38,20 @@ impl Moto {
     pub fn sqs(&self) -> aws_sdk_sqs::Client {
         sqs_client(&self.endpoint)
     }
+
+    /// An S3 client on this server (path-style addressing).
+    pub fn s3(&self) -> aws_sdk_s3::Client {
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new("us-east-1"))
+            .endpoint_url(&self.endpoint)
+            .force_path_style(true)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "moto", "moto", None, None, "moto",
+            ))
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
+    }
 }
 
 /// A DynamoDB client on `endpoint` with dummy credentials.

@@ -1,0 +1,166 @@
+//! [`S3FileArea`]: the files people attach, in an S3 bucket. A file is the object
+//! `<prefix><owner>/<id>`, its reference (the checked [`AttachmentRef`]) the object beside it,
+//! `<prefix><owner>/<id>.json`, written by whatever checked the upload.
+
+use std::ops::Range;
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::primitives::ByteStream;
+
+use crate::engine::attachments::{FileArea, LoadAs, Unavailable};
+use crate::protocol::{AttachmentRef, AttachmentStatus};
+
+/// A file area in an S3 bucket. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct S3FileArea {
+    client: Client,
+    bucket: String,
+    prefix: String,
+}
+
+/// `name` when it is one plain key segment.
+fn plain(name: &str) -> Option<&str> {
+    let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
+    (!bad).then_some(name)
+}
+
+fn store_error<E, R>(e: &SdkError<E, R>) -> Unavailable
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let code = e.as_service_error().and_then(|s| s.code()).unwrap_or_default();
+    if matches!(code, "NoSuchKey" | "NotFound") {
+        return Unavailable::Gone;
+    }
+    let message = e.as_service_error().and_then(|s| s.message()).map_or_else(
+        || aws_sdk_s3::error::DisplayErrorContext(e).to_string(),
+        str::to_owned,
+    );
+    Unavailable::Store(if code.is_empty() {
+        message
+    } else {
+        format!("{message} ({code})")
+    })
+}
+
+impl S3FileArea {
+    /// Files in `bucket`, under `prefix` (such as `attachments/`; may be empty).
+    pub fn new(client: Client, bucket: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+        }
+    }
+
+    fn key(&self, owner: &str, id: &str) -> Result<String, Unavailable> {
+        match (plain(owner), plain(id)) {
+            (Some(owner), Some(id)) => Ok(format!("{}{owner}/{id}", self.prefix)),
+            _ => Err(Unavailable::Gone),
+        }
+    }
+
+    /// Stores `bytes` as file `reference.id` of `owner`, and its reference beside it (for hosts
+    /// that check uploads, and for tests).
+    pub async fn put(
+        &self,
+        owner: &str,
+        reference: &AttachmentRef,
+        bytes: Vec<u8>,
+    ) -> Result<(), Unavailable> {
+        let key = self.key(owner, &reference.id)?;
+        let json = serde_json::to_vec(reference).map_err(|e| Unavailable::Store(e.to_string()))?;
+        for (key, body, content_type) in [
+            (key.clone(), bytes, reference.media_type.clone()),
+            (format!("{key}.json"), json, "application/json".to_owned()),
+        ] {
+            self.client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .content_type(content_type)
+                .body(ByteStream::from(body))
+                .send()
+                .await
+                .map_err(|e| store_error(&e))?;
+        }
+        Ok(())
+    }
+
+    async fn get(&self, key: String, range: Option<Range<u64>>) -> Result<Vec<u8>, Unavailable> {
+        let mut request = self.client.get_object().bucket(&self.bucket).key(key);
+        if let Some(range) = range {
+            if range.end <= range.start {
+                return Ok(Vec::new());
+            }
+            request = request.range(format!("bytes={}-{}", range.start, range.end - 1));
+        }
+        let object = request.send().await.map_err(|e| store_error(&e))?;
+        let bytes = object
+            .body
+            .collect()
+            .await
+            .map_err(|e| Unavailable::Store(e.to_string()))?;
+        Ok(bytes.into_bytes().to_vec())
+    }
+
+    async fn reference(&self, owner: &str, id: &str) -> Result<AttachmentRef, Unavailable> {
+        let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;
+        serde_json::from_slice(&json)
+            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+    }
+}
+
+#[async_trait]
+impl FileArea for S3FileArea {
+    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
+        let mut described = Vec::with_capacity(ids.len());
+        for id in ids {
+            described.push(self.reference(owner, id).await.and_then(|r| match r.status {
+                AttachmentStatus::Ready => Ok(r),
+                AttachmentStatus::Pending => Err(Unavailable::Pending),
+                AttachmentStatus::Refused => Err(Unavailable::Refused),
+            }));
+        }
+        described
+    }
+
+    async fn load(
+        &self,
+        id: &str,
+        owner: &str,
+        _load_as: LoadAs,
+        range: Option<Range<u64>>,
+    ) -> Result<Vec<u8>, Unavailable> {
+        self.get(self.key(owner, id)?, range).await
+    }
+
+    async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
+        let owner_prefix = format!("{}{}/", self.prefix, plain(owner).ok_or(Unavailable::Gone)?);
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&owner_prefix)
+            .into_paginator()
+            .send();
+        let mut references = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store_error(&e))?;
+            for object in page.contents() {
+                let Some(id) = object
+                    .key()
+                    .and_then(|k| k.strip_prefix(&owner_prefix))
+                    .and_then(|k| k.strip_suffix(".json"))
+                else {
+                    continue;
+                };
+                references.push(self.reference(owner, id).await?);
+            }
+        }
+        Ok(references)
+    }
+}
