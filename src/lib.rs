@@ -15,12 +15,13 @@
 //! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
 //!   Bedrock SDK.
 //! - [`agents`]: Standard Agents definitions, validation and the two-sided runner. Uses
-//!   `protocol`, `engine` and `session`.
+//!   `protocol`, `engine` and `session` (its DynamoDB thread store shares the session table).
 //! - [`sinks`]: where a running turn's events go (stdout, a DynamoDB event log). Uses
 //!   `protocol` and `session`'s table layout.
 //! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller, the
 //!   container host, the Agent Protocol v1 server and client. Use any `Agent`; hold no turn logic.
-//! - `testing` (feature `testing`): the wire-level Bedrock stand-in and moto's server.
+//! - `testing` (feature `testing`): the wire-level Bedrock stand-in, moto's server, and the
+//!   desk fixture API for OpenAPI tools.
 //!
 //! The README's examples run as doc tests.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

@@ -117,7 +117,7 @@ impl LocalFileArea {
         let folder = self
             .folder(owner)
             .ok_or_else(|| std::io::Error::other("not a plain owner"))?;
-        let file = plain(&reference.id).ok_or_else(|| std::io::Error::other("not a plain id"))?;
+        let file = plain_segment(&reference.id).ok_or_else(|| std::io::Error::other("not a plain id"))?;
         std::fs::create_dir_all(&folder)?;
         std::fs::write(folder.join(file), bytes)?;
         let json = serde_json::to_vec(reference).map_err(std::io::Error::other)?;
@@ -125,14 +125,24 @@ impl LocalFileArea {
     }
 
     fn folder(&self, owner: &str) -> Option<PathBuf> {
-        plain(owner).map(|o| self.root.join(o))
+        plain_segment(owner).map(|o| self.root.join(o))
     }
 }
 
-/// `name` when it is one plain path segment.
-fn plain(name: &str) -> Option<&str> {
+/// `name` when it is one plain path or key segment: not empty, not `.` or `..`, no separator or
+/// NUL. File areas keep an owner's files apart with it.
+pub fn plain_segment(name: &str) -> Option<&str> {
     let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
     (!bad).then_some(name)
+}
+
+/// The reference when its file has passed its check; why not otherwise.
+pub fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
+    match reference.status {
+        AttachmentStatus::Ready => Ok(reference),
+        AttachmentStatus::Pending => Err(Unavailable::Pending),
+        AttachmentStatus::Refused => Err(Unavailable::Refused),
+    }
 }
 
 fn read_error(e: &std::io::Error) -> Unavailable {
@@ -150,7 +160,7 @@ impl FileArea for LocalFileArea {
         for id in ids {
             let path = self
                 .folder(owner)
-                .zip(plain(id))
+                .zip(plain_segment(id))
                 .map(|(f, id)| f.join(format!("{id}.json")));
             let Some(path) = path else {
                 described.push(Err(Unavailable::Gone));
@@ -161,11 +171,7 @@ impl FileArea for LocalFileArea {
                     .map_err(|e| Unavailable::Store(e.to_string())),
                 Err(e) => Err(read_error(&e)),
             };
-            described.push(reference.and_then(|r| match r.status {
-                AttachmentStatus::Ready => Ok(r),
-                AttachmentStatus::Pending => Err(Unavailable::Pending),
-                AttachmentStatus::Refused => Err(Unavailable::Refused),
-            }));
+            described.push(reference.and_then(ready));
         }
         described
     }
@@ -179,7 +185,7 @@ impl FileArea for LocalFileArea {
     ) -> Result<Vec<u8>, Unavailable> {
         let path = self
             .folder(owner)
-            .zip(plain(id))
+            .zip(plain_segment(id))
             .map(|(f, id)| f.join(id))
             .ok_or(Unavailable::Gone)?;
         let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;

@@ -9,8 +9,8 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::engine::attachments::{FileArea, LoadAs, Unavailable};
-use crate::protocol::{AttachmentRef, AttachmentStatus};
+use crate::engine::attachments::{FileArea, LoadAs, Unavailable, plain_segment, ready};
+use crate::protocol::AttachmentRef;
 
 /// A file area in an S3 bucket. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -18,12 +18,6 @@ pub struct S3FileArea {
     client: Client,
     bucket: String,
     prefix: String,
-}
-
-/// `name` when it is one plain key segment.
-fn plain(name: &str) -> Option<&str> {
-    let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
-    (!bad).then_some(name)
 }
 
 fn store_error<E, R>(e: &SdkError<E, R>) -> Unavailable
@@ -57,7 +51,7 @@ impl S3FileArea {
     }
 
     fn key(&self, owner: &str, id: &str) -> Result<String, Unavailable> {
-        match (plain(owner), plain(id)) {
+        match (plain_segment(owner), plain_segment(id)) {
             (Some(owner), Some(id)) => Ok(format!("{}{owner}/{id}", self.prefix)),
             _ => Err(Unavailable::Gone),
         }
@@ -119,11 +113,7 @@ impl FileArea for S3FileArea {
     async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
         let mut described = Vec::with_capacity(ids.len());
         for id in ids {
-            described.push(self.reference(owner, id).await.and_then(|r| match r.status {
-                AttachmentStatus::Ready => Ok(r),
-                AttachmentStatus::Pending => Err(Unavailable::Pending),
-                AttachmentStatus::Refused => Err(Unavailable::Refused),
-            }));
+            described.push(self.reference(owner, id).await.and_then(ready));
         }
         described
     }
@@ -139,7 +129,11 @@ impl FileArea for S3FileArea {
     }
 
     async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
-        let owner_prefix = format!("{}{}/", self.prefix, plain(owner).ok_or(Unavailable::Gone)?);
+        let owner_prefix = format!(
+            "{}{}/",
+            self.prefix,
+            plain_segment(owner).ok_or(Unavailable::Gone)?
+        );
         let mut pages = self
             .client
             .list_objects_v2()

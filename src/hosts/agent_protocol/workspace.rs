@@ -48,12 +48,8 @@ impl Workspace {
 
 /// A single path segment: not empty, not `.` or `..`, no separator, no NUL.
 fn plain_name<'a>(what: &str, name: &'a str) -> Result<&'a str, PathRejected> {
-    let bad = name.is_empty()
-        || name == "."
-        || name == ".."
-        || name.contains(['/', '\\', '\0'])
-        || name.len() > 255;
-    if bad {
+    let plain = crate::engine::attachments::plain_segment(name).filter(|n| n.len() <= 255);
+    if plain.is_none() {
         return Err(PathRejected(format!(
             "{what} {name:?} must be a plain file name (no '/', '\\', '..', at most 255 bytes)"
         )));
