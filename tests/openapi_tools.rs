@@ -47,6 +47,14 @@ fn engine(bedrock: &BedrockStandIn, tools: Vec<Arc<dyn Tool>>, approvals: bool) 
     builder.build().unwrap()
 }
 
+/// The stand-in, the desk, and an engine with the desk's tools (and approvals, when asked).
+async fn world(approvals: bool, waiter: Arc<MemoryEventWaiter>) -> (BedrockStandIn, DeskApi, Engine) {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let desk = DeskApi::start().await.unwrap();
+    let engine = engine(&bedrock, tools(&desk, &waiter), approvals);
+    (bedrock, desk, engine)
+}
+
 fn scope(turn: &str, user: &str) -> Scope {
     Scope::new("desk-1")
         .with_turn_id(turn)
@@ -118,11 +126,7 @@ async fn the_document_loads_into_tools_with_their_declarations() {
 
 #[tokio::test]
 async fn a_read_goes_out_as_the_person_and_its_answer_reaches_the_model() {
-    let (bedrock, desk) = (
-        BedrockStandIn::start().await.unwrap(),
-        DeskApi::start().await.unwrap(),
-    );
-    let engine = engine(&bedrock, tools(&desk, &Arc::new(MemoryEventWaiter::new())), true);
+    let (bedrock, desk, engine) = world(true, Arc::new(MemoryEventWaiter::new())).await;
     bedrock.push(Reply::tool_call("c1", "listTickets", r#"{"status":"open"}"#));
     bedrock.push(Reply::text("You have two open tickets."));
     let events = run(&engine, scope("t1", "bo"), "What is open?").await;
@@ -147,11 +151,7 @@ async fn a_read_goes_out_as_the_person_and_its_answer_reaches_the_model() {
 
 #[tokio::test]
 async fn a_refused_permission_is_the_tools_error_with_status_and_body() {
-    let (bedrock, desk) = (
-        BedrockStandIn::start().await.unwrap(),
-        DeskApi::start().await.unwrap(),
-    );
-    let engine = engine(&bedrock, tools(&desk, &Arc::new(MemoryEventWaiter::new())), true);
+    let (bedrock, desk, engine) = world(true, Arc::new(MemoryEventWaiter::new())).await;
     bedrock.push(Reply::tool_call("c1", "getAuditLog", "{}"));
     bedrock.push(Reply::text("You may not read the audit log."));
     let events = run(&engine, scope("t1", "ana"), "Show me the audit log.").await;
@@ -165,11 +165,7 @@ async fn a_refused_permission_is_the_tools_error_with_status_and_body() {
 
 #[tokio::test]
 async fn a_transaction_waits_for_the_persons_approval_and_runs_once() {
-    let (bedrock, desk) = (
-        BedrockStandIn::start().await.unwrap(),
-        DeskApi::start().await.unwrap(),
-    );
-    let engine = engine(&bedrock, tools(&desk, &Arc::new(MemoryEventWaiter::new())), true);
+    let (bedrock, desk, engine) = world(true, Arc::new(MemoryEventWaiter::new())).await;
     bedrock.push(Reply::tool_call(
         "c1",
         "refundTicket",
@@ -215,11 +211,7 @@ async fn a_transaction_waits_for_the_persons_approval_and_runs_once() {
 
 #[tokio::test]
 async fn without_an_approval_path_a_transaction_answers_approval_required_and_sends_nothing() {
-    let (bedrock, desk) = (
-        BedrockStandIn::start().await.unwrap(),
-        DeskApi::start().await.unwrap(),
-    );
-    let engine = engine(&bedrock, tools(&desk, &Arc::new(MemoryEventWaiter::new())), false);
+    let (bedrock, desk, engine) = world(false, Arc::new(MemoryEventWaiter::new())).await;
     bedrock.push(Reply::tool_call(
         "c1",
         "refundTicket",
@@ -254,12 +246,8 @@ async fn export_and_settle(
 
 #[tokio::test]
 async fn a_job_is_waited_for_until_its_declared_completion() {
-    let (bedrock, desk) = (
-        BedrockStandIn::start().await.unwrap(),
-        DeskApi::start().await.unwrap(),
-    );
     let waiter = Arc::new(MemoryEventWaiter::new());
-    let engine = engine(&bedrock, tools(&desk, &waiter), true);
+    let (bedrock, desk, engine) = world(true, waiter.clone()).await;
     bedrock.push(Reply::tool_call("c1", "exportReport", r#"{"month":"2026-11"}"#));
     bedrock.push(Reply::text("Your report is ready."));
     let results = export_and_settle(
