@@ -151,7 +151,7 @@ async fn a_read_goes_out_as_the_person_and_its_answer_reaches_the_model() {
 
 #[tokio::test]
 async fn a_refused_permission_is_the_tools_error_with_status_and_body() {
-    let (bedrock, desk, engine) = world(true, Arc::new(MemoryEventWaiter::new())).await;
+    let (bedrock, _desk, engine) = world(true, Arc::new(MemoryEventWaiter::new())).await;
     bedrock.push(Reply::tool_call("c1", "getAuditLog", "{}"));
     bedrock.push(Reply::text("You may not read the audit log."));
     let events = run(&engine, scope("t1", "ana"), "Show me the audit log.").await;
