@@ -371,20 +371,20 @@ async fn calls_that_break_the_schema_or_lack_a_required_header_are_never_sent() 
     assert_eq!(desk.calls()[0].uri, "/tickets/..%2Faudit");
 }
 
+/// Ana exports November's report through `tools`.
+async fn export(tools: &Toolset) -> agent_worker::engine::tools::ToolOutcome {
+    let month = json!({ "month": "2026-11" });
+    tools
+        .run("exportReport", &month, ctx(Some("ana")), Duration::from_secs(5))
+        .await
+}
+
 #[tokio::test]
 async fn a_job_without_a_waiter_or_past_its_timeout_answers_dispatched() {
     let desk = DeskApi::start().await.unwrap();
-    let second = Duration::from_secs(5);
     let options = OpenApiOptions::new(desk.url(), act_as).events(DeskApi::events());
     let no_waiter = Toolset::new(load_openapi_tools(&DeskApi::document(), options).unwrap()).unwrap();
-    let dispatched = no_waiter
-        .run(
-            "exportReport",
-            &json!({ "month": "2026-11" }),
-            ctx(Some("ana")),
-            second,
-        )
-        .await;
+    let dispatched = export(&no_waiter).await;
     assert!(!dispatched.is_error, "{dispatched:?}");
     assert_eq!(dispatched.content["status"], "dispatched");
     assert_eq!(dispatched.content["id"], "RP-1");
@@ -396,14 +396,7 @@ async fn a_job_without_a_waiter_or_past_its_timeout_answers_dispatched() {
         .events(DeskApi::events())
         .waiter(Arc::new(MemoryEventWaiter::new()));
     let impatient = Toolset::new(load_openapi_tools(&document, options).unwrap()).unwrap();
-    let late = impatient
-        .run(
-            "exportReport",
-            &json!({ "month": "2026-11" }),
-            ctx(Some("ana")),
-            second,
-        )
-        .await;
+    let late = export(&impatient).await;
     assert!(!late.is_error, "{late:?}");
     assert_eq!(late.content["status"], "dispatched");
     assert!(

@@ -77,8 +77,18 @@ pub enum LoadAs {
 /// Where the host keeps the files people attach, by conversation (`owner`).
 #[async_trait]
 pub trait FileArea: Send + Sync + fmt::Debug {
-    /// What is known of each of `ids`, in order; a file that cannot be had says why.
-    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>>;
+    /// The stored reference of file `id` of `owner`, whatever its check says.
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable>;
+
+    /// What is known of each of `ids`, in order; a file that cannot be had (or has not passed
+    /// its check) says why.
+    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
+        let mut described = Vec::with_capacity(ids.len());
+        for id in ids {
+            described.push(self.reference(id, owner).await.and_then(ready));
+        }
+        described
+    }
 
     /// A file's bytes (or the `range` of them).
     async fn load(
@@ -137,7 +147,7 @@ pub fn plain_segment(name: &str) -> Option<&str> {
 }
 
 /// The reference when its file has passed its check; why not otherwise.
-pub fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
+fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
     match reference.status {
         AttachmentStatus::Ready => Ok(reference),
         AttachmentStatus::Pending => Err(Unavailable::Pending),
@@ -155,25 +165,15 @@ fn read_error(e: &std::io::Error) -> Unavailable {
 
 #[async_trait]
 impl FileArea for LocalFileArea {
-    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
-        let mut described = Vec::with_capacity(ids.len());
-        for id in ids {
-            let path = self
-                .folder(owner)
-                .zip(plain_segment(id))
-                .map(|(f, id)| f.join(format!("{id}.json")));
-            let Some(path) = path else {
-                described.push(Err(Unavailable::Gone));
-                continue;
-            };
-            let reference = match tokio::fs::read(&path).await {
-                Ok(bytes) => serde_json::from_slice::<AttachmentRef>(&bytes)
-                    .map_err(|e| Unavailable::Store(e.to_string())),
-                Err(e) => Err(read_error(&e)),
-            };
-            described.push(reference.and_then(ready));
-        }
-        described
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
+        let path = self
+            .folder(owner)
+            .zip(plain_segment(id))
+            .map(|(f, id)| f.join(format!("{id}.json")))
+            .ok_or(Unavailable::Gone)?;
+        let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
     }
 
     async fn load(

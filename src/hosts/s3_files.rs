@@ -9,7 +9,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::engine::attachments::{FileArea, LoadAs, Unavailable, plain_segment, ready};
+use crate::engine::attachments::{FileArea, LoadAs, Unavailable, plain_segment};
 use crate::protocol::AttachmentRef;
 
 /// A file area in an S3 bucket. Cheap to clone.
@@ -100,22 +100,14 @@ impl S3FileArea {
             .map_err(|e| Unavailable::Store(e.to_string()))?;
         Ok(bytes.into_bytes().to_vec())
     }
-
-    async fn reference(&self, owner: &str, id: &str) -> Result<AttachmentRef, Unavailable> {
-        let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;
-        serde_json::from_slice(&json)
-            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
-    }
 }
 
 #[async_trait]
 impl FileArea for S3FileArea {
-    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
-        let mut described = Vec::with_capacity(ids.len());
-        for id in ids {
-            described.push(self.reference(owner, id).await.and_then(ready));
-        }
-        described
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
+        let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;
+        serde_json::from_slice(&json)
+            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
     }
 
     async fn load(
@@ -152,7 +144,7 @@ impl FileArea for S3FileArea {
                 else {
                     continue;
                 };
-                references.push(self.reference(owner, id).await?);
+                references.push(self.reference(id, owner).await?);
             }
         }
         Ok(references)
