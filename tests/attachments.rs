@@ -3,10 +3,14 @@
 
 mod support;
 
-use agent_worker::engine::{BedrockModel, Engine, LocalFileArea};
+use std::sync::Arc;
+
+use agent_worker::engine::attachments::FileArea as _;
+use agent_worker::engine::tools::{Effect, Tool, ToolClass, ToolSpec, tool_fn};
+use agent_worker::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, LocalFileArea};
 use agent_worker::protocol::{Agent, AgentEvent, AttachmentRef, AttachmentStatus, Prompt, Scope};
 use agent_worker::session::{ContentBlock, MemoryStore, SessionStore};
-use agent_worker::testing::{BedrockStandIn, Reply};
+use agent_worker::testing::{self, BedrockStandIn, Reply, StreamScript};
 use base64::Engine as _;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -112,6 +116,14 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
         "f-pdf",
         "report.pdf",
         "application/pdf",
+        &testing::files::pdf(&["Revenue (Q3) rose.\nCosts fell.", "Page two."]),
+    );
+    let scan = put(
+        &files,
+        "conv-1",
+        "f-scan",
+        "scan.pdf",
+        "application/pdf",
         b"%PDF-1.4\n%%EOF\n",
     );
     let missing = AttachmentRef::new("f-gone", "old.csv", "text/csv", 10);
@@ -163,7 +175,7 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
     assert!(text.contains(SECRET_TEXT) && text.contains("<\\/attachment>"));
     assert_eq!(
         content[6],
-        json!({ "text": format!("{} (not available: unsupported: a document's text is not extracted by this worker)", line(&pdf)) })
+        json!({ "text": format!("{}\n<attachment>\nRevenue (Q3) rose.\nCosts fell.\nPage two.\n</attachment>", line(&pdf)) })
     );
     assert_eq!(content[7], json!({ "text": "What do these say?" }));
 
@@ -171,7 +183,7 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
     let history = store.load_history("conv-1").await.unwrap();
     let stored = serde_json::to_string(&history).unwrap();
     assert!(
-        !stored.contains(SECRET_TEXT) && !stored.contains(PNG_1X1),
+        !stored.contains(SECRET_TEXT) && !stored.contains(PNG_1X1) && !stored.contains("Costs fell"),
         "{stored}"
     );
     assert!(
@@ -184,13 +196,16 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
             .collect::<Vec<_>>(),
     )
     .unwrap();
-    assert!(!streamed.contains(SECRET_TEXT) && !streamed.contains(PNG_1X1));
+    assert!(
+        !streamed.contains(SECRET_TEXT) && !streamed.contains(PNG_1X1) && !streamed.contains("Costs fell")
+    );
 
     // A later turn: the earlier files are reference lines; unavailable files are named with why.
     bedrock.push(Reply::text("Noted."));
     let later = Prompt::text("And these?")
         .with_attachment(missing.clone())
-        .with_attachment(pending.clone());
+        .with_attachment(pending.clone())
+        .with_attachment(scan.clone());
     engine
         .invoke(Scope::new("conv-1").with_turn_id("t2"), later)
         .collect::<Vec<_>>()
@@ -213,6 +228,10 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
     assert_eq!(
         now[1],
         json!({ "text": format!("{} (not available: pending)", line(&pending)) })
+    );
+    assert_eq!(
+        now[2],
+        json!({ "text": format!("{} (not available: unsupported: the PDF has no text this worker can read (a scan, or fonts it does not decode))", line(&scan)) })
     );
 }
 
@@ -308,7 +327,7 @@ async fn an_s3_file_area_on_moto_serves_the_same_turn() {
     let engine = Engine::builder()
         .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
         .store(store.clone())
-        .file_area(area)
+        .file_area(area.clone())
         .config(support::config())
         .build()
         .unwrap();
@@ -316,11 +335,358 @@ async fn an_s3_file_area_on_moto_serves_the_same_turn() {
     let prompt = Prompt::text("What are these?")
         .with_attachment(picture.clone())
         .with_attachment(notes.clone());
-    engine
+    let events: Vec<AgentEvent> = engine
         .invoke(Scope::new("conv-s3").with_turn_id("t1"), prompt)
-        .collect::<Vec<_>>()
+        .collect()
         .await;
+    let tokens = completed_data(&events)["estimatedFileTokens"].as_u64().unwrap();
+    assert_eq!(
+        area.conversation_usage("conv-s3").await,
+        Some(tokens),
+        "S3 keeps the conversation's count"
+    );
     let content = first_user_content(&bedrock.requests()[0].body);
     assert_eq!(content[1]["image"]["source"]["bytes"], PNG_1X1);
     assert!(content[2]["text"].as_str().unwrap().contains(SECRET_TEXT));
+}
+
+fn completed_data(events: &[AgentEvent]) -> Value {
+    match events.last() {
+        Some(AgentEvent::Completed { data }) => data.clone().unwrap_or(Value::Null),
+        other => panic!("the turn did not complete: {other:?}"),
+    }
+}
+
+fn engine_with(
+    bedrock: &BedrockStandIn,
+    store: &MemoryStore,
+    files: &Files,
+    config: EngineConfig,
+    policy: Option<AdmitClasses>,
+    tools: Vec<Arc<dyn Tool>>,
+) -> Engine {
+    let mut builder = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), ApprovalSigner::new([9u8; 32]).unwrap())
+        .file_area(files.area.clone())
+        .tools(tools)
+        .config(config);
+    if let Some(policy) = policy {
+        builder = builder.tool_policy(policy);
+    }
+    builder.build().unwrap()
+}
+
+#[tokio::test]
+async fn from_the_step_that_would_pass_the_budget_the_costliest_file_is_its_line() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let files = files();
+    let small = put(
+        &files,
+        "conv-b",
+        "small",
+        "small.txt",
+        "text/plain",
+        "a".repeat(200).as_bytes(),
+    );
+    let big = put(
+        &files,
+        "conv-b",
+        "big",
+        "big.txt",
+        "text/plain",
+        "b".repeat(2000).as_bytes(),
+    );
+    let config = EngineConfig {
+        turn_file_tokens: 200,
+        conversation_file_tokens: 140,
+        ..support::config()
+    };
+    let engine = engine_with(&bedrock, &store, &files, config, None, Vec::new());
+
+    bedrock.push(Reply::text("Read."));
+    let prompt = Prompt::text("Read both.")
+        .with_attachment(small.clone())
+        .with_attachment(big.clone());
+    let events: Vec<AgentEvent> = engine
+        .invoke(Scope::new("conv-b").with_turn_id("t1"), prompt)
+        .collect()
+        .await;
+    let content = first_user_content(&bedrock.requests()[0].body);
+    assert!(content[0]["text"].as_str().unwrap().contains(&"a".repeat(200)));
+    assert_eq!(
+        content[1],
+        json!({ "text": format!("{} (not given: the files' token budget is spent)", big.reference_line()) })
+    );
+    // The small file's block: its reference line and text, one token for four characters.
+    let given = content[0]["text"].as_str().unwrap().chars().count() as u64;
+    let tokens = completed_data(&events)["estimatedFileTokens"].as_u64().unwrap();
+    assert_eq!(tokens, given.div_ceil(4));
+    assert_eq!(files.area.conversation_usage("conv-b").await, Some(tokens));
+
+    // The next turn has only what is left of the conversation's budget.
+    bedrock.push(Reply::text("Read again."));
+    let again = Prompt::text("Once more.").with_attachment(small.clone());
+    let events: Vec<AgentEvent> = engine
+        .invoke(Scope::new("conv-b").with_turn_id("t2"), again)
+        .collect()
+        .await;
+    let now = bedrock.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .clone();
+    assert!(
+        tokens * 2 > 140,
+        "the small file twice must pass the conversation's budget"
+    );
+    assert_eq!(
+        now[0],
+        json!({ "text": format!("{} (not given: the files' token budget is spent)", small.reference_line()) })
+    );
+    assert!(completed_data(&events).get("estimatedFileTokens").is_none());
+}
+
+#[tokio::test]
+async fn attachment_tools_are_offered_only_when_admitted_and_show_files_to_the_model_only() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let files = files();
+    let png = base64::engine::general_purpose::STANDARD.decode(PNG_1X1).unwrap();
+    put(&files, "conv-t", "p1", "dot.png", "image/png", &png);
+    let report = put(
+        &files,
+        "conv-t",
+        "d1",
+        "report.pdf",
+        "application/pdf",
+        &testing::files::pdf(&[SECRET_TEXT]),
+    );
+    put(
+        &files,
+        "elsewhere",
+        "x1",
+        "theirs.txt",
+        "text/plain",
+        b"not yours",
+    );
+
+    // Without a policy that admits the class, the tools are not offered.
+    let plain = engine_with(&bedrock, &store, &files, support::config(), None, Vec::new());
+    bedrock.push(Reply::text("Hello."));
+    plain
+        .invoke(Scope::new("conv-t").with_turn_id("t0"), Prompt::text("Hi"))
+        .collect::<Vec<_>>()
+        .await;
+    assert!(bedrock.requests()[0].body.get("toolConfig").is_none());
+
+    let engine = engine_with(
+        &bedrock,
+        &store,
+        &files,
+        support::config(),
+        Some(AdmitClasses(vec![ToolClass::Attachment])),
+        Vec::new(),
+    );
+    bedrock.push(Reply::tool_call("c-list", "attachment_list", "{}"));
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("c-view", "attachment_view", r#"{"id":"p1"}"#, 1)
+            .tool_use("c-read", "attachment_read", r#"{"id":"d1"}"#, 1)
+            .tool_use("c-theirs", "attachment_read", r#"{"id":"x1"}"#, 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("A dot, and the numbers."));
+    let events: Vec<AgentEvent> = engine
+        .invoke(
+            Scope::new("conv-t").with_turn_id("t1"),
+            Prompt::text("What did I send?"),
+        )
+        .collect()
+        .await;
+    completed_data(&events);
+    let requests = bedrock.requests();
+    let offered: Vec<&str> = requests[1].body["toolConfig"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["toolSpec"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["attachment_list", "attachment_view", "attachment_read"]);
+
+    let listed = &requests[2].body["messages"].as_array().unwrap()[4]["content"][0]["toolResult"];
+    let names: Vec<&str> = listed["content"][0]["json"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["report.pdf", "dot.png"]);
+
+    // The last step's user message: three results, then what two calls showed.
+    let last = requests[3].body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(last.len(), 3 + 2 + 1, "{last:#?}");
+    assert_eq!(
+        last[0]["toolResult"]["content"][0]["json"]["shown"]["name"],
+        "dot.png"
+    );
+    assert_eq!(
+        last[1]["toolResult"]["content"][0]["json"]["read"],
+        report.summary()
+    );
+    assert_eq!(last[2]["toolResult"]["status"], "error");
+    assert!(
+        last[2]["toolResult"]["content"][0]["json"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not available: gone"),
+        "another conversation's file is not reached: {}",
+        last[2]
+    );
+    assert_eq!(
+        last[3]["text"],
+        json!(format!(
+            "[attachment {}]",
+            json!({"id":"p1","name":"dot.png","type":"image/png","size":png.len()})
+        ))
+    );
+    assert_eq!(last[4]["image"]["source"]["bytes"], PNG_1X1);
+    assert_eq!(
+        last[5]["text"],
+        json!(format!(
+            "{}\n<attachment>\n{SECRET_TEXT}\n</attachment>",
+            report.reference_line()
+        ))
+    );
+
+    // Stored history and events hold the references, never the picture or the text.
+    let stored = serde_json::to_string(&store.load_history("conv-t").await.unwrap()).unwrap();
+    assert!(stored.contains("report.pdf") && stored.contains("\"c-view\""));
+    assert!(
+        !stored.contains(PNG_1X1) && !stored.contains(SECRET_TEXT),
+        "{stored}"
+    );
+    let streamed = serde_json::to_string(
+        &events
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert!(!streamed.contains(PNG_1X1) && !streamed.contains(SECRET_TEXT));
+    assert!(completed_data(&events)["estimatedFileTokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn a_file_input_is_checked_before_the_call_and_named_in_the_approval_preview() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let files = files();
+    let report = put(
+        &files,
+        "conv-f",
+        "d1",
+        "report.pdf",
+        "application/pdf",
+        &testing::files::pdf(&["Invoice 7"]),
+    );
+    put(&files, "conv-f", "t1", "notes.txt", "text/plain", b"notes");
+    let mut pending = AttachmentRef::new("w1", "wait.pdf", "application/pdf", 3);
+    pending.status = AttachmentStatus::Pending;
+    files.area.put("conv-f", &pending, b"%PD").unwrap();
+    put(
+        &files,
+        "elsewhere",
+        "o1",
+        "other.pdf",
+        "application/pdf",
+        b"%PDF-",
+    );
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    let send = tool_fn(
+        ToolSpec::new(
+            "send_report",
+            "Sends a report to the accountant.",
+            json!({"type": "object", "properties": {
+                "report": {"type": "string", "title": "Report", "format": "oui-attachment", "contentMediaType": "application/pdf"}
+            }, "required": ["report"]}),
+        )
+        .effect(Effect::Transaction),
+        move |_, _| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(json!({"sent": true})) }
+        },
+    );
+    let engine = engine_with(
+        &bedrock,
+        &store,
+        &files,
+        support::config(),
+        None,
+        vec![Arc::new(send)],
+    );
+    bedrock.push(
+        StreamScript::new()
+            .tool_use("c-txt", "send_report", r#"{"report":"t1"}"#, 1)
+            .tool_use("c-other", "send_report", r#"{"report":"o1"}"#, 1)
+            .tool_use("c-wait", "send_report", r#"{"report":"w1"}"#, 1)
+            .tool_use("c-pdf", "send_report", r#"{"report":"d1"}"#, 1)
+            .stop("tool_use")
+            .into_reply(),
+    );
+    let events: Vec<AgentEvent> = engine
+        .invoke(
+            Scope::new("conv-f").with_turn_id("t1").with("userId", "ada"),
+            Prompt::text("Send my report."),
+        )
+        .collect()
+        .await;
+    let errors: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolEnded {
+                is_error: true,
+                content,
+                ..
+            } => Some(content["error"].as_str().unwrap().to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 3, "{events:#?}");
+    assert!(
+        errors[0].contains("/report: file \"t1\" is text/plain, and this input takes application/pdf"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].contains("not a usable file of this conversation (gone)"),
+        "{}",
+        errors[1]
+    );
+    assert!(errors[2].contains("(pending)"), "{}", errors[2]);
+    let approval = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+            _ => None,
+        })
+        .expect("the good call waits for approval");
+    assert_eq!(approval["callId"], "c-pdf");
+    let field = &approval["preview"]["fields"][0];
+    assert_eq!(field["label"], "Report");
+    assert_eq!(field["files"][0]["name"], "report.pdf");
+    assert_eq!(field["files"][0]["size"], report.size);
+    assert_eq!(
+        sent.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing ran before approval"
+    );
 }

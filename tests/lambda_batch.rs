@@ -531,7 +531,7 @@ async fn the_function_runs_the_standard_agent_a_turn_names_and_resumes_it_on_ano
     }
     let worker = || async {
         let (agent, sinks) = agent_settings(&world, &folder)
-            .build(world.bedrock.client(), moto().dynamodb())
+            .build(world.bedrock.client(), moto().dynamodb(), None)
             .unwrap();
         TurnHandler::new(agent, sinks)
     };

@@ -595,8 +595,12 @@ impl WorkerArgs {
         })
         .map_err(|e| e.to_string())?;
         let bedrock = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
-        let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
-        let (agent, sinks) = settings.build(bedrock, dynamodb).map_err(|e| e.to_string())?;
+        let shared = aws_config(self.region.as_deref()).await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&shared);
+        let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
+        let (agent, sinks) = settings
+            .build(bedrock, dynamodb, files)
+            .map_err(|e| e.to_string())?;
         Ok((TurnHandler::new(agent, sinks), settings))
     }
 }

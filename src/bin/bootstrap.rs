@@ -12,10 +12,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let settings = WorkerSettings::from_lookup(|name| std::env::var(name).ok())?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let files = settings.s3_file_area(aws_sdk_s3::Client::new(&aws));
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
         aws_sdk_dynamodb::Client::new(&aws),
+        files,
     )?;
-    tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, "agent worker ready");
+    tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
     run(TurnHandler::new(agent, sinks)).await
 }

@@ -20,7 +20,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::tools::{Effect, ToolSpec};
+use super::attachments::FileInput;
+use super::tools::{Effect, ToolClass, ToolSpec};
 use crate::session::{ApprovalStatus, PendingApproval};
 
 /// The code of a call that needs the person's approval where there is no way to ask for it
@@ -75,6 +76,36 @@ pub struct ToolPolicyContext<'a> {
 pub trait ToolPolicy: Send + Sync + fmt::Debug {
     /// The decision for one call.
     fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision;
+
+    /// Whether tools of `class` are offered to the model at all. Only
+    /// [`ToolClass::Backend`] is, by default; admit [`ToolClass::Attachment`] to let the model
+    /// reach the conversation's files.
+    fn admits(&self, class: ToolClass) -> bool {
+        class == ToolClass::Backend
+    }
+}
+
+/// A tool policy that allows every call (declarations still decide approvals) and admits the
+/// given tool classes besides [`ToolClass::Backend`].
+///
+/// ```
+/// use agent_worker::engine::{AdmitClasses, ToolPolicy};
+/// use agent_worker::engine::tools::ToolClass;
+///
+/// let policy = AdmitClasses(vec![ToolClass::Attachment]);
+/// assert!(policy.admits(ToolClass::Attachment) && policy.admits(ToolClass::Backend));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmitClasses(pub Vec<ToolClass>);
+
+impl ToolPolicy for AdmitClasses {
+    fn decide(&self, _call: &ToolPolicyContext<'_>) -> ToolDecision {
+        ToolDecision::Allow
+    }
+
+    fn admits(&self, class: ToolClass) -> bool {
+        class == ToolClass::Backend || self.0.contains(&class)
+    }
 }
 
 /// What the engine does with one call.
@@ -222,7 +253,7 @@ pub(crate) fn now_ms() -> u64 {
 
 /// The preview the person decides on. Its words come only from the declaration: the tool's
 /// title, its consequence or description, and its input schema's property titles.
-pub(crate) fn preview(spec: &ToolSpec, args: &Value) -> Value {
+pub(crate) fn preview(spec: &ToolSpec, args: &Value, files: &[FileInput]) -> Value {
     let properties = spec.input_schema.get("properties").and_then(Value::as_object);
     let fields: Vec<Value> = args
         .as_object()
@@ -234,7 +265,21 @@ pub(crate) fn preview(spec: &ToolSpec, args: &Value) -> Value {
                         .and_then(|p| p.get("title"))
                         .and_then(Value::as_str)
                         .unwrap_or(name);
-                    json!({ "name": name, "label": label, "value": value })
+                    let mut field = json!({ "name": name, "label": label, "value": value });
+                    let pointer = format!("/{name}");
+                    let named: Vec<Value> = files
+                        .iter()
+                        .filter(|f| f.pointer == pointer || f.pointer.starts_with(&format!("{pointer}/")))
+                        .map(|f| {
+                            let mut summary = f.reference.summary();
+                            summary["at"] = f.pointer.clone().into();
+                            summary
+                        })
+                        .collect();
+                    if !named.is_empty() {
+                        field["files"] = named.into();
+                    }
+                    field
                 })
                 .collect()
         })
@@ -327,7 +372,7 @@ mod tests {
         )
         .title("Pay an invoice")
         .consequence("Money leaves your account.");
-        let preview = preview(&spec, &json!({"amount": 12, "memo": "x"}));
+        let preview = preview(&spec, &json!({"amount": 12, "memo": "x"}), &[]);
         assert_eq!(preview["title"], "Pay an invoice");
         assert_eq!(preview["consequence"], "Money leaves your account.");
         assert_eq!(
@@ -344,6 +389,8 @@ pub(crate) struct HeldCall {
     pub(crate) call_id: String,
     pub(crate) tool: String,
     pub(crate) args: Value,
+    /// The files its inputs name, shown in the preview by name and size.
+    pub(crate) files: Vec<FileInput>,
 }
 
 /// JSON safe to put inside an `<approval>` block: it cannot close the block.
@@ -416,7 +463,7 @@ pub(crate) async fn request(
         "tool": approval.tool,
         "token": signer.sign(&approval),
         "expiresAt": approval.expires_at,
-        "preview": preview(spec, &approval.args),
+        "preview": preview(spec, &approval.args, &held.files),
     })));
     Ok(())
 }

@@ -12,6 +12,12 @@ pub const MAX_IMAGE_SIDE: u32 = 1568;
 pub const MAX_TEXT_CHARS: usize = 20_000;
 /// The most characters of attached text one turn gives the model.
 pub const MAX_TURN_TEXT_CHARS: usize = 40_000;
+/// The largest PDF whose text is read, in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 32 * 1024 * 1024;
+/// The tokens the files given to the model may carry in one step, by default.
+pub const DEFAULT_TURN_FILE_TOKENS: u64 = 30_000;
+/// The tokens the files given to the model may carry over a whole conversation, by default.
+pub const DEFAULT_CONVERSATION_FILE_TOKENS: u64 = 300_000;
 
 /// How many model rounds one turn may take.
 pub const DEFAULT_MAX_ROUNDS: u32 = 12;
@@ -91,6 +97,12 @@ pub struct EngineConfig {
     pub store_timeout: Duration,
     /// How long an approval stays open.
     pub approval_ttl: Duration,
+    /// The tokens the files given to the model may carry in one step: from the step that would
+    /// pass it, the costliest file is given as its reference line instead.
+    pub turn_file_tokens: u64,
+    /// The tokens files may give the model over the conversation, counted with the file area's
+    /// [`conversation_usage`](super::FileArea::conversation_usage).
+    pub conversation_file_tokens: u64,
 }
 
 impl Default for EngineConfig {
@@ -111,6 +123,8 @@ impl Default for EngineConfig {
             supersede_wait: DEFAULT_SUPERSEDE_WAIT,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             approval_ttl: DEFAULT_APPROVAL_TTL,
+            turn_file_tokens: DEFAULT_TURN_FILE_TOKENS,
+            conversation_file_tokens: DEFAULT_CONVERSATION_FILE_TOKENS,
         }
     }
 }

@@ -31,8 +31,8 @@ mod turn;
 mod turn_stream;
 
 pub use approvals::{
-    APPROVAL_REQUIRED, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy, ToolPolicyContext,
-    WeakKey, args_hash, canonical_json,
+    APPROVAL_REQUIRED, AdmitClasses, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy,
+    ToolPolicyContext, WeakKey, args_hash, canonical_json,
 };
 use attachments::FILES_ARE_DATA;
 pub use attachments::{FileArea, LocalFileArea};
@@ -41,7 +41,7 @@ pub use error::EngineError;
 pub use model::{BedrockModel, Model};
 pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
-pub use tools::{Tool, ToolSpec, Toolset};
+pub use tools::{Tool, ToolClass, ToolSpec, Toolset};
 pub(crate) use turn_stream::{Emitter, turn_stream};
 
 use std::fmt;
@@ -289,7 +289,9 @@ impl EngineBuilder {
     }
 
     /// Where the files people attach are kept. With it, a turn's files are given to the model
-    /// and the system prompt says files are data; without it, they are reference lines.
+    /// and the system prompt says files are data; without it, they are reference lines. The
+    /// attachment tools (`attachment_list`, `attachment_view`, `attachment_read`) come with it,
+    /// offered when the tool policy [admits](ToolPolicy::admits) [`ToolClass::Attachment`].
     #[must_use]
     pub fn file_area(mut self, area: impl FileArea + 'static) -> Self {
         self.file_area = Some(Arc::new(area));
@@ -301,7 +303,23 @@ impl EngineBuilder {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
         let store = self.store.ok_or(EngineError::Missing("store"))?;
         self.config.validate()?;
-        let tools = Toolset::new(self.tools)?;
+        let mut tools = self.tools;
+        if let Some(area) = &self.file_area {
+            tools.extend(attachments::attachment_tools(area));
+        }
+        let admits = |class: ToolClass| match &self.tool_policy {
+            Some(policy) => policy.admits(class),
+            None => class == ToolClass::Backend,
+        };
+        tools.retain(|tool| {
+            let class = tool.spec().class;
+            let admitted = admits(class);
+            if !admitted {
+                tracing::debug!(tool = %tool.spec().name, ?class, "not offered: the tool policy does not admit its class");
+            }
+            admitted
+        });
+        let tools = Toolset::new(tools)?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 model,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
-use super::attachments;
+use super::attachments::{self, Given};
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
@@ -67,16 +67,26 @@ impl Ending {
         }
     }
 
-    fn terminal(self) -> (AgentEvent, TurnOutcome) {
+    /// The terminal event and the stored outcome. A completed turn's data reports the tokens
+    /// its files gave the model (`estimatedFileTokens`), when any did.
+    fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
         match self {
-            Self::Stopped(stop) => Self::stop(stop.reason.as_str()).terminal(),
-            Self::Completed(data) => (
-                AgentEvent::Completed { data: data.clone() },
-                TurnOutcome {
-                    status: TurnStatus::Completed,
-                    terminal: data.unwrap_or(Value::Null),
-                },
-            ),
+            Self::Stopped(stop) => Self::stop(stop.reason.as_str()).terminal(file_tokens),
+            Self::Completed(mut data) => {
+                if file_tokens > 0 {
+                    let object = data.get_or_insert_with(|| json!({}));
+                    if let Some(fields) = object.as_object_mut() {
+                        fields.insert("estimatedFileTokens".into(), file_tokens.into());
+                    }
+                }
+                (
+                    AgentEvent::Completed { data: data.clone() },
+                    TurnOutcome {
+                        status: TurnStatus::Completed,
+                        terminal: data.unwrap_or(Value::Null),
+                    },
+                )
+            }
             Self::Failed {
                 details,
                 retryable,
@@ -278,12 +288,16 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             _ => None,
         })
         .collect();
-    let given = match &engine.file_area {
-        Some(area) if !attached.is_empty() => attachments::expand(area.as_ref(), &session, &attached).await,
-        _ => BTreeMap::new(),
-    };
     let mut turn = TurnState::new(history, user);
-    turn.given = given;
+    if let Some(area) = &engine.file_area {
+        if !attached.is_empty() {
+            turn.given = attachments::expand(area.as_ref(), &session, &attached).await;
+        }
+        let used = area.conversation_usage(&session).await.unwrap_or(0);
+        turn.file_limit = config
+            .turn_file_tokens
+            .min(config.conversation_file_tokens.saturating_sub(used));
+    }
     let ctx = StepContext {
         session: &session,
         turn_id: &turn_id,
@@ -309,6 +323,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         turn.messages.push(Message::assistant_text(ending.closing_line()));
     }
 
+    let file_tokens = turn.file_tokens();
     // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
     // the model refuses never poisons the session.
     let messages = if turn.produced_anything() {
@@ -323,7 +338,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             ..
         })
     );
-    let (terminal, outcome) = ending.terminal();
+    let (terminal, outcome) = ending.terminal(file_tokens);
     let stored = if past_deadline {
         // Past its deadline the turn may take only so long to store; after that nothing of it
         // is kept, and a late write cannot land (completion is conditional on `running`).
@@ -346,7 +361,14 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             .map_err(|e| e.to_string())
     };
     match stored {
-        Ok(()) => out.emit(terminal),
+        Ok(()) => {
+            if let (Some(area), true) = (&engine.file_area, file_tokens > 0) {
+                if let Err(e) = area.record_usage(&session, file_tokens).await {
+                    tracing::warn!(error = %e, "could not count the turn's file tokens for the conversation");
+                }
+            }
+            out.emit(terminal)
+        }
         Err(e) if past_deadline => {
             tracing::error!(error = %e, "the turn reached its deadline and could not be stored");
             let failure = TurnOutcome {
@@ -462,6 +484,7 @@ async fn run_rounds(
             return Ending::Stopped(stop);
         }
         let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
+        turn.fit_files();
         let request = engine.request(turn.conversation(), forced, plan_less);
         let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
@@ -598,6 +621,107 @@ fn retry_reason(error: &ModelError) -> String {
 
 type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
 
+/// A tool call as the model made it.
+struct Call {
+    id: String,
+    name: String,
+    input: String,
+}
+
+/// Records a call the model made, then starts it, holds it for the person's approval, or
+/// answers it with why it does not run. Returns the call when it ends the turn.
+async fn start_call(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+    flag: &StopFlag,
+    running: &mut FuturesUnordered<RunningCall>,
+    call: Call,
+) -> Option<Value> {
+    let Call { id, name, input } = call;
+    let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
+    let args = match parsed {
+        Ok(args) => args,
+        Err(why) => {
+            turn.finish_call(index, ToolOutcome::error(why), out);
+            return None;
+        }
+    };
+    let ends = engine
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.ends_turn(&name))
+        .then(|| json!({ "name": name, "input": args }));
+    // A call that had not started when the turn was stopped does not run.
+    if flag.get().is_some() {
+        let not_run = ToolOutcome::error("not run: the turn was stopped before this call started");
+        turn.finish_call(index, not_run, out);
+        return ends;
+    }
+    if turn.held.is_some() {
+        let not_run =
+            ToolOutcome::error("not run: another call of this response is waiting for the person's approval");
+        turn.finish_call(index, not_run, out);
+        return ends;
+    }
+    let files = match engine.tools.spec(&name) {
+        Some(spec) => {
+            let area = engine.file_area.as_deref();
+            match attachments::check_file_inputs(area, ctx.session, &spec.input_schema, &args).await {
+                Ok(files) => files,
+                Err(why) => {
+                    turn.finish_call(index, ToolOutcome::error(why), out);
+                    return ends;
+                }
+            }
+        }
+        None => Vec::new(),
+    };
+    match engine.verdict(ctx.session, ctx.user_id, &name, &args) {
+        Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
+        Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
+            index,
+            ToolOutcome::failed(json!({
+                "error": "this call needs the person's approval, and this worker has no approval store to ask with; nothing was sent",
+                "code": APPROVAL_REQUIRED,
+            })),
+            out,
+        ),
+        Verdict::NeedsApproval => {
+            turn.held = Some(HeldCall {
+                call_id: id,
+                tool: name,
+                args,
+                files,
+            });
+            turn.finish_call(
+                index,
+                ToolOutcome::ok(json!({
+                    "status": "waiting_for_approval",
+                    "message": "This call waits for the person's approval. It has not run; do not assume it will."
+                })),
+                out,
+            );
+        }
+        Verdict::Run => {
+            let tools = engine.tools.clone();
+            let timeout = engine.config.tool_timeout;
+            let call_ctx = ToolContext {
+                session: ctx.session.to_owned(),
+                turn_id: ctx.turn_id.to_owned(),
+                call_id: id,
+                user_id: ctx.user_id.map(str::to_owned),
+                account_id: ctx.account_id.map(str::to_owned),
+            };
+            running.push(Box::pin(async move {
+                (index, tools.run(&name, &args, call_ctx, timeout).await)
+            }));
+        }
+    }
+    ends
+}
+
 /// One model response: streams its output, starts each tool call as soon as its input is
 /// complete, and waits for every call to end.
 async fn run_step(
@@ -625,64 +749,8 @@ async fn run_step(
                     ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
                     ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
                     ModelEvent::ToolUse { id, name, input } => {
-                        let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
-                        if let Ok(args) = &parsed {
-                            if engine.policy.as_ref().is_some_and(|p| p.ends_turn(&name)) {
-                                ending.push(json!({ "name": name, "input": args }));
-                            }
-                        }
-                        match parsed {
-                            // A call that had not started when the turn was stopped does not run.
-                            Ok(_) if flag.get().is_some() => turn.finish_call(
-                                index,
-                                ToolOutcome::error("not run: the turn was stopped before this call started"),
-                                out,
-                            ),
-                            Ok(args) => match engine.verdict(ctx.session, ctx.user_id, &name, &args) {
-                                _ if turn.held.is_some() => turn.finish_call(
-                                    index,
-                                    ToolOutcome::error("not run: another call of this response is waiting for the person's approval"),
-                                    out,
-                                ),
-                                Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
-                                Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
-                                    index,
-                                    ToolOutcome {
-                                        is_error: true,
-                                        content: json!({
-                                            "error": "this call needs the person's approval, and this worker has no approval store to ask with; nothing was sent",
-                                            "code": APPROVAL_REQUIRED,
-                                        }),
-                                    },
-                                    out,
-                                ),
-                                Verdict::NeedsApproval => {
-                                    turn.held = Some(HeldCall { call_id: id.clone(), tool: name.clone(), args });
-                                    turn.finish_call(
-                                        index,
-                                        ToolOutcome::ok(json!({
-                                            "status": "waiting_for_approval",
-                                            "message": "This call waits for the person's approval. It has not run; do not assume it will."
-                                        })),
-                                        out,
-                                    );
-                                }
-                                Verdict::Run => {
-                                let tools = engine.tools.clone();
-                                let timeout = engine.config.tool_timeout;
-                                                                let call_ctx = ToolContext {
-                                    session: ctx.session.to_owned(),
-                                    turn_id: ctx.turn_id.to_owned(),
-                                    call_id: id,
-                                    user_id: ctx.user_id.map(str::to_owned),
-                                    account_id: ctx.account_id.map(str::to_owned),
-                                };
-                                running.push(Box::pin(async move {
-                                    (index, tools.run(&name, &args, call_ctx, timeout).await)
-                                }));
-                                }
-                            },
-                            Err(why) => turn.finish_call(index, ToolOutcome::error(why), out),
+                        if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut running, Call { id, name, input }).await {
+                            ending.push(ended);
                         }
                     }
                     ModelEvent::Stop(reason) => stop = Some(reason),
@@ -732,7 +800,14 @@ struct TurnState {
     step: Step,
     think: ThinkTags,
     /// What this turn's files are given as, by id: sent with its message, never stored.
-    given: BTreeMap<String, Vec<ContentBlock>>,
+    given: BTreeMap<String, Given>,
+    /// What calls showed the model, by call id: sent after their results, never stored.
+    shown: BTreeMap<String, Given>,
+    /// The tokens the files given and shown may carry in one step.
+    file_limit: u64,
+    /// The estimated tokens of each file given and each showing, counted once, by
+    /// `file:<id>` or `call:<id>`.
+    file_tokens: BTreeMap<String, u64>,
 }
 
 impl TurnState {
@@ -744,7 +819,31 @@ impl TurnState {
             step: Step::default(),
             think: ThinkTags::default(),
             given: BTreeMap::new(),
+            shown: BTreeMap::new(),
+            file_limit: u64::MAX,
+            file_tokens: BTreeMap::new(),
         }
+    }
+
+    /// Keeps what the next step carries of files within the limit: from the step that would
+    /// pass it, the costliest file is given as its line instead. Counts what is given.
+    fn fit_files(&mut self) {
+        attachments::fit(
+            self.given.values_mut().chain(self.shown.values_mut()),
+            self.file_limit,
+        );
+        let given = self.given.iter().map(|(id, g)| (format!("file:{id}"), g.tokens));
+        let shown = self.shown.iter().map(|(id, g)| (format!("call:{id}"), g.tokens));
+        for (key, tokens) in given.chain(shown) {
+            if tokens > 0 {
+                self.file_tokens.entry(key).or_insert(tokens);
+            }
+        }
+    }
+
+    /// The estimated tokens the turn's files gave the model.
+    fn file_tokens(&self) -> u64 {
+        self.file_tokens.values().sum()
     }
 
     /// The conversation to send: stored history, then this turn so far.
@@ -761,15 +860,27 @@ impl TurnState {
                         ContentBlock::Attachment { reference } => self
                             .given
                             .get(&reference.id)
-                            .cloned()
-                            .unwrap_or_else(|| vec![block]),
+                            .map_or_else(|| vec![block], |g| g.blocks.clone()),
                         _ => vec![block],
                     })
                     .collect();
             }
             all.push(user);
         }
-        all.extend(messages);
+        all.extend(messages.map(|mut message| {
+            // What a call showed follows the results of its message.
+            let shown: Vec<ContentBlock> = message
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolResult { tool_use_id, .. } => self.shown.get(tool_use_id),
+                    _ => None,
+                })
+                .flat_map(|g| g.blocks.iter().cloned())
+                .collect();
+            message.content.extend(shown);
+            message
+        }));
         stop::with_notes(repair(all).0)
     }
 
@@ -904,6 +1015,9 @@ impl TurnState {
                 .zip(step.results)
                 .map(|(id, outcome)| {
                     let outcome = outcome.unwrap_or_else(|| ToolOutcome::error(INTERRUPTED_CALL));
+                    if !outcome.shown.is_empty() {
+                        self.shown.insert(id.clone(), Given::shown(&id, outcome.shown));
+                    }
                     ContentBlock::ToolResult {
                         tool_use_id: id,
                         content: outcome.content,

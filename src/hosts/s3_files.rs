@@ -1,6 +1,7 @@
 //! [`S3FileArea`]: the files people attach, in an S3 bucket. A file is the object
 //! `<prefix><owner>/<id>`, its reference (the checked [`AttachmentRef`]) the object beside it,
-//! `<prefix><owner>/<id>.json`, written by whatever checked the upload.
+//! `<prefix><owner>/<id>.json`, written by whatever checked the upload. The tokens the
+//! conversation's files gave the model are counted in `<prefix><owner>/.usage`.
 
 use std::ops::Range;
 
@@ -11,6 +12,9 @@ use aws_sdk_s3::primitives::ByteStream;
 
 use crate::engine::attachments::{FileArea, LoadAs, Unavailable, plain_segment};
 use crate::protocol::AttachmentRef;
+
+/// The object beside a conversation's files that keeps its token count.
+const USAGE_OBJECT: &str = ".usage";
 
 /// A file area in an S3 bucket. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -148,5 +152,27 @@ impl FileArea for S3FileArea {
             }
         }
         Ok(references)
+    }
+
+    async fn conversation_usage(&self, owner: &str) -> Option<u64> {
+        let bytes = self.get(self.key(owner, USAGE_OBJECT).ok()?, None).await.ok()?;
+        std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+    }
+
+    async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
+        let key = self.key(owner, USAGE_OBJECT)?;
+        let used = self.conversation_usage(owner).await.unwrap_or(0);
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("text/plain")
+            .body(ByteStream::from(
+                used.saturating_add(tokens).to_string().into_bytes(),
+            ))
+            .send()
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(())
     }
 }

@@ -15,6 +15,9 @@
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
 //! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
+//! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
+//! | `FILES_PREFIX` | no | with `FILES_BUCKET`: the key prefix (default `attachments/`) |
+//! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 
 use std::path::{Path, PathBuf};
@@ -23,9 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agents::{AgentRuntime, DynamoThreadStore};
+use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
-use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
+use crate::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, ToolClass};
 use crate::protocol::Agent;
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
@@ -84,7 +88,23 @@ pub struct WorkerSettings {
     pub agents_dir: Option<PathBuf>,
     /// `DEFAULT_AGENT`: the agent of a turn that names none.
     pub default_agent: Option<String>,
+    /// `FILES_BUCKET` and `FILES_PREFIX`: where the files people attach are kept.
+    pub files: Option<FilesLocation>,
+    /// `ATTACHMENT_TOOLS`: whether the model may reach the conversation's files with tools.
+    pub attachment_tools: bool,
 }
+
+/// Where the files people attach are kept in S3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesLocation {
+    /// `FILES_BUCKET`.
+    pub bucket: String,
+    /// `FILES_PREFIX`.
+    pub prefix: String,
+}
+
+/// The key prefix of attached files when `FILES_PREFIX` is not set.
+pub const DEFAULT_FILES_PREFIX: &str = "attachments/";
 
 fn list(value: Option<String>) -> Vec<String> {
     value
@@ -181,7 +201,23 @@ impl WorkerSettings {
                 "needs AGENTS_DIR, the folder that defines it",
             ));
         }
+        let files = get("FILES_BUCKET")
+            .filter(|s| !s.trim().is_empty())
+            .map(|bucket| FilesLocation {
+                bucket,
+                prefix: get("FILES_PREFIX").unwrap_or_else(|| DEFAULT_FILES_PREFIX.to_owned()),
+            });
+        let mut attachment_tools = false;
+        parsed(&get, "ATTACHMENT_TOOLS", &mut attachment_tools)?;
+        if attachment_tools && files.is_none() {
+            return Err(error(
+                "ATTACHMENT_TOOLS",
+                "needs FILES_BUCKET, where the files are",
+            ));
+        }
         Ok(Self {
+            files,
+            attachment_tools,
             agents_dir,
             default_agent,
             approval_secret,
@@ -201,19 +237,33 @@ impl WorkerSettings {
     }
 
     /// The agent and sinks these settings describe, on the given clients: the engine, or with
-    /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents.
+    /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents. `files` is the
+    /// file area `FILES_BUCKET` names (see [`S3FileArea`](crate::hosts::S3FileArea)); it is
+    /// required when that is set.
     pub fn build(
         &self,
         bedrock: aws_sdk_bedrockruntime::Client,
         dynamodb: aws_sdk_dynamodb::Client,
+        files: Option<Arc<dyn FileArea>>,
     ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
+        if self.files.is_some() && files.is_none() {
+            return Err(error("FILES_BUCKET", "is set, and no file area was given for it"));
+        }
         let store = self.store(dynamodb)?;
         let sinks = self.sinks(&store)?;
         let agent: Arc<dyn Agent> = match &self.agents_dir {
             Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store)?),
-            None => Arc::new(self.engine(bedrock, store)?),
+            None => Arc::new(self.engine(bedrock, store, files)?),
         };
         Ok((agent, sinks))
+    }
+
+    /// The S3 file area `FILES_BUCKET` names, on `s3`.
+    #[cfg(feature = "s3")]
+    pub fn s3_file_area(&self, s3: aws_sdk_s3::Client) -> Option<Arc<dyn FileArea>> {
+        self.files
+            .as_ref()
+            .map(|f| Arc::new(crate::hosts::S3FileArea::new(s3, &f.bucket, &f.prefix)) as Arc<dyn FileArea>)
     }
 
     /// The Standard Agents runtime for `folder`: sessions and their state in the table, the
@@ -244,6 +294,7 @@ impl WorkerSettings {
         &self,
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
+        files: Option<Arc<dyn FileArea>>,
     ) -> Result<Engine, SettingsError> {
         let tools: Vec<Arc<dyn Tool>> = self.tools.iter().filter_map(|t| examples::by_name(t)).collect();
         let mut builder = Engine::builder()
@@ -258,6 +309,12 @@ impl WorkerSettings {
             let signer = ApprovalSigner::new(secret.as_bytes())
                 .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
             builder = builder.approvals(store.clone(), signer);
+        }
+        if let Some(area) = files {
+            builder = builder.file_area(area);
+        }
+        if self.attachment_tools {
+            builder = builder.tool_policy(AdmitClasses(vec![ToolClass::Attachment]));
         }
         builder.build().map_err(|e| error("engine", e.to_string()))
     }
@@ -288,6 +345,31 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         WorkerSettings::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn attached_files_come_from_a_bucket_and_their_tools_need_it() {
+        let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+        let plain = settings(&base).unwrap();
+        assert_eq!((plain.files, plain.attachment_tools), (None, false));
+        let mut pairs = base.to_vec();
+        pairs.push(("FILES_BUCKET", "uploads"));
+        pairs.push(("ATTACHMENT_TOOLS", "true"));
+        let with_files = settings(&pairs).unwrap();
+        assert_eq!(
+            with_files.files,
+            Some(FilesLocation {
+                bucket: "uploads".into(),
+                prefix: DEFAULT_FILES_PREFIX.into()
+            })
+        );
+        assert!(with_files.attachment_tools);
+        let mut tools_only = base.to_vec();
+        tools_only.push(("ATTACHMENT_TOOLS", "true"));
+        assert_eq!(
+            settings(&tools_only).unwrap_err().to_string(),
+            "ATTACHMENT_TOOLS: needs FILES_BUCKET, where the files are"
+        );
     }
 
     #[test]

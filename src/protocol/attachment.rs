@@ -84,13 +84,19 @@ impl AttachmentRef {
     /// The line that stands for the file where its content is not given: its id, name, type and
     /// size as one JSON object, the name cleaned of control characters and cut to 200 characters.
     pub fn reference_line(&self) -> String {
+        format!("[attachment {}]", self.summary())
+    }
+
+    /// What the model is told of the file: its id, name (cleaned of control characters and cut
+    /// to 200 characters), type and size.
+    pub fn summary(&self) -> serde_json::Value {
         let name: String = self.name.chars().filter(|c| !c.is_control()).take(200).collect();
         let mut fields = serde_json::Map::new();
         fields.insert("id".into(), self.id.clone().into());
         fields.insert("name".into(), name.into());
         fields.insert("type".into(), self.media_type.clone().into());
         fields.insert("size".into(), self.size.into());
-        format!("[attachment {}]", serde_json::Value::Object(fields))
+        serde_json::Value::Object(fields)
     }
 }
 

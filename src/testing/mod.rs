@@ -1,8 +1,10 @@
-//! Test helpers: the Bedrock stand-in, moto's server, and the desk fixture API. Compiled with the `testing` feature (and in this crate's
+//! Test helpers: the Bedrock stand-in, moto's server, the desk fixture API, and real files
+//! (a PDF). Compiled with the `testing` feature (and in this crate's
 //! own tests); production modules never use it.
 
 pub mod bedrock_stand_in;
 pub mod desk_api;
+pub mod files;
 pub mod moto;
 
 pub use bedrock_stand_in::{

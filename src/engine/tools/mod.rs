@@ -21,6 +21,8 @@ use futures_util::FutureExt as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::session::ContentBlock;
+
 /// What calling a tool changes in the world; approvals key on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,6 +38,19 @@ pub enum Effect {
     Job,
     /// An order, a payment, a send, a publish: irreversible, always needs approval.
     Transaction,
+}
+
+/// What kind of tool a tool is, for the tool policy: a class other than [`Backend`](Self::Backend)
+/// is offered to the model only when the policy [admits](crate::engine::ToolPolicy::admits) it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolClass {
+    /// A tool the host gave the engine.
+    #[default]
+    Backend,
+    /// The engine's own tools that reach the conversation's attached files
+    /// (`attachment_list`, `attachment_view`, `attachment_read`).
+    Attachment,
 }
 
 /// A tool's declaration: what the model sees, and what approvals key on.
@@ -57,6 +72,8 @@ pub struct ToolSpec {
     pub consequence: Option<String>,
     /// Whether the arguments must stay out of logs (the default); `false` when they may be logged.
     pub args_sensitive: bool,
+    /// Its class, for the tool policy.
+    pub class: ToolClass,
 }
 
 impl ToolSpec {
@@ -71,6 +88,7 @@ impl ToolSpec {
             title: None,
             consequence: None,
             args_sensitive: true,
+            class: ToolClass::Backend,
         }
     }
 
@@ -99,6 +117,13 @@ impl ToolSpec {
     #[must_use]
     pub fn effect(mut self, effect: Effect) -> Self {
         self.effect = effect;
+        self
+    }
+
+    /// Sets the class.
+    #[must_use]
+    pub fn class(mut self, class: ToolClass) -> Self {
+        self.class = class;
         self
     }
 
@@ -145,6 +170,28 @@ impl ToolError {
     }
 }
 
+/// What a call gives back: the result, and what only the model sees.
+///
+/// `shown` goes to the model beside the call's result, for the rest of the turn, and nowhere
+/// else: the stored history and the `tool_ended` event carry `content` alone. A tool that shows
+/// a file says in `content` what it showed, so later turns know.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolReply {
+    /// The result, stored and streamed.
+    pub content: Value,
+    /// Text and pictures for the model only.
+    pub shown: Vec<ContentBlock>,
+}
+
+impl From<Value> for ToolReply {
+    fn from(content: Value) -> Self {
+        Self {
+            content,
+            shown: Vec::new(),
+        }
+    }
+}
+
 /// A tool the model can call.
 ///
 /// `call` receives arguments already checked against the spec's input schema. It should be
@@ -173,6 +220,12 @@ pub trait Tool: Send + Sync + fmt::Debug {
 
     /// Runs one call.
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError>;
+
+    /// Runs one call, with what only the model sees. The engine calls this; the default is
+    /// [`call`](Self::call)'s result and nothing shown.
+    async fn reply(&self, input: Value, ctx: ToolContext) -> Result<ToolReply, ToolError> {
+        self.call(input, ctx).await.map(ToolReply::from)
+    }
 }
 
 type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -237,6 +290,8 @@ pub struct ToolOutcome {
     pub is_error: bool,
     /// The result, or `{"error": ..}`.
     pub content: Value,
+    /// What only the model sees, for the rest of the turn; see [`ToolReply`].
+    pub shown: Vec<ContentBlock>,
 }
 
 impl ToolOutcome {
@@ -245,15 +300,22 @@ impl ToolOutcome {
         Self {
             is_error: false,
             content,
+            shown: Vec::new(),
+        }
+    }
+
+    /// An error result with structured content (`{"error": .., ..}`).
+    pub fn failed(content: Value) -> Self {
+        Self {
+            is_error: true,
+            content,
+            shown: Vec::new(),
         }
     }
 
     /// An error result saying `message`.
     pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            is_error: true,
-            content: json!({ "error": message.into() }),
-        }
+        Self::failed(json!({ "error": message.into() }))
     }
 }
 
@@ -385,16 +447,17 @@ impl Toolset {
                 problems.join("; ")
             ));
         }
-        let call = AssertUnwindSafe(registered.tool.call(input.clone(), ctx)).catch_unwind();
+        let call = AssertUnwindSafe(registered.tool.reply(input.clone(), ctx)).catch_unwind();
         match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(Ok(content))) => ToolOutcome::ok(content),
-            Ok(Ok(Err(error))) => ToolOutcome {
-                is_error: true,
-                content: match error.details {
-                    Some(details) => json!({ "error": error.message, "details": details }),
-                    None => json!({ "error": error.message }),
-                },
+            Ok(Ok(Ok(reply))) => ToolOutcome {
+                is_error: false,
+                content: reply.content,
+                shown: reply.shown,
             },
+            Ok(Ok(Err(error))) => ToolOutcome::failed(match error.details {
+                Some(details) => json!({ "error": error.message, "details": details }),
+                None => json!({ "error": error.message }),
+            }),
             Ok(Err(panic)) => {
                 let why = panic
                     .downcast_ref::<&str>()

@@ -1,0 +1,259 @@
+//! [`FileArea`]: where the host keeps the files people attach, and [`LocalFileArea`], the
+//! embedded default in a local directory.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use crate::protocol::{AttachmentRef, AttachmentStatus};
+
+/// Why a file cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Its check has not finished.
+    Pending,
+    /// It is not there (deleted, expired, or never this conversation's).
+    Gone,
+    /// Its check refused it.
+    Refused,
+    /// It is there, but not something the model can be given; the text says why.
+    Unsupported(String),
+    /// The file area failed.
+    Store(String),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pending => f.write_str("pending"),
+            Self::Gone => f.write_str("gone"),
+            Self::Refused => f.write_str("refused"),
+            Self::Unsupported(why) => write!(f, "unsupported: {why}"),
+            Self::Store(why) => write!(f, "store error: {why}"),
+        }
+    }
+}
+
+/// How a file is to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadAs {
+    /// Its bytes, for a picture.
+    Image,
+    /// Its text.
+    Text,
+    /// Its bytes, for a document.
+    Document,
+}
+
+/// Where the host keeps the files people attach, by conversation (`owner`).
+#[async_trait]
+pub trait FileArea: Send + Sync + fmt::Debug {
+    /// The stored reference of file `id` of `owner`, whatever its check says.
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable>;
+
+    /// What is known of each of `ids`, in order; a file that cannot be had (or has not passed
+    /// its check) says why.
+    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
+        let mut described = Vec::with_capacity(ids.len());
+        for id in ids {
+            described.push(self.reference(id, owner).await.and_then(ready));
+        }
+        described
+    }
+
+    /// A file's bytes (or the `range` of them).
+    async fn load(
+        &self,
+        id: &str,
+        owner: &str,
+        load_as: LoadAs,
+        range: Option<Range<u64>>,
+    ) -> Result<Vec<u8>, Unavailable>;
+
+    /// Every file of the conversation.
+    async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable>;
+
+    /// The tokens earlier turns' files gave the model, for the conversation's cap; `None` when
+    /// the area keeps no count (then only the turn's own budget applies).
+    async fn conversation_usage(&self, owner: &str) -> Option<u64> {
+        let _ = owner;
+        None
+    }
+
+    /// Adds a finished turn's estimated file tokens to the conversation's count. The default
+    /// keeps no count.
+    async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
+        let _ = (owner, tokens);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: FileArea + ?Sized> FileArea for std::sync::Arc<T> {
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
+        (**self).reference(id, owner).await
+    }
+
+    async fn describe(&self, ids: &[String], owner: &str) -> Vec<Result<AttachmentRef, Unavailable>> {
+        (**self).describe(ids, owner).await
+    }
+
+    async fn load(
+        &self,
+        id: &str,
+        owner: &str,
+        load_as: LoadAs,
+        range: Option<Range<u64>>,
+    ) -> Result<Vec<u8>, Unavailable> {
+        (**self).load(id, owner, load_as, range).await
+    }
+
+    async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
+        (**self).list(owner).await
+    }
+
+    async fn conversation_usage(&self, owner: &str) -> Option<u64> {
+        (**self).conversation_usage(owner).await
+    }
+
+    async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
+        (**self).record_usage(owner, tokens).await
+    }
+}
+
+/// The name of the file that keeps a conversation's token count in a local file area.
+const USAGE_FILE: &str = ".usage";
+
+/// A file area in a local directory: `<root>/<owner>/<id>` and its reference beside it in
+/// `<id>.json`. The embedded default.
+#[derive(Debug, Clone)]
+pub struct LocalFileArea {
+    root: PathBuf,
+}
+
+impl LocalFileArea {
+    /// Files under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Stores `bytes` as file `reference.id` of `owner` (for hosts and tests).
+    pub fn put(&self, owner: &str, reference: &AttachmentRef, bytes: &[u8]) -> std::io::Result<()> {
+        let folder = self
+            .folder(owner)
+            .ok_or_else(|| std::io::Error::other("not a plain owner"))?;
+        let file = plain_segment(&reference.id).ok_or_else(|| std::io::Error::other("not a plain id"))?;
+        std::fs::create_dir_all(&folder)?;
+        std::fs::write(folder.join(file), bytes)?;
+        let json = serde_json::to_vec(reference).map_err(std::io::Error::other)?;
+        std::fs::write(folder.join(format!("{file}.json")), json)
+    }
+
+    fn folder(&self, owner: &str) -> Option<PathBuf> {
+        plain_segment(owner).map(|o| self.root.join(o))
+    }
+}
+
+/// `name` when it is one plain path or key segment: not empty, not `.` or `..`, no separator or
+/// NUL. File areas keep an owner's files apart with it.
+pub fn plain_segment(name: &str) -> Option<&str> {
+    let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
+    (!bad).then_some(name)
+}
+
+/// The reference when its file has passed its check; why not otherwise.
+fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
+    match reference.status {
+        AttachmentStatus::Ready => Ok(reference),
+        AttachmentStatus::Pending => Err(Unavailable::Pending),
+        AttachmentStatus::Refused => Err(Unavailable::Refused),
+    }
+}
+
+fn read_error(e: &std::io::Error) -> Unavailable {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Unavailable::Gone
+    } else {
+        Unavailable::Store(e.to_string())
+    }
+}
+
+#[async_trait]
+impl FileArea for LocalFileArea {
+    async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
+        let path = self
+            .folder(owner)
+            .zip(plain_segment(id))
+            .map(|(f, id)| f.join(format!("{id}.json")))
+            .ok_or(Unavailable::Gone)?;
+        let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+    }
+
+    async fn load(
+        &self,
+        id: &str,
+        owner: &str,
+        _load_as: LoadAs,
+        range: Option<Range<u64>>,
+    ) -> Result<Vec<u8>, Unavailable> {
+        let path = self
+            .folder(owner)
+            .zip(plain_segment(id))
+            .map(|(f, id)| f.join(id))
+            .ok_or(Unavailable::Gone)?;
+        let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
+        Ok(match range {
+            Some(range) => {
+                let end = (range.end as usize).min(bytes.len());
+                let start = (range.start as usize).min(end);
+                bytes[start..end].to_vec()
+            }
+            None => bytes,
+        })
+    }
+
+    async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
+        let folder = self.folder(owner).ok_or(Unavailable::Gone)?;
+        let mut entries = match tokio::fs::read_dir(&folder).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Unavailable::Store(e.to_string())),
+        };
+        let mut references = Vec::new();
+        while let Some(entry) = entries
+            .next_entry()
+            .await
+            .map_err(|e| Unavailable::Store(e.to_string()))?
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                if let Ok(bytes) = tokio::fs::read(&path).await {
+                    references.extend(serde_json::from_slice::<AttachmentRef>(&bytes).ok());
+                }
+            }
+        }
+        references.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(references)
+    }
+
+    async fn conversation_usage(&self, owner: &str) -> Option<u64> {
+        let path = self.folder(owner)?.join(USAGE_FILE);
+        let text = tokio::fs::read_to_string(path).await.ok()?;
+        text.trim().parse().ok()
+    }
+
+    async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
+        let folder = self.folder(owner).ok_or(Unavailable::Gone)?;
+        let used = self.conversation_usage(owner).await.unwrap_or(0);
+        tokio::fs::create_dir_all(&folder)
+            .await
+            .map_err(|e| Unavailable::Store(e.to_string()))?;
+        tokio::fs::write(folder.join(USAGE_FILE), used.saturating_add(tokens).to_string())
+            .await
+            .map_err(|e| Unavailable::Store(e.to_string()))
+    }
+}
