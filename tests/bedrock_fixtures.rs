@@ -52,10 +52,10 @@ async fn the_live_stream_replays_byte_for_byte() {
     )
     .await;
     assert_eq!(text_of(&events), recorded["observed"]["text"].as_str().unwrap());
-    assert!(events.contains(&AgentEvent::Usage {
-        input_tokens: recorded["observed"]["inputTokens"].as_u64().unwrap(),
-        output_tokens: recorded["observed"]["outputTokens"].as_u64().unwrap(),
-    }));
+    assert!(events.contains(&AgentEvent::usage(
+        recorded["observed"]["inputTokens"].as_u64().unwrap(),
+        recorded["observed"]["outputTokens"].as_u64().unwrap()
+    )));
     assert_eq!(terminal(&events), &AgentEvent::completed());
     assert_eq!(store.load_history("s1").await.unwrap()[1].text(), "OK.");
 }

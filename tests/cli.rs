@@ -64,6 +64,53 @@ async fn invoke_prints_each_event_as_a_json_line_and_exits_0() {
 }
 
 #[tokio::test]
+async fn invoke_repeat_runs_independent_turns_and_prints_a_summary_last() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    for i in 0..3 {
+        bedrock.push(Reply::tool_call(&format!("c{i}"), "current_time", "{}"));
+        bedrock.push(Reply::text("It is now."));
+    }
+    bedrock.push(Reply::http_error(400, "ValidationException", "too long"));
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args([
+            "invoke",
+            "--repeat",
+            "4",
+            "--session",
+            "S",
+            "--text",
+            "Time?",
+            "--tool",
+            "current_time",
+        ])
+        .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+        .env_remove("TABLE_NAME")
+        .env("AWS_ACCESS_KEY_ID", "anything")
+        .env("AWS_SECRET_ACCESS_KEY", "anything")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .expect("the binary runs");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        lines.last().unwrap(),
+        &serde_json::json!({"turns": 4, "tool_calls": 3, "failed_turns": 1})
+    );
+    let terminals = lines
+        .iter()
+        .filter(|l| l["type"] == "completed" || l["type"] == "failed")
+        .count();
+    assert_eq!(terminals, 4, "{stdout}");
+    assert_eq!(output.status.code(), Some(1), "a failed turn fails the run");
+    // Each turn ran in its own session: each first request carries one user message.
+    let requests = bedrock.requests();
+    for i in [0, 2, 4, 6] {
+        assert_eq!(requests[i].body["messages"].as_array().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
 async fn a_failed_turn_exits_1_with_the_details_on_stderr() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(Reply::http_error(403, "AccessDeniedException", "not for you"));

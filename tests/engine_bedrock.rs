@@ -34,7 +34,10 @@ async fn text_streams_as_deltas_and_the_exchange_is_stored() {
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
 
-    // The stand-in cuts the 20 characters into chunks of 7.
+    // The stand-in cuts the 20 characters into chunks of 7; the first request writes the
+    // system prompt to the prompt cache.
+    let cached = bedrock.requests()[0].prompt_cache;
+    assert!(cached.write_tokens > 0);
     assert_eq!(
         events,
         vec![
@@ -43,7 +46,9 @@ async fn text_streams_as_deltas_and_the_exchange_is_stored() {
             AgentEvent::text("erson!"),
             AgentEvent::Usage {
                 input_tokens: 12,
-                output_tokens: 8
+                output_tokens: 8,
+                cache_read_tokens: 0,
+                cache_write_tokens: cached.write_tokens,
             },
             AgentEvent::completed(),
         ]
@@ -80,7 +85,10 @@ async fn the_request_carries_system_inference_settings_and_tools() {
     assert_eq!(request.model_id, MODEL_ID);
     assert_eq!(request.operation, "converse-stream");
     let body = &request.body;
-    assert_eq!(body["system"], json!([{"text": "You are a test assistant."}]));
+    assert_eq!(
+        body["system"],
+        json!([{"text": "You are a test assistant."}, {"cachePoint": {"type": "default"}}])
+    );
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": [{"text": "Hi"}]}])
@@ -598,11 +606,12 @@ async fn a_forced_step_is_a_tool_choice_or_that_tool_alone() {
         run(&engine, "s1", "Hi").await;
         let requests = bedrock.requests();
         let first = &requests[0].body;
-        let names: Vec<&str> = first["toolConfig"]["tools"]
-            .as_array()
-            .unwrap()
+        // Without a system prompt, the prompt cache's first checkpoint follows the tools.
+        let tools = first["toolConfig"]["tools"].as_array().unwrap();
+        assert_eq!(tools.last().unwrap(), &json!({"cachePoint": {"type": "default"}}));
+        let names: Vec<&str> = tools
             .iter()
-            .map(|t| t["toolSpec"]["name"].as_str().unwrap())
+            .filter_map(|t| t["toolSpec"]["name"].as_str())
             .collect();
         if forced_tool_choice {
             assert_eq!(
@@ -836,7 +845,7 @@ async fn a_second_turn_sends_the_first_as_history() {
         bedrock.requests()[1].body["messages"],
         json!([
             {"role": "user", "content": [{"text": "I am Ada"}]},
-            {"role": "assistant", "content": [{"text": "Hello Ada."}]},
+            {"role": "assistant", "content": [{"text": "Hello Ada."}, {"cachePoint": {"type": "default"}}]},
             {"role": "user", "content": [{"text": "Who am I?"}]},
         ])
     );

@@ -27,10 +27,7 @@ fn script() -> Vec<AgentEvent> {
     vec![
         AgentEvent::text("a"),
         unknown(),
-        AgentEvent::Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-        },
+        AgentEvent::usage(10, 5),
         AgentEvent::thinking("t"),
         AgentEvent::completed_with(json!({"k": 1})),
     ]
@@ -123,10 +120,7 @@ async fn the_budget_stops_a_turn_after_the_step_that_goes_over() {
     let on_drop = probe.clone();
     let hungry = agent_fn(move |_: Scope, _: Prompt| {
         let guard = on_drop.guard();
-        let usage = |n| AgentEvent::Usage {
-            input_tokens: n,
-            output_tokens: 100,
-        };
+        let usage = |n| AgentEvent::usage(n, 100);
         stream::iter([
             usage(500),
             AgentEvent::text("more"),
@@ -198,16 +192,9 @@ async fn the_trace_wrapper_logs_each_turn_in_a_span_with_session_and_turn_id() {
 
 #[tokio::test]
 async fn collect_through_a_stack_sees_the_middleware_failure() {
-    let over = agent_fn(|_: Scope, _: Prompt| {
-        stream::iter([
-            AgentEvent::Usage {
-                input_tokens: 50,
-                output_tokens: 0,
-            },
-            AgentEvent::completed(),
-        ])
-    })
-    .layer(TokenBudgetLayer::new(10));
+    let over =
+        agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::usage(50, 0), AgentEvent::completed()]))
+            .layer(TokenBudgetLayer::new(10));
     let err = over
         .collect(Scope::new("s"), Prompt::text("x"))
         .await

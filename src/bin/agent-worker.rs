@@ -294,6 +294,11 @@ struct InvokeArgs {
     /// A picture to send (PNG, JPEG, GIF or WebP); repeatable.
     #[arg(long = "image")]
     images: Vec<PathBuf>,
+    /// Run N independent turns in this process, in sessions `<session>-1` … `<session>-N`
+    /// (turn ids likewise suffixed), then print `{"turns","tool_calls","failed_turns"}`: per-turn
+    /// cost apart from process start.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: Option<u32>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -521,17 +526,57 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
         prompt = prompt.with_image(image(path)?);
     }
     let agent = args.engine.agent().await?;
-    let mut scope = Scope::new(args.session);
-    if let Some(turn_id) = args.turn_id {
-        scope = scope.with_turn_id(turn_id);
+    let Some(repeat) = args.repeat else {
+        let mut scope = Scope::new(args.session);
+        if let Some(turn_id) = args.turn_id {
+            scope = scope.with_turn_id(turn_id);
+        }
+        let ran = print_turn(agent.as_ref(), scope, prompt).await?;
+        return Ok(if ran.completed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    };
+    let (mut tool_calls, mut failed_turns) = (0u64, 0u64);
+    for i in 1..=repeat {
+        let mut scope = Scope::new(format!("{}-{i}", args.session));
+        if let Some(turn_id) = &args.turn_id {
+            scope = scope.with_turn_id(format!("{turn_id}-{i}"));
+        }
+        let ran = print_turn(agent.as_ref(), scope, prompt.clone()).await?;
+        tool_calls += ran.tool_calls;
+        failed_turns += u64::from(!ran.completed);
     }
+    let summary =
+        serde_json::json!({"turns": repeat, "tool_calls": tool_calls, "failed_turns": failed_turns});
+    println!("{summary}");
+    Ok(if failed_turns == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What one printed turn did.
+struct Ran {
+    completed: bool,
+    tool_calls: u64,
+}
+
+/// Runs one turn, printing each event as a JSON line and a failure's reason on stderr.
+async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) -> Result<Ran, String> {
     let mut events = agent.invoke(scope, prompt);
-    let mut code = ExitCode::from(1);
+    let mut ran = Ran {
+        completed: false,
+        tool_calls: 0,
+    };
     while let Some(event) = events.next().await {
         let line = serde_json::to_string(&event).map_err(|e| format!("cannot print an event: {e}"))?;
         println!("{line}");
         match &event {
-            AgentEvent::Completed { .. } => code = ExitCode::SUCCESS,
+            AgentEvent::ToolStarted { .. } => ran.tool_calls += 1,
+            AgentEvent::Completed { .. } => ran.completed = true,
             AgentEvent::Failed {
                 details,
                 code: failure,
@@ -545,7 +590,7 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
             _ => {}
         }
     }
-    Ok(code)
+    Ok(ran)
 }
 
 async fn stand_in(args: StandInArgs) -> Result<(), String> {

@@ -47,7 +47,7 @@ pub(crate) use turn_stream::{Emitter, turn_stream};
 use std::fmt;
 use std::sync::Arc;
 
-use model::{ModelRequest, ToolChoice, ToolDescription};
+use model::{CachePlan, ModelRequest, ToolChoice, ToolDescription};
 
 use crate::protocol::{Agent, EventStream, Prompt, Scope};
 use crate::session::{ApprovalStore, Message, SessionStore};
@@ -159,8 +159,18 @@ impl EngineInner {
     }
 
     /// The request for one step.
-    fn request(&self, messages: Vec<Message>, forced: Option<String>, plan_less: bool) -> ModelRequest {
+    fn request(
+        &self,
+        messages: Vec<Message>,
+        history_messages: usize,
+        forced: Option<String>,
+        plan_less: bool,
+    ) -> ModelRequest {
         let mut system: Vec<String> = self.system_prompt.iter().cloned().collect();
+        let cache = CachePlan {
+            system_blocks: system.len(),
+            history_messages: history_messages.min(messages.len()),
+        };
         let mut tools: Vec<ToolDescription> = self
             .tools
             .specs()
@@ -195,6 +205,7 @@ impl EngineInner {
             tool_choice,
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
+            cache,
         }
     }
 }

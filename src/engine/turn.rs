@@ -485,7 +485,7 @@ async fn run_rounds(
         }
         let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
         turn.fit_files();
-        let request = engine.request(turn.conversation(), forced, plan_less);
+        let request = engine.request(turn.conversation(), turn.history.len(), forced, plan_less);
         let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
             Err(ending) => return ending,
@@ -757,6 +757,8 @@ async fn run_step(
                     ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
                         input_tokens: usage.input_tokens,
                         output_tokens: usage.output_tokens,
+                        cache_read_tokens: usage.cache_read_tokens,
+                        cache_write_tokens: usage.cache_write_tokens,
                     }),
                 },
             },

@@ -17,6 +17,7 @@
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
 //! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
 //! | `FILES_PREFIX` | no | with `FILES_BUCKET`: the key prefix (default `attachments/`) |
+//! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 
@@ -92,6 +93,8 @@ pub struct WorkerSettings {
     pub files: Option<FilesLocation>,
     /// `ATTACHMENT_TOOLS`: whether the model may reach the conversation's files with tools.
     pub attachment_tools: bool,
+    /// `PROMPT_CACHING`: prompt caching forced on or off; `None` leaves it to the model.
+    pub prompt_caching: Option<bool>,
 }
 
 /// Where the files people attach are kept in S3.
@@ -101,6 +104,15 @@ pub struct FilesLocation {
     pub bucket: String,
     /// `FILES_PREFIX`.
     pub prefix: String,
+}
+
+/// Model `id` on `client`, prompt caching as `caching` says (or as the model supports).
+fn bedrock_model(client: aws_sdk_bedrockruntime::Client, id: &str, caching: Option<bool>) -> BedrockModel {
+    let model = BedrockModel::new(client, id);
+    match caching {
+        Some(on) => model.with_prompt_caching(on),
+        None => model,
+    }
 }
 
 /// The key prefix of attached files when `FILES_PREFIX` is not set.
@@ -215,7 +227,14 @@ impl WorkerSettings {
                 "needs FILES_BUCKET, where the files are",
             ));
         }
+        let mut prompt_caching = None;
+        if get("PROMPT_CACHING").is_some_and(|v| !v.trim().is_empty()) {
+            let mut on = false;
+            parsed(&get, "PROMPT_CACHING", &mut on)?;
+            prompt_caching = Some(on);
+        }
         Ok(Self {
+            prompt_caching,
             files,
             attachment_tools,
             agents_dir,
@@ -274,12 +293,13 @@ impl WorkerSettings {
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
     ) -> Result<AgentRuntime, SettingsError> {
+        let prompt_caching = self.prompt_caching;
         let mut builder = AgentRuntime::builder()
             .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
             .catalog_dir(folder)
             .map_err(|e| error("AGENTS_DIR", e.to_string()))?
             .models(&self.model_id, move |id| {
-                Arc::new(BedrockModel::new(bedrock.clone(), id)) as Arc<dyn Model>
+                Arc::new(bedrock_model(bedrock.clone(), id, prompt_caching)) as Arc<dyn Model>
             })
             .session_store(store.clone())
             .thread_store(DynamoThreadStore::new(store))
@@ -298,7 +318,7 @@ impl WorkerSettings {
     ) -> Result<Engine, SettingsError> {
         let tools: Vec<Arc<dyn Tool>> = self.tools.iter().filter_map(|t| examples::by_name(t)).collect();
         let mut builder = Engine::builder()
-            .model(BedrockModel::new(bedrock, &self.model_id))
+            .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
             .store(store.clone())
             .tools(tools)
             .config(self.engine.clone());
@@ -364,6 +384,10 @@ mod tests {
             })
         );
         assert!(with_files.attachment_tools);
+        assert_eq!(with_files.prompt_caching, None);
+        let mut no_cache = base.to_vec();
+        no_cache.push(("PROMPT_CACHING", "false"));
+        assert_eq!(settings(&no_cache).unwrap().prompt_caching, Some(false));
         let mut tools_only = base.to_vec();
         tools_only.push(("ATTACHMENT_TOOLS", "true"));
         assert_eq!(

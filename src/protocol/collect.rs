@@ -92,10 +92,7 @@ mod tests {
             AgentEvent::thinking("hmm"),
             AgentEvent::text("Hel"),
             AgentEvent::Other(json!({"type":"progress"})),
-            AgentEvent::Usage {
-                input_tokens: 1,
-                output_tokens: 1,
-            },
+            AgentEvent::usage(1, 1),
             AgentEvent::text("lo"),
             AgentEvent::completed_with(json!({"n":1})),
             AgentEvent::text("after the terminal: never read"),

@@ -16,7 +16,7 @@ use serde_json::Value;
 /// | [`ToolStarted`](Self::ToolStarted) | `{"type":"tool_started","id":"..","name":"..","args":{..}}` |
 /// | [`ToolEnded`](Self::ToolEnded) | `{"type":"tool_ended","id":"..","isError":false,"content":..}` |
 /// | [`Retrying`](Self::Retrying) | `{"type":"retrying","attempt":1,"maxAttempts":3,"delayMs":200,"reason":".."}` |
-/// | [`Usage`](Self::Usage) | `{"type":"usage","inputTokens":10,"outputTokens":5}` (extension) |
+/// | [`Usage`](Self::Usage) | `{"type":"usage","inputTokens":10,"outputTokens":5}`, plus `cacheReadInputTokens`/`cacheWriteInputTokens` when not 0 (extension) |
 /// | [`Completed`](Self::Completed) | `{"type":"completed"}` or `{"type":"completed","data":..}` |
 /// | [`Failed`](Self::Failed) | `{"type":"failed","details":"..","retryable":true,"code":".."}` |
 ///
@@ -82,10 +82,14 @@ pub enum AgentEvent {
     /// Extension event: tokens one model step consumed. Non-terminal; terminal consumers
     /// ignore it, budget middleware counts it.
     Usage {
-        /// Input tokens of the step.
+        /// Input tokens of the step, besides those read from or written to the prompt cache.
         input_tokens: u64,
         /// Output tokens of the step, reasoning included.
         output_tokens: u64,
+        /// Input tokens read from the prompt cache (`cacheReadInputTokens`, left out when 0).
+        cache_read_tokens: u64,
+        /// Input tokens written to the prompt cache (`cacheWriteInputTokens`, left out when 0).
+        cache_write_tokens: u64,
     },
     /// Terminal: the turn succeeded.
     Completed {
@@ -114,6 +118,16 @@ impl AgentEvent {
     /// A [`Thinking`](Self::Thinking) event.
     pub fn thinking(delta: impl Into<String>) -> Self {
         Self::Thinking { delta: delta.into() }
+    }
+
+    /// A usage event without prompt-cache tokens.
+    pub fn usage(input_tokens: u64, output_tokens: u64) -> Self {
+        Self::Usage {
+            input_tokens,
+            output_tokens,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        }
     }
 
     /// A [`Completed`](Self::Completed) event without data.
@@ -156,6 +170,10 @@ impl AgentEvent {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The wire form of the known events, borrowed for serialising.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
@@ -185,6 +203,10 @@ enum WireRef<'a> {
     Usage {
         input_tokens: u64,
         output_tokens: u64,
+        #[serde(skip_serializing_if = "is_zero")]
+        cache_read_input_tokens: u64,
+        #[serde(skip_serializing_if = "is_zero")]
+        cache_write_input_tokens: u64,
     },
     Completed {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -229,6 +251,10 @@ enum WireOwned {
     Usage {
         input_tokens: u64,
         output_tokens: u64,
+        #[serde(default)]
+        cache_read_input_tokens: u64,
+        #[serde(default)]
+        cache_write_input_tokens: u64,
     },
     Completed {
         // `"data": null` is kept as `Some(Null)` so that it serialises back as it came.
@@ -291,9 +317,13 @@ impl Serialize for AgentEvent {
             Self::Usage {
                 input_tokens,
                 output_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
             } => WireRef::Usage {
                 input_tokens: *input_tokens,
                 output_tokens: *output_tokens,
+                cache_read_input_tokens: *cache_read_tokens,
+                cache_write_input_tokens: *cache_write_tokens,
             },
             Self::Completed { data } => WireRef::Completed { data: data.as_ref() },
             Self::Failed {
@@ -350,9 +380,13 @@ impl<'de> Deserialize<'de> for AgentEvent {
             WireOwned::Usage {
                 input_tokens,
                 output_tokens,
+                cache_read_input_tokens,
+                cache_write_input_tokens,
             } => Self::Usage {
                 input_tokens,
                 output_tokens,
+                cache_read_tokens: cache_read_input_tokens,
+                cache_write_tokens: cache_write_input_tokens,
             },
             WireOwned::Completed { data } => Self::Completed { data },
             WireOwned::Failed {
@@ -408,10 +442,7 @@ mod tests {
                 r#"{"type":"retrying","attempt":1,"maxAttempts":3,"delayMs":250,"reason":"throttled"}"#,
             ),
             (
-                AgentEvent::Usage {
-                    input_tokens: 7,
-                    output_tokens: 2,
-                },
+                AgentEvent::usage(7, 2),
                 r#"{"type":"usage","inputTokens":7,"outputTokens":2}"#,
             ),
             (AgentEvent::completed(), r#"{"type":"completed"}"#),

@@ -34,6 +34,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
+use super::prompt_cache::{CacheUse, PromptCache};
+
 /// One scripted answer to one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -345,6 +347,9 @@ pub struct RecordedRequest {
     pub operation: String,
     /// The request body.
     pub body: Value,
+    /// What the stand-in's prompt cache did for it ([`prompt_cache`](super::prompt_cache)).
+    #[serde(default)]
+    pub prompt_cache: CacheUse,
 }
 
 /// What the stand-in answers when its queue is empty.
@@ -365,6 +370,7 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     closed_early: watch::Sender<u64>,
     fallback: Fallback,
+    prompt_cache: Mutex<PromptCache>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -509,15 +515,48 @@ async fn list_requests(State(shared): State<Arc<Shared>>) -> axum::Json<Vec<Reco
     axum::Json(lock(&shared.requests).clone())
 }
 
-fn record(shared: &Shared, model_id: String, operation: &str, body: &Bytes) -> Value {
+fn record(shared: &Shared, model_id: String, operation: &str, body: &Bytes) -> (Value, CacheUse) {
     let body: Value = serde_json::from_slice(body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    let prompt_cache = lock(&shared.prompt_cache).apply(&model_id, &body);
     lock(&shared.requests).push(RecordedRequest {
         model_id,
         operation: operation.to_owned(),
         body: body.clone(),
+        prompt_cache,
     });
-    body
+    (body, prompt_cache)
+}
+
+/// Adds what the prompt cache did to a streamed reply's usage, as Bedrock reports it.
+fn with_cache_use(reply: Reply, used: CacheUse) -> Reply {
+    if used == CacheUse::default() {
+        return reply;
+    }
+    match reply {
+        Reply::Stream {
+            mut frames,
+            chunk_delay_ms,
+            hang,
+        } => {
+            for frame in &mut frames {
+                if let Frame::Event { event, payload } = frame {
+                    if event == "metadata" {
+                        if let Some(usage) = payload.get_mut("usage").and_then(Value::as_object_mut) {
+                            usage.insert("cacheReadInputTokens".into(), used.read_tokens.into());
+                            usage.insert("cacheWriteInputTokens".into(), used.write_tokens.into());
+                        }
+                    }
+                }
+            }
+            Reply::Stream {
+                frames,
+                chunk_delay_ms,
+                hang,
+            }
+        }
+        other => other,
+    }
 }
 
 fn next_reply(shared: &Shared, request: &Value) -> Reply {
@@ -581,12 +620,15 @@ async fn converse_stream(
     Path(model_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let request = record(&shared, model_id, "converse-stream", &body);
-    respond(shared.clone(), next_reply(&shared, &request))
+    let (request, used) = record(&shared, model_id, "converse-stream", &body);
+    respond(
+        shared.clone(),
+        with_cache_use(next_reply(&shared, &request), used),
+    )
 }
 
 async fn converse(State(shared): State<Arc<Shared>>, Path(model_id): Path<String>, body: Bytes) -> Response {
-    let request = record(&shared, model_id, "converse", &body);
+    let (request, _) = record(&shared, model_id, "converse", &body);
     respond(shared.clone(), next_reply(&shared, &request))
 }
 

@@ -6,6 +6,7 @@ pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod files;
 pub mod moto;
+pub mod prompt_cache;
 
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,

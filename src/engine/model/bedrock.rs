@@ -21,6 +21,7 @@ use futures_util::stream;
 use serde_json::Value;
 
 use super::document::to_document;
+use super::stable_json::StableJson;
 use super::{
     Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage,
     ToolChoice,
@@ -31,7 +32,8 @@ use crate::session::{ContentBlock, Message, Role};
 ///
 /// The client is injected, so its endpoint, region and credentials are the caller's (a test
 /// points it at the stand-in). Its own retries are switched off: the engine retries, and
-/// announces every retry.
+/// announces every retry. Every request body's JSON objects have their keys sorted, so the same
+/// request is the same bytes on every worker and the prompt cache can match it.
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -46,29 +48,50 @@ use crate::session::{ContentBlock, Message, Role};
 pub struct BedrockModel {
     client: Client,
     model_id: String,
+    prompt_caching: bool,
+}
+
+/// Whether Bedrock's prompt caching is known to work for `model_id`: Anthropic Claude and
+/// Amazon Nova models (and inference profiles or ARNs naming them).
+pub fn supports_prompt_caching(model_id: &str) -> bool {
+    model_id.contains("anthropic.claude") || model_id.contains("amazon.nova")
 }
 
 impl fmt::Debug for BedrockModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BedrockModel")
             .field("model_id", &self.model_id)
+            .field("prompt_caching", &self.prompt_caching)
             .finish_non_exhaustive()
     }
 }
 
 impl BedrockModel {
     /// A model `model_id` (a model id, inference profile id or ARN) on `client`, whose own
-    /// retries are switched off.
+    /// retries are switched off. Prompt caching is on for the models that
+    /// [support it](supports_prompt_caching).
     pub fn new(client: Client, model_id: impl Into<String>) -> Self {
         let config = client
             .config()
             .to_builder()
             .retry_config(RetryConfig::disabled())
+            .interceptor(StableJson)
             .build();
+        let model_id = model_id.into();
         Self {
             client: Client::from_conf(config),
-            model_id: model_id.into(),
+            prompt_caching: supports_prompt_caching(&model_id),
+            model_id,
         }
+    }
+
+    /// Turns prompt caching on or off: with it, each request carries a `cachePoint` after the
+    /// system prompt (and tools) and one after the stored history
+    /// ([`CachePlan`](super::CachePlan)).
+    #[must_use]
+    pub fn with_prompt_caching(mut self, on: bool) -> Self {
+        self.prompt_caching = on;
+        self
     }
 }
 
@@ -78,7 +101,7 @@ impl Model for BedrockModel {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let call = build_call(&self.client, &self.model_id, request);
+        let call = build_call(&self.client, &self.model_id, request, self.prompt_caching);
         let state = match call {
             Ok(call) => State::Start(Box::new(call)),
             Err(error) => State::Failed(Some(error)),
@@ -169,6 +192,14 @@ fn translate(output: ConverseStreamOutput, assembly: &mut Assembly) -> Option<Mo
             ModelEvent::Usage(TokenUsage {
                 input_tokens: u64::try_from(usage.input_tokens()).unwrap_or_default(),
                 output_tokens: u64::try_from(usage.output_tokens()).unwrap_or_default(),
+                cache_read_tokens: usage
+                    .cache_read_input_tokens()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .unwrap_or_default(),
+                cache_write_tokens: usage
+                    .cache_write_input_tokens()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .unwrap_or_default(),
             })
         }),
         _ => None,
@@ -253,12 +284,36 @@ fn invalid(what: impl fmt::Display) -> ModelError {
     )
 }
 
-fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<Call, ModelError> {
-    let messages = request
+fn cache_point() -> Result<bedrock::CachePointBlock, ModelError> {
+    bedrock::CachePointBlock::builder()
+        .r#type(bedrock::CachePointType::Default)
+        .build()
+        .map_err(invalid)
+}
+
+fn build_call(
+    client: &Client,
+    model_id: &str,
+    request: ModelRequest,
+    caching: bool,
+) -> Result<Call, ModelError> {
+    let mut messages = request
         .messages
         .iter()
         .map(to_bedrock_message)
         .collect::<Result<Vec<_>, _>>()?;
+    let plan = request.cache;
+    if caching && plan.history_messages > 0 {
+        if let Some(last) = messages.get_mut(plan.history_messages - 1) {
+            let mut content = last.content().to_vec();
+            content.push(bedrock::ContentBlock::CachePoint(cache_point()?));
+            *last = bedrock::Message::builder()
+                .role(last.role().clone())
+                .set_content(Some(content))
+                .build()
+                .map_err(invalid)?;
+        }
+    }
     let inference = bedrock::InferenceConfiguration::builder()
         .max_tokens(i32::try_from(request.max_tokens).unwrap_or(i32::MAX))
         .temperature(request.temperature)
@@ -268,11 +323,29 @@ fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<
         .model_id(model_id)
         .set_messages(Some(messages))
         .inference_config(inference);
-    for system in request.system.into_iter().filter(|s| !s.trim().is_empty()) {
-        call = call.system(bedrock::SystemContentBlock::Text(system));
+    // The stable system blocks end with the first checkpoint; without any, the tools do.
+    let total = request.system.len();
+    let stable = plan.system_blocks.min(total);
+    let mut system = Vec::with_capacity(request.system.len() + 1);
+    let mut system_cached = false;
+    for (i, text) in request.system.into_iter().enumerate() {
+        if i == stable && caching && !system.is_empty() {
+            system.push(bedrock::SystemContentBlock::CachePoint(cache_point()?));
+            system_cached = true;
+        }
+        if !text.trim().is_empty() {
+            system.push(bedrock::SystemContentBlock::Text(text));
+        }
+    }
+    if !system_cached && caching && !system.is_empty() && stable == total {
+        system.push(bedrock::SystemContentBlock::CachePoint(cache_point()?));
+        system_cached = true;
+    }
+    if !system.is_empty() {
+        call = call.set_system(Some(system));
     }
     if !request.tools.is_empty() {
-        let tools = request
+        let mut tools = request
             .tools
             .iter()
             .map(|tool| {
@@ -285,6 +358,9 @@ fn build_call(client: &Client, model_id: &str, request: ModelRequest) -> Result<
                     .map_err(invalid)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if caching && !system_cached {
+            tools.push(bedrock::Tool::CachePoint(cache_point()?));
+        }
         let choice = match &request.tool_choice {
             ToolChoice::Auto => bedrock::ToolChoice::Auto(bedrock::AutoToolChoice::builder().build()),
             ToolChoice::Tool(name) => bedrock::ToolChoice::Tool(

@@ -6,8 +6,9 @@
 
 mod bedrock;
 mod document;
+mod stable_json;
 
-pub use bedrock::BedrockModel;
+pub use bedrock::{BedrockModel, supports_prompt_caching};
 
 use std::fmt;
 use std::pin::Pin;
@@ -33,6 +34,22 @@ pub struct ModelRequest {
     pub max_tokens: u32,
     /// Sampling temperature.
     pub temperature: f32,
+    /// Where the prompt cache's checkpoints go, for models that cache.
+    pub cache: CachePlan,
+}
+
+/// Where a request's stable prefix ends, for the prompt cache: a model that caches puts one
+/// checkpoint after the first `system_blocks` system blocks (which, with the tools before them,
+/// are the same for every step of the session), and one after the first `history_messages`
+/// messages (the stored history, the same for every step of the turn and a prefix of the next
+/// turn's). What a step adds comes after both, so the cached prefix stays byte for byte the
+/// same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CachePlan {
+    /// System blocks before the first checkpoint.
+    pub system_blocks: usize,
+    /// Messages before the second checkpoint; 0 for none.
+    pub history_messages: usize,
 }
 
 /// A tool as the model sees it.
@@ -125,6 +142,10 @@ pub struct TokenUsage {
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_write_tokens: u64,
 }
 
 /// What kind of failure a model call met; it decides whether the engine retries.

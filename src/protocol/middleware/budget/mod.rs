@@ -91,11 +91,14 @@ impl Stream for BudgetStream {
         if let Poll::Ready(Some(AgentEvent::Usage {
             input_tokens,
             output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
         })) = &polled
         {
-            this.used = this
-                .used
-                .saturating_add(input_tokens.saturating_add(*output_tokens));
+            let step = [input_tokens, output_tokens, cache_read_tokens, cache_write_tokens]
+                .into_iter()
+                .fold(0u64, |sum, n| sum.saturating_add(*n));
+            this.used = this.used.saturating_add(step);
             this.exceeded = this.used > this.max_tokens;
         }
         polled
