@@ -14,6 +14,11 @@ pub const MAX_TEXT_CHARS: usize = 20_000;
 pub const MAX_TURN_TEXT_CHARS: usize = 40_000;
 /// The largest PDF whose text is read, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 32 * 1024 * 1024;
+/// The tokens a request may carry before older turns are summarized (the context budget).
+pub const DEFAULT_CONTEXT_TOKENS: u64 = 150_000;
+/// How many messages since the last summary a session may hold before older turns are
+/// summarized, so that a turn's reads stay bounded.
+pub const DEFAULT_COMPACT_AFTER_MESSAGES: usize = 400;
 /// The tokens the files given to the model may carry in one step, by default.
 pub const DEFAULT_TURN_FILE_TOKENS: u64 = 30_000;
 /// The tokens the files given to the model may carry over a whole conversation, by default.
@@ -103,6 +108,12 @@ pub struct EngineConfig {
     /// The tokens files may give the model over the conversation, counted with the file area's
     /// [`conversation_usage`](super::FileArea::conversation_usage).
     pub conversation_file_tokens: u64,
+    /// The tokens a request may carry; past them, older turns are summarized
+    /// ([`compaction`](super::compaction)). Set it below the model's context window.
+    pub context_tokens: u64,
+    /// How many messages since the last summary a session may hold before older turns are
+    /// summarized.
+    pub compact_after_messages: usize,
 }
 
 impl Default for EngineConfig {
@@ -125,6 +136,8 @@ impl Default for EngineConfig {
             approval_ttl: DEFAULT_APPROVAL_TTL,
             turn_file_tokens: DEFAULT_TURN_FILE_TOKENS,
             conversation_file_tokens: DEFAULT_CONVERSATION_FILE_TOKENS,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
+            compact_after_messages: DEFAULT_COMPACT_AFTER_MESSAGES,
         }
     }
 }
@@ -174,6 +187,18 @@ impl EngineConfig {
         }
         if self.store_timeout.is_zero() {
             return fail("store_timeout must be longer than zero".into());
+        }
+        if self.context_tokens < 1_000 {
+            return fail(format!(
+                "context_tokens must be at least 1000, not {}",
+                self.context_tokens
+            ));
+        }
+        if self.compact_after_messages < 4 {
+            return fail(format!(
+                "compact_after_messages must be at least 4, not {}",
+                self.compact_after_messages
+            ));
         }
         if self.retry_base_delay > self.retry_max_delay {
             return fail("retry_base_delay must not be longer than retry_max_delay".into());

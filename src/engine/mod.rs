@@ -18,6 +18,7 @@
 
 mod approvals;
 pub mod attachments;
+pub mod compaction;
 pub mod config;
 mod error;
 pub mod model;
@@ -156,6 +157,18 @@ impl EngineInner {
             })
         });
         approvals::verdict(spec, decision)
+    }
+
+    /// The tokens every request carries besides the conversation: the system prompt and the
+    /// tools, estimated.
+    fn fixed_tokens(&self) -> u64 {
+        let system = self.system_prompt.as_ref().map_or(0, String::len);
+        let tools: usize = self
+            .tools
+            .specs()
+            .map(|s| s.name.len() + s.description.len() + compaction::json_chars(&s.input_schema))
+            .sum();
+        ((system + tools) as u64).div_ceil(4)
     }
 
     /// The request for one step.

@@ -12,6 +12,8 @@ use tracing::Instrument as _;
 
 use super::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
 use super::attachments::{self, Given};
+use super::compaction::{self, History, Pressure};
+use super::model::ModelErrorKind;
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
 use super::retry::backoff;
@@ -265,13 +267,20 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         .await;
         user.content.insert(0, ContentBlock::text(told));
     }
-    let history = match store.load_history(&session).await {
-        Ok(history) => {
-            let (history, repairs) = repair(history);
+    let history = match store.load_view(&session).await {
+        Ok(view) => {
+            let first = view.first();
+            let (messages, repairs) = repair(view.messages);
             if repairs.any() {
                 tracing::warn!(?repairs, "repaired the stored history");
             }
-            history
+            History {
+                summary: view.summary,
+                first,
+                messages,
+                exact: !repairs.any(),
+                compacted: false,
+            }
         }
         Err(e) => {
             release(&engine, &session, &turn_id).await;
@@ -479,15 +488,29 @@ async fn run_rounds(
 ) -> Ending {
     let config = &engine.config;
     let mut plan_less = false;
+    let mut retried_too_long = false;
     while ctx.round < config.max_rounds {
         if let Some(stop) = flag.get() {
             return Ending::Stopped(stop);
         }
         let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
+        if ctx.round == 0 {
+            turn.compact(engine, ctx.session, Pressure::IfNeeded, out).await;
+        }
         turn.fit_files();
-        let request = engine.request(turn.conversation(), turn.history.len(), forced, plan_less);
+        let request = engine.request(turn.conversation(), turn.history.sent_len(), forced, plan_less);
         let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
+            // Bedrock said the input is too long: compact harder, once, and send the step again.
+            Err(Ending::Failed { details, code, .. })
+                if code == codes::MODEL_REJECTED
+                    && !retried_too_long
+                    && compaction::is_input_too_long(ModelErrorKind::Rejected, &details)
+                    && turn.compact(engine, ctx.session, Pressure::TooLong, out).await =>
+            {
+                retried_too_long = true;
+                continue;
+            }
             Err(ending) => return ending,
         };
         ctx.round += 1;
@@ -797,7 +820,7 @@ impl Step {
 struct TurnState {
     /// A call of the current step held for the person's approval.
     held: Option<HeldCall>,
-    history: Vec<Message>,
+    history: History,
     messages: Vec<Message>,
     step: Step,
     think: ThinkTags,
@@ -813,7 +836,7 @@ struct TurnState {
 }
 
 impl TurnState {
-    fn new(history: Vec<Message>, user: Message) -> Self {
+    fn new(history: History, user: Message) -> Self {
         Self {
             held: None,
             history,
@@ -843,6 +866,25 @@ impl TurnState {
         }
     }
 
+    /// Compacts the history under `pressure` (see [`compaction::compact`]), counting what the
+    /// request carries besides it: the system prompt, the tools, and this turn so far.
+    async fn compact(
+        &mut self,
+        engine: &EngineInner,
+        session: &str,
+        pressure: Pressure,
+        out: &Emitter,
+    ) -> bool {
+        let files: u64 = self
+            .given
+            .values()
+            .chain(self.shown.values())
+            .map(|g| g.tokens)
+            .sum();
+        let rest = engine.fixed_tokens() + compaction::estimated_tokens(&self.messages) + files;
+        compaction::compact(engine, session, &mut self.history, rest, pressure, out).await
+    }
+
     /// The estimated tokens the turn's files gave the model.
     fn file_tokens(&self) -> u64 {
         self.file_tokens.values().sum()
@@ -850,8 +892,8 @@ impl TurnState {
 
     /// The conversation to send: stored history, then this turn so far.
     fn conversation(&self) -> Vec<Message> {
-        let mut all = Vec::with_capacity(self.history.len() + self.messages.len());
-        all.extend_from_slice(&self.history);
+        let mut all = self.history.sent();
+        all.reserve(self.messages.len());
         let mut messages = self.messages.iter().cloned();
         if let Some(mut user) = messages.next() {
             if !self.given.is_empty() {

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::history::check;
 use super::{
-    ApprovalStatus, ApprovalStore, Claim, Lease, Message, PendingApproval, SessionStore, Stop, StopOutcome,
-    StoreError, TurnOutcome, TurnRecord, TurnStatus,
+    ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease, Message, PendingApproval, SessionStore, Stop,
+    StopOutcome, StoreError, Summary, TurnOutcome, TurnRecord, TurnStatus,
 };
 
 /// A session store held in memory: for tests, the command line and embedding.
@@ -31,6 +31,7 @@ const POISONED: &str = "the in-memory store's lock was poisoned by a panic";
 #[derive(Debug, Default)]
 struct SessionData {
     messages: Vec<Message>,
+    summary: Option<Summary>,
     turns: HashMap<String, TurnRecord>,
     stops: HashMap<String, Stop>,
 }
@@ -100,6 +101,34 @@ impl SessionStore for MemoryStore {
             .get(session)
             .map(|d| d.messages.clone())
             .unwrap_or_default())
+    }
+
+    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+        let sessions = self.lock()?;
+        let Some(data) = sessions.get(session) else {
+            return Ok(HistoryView::default());
+        };
+        let first = data.summary.as_ref().map_or(0, |s| s.upto);
+        let from = usize::try_from(first)
+            .unwrap_or(usize::MAX)
+            .min(data.messages.len());
+        Ok(HistoryView {
+            summary: data.summary.clone(),
+            messages: data.messages[from..].to_vec(),
+        })
+    }
+
+    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+        let mut sessions = self.lock()?;
+        let Some(data) = sessions.get_mut(session) else {
+            return Ok(false);
+        };
+        let newer = data.summary.as_ref().is_none_or(|s| s.upto < summary.upto);
+        if !newer || (data.messages.len() as u64) < summary.upto {
+            return Ok(false);
+        }
+        data.summary = Some(summary.clone());
+        Ok(true)
     }
 
     async fn complete_turn(

@@ -11,6 +11,7 @@ mod error;
 pub mod history;
 mod memory;
 mod message;
+mod summary;
 mod turn;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
@@ -18,6 +19,7 @@ pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
+pub use summary::{HistoryView, Summary, summary_messages};
 pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
 
 use std::fmt;
@@ -59,6 +61,23 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// [`repair`](history::repair) them before use.
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError>;
 
+    /// What a turn reads: the session's [`Summary`], if it has one, and the messages after it.
+    /// The default reads the whole history, for stores that keep no summary.
+    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+        Ok(HistoryView {
+            summary: None,
+            messages: self.load_history(session).await?,
+        })
+    }
+
+    /// Keeps `summary` as the session's, in place of an older one. Returns `false` when it was
+    /// not kept: the store keeps no summaries (the default), the session already has one that
+    /// covers as much, or the session holds fewer messages than it stands for.
+    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+        let _ = (session, summary);
+        Ok(false)
+    }
+
     /// Appends `messages` to the session and marks the turn ended with `outcome`, together:
     /// either both happen or neither does. Refuses a history that breaks an invariant.
     async fn complete_turn(
@@ -92,6 +111,14 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
         (**self).load_history(session).await
+    }
+
+    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+        (**self).load_view(session).await
+    }
+
+    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+        (**self).save_summary(session, summary).await
     }
 
     async fn complete_turn(

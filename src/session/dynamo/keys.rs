@@ -4,6 +4,7 @@
 //! | --- | --- | --- |
 //! | the session's version (how many messages it holds) | `session#<id>` | `meta` |
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
+//! | the summary of the session's older messages (how many: `summaryUpto` on `meta`) | `session#<id>` | `summary` |
 //! | a turn record | `session#<id>` | `turn#<turnId>` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
@@ -26,6 +27,9 @@ pub fn session_pk(session: &str) -> String {
 
 /// The sort key of the session's version item.
 pub const META_SK: &str = "meta";
+
+/// The sort key of the session's summary item.
+pub const SUMMARY_SK: &str = "summary";
 
 /// The sort key of message `seq`.
 pub fn message_sk(seq: u64) -> String {

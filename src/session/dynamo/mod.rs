@@ -3,7 +3,11 @@
 //!
 //! - A turn is claimed with a conditional put; a redelivery finds the record and does not run.
 //!   A record whose lease ran out (its worker died) is claimed again with a conditional update.
-//! - History is one paged, strongly consistent `Query`, bounded by the session's version.
+//! - History is one paged, strongly consistent `Query`, bounded by the session's version. A
+//!   compacted session keeps its [`Summary`] in its own item and the position it covers on the
+//!   version item: a turn reads the version item, then the summary and the messages after it
+//!   (together), and nothing older. The summary is written with its position in one
+//!   transaction; the version item stays small, so each turn's write of it stays cheap.
 //! - A turn's messages, the session's version and the turn's completion are written in one
 //!   `TransactWriteItems`. A turn too large for one transaction writes its first messages beyond
 //!   the version first, where no reader looks, then the rest with the version and the completion:
@@ -23,8 +27,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 
 use super::history::check;
 use super::{
-    Claim, ContentBlock, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, TurnOutcome,
-    TurnRecord, TurnStatus,
+    Claim, ContentBlock, HistoryView, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, Summary,
+    TurnOutcome, TurnRecord, TurnStatus,
 };
 use keys::*;
 
@@ -202,6 +206,11 @@ impl DynamoStore {
     }
 
     async fn version(&self, session: &str) -> Result<u64, StoreError> {
+        Ok(self.meta(session).await?.0)
+    }
+
+    /// The session's version, and how many messages its summary stands for.
+    async fn meta(&self, session: &str) -> Result<(u64, Option<u64>), StoreError> {
         let out = self
             .client
             .get_item()
@@ -211,7 +220,57 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| store_error("reading the session's version", &e))?;
-        Ok(out.item().and_then(|item| get_n(item, "version")).unwrap_or(0))
+        let Some(item) = out.item() else {
+            return Ok((0, None));
+        };
+        Ok((get_n(item, "version").unwrap_or(0), get_n(item, "summaryUpto")))
+    }
+
+    /// The session's summary item.
+    async fn summary(&self, session: &str) -> Result<Option<Summary>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, SUMMARY_SK.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("reading the session's summary", &e))?;
+        Ok(out.item().and_then(|item| {
+            Some(Summary {
+                text: get_s(item, "summary")?.to_owned(),
+                upto: get_n(item, "upto")?,
+            })
+        }))
+    }
+
+    /// Messages `from..to` of the session, in one paged, strongly consistent query.
+    async fn messages(&self, session: &str, from: u64, to: u64) -> Result<Vec<Message>, StoreError> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.config.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(message_sk(from)))
+            .expression_attribute_values(":last", s(message_sk(to - 1)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut messages = Vec::with_capacity(usize::try_from(to - from).unwrap_or_default());
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| store_error("reading the history", &e))?;
+            let sk = get_s(&item, SK).unwrap_or_default().to_owned();
+            let json =
+                get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
+            messages.push(serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{sk}: {e}")))?);
+        }
+        Ok(messages)
     }
 
     /// An update of a turn item; `#status` names its status attribute.
@@ -482,30 +541,63 @@ impl SessionStore for DynamoStore {
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
         let version = self.version(session).await?;
-        if version == 0 {
-            return Ok(Vec::new());
-        }
-        let mut pages = self
-            .client
-            .query()
+        self.messages(session, 0, version).await
+    }
+
+    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+        let (version, upto) = self.meta(session).await?;
+        let Some(upto) = upto else {
+            return Ok(HistoryView {
+                summary: None,
+                messages: self.messages(session, 0, version).await?,
+            });
+        };
+        let first = upto.min(version);
+        let (summary, messages) = tokio::join!(self.summary(session), self.messages(session, first, version));
+        let summary = summary?.filter(|s| s.upto == upto).ok_or_else(|| {
+            StoreError::Corrupt(format!("the summary of the first {upto} messages is missing"))
+        })?;
+        Ok(HistoryView {
+            summary: Some(summary),
+            messages: messages?,
+        })
+    }
+
+    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+        let expires = n(self.expires_at());
+        let put = Put::builder()
             .table_name(&self.config.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(session_pk(session)))
-            .expression_attribute_values(":first", s(message_sk(0)))
-            .expression_attribute_values(":last", s(message_sk(version - 1)))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
-        let mut messages = Vec::with_capacity(usize::try_from(version).unwrap_or_default());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| store_error("reading the history", &e))?;
-            let sk = get_s(&item, SK).unwrap_or_default().to_owned();
-            let json =
-                get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
-            messages.push(serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{sk}: {e}")))?);
+            .set_item(Some(HashMap::from([
+                (PK.to_owned(), s(session_pk(session))),
+                (SK.to_owned(), s(SUMMARY_SK)),
+                ("summary".to_owned(), s(summary.text.clone())),
+                ("upto".to_owned(), n(summary.upto)),
+                (EXPIRES_AT.to_owned(), expires),
+            ])))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mark = Update::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, META_SK.to_owned())))
+            .update_expression("SET #upto = :upto")
+            .condition_expression("#version >= :upto AND (attribute_not_exists(#upto) OR #upto < :upto)")
+            .expression_attribute_names("#upto", "summaryUpto")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":upto", n(summary.upto))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let saved = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(mark).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match saved {
+            Ok(_) => Ok(true),
+            Err(error) if error.code() == Some("TransactionCanceledException") => Ok(false),
+            Err(error) => Err(store_error("keeping the session's summary", &error)),
         }
-        Ok(messages)
     }
 
     async fn complete_turn(
