@@ -295,8 +295,8 @@ struct InvokeArgs {
     #[arg(long = "image")]
     images: Vec<PathBuf>,
     /// Run N independent turns in this process, in sessions `<session>-1` … `<session>-N`
-    /// (turn ids likewise suffixed), then print `{"turns","tool_calls","failed_turns"}`: per-turn
-    /// cost apart from process start.
+    /// (turn ids likewise suffixed), then print `{"turns","tool_calls","failed_turns"}` (and
+    /// `peak_rss_kib` on Linux): per-turn cost apart from process start.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: Option<u32>,
     #[command(flatten)]
@@ -432,7 +432,24 @@ fn main() -> ExitCode {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One turn at a time needs one thread: a single-threaded runtime spares the cross-thread
+    // wake-ups that cost more CPU than the turn itself. Servers and pollers get every core.
+    let one_thread = matches!(
+        cli.command,
+        Command::Invoke(_)
+            | Command::Handle(_)
+            | Command::Setup(_)
+            | Command::Send(_)
+            | Command::History(_)
+            | Command::Events(_)
+            | Command::Stop(_)
+    );
+    let runtime = if one_thread {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -548,14 +565,24 @@ async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
         tool_calls += ran.tool_calls;
         failed_turns += u64::from(!ran.completed);
     }
-    let summary =
+    let mut summary =
         serde_json::json!({"turns": repeat, "tool_calls": tool_calls, "failed_turns": failed_turns});
+    if let Some(kib) = peak_rss_kib() {
+        summary["peak_rss_kib"] = kib.into();
+    }
     println!("{summary}");
     Ok(if failed_turns == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// This process's peak resident memory so far (`VmHWM`), where the system tells it (Linux).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What one printed turn did.

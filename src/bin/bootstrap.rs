@@ -7,7 +7,10 @@
 use agent_worker::hosts::WorkerSettings;
 use agent_worker::hosts::lambda::{TurnHandler, run};
 
-#[tokio::main]
+/// One thread: a function instance serves one invocation at a time (its batch's turns run
+/// concurrently on this thread), and below 1,769 MB it has less than one vCPU, where a
+/// multi-threaded runtime's cross-thread wake-ups cost more CPU than the turns.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let settings = WorkerSettings::from_lookup(|name| std::env::var(name).ok())?;

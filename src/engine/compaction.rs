@@ -236,6 +236,15 @@ pub(crate) struct History {
 }
 
 impl History {
+    /// The tokens of what [`sent`](Self::sent) gives, estimated without copying it.
+    fn estimated_tokens(&self) -> u64 {
+        let summary = self
+            .summary
+            .as_ref()
+            .map_or(0, |s| estimated_tokens(&crate::session::summary_messages(s)));
+        summary + estimated_tokens(&self.messages)
+    }
+
     /// How many messages [`sent`](Self::sent) gives.
     pub(crate) fn sent_len(&self) -> usize {
         self.messages.len() + if self.summary.is_some() { 2 } else { 0 }
@@ -276,8 +285,7 @@ pub(super) async fn compact(
     if history.compacted && pressure == Pressure::IfNeeded {
         return false;
     }
-    let sent = estimated_tokens(&history.sent());
-    let before = sent + the_rest;
+    let before = history.estimated_tokens() + the_rest;
     let needed = pressure == Pressure::TooLong
         || before > config.context_tokens
         || history.messages.len() > config.compact_after_messages;
@@ -322,7 +330,7 @@ pub(super) async fn compact(
     history.first = summary.upto;
     history.summary = Some(summary);
     history.compacted = true;
-    let after = estimated_tokens(&history.sent()) + the_rest;
+    let after = history.estimated_tokens() + the_rest;
     tracing::info!(
         summarized = cut,
         kept = history.messages.len(),

@@ -10,7 +10,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::engine::attachments::{FileArea, LoadAs, Unavailable, plain_segment};
+use crate::engine::attachments::{FileArea, LoadAs, Unavailable, decode_reference, plain_segment};
 use crate::protocol::AttachmentRef;
 
 /// The object beside a conversation's files that keeps its token count.
@@ -110,8 +110,7 @@ impl S3FileArea {
 impl FileArea for S3FileArea {
     async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
         let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;
-        serde_json::from_slice(&json)
-            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+        decode_reference(&json)
     }
 
     async fn load(

@@ -15,7 +15,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_eventstream::frame::write_message_to;
@@ -371,6 +371,8 @@ struct Shared {
     closed_early: watch::Sender<u64>,
     fallback: Fallback,
     prompt_cache: Mutex<PromptCache>,
+    /// Time spent answering: from a request's arrival to its response's last byte handed over.
+    answering: Mutex<Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -455,6 +457,12 @@ impl BedrockStandIn {
         RequestLog {
             shared: self.shared.clone(),
         }
+    }
+
+    /// The time it has spent answering so far, from each request's arrival to the last byte of
+    /// its response handed to the connection: the model's time, to take out of a measurement.
+    pub fn answering_time(&self) -> Duration {
+        *lock(&self.shared.answering)
     }
 
     /// Counts the streams whose client went away before their end; `wait_for` on it to
@@ -620,19 +628,25 @@ async fn converse_stream(
     Path(model_id): Path<String>,
     body: Bytes,
 ) -> Response {
+    let arrived = Instant::now();
     let (request, used) = record(&shared, model_id, "converse-stream", &body);
     respond(
         shared.clone(),
         with_cache_use(next_reply(&shared, &request), used),
+        arrived,
     )
 }
 
 async fn converse(State(shared): State<Arc<Shared>>, Path(model_id): Path<String>, body: Bytes) -> Response {
+    let arrived = Instant::now();
     let (request, _) = record(&shared, model_id, "converse", &body);
-    respond(shared.clone(), next_reply(&shared, &request))
+    respond(shared.clone(), next_reply(&shared, &request), arrived)
 }
 
-fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
+fn respond(shared: Arc<Shared>, reply: Reply, arrived: Instant) -> Response {
+    if !matches!(reply, Reply::Stream { .. }) {
+        *lock(&shared.answering) += arrived.elapsed();
+    }
     match reply {
         Reply::HttpError {
             status,
@@ -671,7 +685,13 @@ fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
             frames,
             chunk_delay_ms,
             hang,
-        } => stream_response(shared, frames, Duration::from_millis(chunk_delay_ms), hang),
+        } => stream_response(
+            shared,
+            frames,
+            Duration::from_millis(chunk_delay_ms),
+            hang,
+            arrived,
+        ),
     }
 }
 
@@ -679,10 +699,14 @@ fn respond(shared: Arc<Shared>, reply: Reply) -> Response {
 struct CloseProbe {
     shared: Arc<Shared>,
     finished: bool,
+    arrived: Instant,
 }
 
 impl CloseProbe {
     fn finish(&mut self) {
+        if !self.finished {
+            *lock(&self.shared.answering) += self.arrived.elapsed();
+        }
         self.finished = true;
     }
 }
@@ -695,7 +719,13 @@ impl Drop for CloseProbe {
     }
 }
 
-fn stream_response(shared: Arc<Shared>, frames: Vec<Frame>, delay: Duration, hang: bool) -> Response {
+fn stream_response(
+    shared: Arc<Shared>,
+    frames: Vec<Frame>,
+    delay: Duration,
+    hang: bool,
+    arrived: Instant,
+) -> Response {
     let encoded: Result<Vec<Vec<u8>>, String> = frames.iter().map(Frame::encode).collect();
     let encoded = match encoded {
         Ok(encoded) => encoded,
@@ -710,6 +740,7 @@ fn stream_response(shared: Arc<Shared>, frames: Vec<Frame>, delay: Duration, han
     let probe = CloseProbe {
         shared,
         finished: false,
+        arrived,
     };
     let frames = futures_util::stream::unfold(
         (encoded.into_iter(), probe),

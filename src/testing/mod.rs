@@ -1,10 +1,11 @@
-//! Test helpers: the Bedrock stand-in, moto's server, the desk fixture API, and real files
-//! (a PDF). Compiled with the `testing` feature (and in this crate's
-//! own tests); production modules never use it.
+//! Test helpers: the Bedrock stand-in, moto's server, the desk fixture API, a Lambda Runtime
+//! API stand-in, and real files (a PDF). Compiled with the `testing` feature (and in this
+//! crate's own tests); production modules never use it.
 
 pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod files;
+pub mod lambda_api;
 pub mod moto;
 pub mod prompt_cache;
 
@@ -12,6 +13,7 @@ pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
 pub use desk_api::{DeskApi, DeskCall};
+pub use lambda_api::LambdaRuntimeApi;
 pub use moto::{Moto, moto};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.

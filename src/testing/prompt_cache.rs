@@ -85,6 +85,15 @@ fn items(value: &Value) -> &[Value] {
 impl PromptCache {
     /// Looks the request's marked prefixes up, then remembers them.
     pub(super) fn apply(&mut self, model_id: &str, request: &Value) -> CacheUse {
+        let marked = |blocks: &[Value]| blocks.iter().any(|b| b.get("cachePoint").is_some());
+        let any = marked(items(&request["toolConfig"]["tools"]))
+            || marked(items(&request["system"]))
+            || items(&request["messages"])
+                .iter()
+                .any(|m| marked(items(&m["content"])));
+        if !any {
+            return CacheUse::default();
+        }
         let mut prefix = Prefix::new(model_id);
         for block in items(&request["toolConfig"]["tools"])
             .iter()

@@ -163,6 +163,11 @@ pub fn plain_segment(name: &str) -> Option<&str> {
     (!bad).then_some(name)
 }
 
+/// A stored reference (`<id>.json`), decoded.
+pub fn decode_reference(bytes: &[u8]) -> Result<AttachmentRef, Unavailable> {
+    serde_json::from_slice(bytes).map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+}
+
 /// The reference when its file has passed its check; why not otherwise.
 fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
     match reference.status {
@@ -189,8 +194,7 @@ impl FileArea for LocalFileArea {
             .map(|(f, id)| f.join(format!("{id}.json")))
             .ok_or(Unavailable::Gone)?;
         let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+        decode_reference(&bytes)
     }
 
     async fn load(

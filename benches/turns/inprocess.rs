@@ -1,9 +1,6 @@
-//! Turn latency and throughput of the engine against the local Bedrock stand-in.
-//!
-//! Run with `make bench`. The stand-in answers at once, so the figures are the runtime's own
-//! cost per turn (request building, the real SDK's HTTP and event-stream decoding, the tool
-//! loop, history repair, the store) rather than a model's. A raw SDK ConverseStream call on the
-//! same stand-in is the baseline.
+//! In one process: turn latency and throughput of the engine against the stand-in, an Agent
+//! Protocol step over HTTP, a two-sided Standard Agents exchange, and the container host under
+//! load. A raw SDK ConverseStream call on the same stand-in is the baseline.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +16,7 @@ const TURNS: usize = 400;
 const WARMUP: usize = 40;
 const CONCURRENCY: usize = 16;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
 }
@@ -82,9 +79,10 @@ where
     report(name, samples);
 }
 
-#[tokio::main]
-async fn main() {
+/// Runs the in-process measurements.
+pub async fn run() {
     let bedrock = BedrockStandIn::start().await.expect("the stand-in starts");
+    println!("\n## In one process\n");
     println!("{TURNS} turns each after {WARMUP} warm-up turns; times in milliseconds");
     println!(
         "{:<34} {:>9} {:>9} {:>9} {:>9}",

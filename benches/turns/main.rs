@@ -1,0 +1,51 @@
+//! `make bench`: what a turn costs this runtime, against the Bedrock stand-in (which answers at
+//! once, so the figures are the runtime's own) and moto's server.
+//!
+//! - In one process: turn latency, throughput, an Agent Protocol step, a Standard Agents
+//!   exchange, the container host under load (`inprocess`).
+//! - As a process (`agent-worker invoke --repeat`): cold start to the first event, CPU and wall
+//!   time per turn with the model's time taken out, peak resident memory (`process`).
+//! - DynamoDB requests and bytes per turn against conversation length (`storage`).
+//! - Turns per second through `agent-worker poll` on moto's SQS (`poller`).
+//!
+//! Results are printed, and written to `benchmarks/results.json` with a plot,
+//! `benchmarks/dynamodb-per-turn.svg`.
+
+mod inprocess;
+mod plot;
+mod poller;
+mod process;
+mod storage;
+
+use std::path::Path;
+
+#[tokio::main]
+async fn main() {
+    let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let wants = |part: &str| only.as_deref().is_none_or(|o| o == part);
+    let mut results = serde_json::Map::new();
+    if wants("inprocess") {
+        inprocess::run().await;
+    }
+    if wants("process") {
+        results.insert("process".into(), process::run().await);
+    }
+    if wants("storage") {
+        let storage = storage::run().await;
+        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");
+        std::fs::create_dir_all(&out).expect("the benchmarks folder");
+        std::fs::write(out.join("dynamodb-per-turn.svg"), plot::storage_svg(&storage))
+            .expect("the plot is written");
+        results.insert("storage".into(), serde_json::to_value(&storage).expect("JSON"));
+    }
+    if wants("poller") {
+        results.insert("poller".into(), poller::run().await);
+    }
+    if !results.is_empty() {
+        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");
+        std::fs::create_dir_all(&out).expect("the benchmarks folder");
+        let text = serde_json::to_string_pretty(&results).expect("JSON");
+        std::fs::write(out.join("results.json"), text + "\n").expect("the results are written");
+        println!("\nwrote benchmarks/results.json and benchmarks/dynamodb-per-turn.svg");
+    }
+}

@@ -1,0 +1,132 @@
+//! Turns per second through `agent-worker poll` (the binary) on moto's SQS FIFO queue and
+//! DynamoDB table, against the stand-in: every turn must be stored once, none lost, none run
+//! twice.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
+use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use serde_json::{Value, json};
+
+/// Turns sent.
+const TURNS: usize = 300;
+
+/// Sends the turns, runs the poller until the queue is empty, checks every turn; prints and
+/// returns the figures.
+pub async fn run() -> Value {
+    println!("\n## Through agent-worker poll (moto's SQS and DynamoDB)\n");
+    let moto = moto();
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let table = format!("poll-{run_id}");
+    let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).expect("a table name"));
+    store.create_table().await.expect("the table");
+    let sqs = moto.sqs();
+    let queue = sqs
+        .create_queue()
+        .queue_name(format!("poll-{run_id}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::VisibilityTimeout, "120")
+        .send()
+        .await
+        .expect("the queue");
+    let queue_url = queue.queue_url().expect("its url").to_owned();
+    for chunk in (0..TURNS).collect::<Vec<_>>().chunks(10) {
+        let entries: Vec<SendMessageBatchRequestEntry> = chunk
+            .iter()
+            .map(|i| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(format!(
+                        r#"{{"turnId":"turn-{i}","conversationId":"conv-{i}","userId":"u","accountId":"a","content":"Hi"}}"#
+                    ))
+                    .message_group_id(format!("conv-{i}"))
+                    .message_deduplication_id(format!("turn-{i}"))
+                    .build()
+                    .expect("an entry")
+            })
+            .collect();
+        sqs.send_message_batch()
+            .queue_url(&queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("the turns are sent");
+    }
+    let bedrock = BedrockStandIn::start().await.expect("the stand-in");
+    for _ in 0..TURNS {
+        bedrock.push(Reply::text("The answer is forty-two."));
+    }
+    let start = Instant::now();
+    let mut child = tokio::process::Command::from({
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command
+            .args([
+                "poll",
+                "--queue-url",
+                &queue_url,
+                "--until-empty",
+                "--table",
+                &table,
+            ])
+            .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
+            .env("AWS_ENDPOINT_URL_SQS", moto.endpoint())
+            .env("AWS_ACCESS_KEY_ID", "bench")
+            .env("AWS_SECRET_ACCESS_KEY", "bench")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("EVENT_SINKS", "dynamo")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    })
+    .spawn()
+    .expect("agent-worker poll starts");
+    // The poller ends a second after the queue empties; the turns' time is until the last one
+    // was answered, read from the stand-in's log as it fills.
+    let mut last_answered = start.elapsed();
+    let mut seen = 0;
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                assert!(status.expect("the poller's status").success(), "the poller failed");
+                break;
+            }
+            () = tokio::time::sleep(Duration::from_millis(5)) => {
+                let now = bedrock.requests().len();
+                if now > seen {
+                    seen = now;
+                    last_answered = start.elapsed();
+                }
+            }
+        }
+    }
+    let served = bedrock.requests().len();
+    let mut stored = 0;
+    for i in 0..TURNS {
+        let record = store
+            .turn(&format!("conv-{i}"), &format!("turn-{i}"))
+            .await
+            .expect("a turn record");
+        if record.is_some_and(|r| r.status == TurnStatus::Completed) {
+            stored += 1;
+        }
+    }
+    let lost = TURNS - stored;
+    let duplicated = served.saturating_sub(TURNS);
+    let rate = TURNS as f64 / last_answered.as_secs_f64();
+    println!(
+        "{TURNS} turns: {rate:.0} turns/s (process start to the last answer, {:.0} ms); lost {lost}, duplicated {duplicated}",
+        last_answered.as_secs_f64() * 1e3
+    );
+    assert_eq!((lost, duplicated), (0, 0), "every turn stored once");
+    json!({
+        "turns": TURNS,
+        "turnsPerSecond": rate,
+        "wallMs": last_answered.as_secs_f64() * 1e3,
+        "lost": lost,
+        "duplicated": duplicated,
+    })
+}

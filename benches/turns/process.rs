@@ -1,0 +1,284 @@
+//! The runtime as a process: `agent-worker invoke --repeat N` against the stand-in (in this
+//! process, so the child's CPU time is the runtime's alone). Cold start is process start to the
+//! first event of the first turn; per-turn CPU and wall time are the difference between N
+//! turns and one, divided by N - 1, with the stand-in's own answering time taken out of the
+//! wall time; peak resident memory is the child's own high-water mark, which it reports in its
+//! summary line (`ru_maxrss` would count this process's memory: a spawned child starts in its
+//! parent's address space).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker::testing::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
+use serde_json::{Value, json};
+
+/// Turns in a long run.
+const TURNS: u32 = 2_000;
+/// Cold starts measured.
+const COLD_STARTS: usize = 15;
+
+/// What one run of the child took.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    first_event: Duration,
+    wall: Duration,
+    cpu: Duration,
+    max_rss_kib: u64,
+}
+
+/// The turn each scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// A question answered with text.
+    Text,
+    /// A question, one tool call, then the answer: the turn peer frameworks are compared on.
+    OneTool,
+    /// A question, two tool rounds (`add`, then `add` again), then the answer.
+    TwoToolRounds,
+}
+
+fn script(bedrock: &BedrockStandIn, scenario: Scenario, turns: u32) {
+    for _ in 0..turns {
+        if scenario != Scenario::Text {
+            bedrock.push(Reply::tool_call("c1", "add", r#"{"numbers":[1,2]}"#));
+        }
+        if scenario == Scenario::TwoToolRounds {
+            bedrock.push(Reply::tool_call("c2", "add", r#"{"numbers":[3,4]}"#));
+        }
+        bedrock.push(Reply::text("The answer is forty-two."));
+    }
+}
+
+/// Runs the child against the stand-in at `endpoint` to its end, reading its events; its
+/// resources from `wait4`.
+fn run_child(endpoint: &str, turns: u32) -> Run {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args([
+            "invoke",
+            "--session",
+            "bench",
+            "--text",
+            "Add 1 and 2.",
+            "--tool",
+            "add",
+        ])
+        .args(["--repeat", &turns.to_string()])
+        .args(["--endpoint-url", endpoint, "--region", "us-east-1"])
+        .env_remove("TABLE_NAME")
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent-worker starts");
+    let pid = i32::try_from(child.id()).expect("a pid");
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut first_event = None;
+    let mut last = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("a line");
+        first_event.get_or_insert_with(|| start.elapsed());
+        last = line;
+    }
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that `wait4` fills in; `pid` is our own child, which has
+    // not been waited for (the `Child` handle is dropped without waiting).
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let waited = libc::wait4(pid, &mut status, 0, &mut usage);
+        assert_eq!(waited, pid, "wait4 failed");
+        usage
+    };
+    let wall = start.elapsed();
+    drop(child);
+    let summary: Value = serde_json::from_str(&last).expect("the summary line");
+    assert_eq!(summary["failed_turns"], 0, "{summary}");
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    Run {
+        first_event: first_event.unwrap_or(wall),
+        wall,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        max_rss_kib: summary["peak_rss_kib"].as_u64().unwrap_or(0),
+    }
+}
+
+/// Runs `turns` turns of `scenario` in one child, on its own thread (the stand-in answers on
+/// this runtime), and the stand-in's answering time during it.
+async fn measured(bedrock: &BedrockStandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
+    script(bedrock, scenario, turns);
+    let endpoint = bedrock.endpoint_url();
+    let model_before = bedrock.answering_time();
+    let run = tokio::task::spawn_blocking(move || run_child(&endpoint, turns))
+        .await
+        .expect("the child's thread");
+    (run, bedrock.answering_time() - model_before)
+}
+
+/// A process's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Warm invocations of the Lambda function measured.
+const INVOCATIONS: usize = 300;
+
+/// The Lambda function (`bootstrap`) under a Runtime API stand-in, on moto's DynamoDB: process
+/// start to its first invocation's answer, peak memory after one invocation and after many,
+/// and the wall time of a warm invocation of one turn.
+async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
+    let table = format!("bench-fn-{}", uuid::Uuid::new_v4().simple());
+    DynamoStore::new(
+        moto().dynamodb(),
+        DynamoConfig::new(&table).expect("a table name"),
+    )
+    .create_table()
+    .await
+    .expect("the table");
+    let mut api = LambdaRuntimeApi::start().await.expect("the Runtime API stand-in");
+    let event = |i: usize| {
+        json!({"Records": [{
+            "messageId": format!("m-{i}"),
+            "receiptHandle": "rh",
+            "body": format!(r#"{{"turnId":"t-{i}","conversationId":"c-{i}","userId":"u","accountId":"a","content":"Hi"}}"#),
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:turns.fifo",
+            "awsRegion": "us-east-1"
+        }]})
+    };
+    bedrock.push(Reply::text("The answer is forty-two."));
+    api.invoke("req-0", event(0));
+    let start = Instant::now();
+    let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts");
+    let pid = function.id().expect("a pid");
+    let (what, answer) = api.answer().await.expect("the first answer");
+    let cold = start.elapsed();
+    assert_eq!(
+        (what.as_str(), &answer),
+        ("req-0/response", &json!({"batchItemFailures": []}))
+    );
+    let rss_one = peak_rss_kib(pid);
+    let mut walls = Vec::with_capacity(INVOCATIONS);
+    for i in 1..=INVOCATIONS {
+        bedrock.push(Reply::text("The answer is forty-two."));
+        let sent = Instant::now();
+        api.invoke(&format!("req-{i}"), event(i));
+        let (_, answer) = api.answer().await.expect("an answer");
+        walls.push(sent.elapsed());
+        assert_eq!(answer, json!({"batchItemFailures": []}));
+    }
+    let rss_many = peak_rss_kib(pid);
+    let _ = function.kill().await;
+    walls.sort();
+    let p50 = walls[walls.len() / 2];
+    println!(
+        "Lambda function: process start to the first answer {:.1} ms; a warm invocation of one turn (DynamoDB on moto) p50 {:.2} ms; \
+         peak RSS {:.1} MiB after one invocation, {:.1} MiB after {}",
+        ms(cold),
+        ms(p50),
+        rss_one as f64 / 1024.0,
+        rss_many as f64 / 1024.0,
+        INVOCATIONS + 1
+    );
+    json!({
+        "coldStartToFirstAnswerMs": ms(cold),
+        "warmInvocationP50Ms": ms(p50),
+        "peakRssMiBAfterOne": rss_one as f64 / 1024.0,
+        "peakRssMiBAfterMany": rss_many as f64 / 1024.0,
+        "invocations": INVOCATIONS + 1,
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Measures cold start, per-turn CPU and wall time, and peak memory; prints and returns them.
+pub async fn run() -> Value {
+    println!("\n## As a process: agent-worker invoke --repeat\n");
+    let bedrock = BedrockStandIn::start().await.expect("the stand-in");
+    // Cold start: process start to the first event, the median of several.
+    let mut cold = Vec::with_capacity(COLD_STARTS);
+    let mut single = None;
+    for _ in 0..COLD_STARTS {
+        let (run, _) = measured(&bedrock, Scenario::Text, 1).await;
+        cold.push(run.first_event);
+        single.get_or_insert(run);
+    }
+    cold.sort();
+    let cold_p50 = cold[cold.len() / 2];
+    println!(
+        "cold start (process start to the first event), median of {COLD_STARTS}: {:.1} ms",
+        ms(cold_p50)
+    );
+    let mut scenarios = serde_json::Map::new();
+    let single = single.expect("one run");
+    println!(
+        "one turn as a whole process: wall {:.1} ms, CPU {:.1} ms, peak RSS {:.1} MiB",
+        ms(single.wall),
+        ms(single.cpu),
+        single.max_rss_kib as f64 / 1024.0
+    );
+    for (name, scenario) in [
+        ("text", Scenario::Text),
+        ("one_tool_call", Scenario::OneTool),
+        ("two_tool_rounds", Scenario::TwoToolRounds),
+    ] {
+        let (one, one_model) = measured(&bedrock, scenario, 1).await;
+        let (many, many_model) = measured(&bedrock, scenario, TURNS).await;
+        let per = |a: Duration, b: Duration| (a.saturating_sub(b)) / (TURNS - 1);
+        let cpu = per(many.cpu, one.cpu);
+        let wall = per(many.wall, one.wall);
+        let model = per(many_model, one_model);
+        let runtime_wall = wall.saturating_sub(model);
+        println!(
+            "{name:<16} per turn: CPU {:.3} ms, wall {:.3} ms, of which the stand-in {:.3} ms, runtime wall {:.3} ms; \
+             peak RSS after {TURNS} turns (each session kept in memory) {:.1} MiB",
+            ms(cpu),
+            ms(wall),
+            ms(model),
+            ms(runtime_wall),
+            many.max_rss_kib as f64 / 1024.0
+        );
+        scenarios.insert(
+            name.into(),
+            json!({
+                "cpuMsPerTurn": ms(cpu),
+                "wallMsPerTurn": ms(wall),
+                "standInMsPerTurn": ms(model),
+                "runtimeWallMsPerTurn": ms(runtime_wall),
+                "peakRssMiB": many.max_rss_kib as f64 / 1024.0,
+                "turns": TURNS,
+            }),
+        );
+    }
+    let function = lambda_function(&bedrock).await;
+    json!({
+        "lambdaFunction": function,
+        "coldStartMs": ms(cold_p50),
+        "singleTurnProcess": {
+            "wallMs": ms(single.wall),
+            "cpuMs": ms(single.cpu),
+            "peakRssMiB": single.max_rss_kib as f64 / 1024.0,
+        },
+        "perTurn": scenarios,
+    })
+}

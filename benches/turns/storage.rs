@@ -1,0 +1,286 @@
+//! DynamoDB requests and bytes per turn against conversation length, on moto's server: one SQS
+//! record through the Lambda handler (claim, stop checks, history read, the turn's write, the
+//! event log), with a metering interceptor on the DynamoDB client.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::session::{DynamoConfig, DynamoStore, Message};
+use agent_worker::sinks::{DynamoEventLog, Sinks};
+use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::config::interceptors::{
+    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use serde::Serialize;
+
+/// The conversation lengths measured.
+pub const LENGTHS: [u64; 4] = [10, 100, 1_000, 10_000];
+/// Turns measured at each length, after one that may compact.
+const MEASURED: u64 = 5;
+
+/// The model's answer in every turn.
+const ANSWER: &str = "Item 7 is on track: the order went out on Monday and delivery is due next week.";
+/// One line of the summary the model writes when the session is compacted.
+const SUMMARY: &str = "The person keeps a list of items and asks for their status; items are on track, orders went out, deliveries are due. ";
+
+/// What the DynamoDB client sent and received.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    requests: u64,
+    sent: u64,
+    received: u64,
+    /// Requests by operation (`GetItem`, `Query`, ...).
+    operations: std::collections::BTreeMap<String, u64>,
+}
+
+/// Counts each DynamoDB request and its bytes both ways.
+#[derive(Debug, Clone, Default)]
+struct Meter(Arc<Mutex<Counts>>);
+
+impl Meter {
+    fn take(&self) -> Counts {
+        std::mem::take(&mut *self.0.lock().expect("the meter's lock"))
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Intercept for Meter {
+    fn name(&self) -> &'static str {
+        "Meter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request();
+        let sent = request.body().bytes().map_or(0, <[u8]>::len) as u64;
+        let operation = request
+            .headers()
+            .get("x-amz-target")
+            .and_then(|t| t.rsplit('.').next())
+            .unwrap_or("?")
+            .to_owned();
+        let mut counts = self.0.lock().expect("the meter's lock");
+        counts.requests += 1;
+        counts.sent += sent;
+        *counts.operations.entry(operation).or_default() += 1;
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let received = context.response().body().bytes().map_or(0, <[u8]>::len) as u64;
+        self.0.lock().expect("the meter's lock").received += received;
+        Ok(())
+    }
+}
+
+/// One conversation length's figures, per turn.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageRow {
+    /// Messages in the session before the measured turns.
+    pub messages: u64,
+    /// DynamoDB requests per turn.
+    pub requests: f64,
+    /// Bytes sent to DynamoDB per turn.
+    pub bytes_sent: f64,
+    /// Bytes received from DynamoDB per turn.
+    pub bytes_received: f64,
+    /// The first turn at this length: requests, and bytes received (it may compact).
+    pub first_turn_requests: u64,
+    /// Bytes the first turn received.
+    pub first_turn_bytes_received: u64,
+    /// Requests per turn by operation.
+    pub operations: std::collections::BTreeMap<String, f64>,
+    /// Wall time of a measured turn, in milliseconds: on moto, mostly moto's.
+    pub wall_ms: f64,
+}
+
+fn sqs_record(turn: &str, session: &str) -> SqsEvent {
+    let mut record = SqsMessage::default();
+    record.message_id = Some(format!("m-{turn}"));
+    record.body = Some(format!(
+        r#"{{"turnId":"{turn}","conversationId":"{session}","userId":"u","accountId":"a","content":"What did we say about item 7?"}}"#
+    ));
+    record.event_source_arn = Some("arn:aws:sqs:us-east-1:000000000000:turns.fifo".into());
+    let mut event = SqsEvent::default();
+    event.records = vec![record];
+    event
+}
+
+/// A session of `length` messages, questions and answers of a realistic size, written with
+/// `BatchWriteItem` in the store's layout. (Writing them through the store would take one
+/// transaction per 100 messages, and moto copies the whole table for each transaction.)
+async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, length: u64) {
+    use agent_worker::session::dynamo::keys::{EXPIRES_AT, META_SK, PK, SK, message_sk, session_pk};
+    use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+    let expires = AttributeValue::N(
+        (SystemTime::now() + Duration::from_secs(86_400))
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+            .to_string(),
+    );
+    let item = |sk: String, extra: Vec<(&str, AttributeValue)>| {
+        let mut item = std::collections::HashMap::from([
+            (PK.to_owned(), AttributeValue::S(session_pk(session))),
+            (SK.to_owned(), AttributeValue::S(sk)),
+            (EXPIRES_AT.to_owned(), expires.clone()),
+        ]);
+        item.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v)));
+        WriteRequest::builder()
+            .put_request(PutRequest::builder().set_item(Some(item)).build().expect("a put"))
+            .build()
+    };
+    let mut writes: Vec<WriteRequest> = (0..length)
+        .map(|i| {
+            let message = if i % 2 == 0 {
+                Message::user_text(format!("Question {i}: what is the status of item {i} on the list we keep?"))
+            } else {
+                Message::assistant_text(format!(
+                    "Item {i} is on track: the review is done, the order went out on Monday, and delivery is due next week."
+                ))
+            };
+            let json = serde_json::to_string(&message).expect("JSON");
+            item(
+                message_sk(i),
+                vec![("message", AttributeValue::S(json)), ("turnId", AttributeValue::S("seed".into()))],
+            )
+        })
+        .collect();
+    writes.push(item(
+        META_SK.to_owned(),
+        vec![("version", AttributeValue::N(length.to_string()))],
+    ));
+    for chunk in writes.chunks(25) {
+        let mut pending = std::collections::HashMap::from([(table.to_owned(), chunk.to_vec())]);
+        while !pending.is_empty() {
+            let out = client
+                .batch_write_item()
+                .set_request_items(Some(pending))
+                .send()
+                .await
+                .expect("the history is written");
+            pending = out.unprocessed_items.unwrap_or_default();
+            pending.retain(|_, v| !v.is_empty());
+        }
+    }
+}
+
+/// Measures each conversation length; prints a table and returns the rows.
+pub async fn run() -> Vec<StorageRow> {
+    println!("\n## DynamoDB per turn (moto), one SQS record through the Lambda handler\n");
+    let meter = Meter::default();
+    let plain = moto().dynamodb();
+    let metered =
+        aws_sdk_dynamodb::Client::from_conf(plain.config().to_builder().interceptor(meter.clone()).build());
+    let bedrock = BedrockStandIn::start().await.expect("the stand-in");
+    let deadline = || Some(SystemTime::now() + Duration::from_secs(600));
+
+    println!(
+        "{:>9} {:>10} {:>12} {:>12} {:>14} {:>16} {:>14}",
+        "messages",
+        "requests",
+        "bytes sent",
+        "bytes recv",
+        "first: reqs",
+        "first: bytes recv",
+        "wall ms (moto)"
+    );
+    let mut rows = Vec::new();
+    for length in LENGTHS {
+        // A table per length: moto's transactions slow down with the table's size.
+        let table = format!("bench-{length}-{}", uuid::Uuid::new_v4().simple());
+        let config = DynamoConfig::new(&table).expect("a table name");
+        DynamoStore::new(plain.clone(), config.clone())
+            .create_table()
+            .await
+            .expect("the table");
+        let store = DynamoStore::new(metered.clone(), config);
+        let engine = Engine::builder()
+            .model(BedrockModel::new(bedrock.client(), "bench-model"))
+            .store(store.clone())
+            .system_prompt("You are a benchmark.")
+            .config(EngineConfig::default())
+            .build()
+            .expect("an engine");
+        let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+        let session = format!("len-{length}");
+        seed(&plain, &table, &session, length).await;
+        meter.take();
+        let config = EngineConfig::default();
+        if length as usize > config.compact_after_messages {
+            bedrock.push(Reply::text(&SUMMARY.repeat(8)));
+        }
+        bedrock.push(Reply::text(ANSWER));
+        let first = handler
+            .handle_batch(sqs_record(&format!("{session}-first"), &session), deadline())
+            .await
+            .expect("the batch is handled");
+        assert!(first.batch_item_failures.is_empty(), "the first turn failed");
+        let first = meter.take();
+        let measured = std::time::Instant::now();
+        for i in 0..MEASURED {
+            bedrock.push(Reply::text(ANSWER));
+            let answer = handler
+                .handle_batch(sqs_record(&format!("{session}-{i}"), &session), deadline())
+                .await
+                .expect("the batch is handled");
+            assert!(answer.batch_item_failures.is_empty(), "a measured turn failed");
+        }
+        let wall_ms = measured.elapsed().as_secs_f64() * 1e3 / MEASURED as f64;
+        let counts = meter.take();
+        let per = |n: u64| n as f64 / MEASURED as f64;
+        let row = StorageRow {
+            messages: length,
+            requests: per(counts.requests),
+            bytes_sent: per(counts.sent),
+            bytes_received: per(counts.received),
+            first_turn_requests: first.requests,
+            first_turn_bytes_received: first.received,
+            operations: counts
+                .operations
+                .iter()
+                .map(|(k, v)| (k.clone(), per(*v)))
+                .collect(),
+            wall_ms,
+        };
+        println!(
+            "{:>9} {:>10.1} {:>12.0} {:>12.0} {:>14} {:>16} {:>14.1}",
+            row.messages,
+            row.requests,
+            row.bytes_sent,
+            row.bytes_received,
+            row.first_turn_requests,
+            row.first_turn_bytes_received,
+            row.wall_ms
+        );
+        rows.push(row);
+    }
+    if let Some(last) = rows.last() {
+        let by: Vec<String> = last
+            .operations
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.1}"))
+            .collect();
+        println!(
+            "requests per turn at {} messages, by operation: {}",
+            last.messages,
+            by.join(", ")
+        );
+    }
+    rows
+}

@@ -1,0 +1,163 @@
+//! A stand-in for the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`), so the `bootstrap` binary
+//! runs as it does on Lambda: it hands out the invocations it is given, one per `next`, and
+//! reports each answer the function posts. With no invocation left, `next` waits, as on Lambda.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+/// What the function posted: `<request id>/response`, `<request id>/error` or `init/error`,
+/// and the body.
+pub type Answer = (String, Value);
+
+#[derive(Clone)]
+struct Shared {
+    invocations: Arc<Mutex<VecDeque<(String, Value)>>>,
+    more: Arc<Notify>,
+    answers: mpsc::UnboundedSender<Answer>,
+}
+
+/// A running Runtime API stand-in. Dropping it stops the server.
+#[derive(Debug)]
+pub struct LambdaRuntimeApi {
+    addr: SocketAddr,
+    shared_invocations: Arc<Mutex<VecDeque<(String, Value)>>>,
+    more: Arc<Notify>,
+    answers: mpsc::UnboundedReceiver<Answer>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl LambdaRuntimeApi {
+    /// Starts on a free port of 127.0.0.1.
+    pub async fn start() -> io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (answers, received) = mpsc::unbounded_channel();
+        let shared = Shared {
+            invocations: Arc::default(),
+            more: Arc::default(),
+            answers,
+        };
+        let app = Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route("/2018-06-01/runtime/invocation/{id}/{kind}", post(answered))
+            .route("/2018-06-01/runtime/init/error", post(init_error))
+            .with_state(shared.clone());
+        let stop = super::serve_in_background(listener, app);
+        Ok(Self {
+            addr,
+            shared_invocations: shared.invocations,
+            more: shared.more,
+            answers: received,
+            _stop: stop,
+        })
+    }
+
+    /// The value of `AWS_LAMBDA_RUNTIME_API` that reaches it.
+    pub fn address(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Queues an invocation with request id `id` and `event`.
+    pub fn invoke(&self, id: &str, event: Value) {
+        if let Ok(mut queue) = self.shared_invocations.lock() {
+            queue.push_back((id.to_owned(), event));
+        }
+        self.more.notify_waiters();
+        self.more.notify_one();
+    }
+
+    /// The next answer the function posts.
+    pub async fn answer(&mut self) -> Option<Answer> {
+        self.answers.recv().await
+    }
+
+    /// The whole environment of a `bootstrap` process served by this API: Lambda's own
+    /// variables, dummy credentials, DynamoDB at `dynamodb_endpoint` (table `table`, the event log
+    /// in it), and Bedrock at `bedrock_endpoint`.
+    pub fn function_environment(
+        &self,
+        bedrock_endpoint: &str,
+        dynamodb_endpoint: &str,
+        table: &str,
+    ) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_LAMBDA_RUNTIME_API", self.address()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "agent-worker".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "stream".into()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", "group".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint.into()),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock_endpoint.into()),
+            ("TABLE_NAME", table.into()),
+            ("MODEL_ID", "us.anthropic.claude-sonnet-4-6".into()),
+            ("EVENT_SINKS", "dynamo".into()),
+        ]
+    }
+}
+
+async fn next(State(shared): State<Shared>) -> Response {
+    let (id, event) = loop {
+        let notified = shared.more.notified();
+        if let Some(invocation) = shared.invocations.lock().ok().and_then(|mut q| q.pop_front()) {
+            break invocation;
+        }
+        notified.await;
+    };
+    let deadline =
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + Duration::from_secs(300);
+    let mut headers = HeaderMap::new();
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(value) = value.parse() {
+            headers.insert(name, value);
+        }
+    };
+    set("lambda-runtime-aws-request-id", id);
+    set("lambda-runtime-deadline-ms", deadline.as_millis().to_string());
+    set(
+        "lambda-runtime-invoked-function-arn",
+        "arn:aws:lambda:us-east-1:000000000000:function:agent-worker".into(),
+    );
+    set(
+        "lambda-runtime-trace-id",
+        "Root=1-00000000-000000000000000000000000".into(),
+    );
+    (headers, event.to_string()).into_response()
+}
+
+async fn answered(
+    State(shared): State<Shared>,
+    Path((id, kind)): Path<(String, String)>,
+    body: String,
+) -> StatusCode {
+    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    let _ = shared.answers.send((format!("{id}/{kind}"), value));
+    StatusCode::ACCEPTED
+}
+
+async fn init_error(State(shared): State<Shared>, body: String) -> StatusCode {
+    let _ = shared.answers.send(("init/error".into(), Value::String(body)));
+    StatusCode::ACCEPTED
+}
