@@ -6,8 +6,9 @@ use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
 use agent_worker::testing::{BedrockStandIn, Reply};
 
-async fn invoke(bedrock: &BedrockStandIn, args: &[&str]) -> (Vec<AgentEvent>, String, Option<i32>) {
-    let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+/// `agent-worker invoke ARGS` against the stand-in, with sessions in memory.
+async fn invoke_output(bedrock: &BedrockStandIn, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agent-worker"))
         .arg("invoke")
         .env_remove("TABLE_NAME")
         .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
@@ -17,7 +18,11 @@ async fn invoke(bedrock: &BedrockStandIn, args: &[&str]) -> (Vec<AgentEvent>, St
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .await
-        .expect("the binary runs");
+        .expect("the binary runs")
+}
+
+async fn invoke(bedrock: &BedrockStandIn, args: &[&str]) -> (Vec<AgentEvent>, String, Option<i32>) {
+    let output = invoke_output(bedrock, args).await;
     let events = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -71,9 +76,9 @@ async fn invoke_repeat_runs_independent_turns_and_prints_a_summary_last() {
         bedrock.push(Reply::text("It is now."));
     }
     bedrock.push(Reply::http_error(400, "ValidationException", "too long"));
-    let output = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        .args([
-            "invoke",
+    let output = invoke_output(
+        &bedrock,
+        &[
             "--repeat",
             "4",
             "--session",
@@ -82,15 +87,9 @@ async fn invoke_repeat_runs_independent_turns_and_prints_a_summary_last() {
             "Time?",
             "--tool",
             "current_time",
-        ])
-        .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
-        .env_remove("TABLE_NAME")
-        .env("AWS_ACCESS_KEY_ID", "anything")
-        .env("AWS_SECRET_ACCESS_KEY", "anything")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .await
-        .expect("the binary runs");
+        ],
+    )
+    .await;
     let stdout = String::from_utf8(output.stdout).unwrap();
     let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let mut summary = lines.last().unwrap().clone();

@@ -298,7 +298,14 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         })
         .collect();
     let mut turn = TurnState::new(history, user);
-    if let Some(area) = &engine.file_area {
+    // The conversation's count is read only by a turn that can give the model a file: one
+    // with files of its own, or one with the attachment tools.
+    let can_show_files = !attached.is_empty()
+        || engine
+            .tools
+            .specs()
+            .any(|s| s.class == super::ToolClass::Attachment);
+    if let (Some(area), true) = (&engine.file_area, can_show_files) {
         if !attached.is_empty() {
             turn.given = attachments::expand(area.as_ref(), &session, &attached).await;
         }

@@ -38,12 +38,6 @@ pub struct LambdaRuntimeApi {
     _stop: oneshot::Sender<()>,
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
-    }
-}
-
 impl LambdaRuntimeApi {
     /// Starts on a free port of 127.0.0.1.
     pub async fn start() -> io::Result<Self> {
