@@ -190,7 +190,14 @@ async fn summarize(
     };
     let mut stream = engine.model.stream(request);
     let mut text = String::new();
-    while let Some(event) = stream.next().await {
+    let mut quiet = super::turn::Quiet::new(&engine.config);
+    loop {
+        let event = tokio::select! {
+            () = quiet.elapsed() => return Err(quiet.error().to_string()),
+            event = stream.next() => event,
+        };
+        let Some(event) = event else { break };
+        quiet.heard();
         match event.map_err(|e| e.to_string())? {
             ModelEvent::TextDelta(delta) => text.push_str(&delta),
             ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {

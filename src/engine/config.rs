@@ -37,6 +37,11 @@ pub const DEFAULT_FORCED_TOOL_CHOICE: bool = true;
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one turn may run. Keep it below the host's own limit.
 pub const DEFAULT_TURN_DEADLINE: Duration = Duration::from_secs(14 * 60);
+/// How long the model may take to send the first event of a response; past it the call is
+/// given up as a timeout (retried when nothing was said).
+pub const DEFAULT_FIRST_CHUNK_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a response's stream may go quiet between two events before it is given up.
+pub const DEFAULT_CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many times a transient model failure is retried.
 pub const DEFAULT_RETRIES: u32 = 3;
 /// The first retry's delay; each further retry doubles it, with jitter.
@@ -84,6 +89,10 @@ pub struct EngineConfig {
     pub tool_timeout: Duration,
     /// Per turn.
     pub turn_deadline: Duration,
+    /// How long a response may take to send its first event (a stalled model is a timeout).
+    pub first_chunk_timeout: Duration,
+    /// How long a response's stream may go quiet between two events.
+    pub chunk_timeout: Duration,
     /// Retries of a transient model failure.
     pub retries: u32,
     /// First retry delay.
@@ -125,6 +134,8 @@ impl Default for EngineConfig {
             forced_tool_choice: DEFAULT_FORCED_TOOL_CHOICE,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             turn_deadline: DEFAULT_TURN_DEADLINE,
+            first_chunk_timeout: DEFAULT_FIRST_CHUNK_TIMEOUT,
+            chunk_timeout: DEFAULT_CHUNK_TIMEOUT,
             retries: DEFAULT_RETRIES,
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
@@ -172,6 +183,9 @@ impl EngineConfig {
         }
         if self.turn_deadline.is_zero() {
             return fail("turn_deadline must be longer than zero".into());
+        }
+        if self.first_chunk_timeout.is_zero() || self.chunk_timeout.is_zero() {
+            return fail("first_chunk_timeout and chunk_timeout must be longer than zero".into());
         }
         if self.retries > 10 {
             return fail(format!("retries must be at most 10, not {}", self.retries));

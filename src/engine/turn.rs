@@ -766,14 +766,16 @@ async fn run_step(
     let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
     let mut stop = None;
     let mut ending = Vec::new();
+    let mut quiet = Quiet::new(&engine.config);
     loop {
         tokio::select! {
             biased;
             Some((index, outcome)) = running.next(), if !running.is_empty() => turn.finish_call(index, outcome, out),
+            () = quiet.elapsed() => return Err(quiet.error()),
             event = stream.next() => match event {
                 None => break,
                 Some(Err(error)) => return Err(error),
-                Some(Ok(event)) => match event {
+                Some(Ok(event)) => match { quiet.heard(); event } {
                     ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
                     ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
                     ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
@@ -804,6 +806,54 @@ async fn run_step(
         said: turn.step.said,
         ending,
     })
+}
+
+/// The stall watch on a model's stream: the first event must come within
+/// `first_chunk_timeout`, each next one within `chunk_timeout` of the last. Tool calls that end
+/// meanwhile do not reset it.
+pub(crate) struct Quiet {
+    deadline: Instant,
+    chunk_timeout: Duration,
+    first: Option<Duration>,
+}
+
+impl Quiet {
+    pub(crate) fn new(config: &super::EngineConfig) -> Self {
+        Self {
+            deadline: Instant::now() + config.first_chunk_timeout,
+            chunk_timeout: config.chunk_timeout,
+            first: Some(config.first_chunk_timeout),
+        }
+    }
+
+    /// An event came.
+    pub(crate) fn heard(&mut self) {
+        self.first = None;
+        self.deadline = Instant::now() + self.chunk_timeout;
+    }
+
+    /// Resolves when the stream has been quiet too long.
+    pub(crate) async fn elapsed(&self) {
+        tokio::time::sleep_until(self.deadline).await;
+    }
+
+    /// The timeout, saying which one.
+    pub(crate) fn error(&self) -> ModelError {
+        let message = match self.first {
+            Some(first) => format!(
+                "the model sent nothing for {} ms after the request",
+                first.as_millis()
+            ),
+            None => format!(
+                "the model's stream went quiet for {} ms",
+                self.chunk_timeout.as_millis()
+            ),
+        };
+        ModelError {
+            kind: ModelErrorKind::Timeout,
+            message,
+        }
+    }
 }
 
 /// The current model response, as it is being built.

@@ -198,6 +198,12 @@ impl WorkerSettings {
         parsed(&get, "RETRIES", &mut engine.retries)?;
         millis(&get, "TOOL_TIMEOUT_MS", &mut engine.tool_timeout)?;
         millis(&get, "TURN_DEADLINE_MS", &mut engine.turn_deadline)?;
+        millis(
+            &get,
+            "MODEL_FIRST_CHUNK_TIMEOUT_MS",
+            &mut engine.first_chunk_timeout,
+        )?;
+        millis(&get, "MODEL_CHUNK_TIMEOUT_MS", &mut engine.chunk_timeout)?;
         engine.validate().map_err(|e| error("tuning", e.to_string()))?;
         let approval_secret = get("APPROVAL_SECRET").filter(|s| !s.is_empty());
         if let Some(secret) = &approval_secret {

@@ -4,15 +4,18 @@
 
 pub mod bedrock_stand_in;
 pub mod desk_api;
+pub mod fault_proxy;
 pub mod files;
 pub mod lambda_api;
 pub mod moto;
 pub mod prompt_cache;
+pub mod session_audit;
 
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
 pub use desk_api::{DeskApi, DeskCall};
+pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use lambda_api::LambdaRuntimeApi;
 pub use moto::{Moto, moto};
 

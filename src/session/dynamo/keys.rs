@@ -19,6 +19,9 @@ pub const PK: &str = "pk";
 pub const SK: &str = "sk";
 /// The TTL attribute, in epoch seconds.
 pub const EXPIRES_AT: &str = "expiresAt";
+/// On a turn item: the token of the claim or commit that last wrote it, so that a write whose
+/// answer was lost can tell, on the SDK's retry, that it landed.
+pub const WRITE_TOKEN: &str = "writeToken";
 
 /// The partition key of `session`.
 pub fn session_pk(session: &str) -> String {

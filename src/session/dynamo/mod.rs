@@ -299,7 +299,12 @@ impl DynamoStore {
             .consistent_read(true)
     }
 
-    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    /// A turn's record, and the token of the write that last claimed or ended it.
+    async fn read_turn_with_token(
+        &self,
+        session: &str,
+        turn_id: &str,
+    ) -> Result<Option<(TurnRecord, Option<String>)>, StoreError> {
         let out = self
             .get_turn(session, turn_id)
             .send()
@@ -307,9 +312,19 @@ impl DynamoStore {
             .map_err(|e| store_error("reading the turn record", &e))?;
         match out.item() {
             // A stop asked before the turn was claimed leaves an item without a status.
-            Some(item) if item.contains_key("status") => decode_turn(turn_id, item).map(Some),
+            Some(item) if item.contains_key("status") => {
+                let token = get_s(item, WRITE_TOKEN).map(str::to_owned);
+                decode_turn(turn_id, item).map(|record| Some((record, token)))
+            }
             _ => Ok(None),
         }
+    }
+
+    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+        Ok(self
+            .read_turn_with_token(session, turn_id)
+            .await?
+            .map(|(record, _)| record))
     }
 
     fn message_put(
@@ -417,13 +432,16 @@ impl DynamoStore {
             .build()
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         let terminal = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let token = write_token();
         let finish = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, turn_sk(turn_id))))
-            .update_expression("SET #status = :done, outcome = :outcome, #exp = :exp")
+            .update_expression("SET #status = :done, outcome = :outcome, #exp = :exp, #token = :token")
             .condition_expression("#status = :running")
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_names("#token", WRITE_TOKEN)
+            .expression_attribute_values(":token", s(&token))
             .expression_attribute_values(":done", s(status_name(outcome.status)))
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":outcome", s(terminal))
@@ -437,15 +455,24 @@ impl DynamoStore {
             .client
             .transact_write_items()
             .set_transact_items(Some(items))
+            // DynamoDB answers a retry of a transaction that landed with success (for ten
+            // minutes); the token on the item covers a store that does not.
+            .client_request_token(&token)
             .send()
             .await
         {
             Ok(_) => Ok(true),
             Err(error) if error.code() == Some("TransactionCanceledException") => {
-                // Which condition failed? If the turn is no longer ours, give up; if only the
-                // version moved, the caller tries again at the new version.
-                match self.read_turn(session, turn_id).await? {
-                    Some(record) if record.status == TurnStatus::Running => Ok(false),
+                // Which condition failed? If this very write landed and only its answer was
+                // lost (the SDK's retry then finds the turn ended), it is stored. If the turn is
+                // no longer ours, give up; if only the version moved, the caller tries again at
+                // the new version.
+                match self.read_turn_with_token(session, turn_id).await? {
+                    Some((_, Some(landed))) if landed == token => {
+                        tracing::info!("the commit landed and its answer was lost; it is stored");
+                        Ok(true)
+                    }
+                    Some((record, _)) if record.status == TurnStatus::Running => Ok(false),
                     _ => Err(StoreError::LostLease(format!(
                         "turn {turn_id} was ended by another worker"
                     ))),
@@ -488,12 +515,19 @@ impl SessionStore for DynamoStore {
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = now_ms();
         let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
+        // Each claim writes a token of its own: when the SDK retries a claim whose answer was
+        // lost, the retry's condition fails, and the token tells that the turn is ours.
+        let token = write_token();
         // An update, not a put: a stop asked before the claim stays on the item.
         let claim = self
             .update_turn(session, turn_id)
-            .update_expression("SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp")
+            .update_expression(
+                "SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp, #token = :token",
+            )
             .condition_expression("attribute_not_exists(#status)")
             .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_names("#token", WRITE_TOKEN)
+            .expression_attribute_values(":token", s(&token))
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":lease", n(lease_until))
             .expression_attribute_values(":one", n(1))
@@ -505,9 +539,13 @@ impl SessionStore for DynamoStore {
             Err(e) if is_conditional_failure(&e) => {}
             Err(e) => return Err(store_error("claiming the turn", &e)),
         }
-        let Some(record) = self.read_turn(session, turn_id).await? else {
+        let Some((record, landed)) = self.read_turn_with_token(session, turn_id).await? else {
             return Err(StoreError::Backend(format!("turn {turn_id} exists and does not")));
         };
+        if landed.as_deref() == Some(token.as_str()) {
+            tracing::info!("the claim landed and its answer was lost; the turn is ours");
+            return Ok(Claim::Claimed { reclaimed: false });
+        }
         if record.status.is_done() {
             return Ok(Claim::Done(record));
         }
@@ -518,8 +556,10 @@ impl SessionStore for DynamoStore {
         // The earlier worker's lease ran out: take the turn over, unless another worker just did.
         let reclaim = self
             .update_turn(session, turn_id)
-            .update_expression("SET leaseUntil = :new, attempts = attempts + :one")
+            .update_expression("SET leaseUntil = :new, attempts = attempts + :one, #token = :token")
             .condition_expression("#status = :running AND leaseUntil = :old")
+            .expression_attribute_names("#token", WRITE_TOKEN)
+            .expression_attribute_values(":token", s(&token))
             .expression_attribute_values(":new", n(lease_until))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":running", s("running"))
@@ -528,13 +568,16 @@ impl SessionStore for DynamoStore {
             .await;
         match reclaim {
             Ok(_) => Ok(Claim::Claimed { reclaimed: true }),
-            Err(e) if is_conditional_failure(&e) => match self.read_turn(session, turn_id).await? {
-                Some(record) if record.status.is_done() => Ok(Claim::Done(record)),
-                Some(record) => Ok(Claim::Running(record)),
-                None => Err(StoreError::Backend(format!(
-                    "turn {turn_id} vanished while being claimed"
-                ))),
-            },
+            Err(e) if is_conditional_failure(&e) => {
+                match self.read_turn_with_token(session, turn_id).await? {
+                    Some((_, Some(landed))) if landed == token => Ok(Claim::Claimed { reclaimed: true }),
+                    Some((record, _)) if record.status.is_done() => Ok(Claim::Done(record)),
+                    Some((record, _)) => Ok(Claim::Running(record)),
+                    None => Err(StoreError::Backend(format!(
+                        "turn {turn_id} vanished while being claimed"
+                    ))),
+                }
+            }
             Err(e) => Err(store_error("reclaiming the turn", &e)),
         }
     }
@@ -676,6 +719,11 @@ impl SessionStore for DynamoStore {
             Err(e) => Err(store_error("releasing the turn", &e)),
         }
     }
+}
+
+/// A token for one conditional write, kept on the item it wrote.
+fn write_token() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 fn get_lease_ms(record: &TurnRecord) -> u64 {
