@@ -673,7 +673,10 @@ impl WorkerArgs {
         let (agent, sinks) = settings
             .build(bedrock, dynamodb, files)
             .map_err(|e| e.to_string())?;
-        Ok((TurnHandler::new(agent, sinks), settings))
+        Ok((
+            TurnHandler::new(agent, sinks).store_margin(settings.store_margin),
+            settings,
+        ))
     }
 }
 

@@ -22,5 +22,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         files,
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
-    run(TurnHandler::new(agent, sinks)).await
+    run(TurnHandler::new(agent, sinks).store_margin(settings.store_margin)).await
 }

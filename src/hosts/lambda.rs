@@ -30,8 +30,7 @@ use super::payload::AgentTurnPayload;
 use crate::protocol::{Agent, AgentEvent, codes};
 use crate::sinks::{Sinks, TurnRef};
 
-/// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
-pub const DEFAULT_STORE_MARGIN: Duration = Duration::from_secs(10);
+pub use super::settings::DEFAULT_STORE_MARGIN;
 
 /// What the queue should do with one record.
 #[derive(Debug, Clone, PartialEq, Eq)]

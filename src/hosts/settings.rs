@@ -95,7 +95,13 @@ pub struct WorkerSettings {
     pub attachment_tools: bool,
     /// `PROMPT_CACHING`: prompt caching forced on or off; `None` leaves it to the model.
     pub prompt_caching: Option<bool>,
+    /// `STORE_MARGIN_MS`: time kept back from an invocation's (or a message's visibility)
+    /// deadline for storing the turn and answering.
+    pub store_margin: Duration,
 }
+
+/// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
+pub const DEFAULT_STORE_MARGIN: Duration = Duration::from_secs(10);
 
 /// Where the files people attach are kept in S3.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +210,7 @@ impl WorkerSettings {
             &mut engine.first_chunk_timeout,
         )?;
         millis(&get, "MODEL_CHUNK_TIMEOUT_MS", &mut engine.chunk_timeout)?;
+        millis(&get, "LEASE_MARGIN_MS", &mut engine.lease_margin)?;
         engine.validate().map_err(|e| error("tuning", e.to_string()))?;
         let approval_secret = get("APPROVAL_SECRET").filter(|s| !s.is_empty());
         if let Some(secret) = &approval_secret {
@@ -239,7 +246,10 @@ impl WorkerSettings {
             parsed(&get, "PROMPT_CACHING", &mut on)?;
             prompt_caching = Some(on);
         }
+        let mut store_margin = DEFAULT_STORE_MARGIN;
+        millis(&get, "STORE_MARGIN_MS", &mut store_margin)?;
         Ok(Self {
+            store_margin,
             prompt_caching,
             files,
             attachment_tools,

@@ -23,6 +23,8 @@ pub struct Audit {
     pub turns: usize,
     /// Turns that ended (`completed` or `failed`).
     pub ended: usize,
+    /// Turns claimed more than once: taken over after their worker died or gave up.
+    pub taken_over: usize,
     /// Messages in the stored histories.
     pub messages: usize,
     /// Each broken promise, saying which session and what.
@@ -37,6 +39,7 @@ struct Found {
     writers: BTreeMap<u64, String>,
     /// Turn id → status.
     turns: BTreeMap<String, Option<String>>,
+    taken_over: usize,
 }
 
 fn text<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a str> {
@@ -86,6 +89,12 @@ pub async fn audit(
                     found.writers.insert(seq, turn.to_owned());
                 }
             } else if let Some(turn) = sk.strip_prefix("turn#") {
+                let attempts = item
+                    .get("attempts")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+                found.taken_over += usize::from(attempts > 1);
                 found
                     .turns
                     .insert(turn.to_owned(), text(item, "status").map(str::to_owned));
@@ -100,6 +109,7 @@ pub async fn audit(
     let mut audit = Audit::default();
     for (session, found) in &sessions {
         audit.sessions += 1;
+        audit.taken_over += found.taken_over;
         audit.turns += found.turns.values().filter(|s| s.is_some()).count();
         audit.ended += found
             .turns
