@@ -63,10 +63,7 @@ async fn in_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
         .unwrap()
         .attributes
         .unwrap_or_default();
-    attributes
-        .values()
-        .map(|v| v.parse::<u64>().unwrap_or(0))
-        .sum()
+    attributes.values().map(|v| v.parse::<u64>().unwrap_or(0)).sum()
 }
 
 async fn dead_letters(sqs: &aws_sdk_sqs::Client, url: &str) -> BTreeSet<String> {
@@ -112,7 +109,11 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
     .output()
     .await
     .unwrap();
-    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
     let created: Value = serde_json::from_slice(&setup.stdout).unwrap();
     let queue_url = created["queueUrl"].as_str().unwrap().to_owned();
     let dlq_url = created["deadLetterQueueUrl"].as_str().unwrap().to_owned();
@@ -175,5 +176,9 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
     );
     assert_eq!(audit.violations, Vec::<String>::new());
     assert_eq!(audit.sessions, SESSIONS);
-    assert_eq!(audit.ended + dead.len(), accepted.len(), "every turn ended or was dead-lettered, once");
+    assert_eq!(
+        audit.ended + dead.len(),
+        accepted.len(),
+        "every turn ended or was dead-lettered, once"
+    );
 }

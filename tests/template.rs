@@ -153,3 +153,71 @@ fn the_function_may_invoke_the_configured_model_and_nothing_else() {
         );
     }
 }
+
+/// Every IAM statement anywhere in the template (both branches of an `!If` included).
+fn statements(value: &Value, found: &mut Vec<Value>) {
+    match value {
+        Value::Mapping(map) => {
+            if map.contains_key("Effect") {
+                found.push(value.clone());
+            }
+            for (_, child) in map {
+                statements(child, found);
+            }
+        }
+        Value::Sequence(items) => items.iter().for_each(|i| statements(i, found)),
+        Value::Tagged(tagged) => statements(&tagged.value, found),
+        _ => {}
+    }
+}
+
+/// The strings of an `Action` or `Resource`, with `!Sub` and `!GetAtt` read as their text.
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Sequence(items) => items.iter().flat_map(strings).collect(),
+        Value::Tagged(tagged) => match &tagged.value {
+            Value::String(s) => vec![format!("{} {s}", tagged.tag)],
+            other => strings(other),
+        },
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn iam_is_least_privilege_no_wildcard_action_or_resource() {
+    let mut found = Vec::new();
+    statements(&template(), &mut found);
+    assert!(
+        found.len() >= 4,
+        "the function's statements were found: {found:?}"
+    );
+    for statement in &found {
+        let sid = statement["Sid"].as_str().unwrap_or("(no Sid)");
+        assert!(
+            statement.get("NotAction").is_none() && statement.get("NotResource").is_none(),
+            "{sid}: NotAction/NotResource grant everything else"
+        );
+        let actions = strings(&statement["Action"]);
+        assert!(!actions.is_empty(), "{sid}: no action");
+        for action in &actions {
+            assert!(!action.contains('*'), "{sid}: a wildcard action: {action}");
+        }
+        let resources = strings(&statement["Resource"]);
+        assert!(!resources.is_empty(), "{sid}: no resource");
+        for resource in &resources {
+            // A `*` may only end a value the deployer names (`${FilesPrefix}*`: the objects under
+            // the prefix; `${FoundationModelId}*`: that model's versions), or stand for the
+            // region of a foundation model, which a cross-region inference profile routes to.
+            for (at, _) in resource.match_indices('*') {
+                let after_a_name = resource[..at].ends_with('}');
+                let model_region = resource[..at].ends_with(":bedrock:")
+                    && resource[at..].starts_with("*::foundation-model/${");
+                assert!(
+                    after_a_name || model_region,
+                    "{sid}: a wildcard resource: {resource}"
+                );
+            }
+        }
+    }
+}

@@ -403,7 +403,10 @@ impl TurnFailure {
                 code: codes::TURN_IN_PROGRESS.into(),
             },
             ThreadStoreError::Unavailable(why) => Self {
-                details: why.clone(),
+                details: {
+                    tracing::error!(error = %why, "the session store failed");
+                    "the session store failed".into()
+                },
                 retryable: true,
                 code: codes::STORE_FAILED.into(),
             },

@@ -450,7 +450,10 @@ pub(crate) async fn request(
         expires_at: now
             .saturating_add(u64::try_from(engine.config.approval_ttl.as_millis()).unwrap_or(u64::MAX)),
     };
-    store.put_approval(&approval).await.map_err(|e| e.to_string())?;
+    store.put_approval(&approval).await.map_err(|e| {
+        tracing::error!(error = %e, "could not store the approval");
+        e.client_message()
+    })?;
     if spec.args_sensitive {
         tracing::info!(approval_id = %approval.id, tool = %approval.tool, "a call waits for the person's approval");
     } else {

@@ -22,6 +22,7 @@ use super::think_tags::{Piece, ThinkTags};
 use super::tools::{ToolContext, ToolOutcome, parse_arguments};
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext};
+use crate::protocol::redact;
 use crate::protocol::{
     ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, AttachmentRef, Prompt, Scope, USER_ID_KEY, codes,
 };
@@ -195,7 +196,12 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
     let lease = Lease(budget + engine.config.lease_margin);
     match store.claim_turn(&session, &turn_id, lease).await {
         Err(e) => {
-            out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
+            tracing::error!(error = %e, "could not claim the turn");
+            out.emit(AgentEvent::failed(
+                e.client_message(),
+                true,
+                Some(codes::STORE_FAILED),
+            ));
             return;
         }
         Ok(Claim::Done(record)) => {
@@ -283,8 +289,13 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             }
         }
         Err(e) => {
+            tracing::error!(error = %e, "could not read the session's history");
             release(&engine, &session, &turn_id).await;
-            out.emit(AgentEvent::failed(e.to_string(), true, Some(codes::STORE_FAILED)));
+            out.emit(AgentEvent::failed(
+                e.client_message(),
+                true,
+                Some(codes::STORE_FAILED),
+            ));
             return;
         }
     };
@@ -364,7 +375,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         )
         .await
         {
-            Ok(result) => result.map_err(|e| e.to_string()),
+            Ok(result) => result.map_err(|e| logged_store_error(&e)),
             Err(_) => Err(format!(
                 "storing did not finish within {} ms",
                 config.store_timeout.as_millis()
@@ -374,7 +385,7 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
         store
             .complete_turn(&session, &turn_id, &messages, &outcome)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| logged_store_error(&e))
     };
     match stored {
         Ok(()) => {
@@ -401,7 +412,6 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             ));
         }
         Err(e) => {
-            tracing::error!(error = %e, "could not store the turn");
             release(&engine, &session, &turn_id).await;
             out.emit(AgentEvent::failed(
                 format!("the turn ran but could not be stored: {e}"),
@@ -410,6 +420,12 @@ async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, bud
             ));
         }
     }
+}
+
+/// Logs a store failure whole and gives what the client may be told of it.
+fn logged_store_error(error: &crate::session::StoreError) -> String {
+    tracing::error!(error = %error, "could not store the turn");
+    error.client_message()
 }
 
 /// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
@@ -597,7 +613,8 @@ async fn run_step_with_retries(
             turn.interrupt(out, "the model's stream broke");
             return Err(Ending::Failed {
                 details: format!(
-                    "the model's stream broke after it had started answering; what it produced is kept: {error}"
+                    "the model's stream broke after it had started answering; what it produced is kept: {}",
+                    redact(&error.to_string())
                 ),
                 retryable: transient,
                 code: codes::MODEL_STREAM_INTERRUPTED,
@@ -621,15 +638,16 @@ async fn run_step_with_retries(
         return Err(if transient {
             Ending::Failed {
                 details: format!(
-                    "the model is unavailable (after {attempt} {}): {error}",
-                    if attempt == 1 { "retry" } else { "retries" }
+                    "the model is unavailable (after {attempt} {}): {}",
+                    if attempt == 1 { "retry" } else { "retries" },
+                    redact(&error.to_string())
                 ),
                 retryable: true,
                 code: codes::MODEL_UNAVAILABLE,
             }
         } else {
             Ending::Failed {
-                details: format!("the model refused the request: {error}"),
+                details: format!("the model refused the request: {}", redact(&error.to_string())),
                 retryable: false,
                 code: codes::MODEL_REJECTED,
             }
@@ -646,7 +664,7 @@ fn retry_reason(error: &ModelError) -> String {
         K::StreamInterrupted => "The model's answer was interrupted",
         _ => "The model is unavailable",
     };
-    format!("{what}; trying again shortly. ({error})")
+    format!("{what}; trying again shortly. ({})", redact(&error.to_string()))
 }
 
 type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;

@@ -52,7 +52,7 @@ where
                         .unwrap_or_default();
                     tracing::error!(panic = %why, "the turn panicked");
                     let _ = tx.send(AgentEvent::failed(
-                        format!("the agent hit a bug and stopped: {why}"),
+                        "the agent hit a bug and stopped; the worker's log has the details".to_owned(),
                         false,
                         Some(codes::INTERNAL),
                     ));

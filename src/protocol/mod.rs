@@ -19,12 +19,14 @@ mod collect;
 pub mod conformance;
 mod event;
 pub mod middleware;
+mod redact;
 mod scope;
 
 pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use collect::{AgentFailure, CollectError, Collected, collect};
 pub use event::AgentEvent;
+pub use redact::redact;
 pub use scope::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
     TURN_ID_KEY, USER_ID_KEY,

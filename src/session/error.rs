@@ -23,3 +23,17 @@ pub enum StoreError {
     #[error("the turn is no longer held by this worker: {0}")]
     LostLease(String),
 }
+
+impl StoreError {
+    /// What a client is told: the kind of failure, without the backend's words (which may name
+    /// tables, keys or accounts). The worker's log has the whole error.
+    pub fn client_message(&self) -> String {
+        match self {
+            Self::Throttled(_) => "the session store is throttling requests".into(),
+            Self::Backend(_) => "the session store failed".into(),
+            Self::Corrupt(_) => "the stored session could not be read".into(),
+            Self::InvalidHistory(e) => format!("refused to store a broken history: {e}"),
+            Self::LostLease(_) => "the turn is no longer held by this worker".into(),
+        }
+    }
+}

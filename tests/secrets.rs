@@ -1,0 +1,181 @@
+//! Secrets and internal detail: the worker's logs, captured whole at TRACE, never hold an
+//! approval token or a sensitive tool's arguments; what a client is told of a failure names no
+//! table, ARN or account; the text a turn frames (attachments, tool results, API error bodies)
+//! cannot close its frame or pose as system text.
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use agent_worker::engine::tools::{Effect, ToolSpec, tool_fn};
+use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
+use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
+use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
+use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use support::{MODEL_ID, config, failure};
+
+/// Everything the subscriber writes, kept.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// A subscriber that writes every event of every level, with its span fields, here.
+    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish()
+    }
+}
+
+const PAYEE: &str = "payee-IBAN-DE89370400440532013000";
+
+fn pay_engine(bedrock: &BedrockStandIn, store: &MemoryStore) -> Engine {
+    let pay = tool_fn(
+        ToolSpec::new(
+            "pay",
+            "Pays an invoice.",
+            json!({"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}}),
+        )
+        .effect(Effect::Transaction),
+        |_, _| async { Ok(json!({"receipt": "R-1"})) },
+    );
+    Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(
+            store.clone(),
+            ApprovalSigner::new(*b"0123456789abcdef0123456789abcdef").unwrap(),
+        )
+        .tool(Arc::new(pay))
+        .config(config())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
+    let logs = Captured::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber());
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let engine = pay_engine(&bedrock, &store);
+    let args = json!({"to": PAYEE, "amount": 12}).to_string();
+    bedrock.push(Reply::tool_call("call-pay", "pay", &args));
+    let scope = |turn: &str| Scope::new("s1").with_turn_id(turn).with("userId", "ada");
+    let events: Vec<AgentEvent> = engine
+        .invoke(scope("t1"), Prompt::text("Pay them"))
+        .collect()
+        .await;
+    let approval: Value = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+            _ => None,
+        })
+        .expect("an approval");
+    let token = approval["token"].as_str().unwrap().to_owned();
+
+    bedrock.push(Reply::text("Paid."));
+    let decided = scope("t2").with(
+        "approval",
+        json!({"approvalId": approval["approvalId"], "decision": "approve", "token": token}),
+    );
+    let events: Vec<AgentEvent> = engine.invoke(decided, Prompt::text("")).collect().await;
+    assert_eq!(events.last(), Some(&AgentEvent::completed()));
+    // A forged token too: its refusal is logged, the token is not.
+    let forged = format!("{}x", &token[..token.len() - 1]);
+    bedrock.push(Reply::text("Refused."));
+    let _: Vec<AgentEvent> = engine
+        .invoke(
+            scope("t3").with(
+                "approval",
+                json!({"approvalId": approval["approvalId"], "decision": "approve", "token": forged}),
+            ),
+            Prompt::text(""),
+        )
+        .collect()
+        .await;
+
+    let logged = logs.text();
+    assert!(logged.lines().count() > 5, "the logs were captured: {logged}");
+    assert!(logged.contains("t2"), "the turn's span is in the logs: {logged}");
+    for secret in [token.as_str(), forged.as_str(), PAYEE] {
+        assert!(!logged.contains(secret), "{secret} is in the logs:\n{logged}");
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_is_told_what_failed_without_table_names_arns_or_accounts() {
+    let logs = Captured::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber());
+    let bedrock = BedrockStandIn::start().await.unwrap();
+
+    // A store whose table does not exist: the client hears the store failed; the log says which.
+    let table = format!("internal-sessions-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store)
+        .config(config())
+        .build()
+        .unwrap();
+    let events: Vec<AgentEvent> = engine
+        .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
+        .collect()
+        .await;
+    let (details, retryable, code) = failure(&events);
+    assert_eq!((code.as_deref(), retryable), (Some("store_failed"), true));
+    assert_eq!(details, "the session store failed");
+
+    // Bedrock's access denial names the role, the account and the model's ARN.
+    let memory = MemoryStore::new();
+    let engine = support::engine(&bedrock, &memory, config(), Vec::new());
+    bedrock.push(Reply::HttpError {
+        status: 403,
+        error_type: "AccessDeniedException".into(),
+        body: json!({"message": "User: arn:aws:sts::123456789012:assumed-role/agent-worker-role/fn is not authorized to perform: bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude"}),
+    });
+    let events: Vec<AgentEvent> = engine
+        .invoke(Scope::new("s2").with_turn_id("t1"), Prompt::text("Hi"))
+        .collect()
+        .await;
+    let (denied, _, code) = failure(&events);
+    assert_eq!(code.as_deref(), Some("model_rejected"));
+    assert!(denied.contains("not authorized"), "{denied}");
+
+    // A panic's message stays in the log.
+    for said in [&details, &denied] {
+        for internal in [
+            table.as_str(),
+            "arn:",
+            "123456789012",
+            "agent-worker-role",
+            "panicked at",
+        ] {
+            assert!(!said.contains(internal), "the client was told {internal}: {said}");
+        }
+    }
+    let logged = logs.text();
+    assert!(logged.contains(&table), "the log keeps the detail: {logged}");
+}
