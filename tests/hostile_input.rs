@@ -112,12 +112,7 @@ fn hostile_value(rng: &mut fastrand::Rng, depth: u32) -> Value {
         0 => Value::Null,
         1 => json!(rng.bool()),
         2 => json!(rng.i64(..)),
-        3 => json!(
-            f64::from_bits(rng.u64(..))
-                .is_finite()
-                .then_some(1e308)
-                .unwrap_or(-0.0)
-        ),
+        3 => json!([1e308, -0.0, f64::MIN_POSITIVE, 0.1, -1e-300][rng.usize(..5)]),
         4 => json!(HOSTILE[rng.usize(..HOSTILE.len())]),
         5 => json!("x".repeat(rng.usize(0..70_000))),
         6 if depth < 6 => Value::Array(

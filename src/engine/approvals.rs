@@ -402,9 +402,10 @@ fn quoted(value: &Value) -> String {
 pub(crate) fn block(id: &str, tool: &str, outcome: &str, detail: &str) -> String {
     let attr = |s: &str| s.replace(['"', '<', '>', '&'], "_");
     format!(
-        "<approval id=\"{}\" tool=\"{}\" outcome=\"{outcome}\">{detail}</approval>",
+        "<approval id=\"{}\" tool=\"{}\" outcome=\"{outcome}\">{}</approval>",
         attr(id),
-        attr(tool)
+        attr(tool),
+        super::framing::inert(detail, "approval")
     )
 }
 

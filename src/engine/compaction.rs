@@ -164,7 +164,7 @@ fn transcript(previous: Option<&Summary>, messages: &[Message], max_chars: usize
     }
     format!(
         "<transcript>\n{}\n</transcript>\nWrite the new running summary.",
-        out.replace("</transcript", "<\\/transcript")
+        super::framing::inert(&out, "transcript")
     )
 }
 

@@ -21,6 +21,7 @@ pub mod attachments;
 pub mod compaction;
 pub mod config;
 mod error;
+mod framing;
 pub mod model;
 mod policy;
 mod prompt;

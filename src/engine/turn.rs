@@ -793,7 +793,9 @@ async fn run_step(
             event = stream.next() => match event {
                 None => break,
                 Some(Err(error)) => return Err(error),
-                Some(Ok(event)) => match { quiet.heard(); event } {
+                Some(Ok(event)) => {
+                    quiet.heard();
+                    match event {
                     ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
                     ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
                     ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
@@ -810,7 +812,8 @@ async fn run_step(
                         cache_read_tokens: usage.cache_read_tokens,
                         cache_write_tokens: usage.cache_write_tokens,
                     }),
-                },
+                    }
+                }
             },
         }
     }
