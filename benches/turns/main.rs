@@ -7,11 +7,14 @@
 //!   time per turn with the model's time taken out, peak resident memory (`process`).
 //! - DynamoDB requests and bytes per turn against conversation length (`storage`).
 //! - Turns per second through `agent-worker poll` on moto's SQS (`poller`).
+//! - Load over a long run, as processes: the container host and the poller on moto, many
+//!   sessions at once: throughput, p99 and resident memory per window (`load`).
 //!
 //! Results are printed, and written to `benchmarks/results.json` with a plot,
 //! `benchmarks/dynamodb-per-turn.svg`.
 
 mod inprocess;
+mod load;
 mod plot;
 mod poller;
 mod process;
@@ -40,6 +43,9 @@ async fn main() {
     }
     if wants("poller") {
         results.insert("poller".into(), poller::run().await);
+    }
+    if wants("load") {
+        results.insert("load".into(), load::run().await);
     }
     if !results.is_empty() {
         let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");

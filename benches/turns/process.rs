@@ -121,10 +121,18 @@ async fn measured(bedrock: &BedrockStandIn, scenario: Scenario, turns: u32) -> (
 
 /// A process's peak resident memory (`VmHWM`), in KiB.
 fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM")
+}
+
+/// A memory figure of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...), in KiB; 0 once it is gone.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            let line = status
+                .lines()
+                .find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?
+                .to_owned();
             line.split_whitespace().nth(1)?.parse().ok()
         })
         .unwrap_or(0)

@@ -35,6 +35,7 @@ use agent_worker::hosts::agent_protocol::{
     self, AgentProtocolServer, AgentTaskHandler, DynamoTaskStore, ServerConfig, Workspace,
 };
 use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
@@ -365,7 +366,10 @@ impl EngineArgs {
     }
 
     async fn dynamo_store(&self, table: &str) -> Result<DynamoStore, String> {
-        let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await);
+        let dynamodb = dynamodb_client(
+            &aws_config(self.region.as_deref()).await,
+            agent_worker::hosts::settings::DEFAULT_STORE_ATTEMPT_TIMEOUT,
+        );
         let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
         Ok(DynamoStore::new(dynamodb, config))
     }
@@ -668,7 +672,7 @@ impl WorkerArgs {
         .map_err(|e| e.to_string())?;
         let bedrock = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
         let shared = aws_config(self.region.as_deref()).await;
-        let dynamodb = aws_sdk_dynamodb::Client::new(&shared);
+        let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
         let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
         let (agent, sinks) = settings
             .build(bedrock, dynamodb, files)
@@ -887,7 +891,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     let (handler, settings) = args.worker.handler().await?;
-    let dynamodb = aws_sdk_dynamodb::Client::new(&aws_config(args.worker.region.as_deref()).await);
+    let dynamodb = dynamodb_client(
+        &aws_config(args.worker.region.as_deref()).await,
+        settings.store_attempt_timeout,
+    );
     let store = settings.store(dynamodb).map_err(|e| e.to_string())?;
     let log = Some(DynamoEventLog::new(store.clone()));
     let host = ContainerHost::new(

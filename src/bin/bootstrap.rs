@@ -6,6 +6,7 @@
 
 use agent_worker::hosts::WorkerSettings;
 use agent_worker::hosts::lambda::{TurnHandler, run};
+use agent_worker::hosts::settings::dynamodb_client;
 
 /// One thread: a function instance serves one invocation at a time (its batch's turns run
 /// concurrently on this thread), and below 1,769 MB it has less than one vCPU, where a
@@ -18,7 +19,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let files = settings.s3_file_area(aws_sdk_s3::Client::new(&aws));
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
-        aws_sdk_dynamodb::Client::new(&aws),
+        dynamodb_client(&aws, settings.store_attempt_timeout),
         files,
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");

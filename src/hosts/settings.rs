@@ -20,6 +20,9 @@
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
+//! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
+//! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
+//! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -98,10 +101,34 @@ pub struct WorkerSettings {
     /// `STORE_MARGIN_MS`: time kept back from an invocation's (or a message's visibility)
     /// deadline for storing the turn and answering.
     pub store_margin: Duration,
+    /// `DYNAMODB_ATTEMPT_TIMEOUT_MS`: how long one DynamoDB attempt may take.
+    pub store_attempt_timeout: Duration,
 }
 
 /// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
 pub const DEFAULT_STORE_MARGIN: Duration = Duration::from_secs(10);
+
+/// How long one DynamoDB call's attempt may take before the SDK gives it up and tries again.
+/// DynamoDB answers in milliseconds; an answer that stalls is lost, and a retried write that had
+/// landed is recognised by its write token.
+pub const DEFAULT_STORE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A DynamoDB client for the session store on `shared`, whose attempts time out after
+/// `attempt_timeout` (see [`DEFAULT_STORE_ATTEMPT_TIMEOUT`]), so that a stalled answer does not
+/// hold a turn until its deadline.
+#[cfg(feature = "lambda")]
+pub fn dynamodb_client(
+    shared: &aws_config::SdkConfig,
+    attempt_timeout: Duration,
+) -> aws_sdk_dynamodb::Client {
+    let timeouts = aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(attempt_timeout)
+        .build();
+    let config = aws_sdk_dynamodb::config::Builder::from(shared)
+        .timeout_config(timeouts)
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
 
 /// Where the files people attach are kept in S3.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,8 +275,14 @@ impl WorkerSettings {
         }
         let mut store_margin = DEFAULT_STORE_MARGIN;
         millis(&get, "STORE_MARGIN_MS", &mut store_margin)?;
+        let mut store_attempt_timeout = DEFAULT_STORE_ATTEMPT_TIMEOUT;
+        millis(&get, "DYNAMODB_ATTEMPT_TIMEOUT_MS", &mut store_attempt_timeout)?;
+        if store_attempt_timeout.is_zero() {
+            return Err(error("DYNAMODB_ATTEMPT_TIMEOUT_MS", "must be longer than zero"));
+        }
         Ok(Self {
             store_margin,
+            store_attempt_timeout,
             prompt_caching,
             files,
             attachment_tools,
@@ -433,6 +466,27 @@ mod tests {
             settings(&pairs)
         };
         assert_eq!(with(("MAX_ROUNDS", "4")).unwrap().engine.max_rounds, 4);
+        let ms = Duration::from_millis;
+        assert_eq!(
+            with(("MODEL_CHUNK_TIMEOUT_MS", "250"))
+                .unwrap()
+                .engine
+                .chunk_timeout,
+            ms(250)
+        );
+        assert_eq!(
+            with(("LEASE_MARGIN_MS", "500")).unwrap().engine.lease_margin,
+            ms(500)
+        );
+        assert_eq!(with(("STORE_MARGIN_MS", "1000")).unwrap().store_margin, ms(1000));
+        assert_eq!(
+            with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "800"))
+                .unwrap()
+                .store_attempt_timeout,
+            ms(800)
+        );
+        assert!(with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "0")).is_err());
+        assert!(with(("MODEL_FIRST_CHUNK_TIMEOUT_MS", "0")).is_err());
         assert_eq!(
             with(("TURN_DEADLINE_MS", "60000")).unwrap().engine.turn_deadline,
             Duration::from_secs(60)

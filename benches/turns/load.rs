@@ -1,0 +1,383 @@
+//! Load over a long run, as processes: many concurrent sessions through the container host
+//! (`agent-worker serve`) and the poller (`agent-worker poll`), both on moto's DynamoDB (and
+//! SQS), against the stand-in.
+//!
+//! Each turn's events go to a small emit receiver here (`EVENT_SINKS=http`), which notes when
+//! each turn's terminal event arrived. Per window of turns it reports throughput, the request to
+//! end p50/p99 (container), and the worker's resident memory (`VmRSS`). At the end the session
+//! checker reads the whole table: every turn stored once, none lost, none run twice.
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker::testing::session_audit::audit;
+use agent_worker::testing::{BedrockStandIn, Fallback, moto};
+use serde_json::{Value, json};
+
+use crate::inprocess::percentile;
+use crate::process::status_kib;
+
+/// Sessions that run side by side.
+const SESSIONS: usize = 48;
+/// Turns per session.
+const TURNS_PER_SESSION: usize = 15;
+/// Turns per reported window.
+const WINDOW: usize = 120;
+/// The container host's key.
+const KEY: &str = "bench-key-0123456789";
+
+/// When each turn's terminal event reached the receiver.
+type Ends = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Receives `POST /api/emit` and notes each terminal event.
+async fn emit_receiver() -> (String, Ends, tokio::sync::oneshot::Sender<()>) {
+    use axum::routing::post;
+    let ends: Ends = Arc::default();
+    let seen = ends.clone();
+    let app = axum::Router::new().route(
+        "/api/emit",
+        post(move |body: axum::Json<Value>| {
+            let seen = seen.clone();
+            async move {
+                let terminal = matches!(body["event"]["type"].as_str(), Some("completed" | "failed"));
+                if terminal && let Some(turn) = body["turnId"].as_str() {
+                    seen.lock()
+                        .expect("the bench's lock")
+                        .insert(turn.to_owned(), Instant::now());
+                }
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (url, ends, stop)
+}
+
+/// The worker command, on moto and the stand-in, sending events to `emit`.
+fn worker(args: &[&str], table: &str, bedrock: &BedrockStandIn, emit: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+    command
+        .args(args)
+        .args([
+            "--table",
+            table,
+            "--endpoint-url",
+            &bedrock.endpoint_url(),
+            "--region",
+            "us-east-1",
+        ])
+        .env("AWS_ENDPOINT_URL_DYNAMODB", moto().endpoint())
+        .env("AWS_ENDPOINT_URL_SQS", moto().endpoint())
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("EVENT_SINKS", "http")
+        .env("EMIT_URL", emit)
+        .env("EMIT_API_KEY", "bench")
+        .env("TOOLS", "")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// The turns, in the order they are sent: round after round over every session.
+fn turns(prefix: &str) -> Vec<(String, String)> {
+    (0..TURNS_PER_SESSION)
+        .flat_map(|round| {
+            (0..SESSIONS).map(move |s| (format!("{prefix}-s{s}"), format!("{prefix}-s{s}-t{round}")))
+        })
+        .collect()
+}
+
+fn body(session: &str, turn: &str) -> String {
+    json!({"turnId": turn, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"})
+        .to_string()
+}
+
+/// One window's figures.
+#[derive(Debug)]
+struct Window {
+    turns: usize,
+    per_second: f64,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    rss_kib: u64,
+}
+
+impl Window {
+    fn json(&self) -> Value {
+        json!({"turns": self.turns, "turnsPerSecond": self.per_second, "p50Ms": self.p50_ms,
+            "p99Ms": self.p99_ms, "rssKiB": self.rss_kib})
+    }
+}
+
+/// Follows the run: each time another `WINDOW` turns have ended, notes the window.
+async fn follow(
+    total: usize,
+    pid: u32,
+    ends: &Ends,
+    started: Option<&Ends>,
+    timeout: Duration,
+) -> Vec<Window> {
+    let begin = Instant::now();
+    let mut windows = Vec::new();
+    let mut window_start = begin;
+    loop {
+        let ended = ends.lock().expect("the bench's lock").len();
+        let due = (windows.len() + 1) * WINDOW;
+        if ended >= due.min(total) && windows.len() * WINDOW < total {
+            let now = Instant::now();
+            let (p50_ms, p99_ms) = match started {
+                Some(started) => {
+                    let started = started.lock().expect("the bench's lock");
+                    let ends = ends.lock().expect("the bench's lock");
+                    let mut latencies: Vec<Duration> = ends
+                        .iter()
+                        .filter(|(_, end)| **end >= window_start && **end <= now)
+                        .filter_map(|(id, end)| Some(end.duration_since(*started.get(id)?)))
+                        .collect();
+                    latencies.sort();
+                    if latencies.is_empty() {
+                        (None, None)
+                    } else {
+                        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                        (
+                            Some(ms(percentile(&latencies, 0.5))),
+                            Some(ms(percentile(&latencies, 0.99))),
+                        )
+                    }
+                }
+                None => (None, None),
+            };
+            let turns = due.min(total) - windows.len() * WINDOW;
+            let window = Window {
+                turns,
+                per_second: turns as f64 / now.duration_since(window_start).as_secs_f64(),
+                p50_ms,
+                p99_ms,
+                rss_kib: status_kib(pid, "VmRSS"),
+            };
+            println!(
+                "  turns {:>5}: {:>6.1} turns/s, p50 {}, p99 {}, RSS {:.1} MiB",
+                due.min(total),
+                window.per_second,
+                p50_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
+                p99_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
+                window.rss_kib as f64 / 1024.0
+            );
+            windows.push(window);
+            window_start = now;
+            if due >= total {
+                return windows;
+            }
+            continue;
+        }
+        assert!(
+            begin.elapsed() < timeout,
+            "the run did not finish: {ended} of {total} turns ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Checks the table: every turn stored once, none lost. Returns the JSON figures.
+async fn check(
+    table: &str,
+    sent: &[(String, String)],
+    bedrock: &BedrockStandIn,
+    windows: &[Window],
+) -> Value {
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).expect("a table name"));
+    let audit = audit(&store, sent, &BTreeSet::new())
+        .await
+        .expect("the table reads");
+    let answered = bedrock.requests().len();
+    let lost = sent.len() - audit.ended;
+    let duplicated = answered.saturating_sub(sent.len());
+    let first = windows.first().map_or(0, |w| w.rss_kib);
+    let peak = windows.iter().map(|w| w.rss_kib).max().unwrap_or(0);
+    let last = windows.last().map_or(0, |w| w.rss_kib);
+    println!(
+        "  {} turns over {SESSIONS} sessions: lost {lost}, duplicated {duplicated}, violations {}; RSS {:.1} MiB after the first window, {:.1} MiB at the end (peak {:.1})",
+        sent.len(),
+        audit.violations.len(),
+        first as f64 / 1024.0,
+        last as f64 / 1024.0,
+        peak as f64 / 1024.0
+    );
+    assert_eq!((lost, duplicated), (0, 0), "every turn stored once");
+    assert_eq!(audit.violations, Vec::<String>::new());
+    json!({
+        "turns": sent.len(), "sessions": SESSIONS, "lost": lost, "duplicated": duplicated,
+        "violations": audit.violations.len(),
+        "windows": windows.iter().map(Window::json).collect::<Vec<_>>(),
+    })
+}
+
+async fn fresh_table(prefix: &str) -> String {
+    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    DynamoStore::new(
+        moto().dynamodb(),
+        DynamoConfig::new(&table).expect("a table name"),
+    )
+    .create_table()
+    .await
+    .expect("the table");
+    table
+}
+
+/// The container host: each session's turns one after another, every session at once.
+async fn container() -> Value {
+    println!("\n## Container host under load (agent-worker serve, moto's DynamoDB)\n");
+    let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
+        .await
+        .expect("the stand-in");
+    let (emit, ends, _stop) = emit_receiver().await;
+    let table = fresh_table("load-serve").await;
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        probe.local_addr().expect("an address").port()
+    };
+    let port_arg = port.to_string();
+    let mut server = worker(
+        &[
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port_arg,
+            "--api-key",
+            KEY,
+            "--max-concurrent-turns",
+            "64",
+        ],
+        &table,
+        &bedrock,
+        &emit,
+    )
+    .spawn()
+    .expect("agent-worker serve starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let started_at = Instant::now();
+    while client.get(format!("{url}/health")).send().await.is_err() {
+        assert!(
+            started_at.elapsed() < Duration::from_secs(10),
+            "the server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let sent = turns("serve");
+    let started: Ends = Arc::default();
+    let mut posters = tokio::task::JoinSet::new();
+    for session in 0..SESSIONS {
+        let (client, url, started, ends) = (client.clone(), url.clone(), started.clone(), ends.clone());
+        let mine: Vec<(String, String)> = sent.iter().skip(session).step_by(SESSIONS).cloned().collect();
+        posters.spawn(async move {
+            for (session, turn) in mine {
+                started
+                    .lock()
+                    .expect("the bench's lock")
+                    .insert(turn.clone(), Instant::now());
+                loop {
+                    let response = client
+                        .post(format!("{url}/turns"))
+                        .header("x-api-key", KEY)
+                        .body(body(&session, &turn))
+                        .send()
+                        .await
+                        .expect("the server answers");
+                    match response.status().as_u16() {
+                        202 => break,
+                        503 => tokio::time::sleep(Duration::from_millis(50)).await,
+                        other => panic!("POST /turns answered {other}"),
+                    }
+                }
+                // The session's next turn waits for this one's end, as a person waits for the answer.
+                while !ends.lock().expect("the bench's lock").contains_key(&turn) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+    }
+    let pid = server.id().expect("the server's pid");
+    let windows = follow(sent.len(), pid, &ends, Some(&started), Duration::from_secs(1800)).await;
+    while let Some(done) = posters.join_next().await {
+        done.expect("a poster");
+    }
+    let _ = server.kill().await;
+    check(&table, &sent, &bedrock, &windows).await
+}
+
+/// The poller: every turn queued first, then one `agent-worker poll` runs them.
+async fn poller() -> Value {
+    use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+    println!("\n## Poller under load (agent-worker poll, moto's SQS and DynamoDB)\n");
+    let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
+        .await
+        .expect("the stand-in");
+    let (emit, ends, _stop) = emit_receiver().await;
+    let table = fresh_table("load-poll").await;
+    let sqs = moto().sqs();
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(format!("{table}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::VisibilityTimeout, "300")
+        .send()
+        .await
+        .expect("the queue")
+        .queue_url
+        .expect("its url");
+    let sent = turns("poll");
+    for (n, chunk) in sent.chunks(10).enumerate() {
+        let entries: Vec<SendMessageBatchRequestEntry> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (session, turn))| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{n}-{i}"))
+                    .message_body(body(session, turn))
+                    .message_group_id(session)
+                    .message_deduplication_id(turn)
+                    .build()
+                    .expect("an entry")
+            })
+            .collect();
+        sqs.send_message_batch()
+            .queue_url(&queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("the turns are sent");
+    }
+    let mut child = worker(&["poll", "--queue-url", &queue_url], &table, &bedrock, &emit)
+        .spawn()
+        .expect("agent-worker poll starts");
+    let pid = child.id().expect("the poller's pid");
+    let windows = follow(sent.len(), pid, &ends, None, Duration::from_secs(1800)).await;
+    let _ = child.kill().await;
+    check(&table, &sent, &bedrock, &windows).await
+}
+
+/// Both runs; returns their figures.
+pub async fn run() -> Value {
+    json!({ "container": container().await, "poller": poller().await })
+}
