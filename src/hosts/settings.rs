@@ -216,9 +216,13 @@ impl WorkerSettings {
                 .map(|s| match s.as_str() {
                     "stdout" => Ok(SinkKind::Stdout),
                     "dynamo" => Ok(SinkKind::Dynamo),
+                    "http" => Ok(SinkKind::Http {
+                        url: required("EMIT_URL")?,
+                        api_key: required("EMIT_API_KEY")?,
+                    }),
                     other => Err(error(
                         "EVENT_SINKS",
-                        format!("{other:?} is not a sink; use stdout, dynamo"),
+                        format!("{other:?} is not a sink; use stdout, dynamo, http"),
                     )),
                 })
                 .collect::<Result<_, _>>()?,
@@ -486,6 +490,23 @@ mod tests {
             ms(800)
         );
         assert!(with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "0")).is_err());
+        assert_eq!(
+            with(("EVENT_SINKS", "stdout,http")).unwrap_err().to_string(),
+            "EMIT_URL: is not set"
+        );
+        let mut pairs = base.to_vec();
+        pairs.extend([
+            ("EVENT_SINKS", "http"),
+            ("EMIT_URL", "http://127.0.0.1:9"),
+            ("EMIT_API_KEY", "k"),
+        ]);
+        assert_eq!(
+            settings(&pairs).unwrap().sinks,
+            vec![SinkKind::Http {
+                url: "http://127.0.0.1:9".into(),
+                api_key: "k".into()
+            }]
+        );
         assert!(with(("MODEL_FIRST_CHUNK_TIMEOUT_MS", "0")).is_err());
         assert_eq!(
             with(("TURN_DEADLINE_MS", "60000")).unwrap().engine.turn_deadline,
