@@ -23,9 +23,9 @@ use crate::process::status_kib;
 /// Sessions that run side by side.
 const SESSIONS: usize = 48;
 /// Turns per session.
-const TURNS_PER_SESSION: usize = 15;
+const TURNS_PER_SESSION: usize = 10;
 /// Turns per reported window.
-const WINDOW: usize = 120;
+const WINDOW: usize = 80;
 /// The container host's key.
 const KEY: &str = "bench-key-0123456789";
 
@@ -118,12 +118,14 @@ struct Window {
     p50_ms: Option<f64>,
     p99_ms: Option<f64>,
     rss_kib: u64,
+    /// The worker's CPU time (user + system) per turn in this window.
+    cpu_ms_per_turn: f64,
 }
 
 impl Window {
     fn json(&self) -> Value {
         json!({"turns": self.turns, "turnsPerSecond": self.per_second, "p50Ms": self.p50_ms,
-            "p99Ms": self.p99_ms, "rssKiB": self.rss_kib})
+            "p99Ms": self.p99_ms, "rssKiB": self.rss_kib, "cpuMsPerTurn": self.cpu_ms_per_turn})
     }
 }
 
@@ -138,6 +140,7 @@ async fn follow(
     let begin = Instant::now();
     let mut windows = Vec::new();
     let mut window_start = begin;
+    let mut cpu_before = cpu_ms(pid);
     loop {
         let ended = ends.lock().expect("the bench's lock").len();
         let due = (windows.len() + 1) * WINDOW;
@@ -166,7 +169,11 @@ async fn follow(
                 None => (None, None),
             };
             let turns = due.min(total) - windows.len() * WINDOW;
+            let cpu_now = cpu_ms(pid);
+            let cpu_ms_per_turn = (cpu_now - cpu_before) / turns as f64;
+            cpu_before = cpu_now;
             let window = Window {
+                cpu_ms_per_turn,
                 turns,
                 per_second: turns as f64 / now.duration_since(window_start).as_secs_f64(),
                 p50_ms,
@@ -174,9 +181,10 @@ async fn follow(
                 rss_kib: status_kib(pid, "VmRSS"),
             };
             println!(
-                "  turns {:>5}: {:>6.1} turns/s, p50 {}, p99 {}, RSS {:.1} MiB",
+                "  turns {:>5}: {:>6.1} turns/s, worker CPU {:.2} ms/turn, p50 {}, p99 {}, RSS {:.1} MiB",
                 due.min(total),
                 window.per_second,
+                cpu_ms_per_turn,
                 p50_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
                 p99_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
                 window.rss_kib as f64 / 1024.0
@@ -194,6 +202,23 @@ async fn follow(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
+fn cpu_ms(pid: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) * 1000.0 / ticks)
+        })
+        .unwrap_or(0.0)
 }
 
 /// Checks the table: every turn stored once, none lost. Returns the JSON figures.

@@ -50,8 +50,15 @@ async fn main() {
     if !results.is_empty() {
         let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");
         std::fs::create_dir_all(&out).expect("the benchmarks folder");
-        let text = serde_json::to_string_pretty(&results).expect("JSON");
-        std::fs::write(out.join("results.json"), text + "\n").expect("the results are written");
+        // A partial run updates its parts and keeps the others' last figures.
+        let path = out.join("results.json");
+        let mut all: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        all.extend(results);
+        let text = serde_json::to_string_pretty(&all).expect("JSON");
+        std::fs::write(&path, text + "\n").expect("the results are written");
         println!("\nwrote benchmarks/results.json and benchmarks/dynamodb-per-turn.svg");
     }
 }
