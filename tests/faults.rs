@@ -490,3 +490,33 @@ async fn an_approved_transaction_runs_once_though_its_turn_is_stored_only_on_red
         .await;
     assert_eq!(audit.violations, Vec::<String>::new());
 }
+
+/// A turn runs only while its caller reads. A caller held up by a slow sink must not make the
+/// model look stalled: what the model sent meanwhile is read before the stall watch is asked.
+#[tokio::test]
+async fn a_slow_reader_does_not_make_the_model_look_stalled() {
+    use agent_worker::protocol::{Agent as _, Prompt, Scope};
+    use futures_util::StreamExt as _;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(
+        StreamScript::new()
+            .text("One, two, three, four.", 4)
+            .stop("end_turn")
+            .into_reply(),
+    );
+    let store = agent_worker::session::MemoryStore::new();
+    let tuning = EngineConfig {
+        first_chunk_timeout: Duration::from_millis(50),
+        chunk_timeout: Duration::from_millis(50),
+        ..config()
+    };
+    let engine = support::engine(&bedrock, &store, tuning, Vec::new());
+    let mut events = engine.invoke(Scope::new("slow"), Prompt::text("Count"));
+    let first = events.next().await.unwrap();
+    // The reader is busy for four times the chunk timeout (a sink write that takes its time).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut rest: Vec<AgentEvent> = events.collect().await;
+    rest.insert(0, first);
+    assert_eq!(rest.last(), Some(&AgentEvent::completed()), "{rest:#?}");
+    assert_eq!(support::text_of(&rest), "One, two, three, four.");
+}

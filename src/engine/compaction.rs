@@ -193,8 +193,9 @@ async fn summarize(
     let mut quiet = super::turn::Quiet::new(&engine.config);
     loop {
         let event = tokio::select! {
-            () = quiet.elapsed() => return Err(quiet.error().to_string()),
+            biased;
             event = stream.next() => event,
+            () = quiet.elapsed() => return Err(quiet.error().to_string()),
         };
         let Some(event) = event else { break };
         quiet.heard();

@@ -789,7 +789,6 @@ async fn run_step(
         tokio::select! {
             biased;
             Some((index, outcome)) = running.next(), if !running.is_empty() => turn.finish_call(index, outcome, out),
-            () = quiet.elapsed() => return Err(quiet.error()),
             event = stream.next() => match event {
                 None => break,
                 Some(Err(error)) => return Err(error),
@@ -815,6 +814,9 @@ async fn run_step(
                     }
                 }
             },
+            // After the stream, so that what arrived while the caller was not reading is taken
+            // first: only a model that really sent nothing for the whole window times out.
+            () = quiet.elapsed() => return Err(quiet.error()),
         }
     }
     turn.flush_text(out);
@@ -831,7 +833,8 @@ async fn run_step(
 
 /// The stall watch on a model's stream: the first event must come within
 /// `first_chunk_timeout`, each next one within `chunk_timeout` of the last. Tool calls that end
-/// meanwhile do not reset it.
+/// meanwhile do not reset it. Poll the stream before it: a turn runs only while its caller reads,
+/// so events may wait in the stream's buffer while a slow sink holds the caller.
 pub(crate) struct Quiet {
     deadline: Instant,
     chunk_timeout: Duration,
