@@ -54,7 +54,7 @@ fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
         )
         .timeout_config(
             TimeoutConfig::builder()
-                .operation_attempt_timeout(Duration::from_millis(1500))
+                .operation_attempt_timeout(Duration::from_millis(2000))
                 .build(),
         )
         .build();
