@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_worker::protocol::conformance::CleanupProbe;
@@ -155,29 +153,10 @@ async fn the_budget_stops_a_turn_after_the_step_that_goes_over() {
         .expect("the inner turn was dropped");
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn the_trace_wrapper_logs_each_turn_in_a_span_with_session_and_turn_id() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let captured = support::LogCapture::default();
+    let _default = tracing::subscriber::set_default(captured.subscriber(tracing::Level::INFO));
 
     let traced = Traced::new(scripted());
     let events: Vec<_> = traced
@@ -185,7 +164,7 @@ async fn the_trace_wrapper_logs_each_turn_in_a_span_with_session_and_turn_id() {
         .collect()
         .await;
     assert_eq!(events, script());
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(logs.contains("turn{session=s-7 turn_id=\"t-3\"}"), "{logs}");
     assert!(logs.contains("turn completed"), "{logs}");
 }

@@ -5,8 +5,7 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_worker::engine::tools::{Effect, ToolSpec, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
@@ -15,38 +14,7 @@ use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker::testing::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use support::{MODEL_ID, config, failure};
-
-/// Everything the subscriber writes, kept.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// A subscriber that writes every event of every level, with its span fields, here.
-    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
-        let writer = self.clone();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish()
-    }
-}
+use support::{LogCapture, MODEL_ID, config, failure};
 
 const PAYEE: &str = "payee-IBAN-DE89370400440532013000";
 
@@ -75,8 +43,8 @@ fn pay_engine(bedrock: &BedrockStandIn, store: &MemoryStore) -> Engine {
 
 #[tokio::test(flavor = "current_thread")]
 async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
-    let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(logs.subscriber());
+    let logs = LogCapture::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber(tracing::Level::TRACE));
     let bedrock = BedrockStandIn::start().await.unwrap();
     let store = MemoryStore::new();
     let engine = pay_engine(&bedrock, &store);
@@ -127,8 +95,8 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_client_is_told_what_failed_without_table_names_arns_or_accounts() {
-    let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(logs.subscriber());
+    let logs = LogCapture::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber(tracing::Level::TRACE));
     let bedrock = BedrockStandIn::start().await.unwrap();
 
     // A store whose table does not exist: the client hears the store failed; the log says which.

@@ -56,14 +56,7 @@ async fn emit_receiver() -> (String, Ends, tokio::sync::oneshot::Sender<()>) {
         .await
         .expect("a port");
     let url = format!("http://{}", listener.local_addr().expect("an address"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let stop = agent_worker::testing::serve_in_background(listener, app);
     (url, ends, stop)
 }
 
@@ -255,18 +248,6 @@ async fn check(
     })
 }
 
-async fn fresh_table(prefix: &str) -> String {
-    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
-    DynamoStore::new(
-        moto().dynamodb(),
-        DynamoConfig::new(&table).expect("a table name"),
-    )
-    .create_table()
-    .await
-    .expect("the table");
-    table
-}
-
 /// The container host: each session's turns one after another, every session at once.
 async fn container() -> Value {
     println!("\n## Container host under load (agent-worker serve, moto's DynamoDB)\n");
@@ -274,7 +255,7 @@ async fn container() -> Value {
         .await
         .expect("the stand-in");
     let (emit, ends, _stop) = emit_receiver().await;
-    let table = fresh_table("load-serve").await;
+    let table = crate::fresh_table("load-serve").await;
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
         probe.local_addr().expect("an address").port()
@@ -353,13 +334,13 @@ async fn container() -> Value {
 
 /// The poller: every turn queued first, then one `agent-worker poll` runs them.
 async fn poller() -> Value {
-    use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+    use aws_sdk_sqs::types::QueueAttributeName;
     println!("\n## Poller under load (agent-worker poll, moto's SQS and DynamoDB)\n");
     let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
         .await
         .expect("the stand-in");
     let (emit, ends, _stop) = emit_receiver().await;
-    let table = fresh_table("load-poll").await;
+    let table = crate::fresh_table("load-poll").await;
     let sqs = moto().sqs();
     let queue_url = sqs
         .create_queue()
@@ -372,27 +353,13 @@ async fn poller() -> Value {
         .queue_url
         .expect("its url");
     let sent = turns("poll");
-    for (n, chunk) in sent.chunks(10).enumerate() {
-        let entries: Vec<SendMessageBatchRequestEntry> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, (session, turn))| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(format!("e{n}-{i}"))
-                    .message_body(body(session, turn))
-                    .message_group_id(session)
-                    .message_deduplication_id(turn)
-                    .build()
-                    .expect("an entry")
-            })
-            .collect();
-        sqs.send_message_batch()
-            .queue_url(&queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .expect("the turns are sent");
-    }
+    crate::poller::send_turns(
+        &sqs,
+        &queue_url,
+        sent.iter()
+            .map(|(session, turn)| (session.clone(), turn.clone(), body(session, turn))),
+    )
+    .await;
     let mut child = worker(&["poll", "--queue-url", &queue_url], &table, &bedrock, &emit)
         .spawn()
         .expect("agent-worker poll starts");

@@ -22,6 +22,19 @@ mod storage;
 
 use std::path::Path;
 
+/// A new table on moto, named `<prefix>-<uuid>`.
+pub async fn fresh_table(prefix: &str) -> String {
+    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    agent_worker::session::DynamoStore::new(
+        agent_worker::testing::moto().dynamodb(),
+        agent_worker::session::DynamoConfig::new(&table).expect("a table name"),
+    )
+    .create_table()
+    .await
+    .expect("the table");
+    table
+}
+
 #[tokio::main]
 async fn main() {
     let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));

@@ -13,6 +13,37 @@ use serde_json::{Value, json};
 /// Turns sent.
 const TURNS: usize = 300;
 
+/// Sends turns (session, turn id, body) to a FIFO queue, ten at a time: the session is the
+/// message group, the turn id the deduplication id.
+pub async fn send_turns(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    turns: impl IntoIterator<Item = (String, String, String)>,
+) {
+    let turns: Vec<(String, String, String)> = turns.into_iter().collect();
+    for (n, chunk) in turns.chunks(10).enumerate() {
+        let entries: Vec<SendMessageBatchRequestEntry> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (session, turn, body))| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{n}-{i}"))
+                    .message_body(body)
+                    .message_group_id(session)
+                    .message_deduplication_id(turn)
+                    .build()
+                    .expect("an entry")
+            })
+            .collect();
+        sqs.send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("the turns are sent");
+    }
+}
+
 /// Sends the turns, runs the poller until the queue is empty, checks every turn; prints and
 /// returns the figures.
 pub async fn run() -> Value {
@@ -32,28 +63,18 @@ pub async fn run() -> Value {
         .await
         .expect("the queue");
     let queue_url = queue.queue_url().expect("its url").to_owned();
-    for chunk in (0..TURNS).collect::<Vec<_>>().chunks(10) {
-        let entries: Vec<SendMessageBatchRequestEntry> = chunk
-            .iter()
-            .map(|i| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(format!("e{i}"))
-                    .message_body(format!(
-                        r#"{{"turnId":"turn-{i}","conversationId":"conv-{i}","userId":"u","accountId":"a","content":"Hi"}}"#
-                    ))
-                    .message_group_id(format!("conv-{i}"))
-                    .message_deduplication_id(format!("turn-{i}"))
-                    .build()
-                    .expect("an entry")
-            })
-            .collect();
-        sqs.send_message_batch()
-            .queue_url(&queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .expect("the turns are sent");
-    }
+    send_turns(
+        &sqs,
+        &queue_url,
+        (0..TURNS).map(|i| {
+            (
+                format!("conv-{i}"),
+                format!("turn-{i}"),
+                format!(r#"{{"turnId":"turn-{i}","conversationId":"conv-{i}","userId":"u","accountId":"a","content":"Hi"}}"#),
+            )
+        }),
+    )
+    .await;
     let bedrock = BedrockStandIn::start().await.expect("the stand-in");
     for _ in 0..TURNS {
         bedrock.push(Reply::text("The answer is forty-two."));

@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::testing::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
 use serde_json::{Value, json};
 
@@ -145,14 +144,7 @@ const INVOCATIONS: usize = 300;
 /// start to its first invocation's answer, peak memory after one invocation and after many,
 /// and the wall time of a warm invocation of one turn.
 async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
-    let table = format!("bench-fn-{}", uuid::Uuid::new_v4().simple());
-    DynamoStore::new(
-        moto().dynamodb(),
-        DynamoConfig::new(&table).expect("a table name"),
-    )
-    .create_table()
-    .await
-    .expect("the table");
+    let table = crate::fresh_table("bench-fn").await;
     let mut api = LambdaRuntimeApi::start().await.expect("the Runtime API stand-in");
     let event = |i: usize| {
         json!({"Records": [{

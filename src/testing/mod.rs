@@ -20,7 +20,7 @@ pub use lambda_api::LambdaRuntimeApi;
 pub use moto::{Moto, moto};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.
-pub(crate) fn serve_in_background(
+pub fn serve_in_background(
     listener: tokio::net::TcpListener,
     app: axum::Router,
 ) -> tokio::sync::oneshot::Sender<()> {
