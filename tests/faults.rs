@@ -138,6 +138,22 @@ impl World {
         TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store)))
     }
 
+    /// The types of a turn's logged events, in order.
+    async fn log_kinds(&self, session: &str, turn: &str) -> Vec<String> {
+        DynamoEventLog::new(self.direct_store())
+            .read(session, turn, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|logged| {
+                serde_json::to_value(&logged.event).unwrap()["type"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned()
+            })
+            .collect()
+    }
+
     async fn audit(&self, accepted: &[(String, String)]) -> Audit {
         audit(&self.direct_store(), accepted, &BTreeSet::new())
             .await
@@ -317,6 +333,19 @@ async fn dynamodb_faults_at_each_step_of_a_turn_keep_every_promise() {
             "{what}: the last delivery completes: {:#?}",
             seen.terminals
         );
+        // The client's copy: the event log holds what a clean turn's does (a write that failed
+        // was written with the next one), or, after a redrive, ends with the completion.
+        let logged = world.log_kinds(&session, &turn).await;
+        if case.redriven {
+            assert_eq!(
+                logged.last().map(String::as_str),
+                Some("completed"),
+                "{what}: {logged:?}"
+            );
+        } else {
+            let clean = world.log_kinds(&session, &format!("t-{i}-0")).await;
+            assert_eq!(logged, clean, "{what}: the log is whole");
+        }
         let history = world.direct_store().load_history_of(&session).await;
         assert_eq!(
             history, 4,

@@ -1,6 +1,6 @@
 //! [`DynamoEventLog`]: a turn's events in the session table, read back from a cursor.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -13,9 +13,14 @@ use crate::session::dynamo::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, s
 /// Text deltas are gathered into one item until this many bytes, or until another event comes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
 
+/// Events a turn's log keeps queued while the table refuses writes; past it the oldest go.
+pub const MAX_PENDING_EVENTS: usize = 1000;
+
 /// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
 /// can read them from a cursor ([`read`](Self::read)). Consecutive text deltas are coalesced, so
-/// a long answer is a handful of items, not one per token. The terminal is always written.
+/// a long answer is a handful of items, not one per token. An event whose write fails (after the
+/// SDK's retries) stays queued and is written, in order, before the next one: a table that
+/// recovers within the turn loses nothing of its log.
 #[derive(Debug, Clone)]
 pub struct DynamoEventLog {
     store: DynamoStore,
@@ -112,6 +117,8 @@ impl Sink for DynamoEventLog {
             turn: turn.clone(),
             next: None,
             text: String::new(),
+            pending: VecDeque::new(),
+            dropped: 0,
         })
     }
 }
@@ -124,6 +131,10 @@ struct TurnLog {
     /// (a reclaimed one) logged.
     next: Option<u64>,
     text: String,
+    /// Events not written yet, oldest first.
+    pending: VecDeque<AgentEvent>,
+    /// Events dropped because the queue was full.
+    dropped: usize,
 }
 
 impl TurnLog {
@@ -159,12 +170,40 @@ impl TurnLog {
         Ok(())
     }
 
-    async fn flush_text(&mut self) -> Result<(), SinkError> {
-        if self.text.is_empty() {
-            return Ok(());
+    /// Queues the gathered text as one event.
+    fn queue_text(&mut self) {
+        if !self.text.is_empty() {
+            let text = AgentEvent::text(std::mem::take(&mut self.text));
+            self.queue(text);
         }
-        let text = AgentEvent::text(std::mem::take(&mut self.text));
-        self.write(&text).await
+    }
+
+    fn queue(&mut self, event: AgentEvent) {
+        if self.pending.len() >= MAX_PENDING_EVENTS {
+            self.pending.pop_front();
+            self.dropped += 1;
+        }
+        self.pending.push_back(event);
+    }
+
+    /// Writes what is queued, oldest first, until a write fails.
+    async fn drain(&mut self) -> Result<(), SinkError> {
+        while let Some(event) = self.pending.front().cloned() {
+            self.write(&event).await.map_err(|e| {
+                SinkError(format!(
+                    "{e}; {} event(s) kept to write with the next",
+                    self.pending.len()
+                ))
+            })?;
+            self.pending.pop_front();
+        }
+        if self.dropped > 0 {
+            let dropped = std::mem::take(&mut self.dropped);
+            return Err(SinkError(format!(
+                "{dropped} event(s) were dropped while the table refused writes"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -173,16 +212,19 @@ impl TurnSink for TurnLog {
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
         if let AgentEvent::Text { delta } = event {
             self.text.push_str(delta);
-            if self.text.len() >= TEXT_COALESCE_BYTES {
-                self.flush_text().await?;
+            if self.text.len() < TEXT_COALESCE_BYTES {
+                return Ok(());
             }
-            return Ok(());
+            self.queue_text();
+        } else {
+            self.queue_text();
+            self.queue(event.clone());
         }
-        self.flush_text().await?;
-        self.write(event).await
+        self.drain().await
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {
-        self.flush_text().await
+        self.queue_text();
+        self.drain().await
     }
 }
