@@ -14,7 +14,7 @@ use crate::session::dynamo::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, s
 pub const TEXT_COALESCE_BYTES: usize = 2048;
 
 /// Events a turn's log keeps queued while the table refuses writes; past it the oldest go.
-pub const MAX_PENDING_EVENTS: usize = 1000;
+const MAX_PENDING_EVENTS: usize = 1000;
 
 /// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
 /// can read them from a cursor ([`read`](Self::read)). Consecutive text deltas are coalesced, so
