@@ -223,6 +223,18 @@ async fn every_operation(server: &Server) {
         )
         .await
         .unwrap();
+    // A folder where the task has a file is the caller's mistake (422), not the server's (500);
+    // the fuzz harness found it.
+    let through_a_file = client
+        .upload_agent_task_artifacts(
+            &task.task_id,
+            ArtifactUpload::new("inner.txt", "x").with_relative_path("notes.txt/deeper"),
+        )
+        .await;
+    assert!(
+        matches!(&through_a_file, Err(ClientError::Unprocessable { message }) if message.contains("runs through a file")),
+        "{through_a_file:?}"
+    );
     assert_eq!(nested.relative_path.as_deref(), Some("python/code/"));
     let on_disk = server.workspace.join(&task.task_id).join("python/code/main.py");
     assert_eq!(std::fs::read_to_string(on_disk).unwrap(), "print(1)");

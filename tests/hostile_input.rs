@@ -340,6 +340,8 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
                 ["-5", "0", "10", "100000", "%00", ""][rng.usize(..6)],
             ));
         }
+        // What was sent, for the failure message.
+        let mut sent = path.clone();
         let request = match rng.u8(..4) {
             0 => http.get(format!("{url}{path}")),
             1 => http.delete(format!("{url}{path}")),
@@ -360,25 +362,26 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
                     HOSTILE[rng.usize(..HOSTILE.len())],
                     ["pwned.txt", "", ".", "a/b.txt"][rng.usize(..4)]
                 );
+                sent = format!("upload {name:?}");
                 let mut form = reqwest::multipart::Form::new().part(
                     "file",
                     reqwest::multipart::Part::bytes(vec![b'x'; rng.usize(0..2048)]).file_name(name),
                 );
                 if rng.bool() {
-                    form = form.text(
-                        "relative_path",
-                        format!(
-                            "{}{}",
-                            HOSTILE[rng.usize(..HOSTILE.len())],
-                            ["", "..", "/tmp", "a/../../b"][rng.usize(..4)]
-                        ),
+                    let relative = format!(
+                        "{}{}",
+                        HOSTILE[rng.usize(..HOSTILE.len())],
+                        ["", "..", "/tmp", "a/../../b"][rng.usize(..4)]
                     );
+                    sent.push_str(&format!(" in {relative:?}"));
+                    form = form.text("relative_path", relative);
                 }
                 let target = if rng.bool() {
                     format!("{url}/ap/v1/agent/tasks/{task_id}/artifacts")
                 } else {
                     format!("{url}{path}")
                 };
+                sent.push_str(&format!(" to {target}"));
                 if rng.u8(..4) == 0 {
                     // A multipart body cut short: the boundary never closes.
                     http.post(target)
@@ -394,7 +397,7 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
         let body = response.text().await.unwrap_or_default();
         assert!(
             !status.is_server_error(),
-            "case {case}: {path} answered {status}: {body}"
+            "case {case}: {sent} answered {status}: {body}"
         );
     }
 

@@ -563,6 +563,13 @@ async fn upload_agent_task_artifacts(
         .artifact_path(&task.task_id, relative_path.as_deref(), &file_name)
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     write_file(&path, &content).await.map_err(|e| {
+        use std::io::ErrorKind::{AlreadyExists, IsADirectory, NotADirectory};
+        if matches!(e.kind(), NotADirectory | IsADirectory | AlreadyExists) {
+            // The caller's paths collide: a folder where a file is, or the other way round.
+            return ApiError::Unprocessable(
+                "the artifact's path runs through a file, or names a folder, the task already has".into(),
+            );
+        }
         tracing::error!(path = %path.display(), error = %e, "agent protocol: cannot write an artifact");
         ApiError::Internal("the artifact could not be written to the workspace".into())
     })?;
