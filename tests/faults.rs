@@ -15,7 +15,7 @@ use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker::testing::session_audit::{Audit, audit};
 use agent_worker::testing::{
@@ -324,7 +324,7 @@ async fn dynamodb_faults_at_each_step_of_a_turn_keep_every_promise() {
         let injected = world.dynamo.injected().len() - before;
         world.dynamo.clear();
         accepted.push((session.clone(), turn.clone()));
-        let what = format!("{} at {} ×{}", case.fault_name(), case.step, case.times);
+        let what = format!("{} at {} ×{}", case.fault.name(), case.step, case.times);
         assert_eq!(injected as u32, case.times, "{what}: every fault was given");
         assert_eq!(seen.redriven > 0, case.redriven, "{what}: {:#?}", seen.terminals);
         assert_eq!(
@@ -346,7 +346,7 @@ async fn dynamodb_faults_at_each_step_of_a_turn_keep_every_promise() {
             let clean = world.log_kinds(&session, &format!("t-{i}-0")).await;
             assert_eq!(logged, clean, "{what}: the log is whole");
         }
-        let history = world.direct_store().load_history_of(&session).await;
+        let history = world.direct_store().load_history(&session).await.unwrap().len();
         assert_eq!(
             history, 4,
             "{what}: each turn is stored once (a question and its answer)"
@@ -365,44 +365,17 @@ async fn dynamodb_faults_at_each_step_of_a_turn_keep_every_promise() {
     );
 }
 
-impl StoreCase {
-    fn fault_name(&self) -> String {
-        match &self.fault {
-            Fault::Respond { status, headers, .. } => format!(
-                "{status} {}",
-                headers
-                    .iter()
-                    .find(|(n, _)| n == "x-amzn-ErrorType")
-                    .map(|(_, v)| v.as_str())
-                    .unwrap_or("")
-            ),
-            other => format!("{other:?}"),
-        }
-    }
-}
-
-trait HistoryLength {
-    async fn load_history_of(&self, session: &str) -> usize;
-}
-
-impl HistoryLength for DynamoStore {
-    async fn load_history_of(&self, session: &str) -> usize {
-        use agent_worker::session::SessionStore as _;
-        self.load_history(session).await.unwrap().len()
-    }
-}
-
 #[tokio::test]
 async fn bedrock_faults_end_as_the_outcome_table_says() {
     let world = World::new(Fallback::Refuse, true).await;
     let stream = Match::path("converse-stream");
     let mut accepted = Vec::new();
     let mut next = 0;
-    let mut turn = |world: &World| {
+    // Each case is a new session's first turn.
+    let mut turn = || {
         next += 1;
         let (session, turn) = (format!("b-{next}"), format!("bt-{next}"));
         accepted.push((session.clone(), turn.clone()));
-        let _ = world;
         payload(&session, &turn, "Hello there", json!({}))
     };
 
@@ -415,7 +388,7 @@ async fn bedrock_faults_end_as_the_outcome_table_says() {
         .times(2),
     );
     world.bedrock.push(Reply::text("Hi."));
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     assert_eq!(seen.terminals, vec![AgentEvent::completed()]);
 
     // 503s past the retries: failed `model_unavailable`, told to the client, acknowledged.
@@ -426,14 +399,14 @@ async fn bedrock_faults_end_as_the_outcome_table_says() {
         )
         .times(4),
     );
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     assert_eq!(seen.redriven, 0);
     assert_eq!(code(&seen.terminals[0]), Some("model_unavailable"));
 
     // A connection reset before any answer: retried, completed.
     world.model.inject(Rule::new(stream.clone(), Fault::Reset));
     world.bedrock.push(Reply::text("Hi again."));
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     assert_eq!(seen.terminals, vec![AgentEvent::completed()]);
 
     // An exception mid-stream after output: what was said is kept, `model_stream_interrupted`.
@@ -443,21 +416,21 @@ async fn bedrock_faults_end_as_the_outcome_table_says() {
             .exception("modelStreamErrorException", "The model stopped")
             .into_reply(),
     );
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     assert_eq!(code(&seen.terminals[0]), Some("model_stream_interrupted"));
     assert_eq!(seen.redriven, 0);
 
     // A stream that stalls before its first event: the first-chunk timeout, then a retry.
     world.bedrock.push(StreamScript::new().hang().into_reply());
     world.bedrock.push(Reply::text("Sorry for the wait."));
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     assert_eq!(seen.terminals, vec![AgentEvent::completed()]);
 
     // A stream that stalls between events, after output: the chunk timeout; the output is kept.
     world
         .bedrock
         .push(StreamScript::new().text("Partly", 1).hang().into_reply());
-    let seen = deliver(&world, &turn(&world), 1).await;
+    let seen = deliver(&world, &turn(), 1).await;
     let (details, _, code_of) = support::failure(&seen.terminals);
     assert_eq!(code_of.as_deref(), Some("model_stream_interrupted"), "{details}");
     assert!(details.contains("went quiet"), "{details}");

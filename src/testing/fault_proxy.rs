@@ -178,7 +178,8 @@ impl Fault {
         }
     }
 
-    fn name(&self) -> String {
+    /// A short name, e.g. `400 ThrottlingException` or `lost response`.
+    pub fn name(&self) -> String {
         match self {
             Self::Respond { status, headers, .. } => {
                 let kind = headers
