@@ -81,3 +81,64 @@ async fn the_function_takes_a_batch_from_the_runtime_api_and_reports_what_failed
     assert_eq!(store.load_history("conv-1").await.unwrap().len(), 4);
     function.kill().await.unwrap();
 }
+
+/// The real function with DynamoDB behind the fault proxy: a commit that keeps failing is
+/// reported in `batchItemFailures` (the queue redrives it); its redelivery is stored once. A
+/// claim whose answer is lost, and a commit whose answer is lost, are not failures at all.
+#[tokio::test]
+async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_redelivery() {
+    use agent_worker::testing::{Fallback, Fault, FaultProxy, Match, Rule};
+    let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().unwrap(), Fallback::Echo)
+        .await
+        .unwrap();
+    let proxy = FaultProxy::in_front_of(moto().endpoint()).await.unwrap();
+    let table = format!("bootstrap-faults-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), &proxy.endpoint_url(), &table))
+        .env("DYNAMODB_ATTEMPT_TIMEOUT_MS", "1000")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts");
+    let turn = |id: &str, session: &str| json!({"Records": [record(id, &json!({"turnId": id, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"}).to_string())]});
+    let mut invoke = async |request: &str, event: Value| {
+        api.invoke(request, event);
+        let answer = tokio::time::timeout(Duration::from_secs(60), api.answer())
+            .await
+            .expect("an answer within a minute")
+            .expect("an answer");
+        assert_eq!(answer.0, format!("{request}/response"));
+        answer.1
+    };
+
+    // Three 500s on the commit outlast the SDK's three attempts: redriven.
+    proxy.inject(Rule::new(Match::target("TransactWriteItems"), Fault::dynamo_internal()).times(3));
+    let response = invoke("req-1", turn("t-1", "s-1")).await;
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": "t-1"}]})
+    );
+    assert!(store.load_history("s-1").await.unwrap().is_empty());
+    // The redelivery: the store has recovered; stored once.
+    let response = invoke("req-2", turn("t-1", "s-1")).await;
+    assert_eq!(response, json!({"batchItemFailures": []}));
+    assert_eq!(store.load_history("s-1").await.unwrap().len(), 2);
+
+    // Lost answers: the claim's, then the commit's (one reset, one stall past the timeout).
+    proxy.inject(Rule::new(
+        Match::target("UpdateItem").and(Match::body("attribute_not_exists(#status)")),
+        Fault::LoseResponse,
+    ));
+    proxy.inject(Rule::new(
+        Match::target("TransactWriteItems"),
+        Fault::StallResponse,
+    ));
+    let response = invoke("req-3", turn("t-2", "s-2")).await;
+    assert_eq!(response, json!({"batchItemFailures": []}));
+    assert_eq!(proxy.injected().len(), 5, "{:?}", proxy.injected());
+    assert_eq!(store.load_history("s-2").await.unwrap().len(), 2);
+    function.kill().await.unwrap();
+}
