@@ -227,7 +227,10 @@ fn a_dead_lettered_turn_raises_an_alarm() {
     let t = template();
     let alarm = &t["Resources"]["TurnsDeadLetteredAlarm"]["Properties"];
     assert_eq!(alarm["Namespace"].as_str(), Some("AWS/SQS"));
-    assert_eq!(alarm["MetricName"].as_str(), Some("ApproximateNumberOfMessagesVisible"));
+    assert_eq!(
+        alarm["MetricName"].as_str(),
+        Some("ApproximateNumberOfMessagesVisible")
+    );
     assert_eq!(alarm["ComparisonOperator"].as_str(), Some("GreaterThanThreshold"));
     assert_eq!(number(&alarm["Threshold"]), 0);
     let watched = serde_yaml::to_string(&alarm["Dimensions"]).unwrap();
