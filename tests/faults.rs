@@ -65,8 +65,8 @@ fn config() -> EngineConfig {
     EngineConfig {
         retry_base_delay: Duration::from_millis(1),
         retry_max_delay: Duration::from_millis(4),
-        first_chunk_timeout: Duration::from_millis(400),
-        chunk_timeout: Duration::from_millis(400),
+        first_chunk_timeout: Duration::from_millis(1000),
+        chunk_timeout: Duration::from_millis(1000),
         ..EngineConfig::default()
     }
 }
@@ -507,8 +507,9 @@ async fn a_slow_reader_does_not_make_the_model_look_stalled() {
             .into_reply(),
     );
     let store = agent_worker::session::MemoryStore::new();
+    // The request may take its time; between events the watch is tight.
     let tuning = EngineConfig {
-        first_chunk_timeout: Duration::from_millis(50),
+        first_chunk_timeout: Duration::from_secs(5),
         chunk_timeout: Duration::from_millis(50),
         ..config()
     };
