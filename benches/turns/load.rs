@@ -29,13 +29,78 @@ const WINDOW: usize = 80;
 /// The container host's key.
 const KEY: &str = "bench-key-0123456789";
 
-/// When each turn's terminal event reached the receiver.
-type Ends = Arc<Mutex<HashMap<String, Instant>>>;
+/// When each turn's terminal event reached the receiver, and a signal each time one does.
+#[derive(Debug, Default)]
+struct Ends {
+    at: Mutex<HashMap<String, Instant>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Ends {
+    fn note(&self, turn: &str) {
+        self.at
+            .lock()
+            .expect("the bench's lock")
+            .insert(turn.to_owned(), Instant::now());
+        self.changed.notify_waiters();
+    }
+
+    fn len(&self) -> usize {
+        self.at.lock().expect("the bench's lock").len()
+    }
+
+    fn contains(&self, turn: &str) -> bool {
+        self.at.lock().expect("the bench's lock").contains_key(turn)
+    }
+
+    /// Waits until `ready` holds, checking it each time a turn ends; false at `deadline`.
+    async fn wait_for(&self, deadline: tokio::time::Instant, ready: impl Fn(&Self) -> bool) -> bool {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if ready(self) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return ready(self);
+            }
+        }
+    }
+}
+
+/// When each turn was posted.
+type Started = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// What both runs need: the stand-in (echoing), the emit receiver and its turn ends, a table.
+struct Rig {
+    bedrock: BedrockStandIn,
+    emit: String,
+    ends: Arc<Ends>,
+    table: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Rig {
+    async fn new(prefix: &str) -> Self {
+        let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
+            .await
+            .expect("the stand-in");
+        let (emit, ends, stop) = emit_receiver().await;
+        Self {
+            bedrock,
+            emit,
+            ends,
+            table: crate::fresh_table(prefix).await,
+            _stop: stop,
+        }
+    }
+}
 
 /// Receives `POST /api/emit` and notes each terminal event.
-async fn emit_receiver() -> (String, Ends, tokio::sync::oneshot::Sender<()>) {
+async fn emit_receiver() -> (String, Arc<Ends>, tokio::sync::oneshot::Sender<()>) {
     use axum::routing::post;
-    let ends: Ends = Arc::default();
+    let ends = Arc::new(Ends::default());
     let seen = ends.clone();
     let app = axum::Router::new().route(
         "/api/emit",
@@ -44,9 +109,7 @@ async fn emit_receiver() -> (String, Ends, tokio::sync::oneshot::Sender<()>) {
             async move {
                 let terminal = matches!(body["event"]["type"].as_str(), Some("completed" | "failed"));
                 if terminal && let Some(turn) = body["turnId"].as_str() {
-                    seen.lock()
-                        .expect("the bench's lock")
-                        .insert(turn.to_owned(), Instant::now());
+                    seen.note(turn);
                 }
                 axum::http::StatusCode::NO_CONTENT
             }
@@ -127,74 +190,66 @@ async fn follow(
     total: usize,
     pid: u32,
     ends: &Ends,
-    started: Option<&Ends>,
+    started: Option<&Started>,
     timeout: Duration,
 ) -> Vec<Window> {
-    let begin = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut windows = Vec::new();
-    let mut window_start = begin;
+    let mut window_start = Instant::now();
     let mut cpu_before = cpu_ms(pid);
-    loop {
-        let ended = ends.lock().expect("the bench's lock").len();
-        let due = (windows.len() + 1) * WINDOW;
-        if ended >= due.min(total) && windows.len() * WINDOW < total {
-            let now = Instant::now();
-            let (p50_ms, p99_ms) = match started {
-                Some(started) => {
-                    let started = started.lock().expect("the bench's lock");
-                    let ends = ends.lock().expect("the bench's lock");
-                    let mut latencies: Vec<Duration> = ends
-                        .iter()
-                        .filter(|(_, end)| **end >= window_start && **end <= now)
-                        .filter_map(|(id, end)| Some(end.duration_since(*started.get(id)?)))
-                        .collect();
-                    latencies.sort();
-                    if latencies.is_empty() {
-                        (None, None)
-                    } else {
-                        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-                        (
-                            Some(ms(percentile(&latencies, 0.5))),
-                            Some(ms(percentile(&latencies, 0.99))),
-                        )
-                    }
-                }
-                None => (None, None),
-            };
-            let turns = due.min(total) - windows.len() * WINDOW;
-            let cpu_now = cpu_ms(pid);
-            let cpu_ms_per_turn = (cpu_now - cpu_before) / turns as f64;
-            cpu_before = cpu_now;
-            let window = Window {
-                cpu_ms_per_turn,
-                turns,
-                per_second: turns as f64 / now.duration_since(window_start).as_secs_f64(),
-                p50_ms,
-                p99_ms,
-                rss_kib: status_kib(pid, "VmRSS"),
-            };
-            println!(
-                "  turns {:>5}: {:>6.1} turns/s, worker CPU {:.2} ms/turn, p50 {}, p99 {}, RSS {:.1} MiB",
-                due.min(total),
-                window.per_second,
-                cpu_ms_per_turn,
-                p50_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
-                p99_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
-                window.rss_kib as f64 / 1024.0
-            );
-            windows.push(window);
-            window_start = now;
-            if due >= total {
-                return windows;
-            }
-            continue;
-        }
+    while windows.len() * WINDOW < total {
+        let upto = ((windows.len() + 1) * WINDOW).min(total);
         assert!(
-            begin.elapsed() < timeout,
-            "the run did not finish: {ended} of {total} turns ended"
+            ends.wait_for(deadline, |ends| ends.len() >= upto).await,
+            "the run did not finish: {} of {total} turns ended",
+            ends.len()
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = Instant::now();
+        let (p50_ms, p99_ms) = match started {
+            Some(started) => {
+                let started = started.lock().expect("the bench's lock");
+                let ended = ends.at.lock().expect("the bench's lock");
+                let mut latencies: Vec<Duration> = ended
+                    .iter()
+                    .filter(|(_, end)| **end >= window_start && **end <= now)
+                    .filter_map(|(id, end)| Some(end.duration_since(*started.get(id)?)))
+                    .collect();
+                latencies.sort();
+                if latencies.is_empty() {
+                    (None, None)
+                } else {
+                    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                    (
+                        Some(ms(percentile(&latencies, 0.5))),
+                        Some(ms(percentile(&latencies, 0.99))),
+                    )
+                }
+            }
+            None => (None, None),
+        };
+        let turns = upto - windows.len() * WINDOW;
+        let cpu_now = cpu_ms(pid);
+        let cpu_ms_per_turn = (cpu_now - cpu_before) / turns as f64;
+        cpu_before = cpu_now;
+        let window = Window {
+            cpu_ms_per_turn,
+            turns,
+            per_second: turns as f64 / now.duration_since(window_start).as_secs_f64(),
+            p50_ms,
+            p99_ms,
+            rss_kib: status_kib(pid, "VmRSS"),
+        };
+        println!(
+            "  turns {upto:>5}: {:>6.1} turns/s, worker CPU {cpu_ms_per_turn:.2} ms/turn, p50 {}, p99 {}, RSS {:.1} MiB",
+            window.per_second,
+            p50_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
+            p99_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
+            window.rss_kib as f64 / 1024.0
+        );
+        windows.push(window);
+        window_start = now;
     }
+    windows
 }
 
 /// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
@@ -251,11 +306,7 @@ async fn check(
 /// The container host: each session's turns one after another, every session at once.
 async fn container() -> Value {
     println!("\n## Container host under load (agent-worker serve, moto's DynamoDB)\n");
-    let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
-        .await
-        .expect("the stand-in");
-    let (emit, ends, _stop) = emit_receiver().await;
-    let table = crate::fresh_table("load-serve").await;
+    let rig = Rig::new("load-serve").await;
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
         probe.local_addr().expect("an address").port()
@@ -273,9 +324,9 @@ async fn container() -> Value {
             "--max-concurrent-turns",
             "64",
         ],
-        &table,
-        &bedrock,
-        &emit,
+        &rig.table,
+        &rig.bedrock,
+        &rig.emit,
     )
     .spawn()
     .expect("agent-worker serve starts");
@@ -291,10 +342,10 @@ async fn container() -> Value {
     }
 
     let sent = turns("serve");
-    let started: Ends = Arc::default();
+    let started: Started = Arc::default();
     let mut posters = tokio::task::JoinSet::new();
     for session in 0..SESSIONS {
-        let (client, url, started, ends) = (client.clone(), url.clone(), started.clone(), ends.clone());
+        let (client, url, started, ends) = (client.clone(), url.clone(), started.clone(), rig.ends.clone());
         let mine: Vec<(String, String)> = sent.iter().skip(session).step_by(SESSIONS).cloned().collect();
         posters.spawn(async move {
             for (session, turn) in mine {
@@ -317,41 +368,36 @@ async fn container() -> Value {
                     }
                 }
                 // The session's next turn waits for this one's end, as a person waits for the answer.
-                while !ends.lock().expect("the bench's lock").contains_key(&turn) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(1800);
+                assert!(
+                    ends.wait_for(deadline, |ends| ends.contains(&turn)).await,
+                    "turn {turn} never ended"
+                );
             }
         });
     }
     let pid = server.id().expect("the server's pid");
-    let windows = follow(sent.len(), pid, &ends, Some(&started), Duration::from_secs(1800)).await;
+    let windows = follow(
+        sent.len(),
+        pid,
+        &rig.ends,
+        Some(&started),
+        Duration::from_secs(1800),
+    )
+    .await;
     while let Some(done) = posters.join_next().await {
         done.expect("a poster");
     }
     let _ = server.kill().await;
-    check(&table, &sent, &bedrock, &windows).await
+    check(&rig.table, &sent, &rig.bedrock, &windows).await
 }
 
 /// The poller: every turn queued first, then one `agent-worker poll` runs them.
 async fn poller() -> Value {
-    use aws_sdk_sqs::types::QueueAttributeName;
     println!("\n## Poller under load (agent-worker poll, moto's SQS and DynamoDB)\n");
-    let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().expect("an address"), Fallback::Echo)
-        .await
-        .expect("the stand-in");
-    let (emit, ends, _stop) = emit_receiver().await;
-    let table = crate::fresh_table("load-poll").await;
+    let rig = Rig::new("load-poll").await;
     let sqs = moto().sqs();
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(format!("{table}.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::VisibilityTimeout, "300")
-        .send()
-        .await
-        .expect("the queue")
-        .queue_url
-        .expect("its url");
+    let queue_url = crate::poller::fifo_queue(&sqs, &rig.table, 300).await;
     let sent = turns("poll");
     crate::poller::send_turns(
         &sqs,
@@ -360,13 +406,18 @@ async fn poller() -> Value {
             .map(|(session, turn)| (session.clone(), turn.clone(), body(session, turn))),
     )
     .await;
-    let mut child = worker(&["poll", "--queue-url", &queue_url], &table, &bedrock, &emit)
-        .spawn()
-        .expect("agent-worker poll starts");
+    let mut child = worker(
+        &["poll", "--queue-url", &queue_url],
+        &rig.table,
+        &rig.bedrock,
+        &rig.emit,
+    )
+    .spawn()
+    .expect("agent-worker poll starts");
     let pid = child.id().expect("the poller's pid");
-    let windows = follow(sent.len(), pid, &ends, None, Duration::from_secs(1800)).await;
+    let windows = follow(sent.len(), pid, &rig.ends, None, Duration::from_secs(1800)).await;
     let _ = child.kill().await;
-    check(&table, &sent, &bedrock, &windows).await
+    check(&rig.table, &sent, &rig.bedrock, &windows).await
 }
 
 /// Both runs; returns their figures.

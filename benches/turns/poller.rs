@@ -13,6 +13,19 @@ use serde_json::{Value, json};
 /// Turns sent.
 const TURNS: usize = 300;
 
+/// A new FIFO queue `<name>.fifo` with this visibility timeout; its URL.
+pub async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str, visibility_secs: u32) -> String {
+    sqs.create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::VisibilityTimeout, visibility_secs.to_string())
+        .send()
+        .await
+        .expect("the queue")
+        .queue_url
+        .expect("its url")
+}
+
 /// Sends turns (session, turn id, body) to a FIFO queue, ten at a time: the session is the
 /// message group, the turn id the deduplication id.
 pub async fn send_turns(
@@ -54,15 +67,7 @@ pub async fn run() -> Value {
     let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).expect("a table name"));
     store.create_table().await.expect("the table");
     let sqs = moto.sqs();
-    let queue = sqs
-        .create_queue()
-        .queue_name(format!("poll-{run_id}.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::VisibilityTimeout, "120")
-        .send()
-        .await
-        .expect("the queue");
-    let queue_url = queue.queue_url().expect("its url").to_owned();
+    let queue_url = fifo_queue(&sqs, &format!("poll-{run_id}"), 120).await;
     send_turns(
         &sqs,
         &queue_url,

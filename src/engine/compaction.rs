@@ -190,7 +190,7 @@ async fn summarize(
     };
     let mut stream = engine.model.stream(request);
     let mut text = String::new();
-    let mut quiet = super::turn::Quiet::new(&engine.config);
+    let mut quiet = super::quiet::Quiet::new(&engine.config);
     loop {
         let event = tokio::select! {
             biased;

@@ -25,6 +25,7 @@ mod framing;
 pub mod model;
 mod policy;
 mod prompt;
+mod quiet;
 mod retry;
 mod stop;
 mod think_tags;

@@ -16,6 +16,7 @@ use super::compaction::{self, History, Pressure};
 use super::model::ModelErrorKind;
 use super::model::{ModelError, ModelEvent, StopReason};
 use super::prompt::user_message;
+use super::quiet::Quiet;
 use super::retry::backoff;
 use super::stop::{self, StopFlag};
 use super::think_tags::{Piece, ThinkTags};
@@ -614,7 +615,7 @@ async fn run_step_with_retries(
             return Err(Ending::Failed {
                 details: format!(
                     "the model's stream broke after it had started answering; what it produced is kept: {}",
-                    redact(&error.to_string())
+                    for_client(&error)
                 ),
                 retryable: transient,
                 code: codes::MODEL_STREAM_INTERRUPTED,
@@ -640,19 +641,24 @@ async fn run_step_with_retries(
                 details: format!(
                     "the model is unavailable (after {attempt} {}): {}",
                     if attempt == 1 { "retry" } else { "retries" },
-                    redact(&error.to_string())
+                    for_client(&error)
                 ),
                 retryable: true,
                 code: codes::MODEL_UNAVAILABLE,
             }
         } else {
             Ending::Failed {
-                details: format!("the model refused the request: {}", redact(&error.to_string())),
+                details: format!("the model refused the request: {}", for_client(&error)),
                 retryable: false,
                 code: codes::MODEL_REJECTED,
             }
         });
     }
+}
+
+/// A model error as a client may read it: AWS's words without ARNs or account ids.
+fn for_client(error: &ModelError) -> String {
+    redact(&error.to_string())
 }
 
 fn retry_reason(error: &ModelError) -> String {
@@ -664,7 +670,7 @@ fn retry_reason(error: &ModelError) -> String {
         K::StreamInterrupted => "The model's answer was interrupted",
         _ => "The model is unavailable",
     };
-    format!("{what}; trying again shortly. ({})", redact(&error.to_string()))
+    format!("{what}; trying again shortly. ({})", for_client(error))
 }
 
 type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
@@ -795,22 +801,22 @@ async fn run_step(
                 Some(Ok(event)) => {
                     quiet.heard();
                     match event {
-                    ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
-                    ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
-                    ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
-                    ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
-                    ModelEvent::ToolUse { id, name, input } => {
-                        if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut running, Call { id, name, input }).await {
-                            ending.push(ended);
+                        ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
+                        ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
+                        ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
+                        ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
+                        ModelEvent::ToolUse { id, name, input } => {
+                            if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut running, Call { id, name, input }).await {
+                                ending.push(ended);
+                            }
                         }
-                    }
-                    ModelEvent::Stop(reason) => stop = Some(reason),
-                    ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
-                        input_tokens: usage.input_tokens,
-                        output_tokens: usage.output_tokens,
-                        cache_read_tokens: usage.cache_read_tokens,
-                        cache_write_tokens: usage.cache_write_tokens,
-                    }),
+                        ModelEvent::Stop(reason) => stop = Some(reason),
+                        ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
+                            input_tokens: usage.input_tokens,
+                            output_tokens: usage.output_tokens,
+                            cache_read_tokens: usage.cache_read_tokens,
+                            cache_write_tokens: usage.cache_write_tokens,
+                        }),
                     }
                 }
             },
@@ -829,55 +835,6 @@ async fn run_step(
         said: turn.step.said,
         ending,
     })
-}
-
-/// The stall watch on a model's stream: the first event must come within
-/// `first_chunk_timeout`, each next one within `chunk_timeout` of the last. Tool calls that end
-/// meanwhile do not reset it. Poll the stream before it: a turn runs only while its caller reads,
-/// so events may wait in the stream's buffer while a slow sink holds the caller.
-pub(crate) struct Quiet {
-    deadline: Instant,
-    chunk_timeout: Duration,
-    first: Option<Duration>,
-}
-
-impl Quiet {
-    pub(crate) fn new(config: &super::EngineConfig) -> Self {
-        Self {
-            deadline: Instant::now() + config.first_chunk_timeout,
-            chunk_timeout: config.chunk_timeout,
-            first: Some(config.first_chunk_timeout),
-        }
-    }
-
-    /// An event came.
-    pub(crate) fn heard(&mut self) {
-        self.first = None;
-        self.deadline = Instant::now() + self.chunk_timeout;
-    }
-
-    /// Resolves when the stream has been quiet too long.
-    pub(crate) async fn elapsed(&self) {
-        tokio::time::sleep_until(self.deadline).await;
-    }
-
-    /// The timeout, saying which one.
-    pub(crate) fn error(&self) -> ModelError {
-        let message = match self.first {
-            Some(first) => format!(
-                "the model sent nothing for {} ms after the request",
-                first.as_millis()
-            ),
-            None => format!(
-                "the model's stream went quiet for {} ms",
-                self.chunk_timeout.as_millis()
-            ),
-        };
-        ModelError {
-            kind: ModelErrorKind::Timeout,
-            message,
-        }
-    }
 }
 
 /// The current model response, as it is being built.
