@@ -142,3 +142,256 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
     assert_eq!(store.load_history("s-2").await.unwrap().len(), 2);
     function.kill().await.unwrap();
 }
+
+/// The function on `api`, the stand-in and moto (DynamoDB, SQS, Secrets Manager), with `extra`
+/// settings on top; what it writes to stderr is kept.
+fn start_function(
+    api: &LambdaRuntimeApi,
+    bedrock: &BedrockStandIn,
+    table: &str,
+    extra: &[(&str, &str)],
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), table))
+        .envs(extra.iter().copied())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts")
+}
+
+async fn answer_to(api: &mut LambdaRuntimeApi, request: &str) -> Value {
+    let (what, response) = tokio::time::timeout(Duration::from_secs(60), api.answer())
+        .await
+        .expect("an answer within a minute")
+        .expect("an answer");
+    assert_eq!(what, format!("{request}/response"), "{response}");
+    response
+}
+
+async fn new_table(prefix: &str) -> (String, DynamoStore) {
+    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    (table, store)
+}
+
+fn one_turn(message_id: &str, turn_id: &str, session: &str) -> Value {
+    let body = json!({"turnId": turn_id, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"});
+    json!({"Records": [record(message_id, &body.to_string())]})
+}
+
+fn epoch_ms(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// `cargo lambda watch` sends `Lambda-Runtime-Deadline-Ms: 600000`, a moment of 1970. Taken at
+/// face value the turn would be stored as a deadline stop without a model call; the function
+/// takes it for no deadline and runs the turn under its own `turn_deadline`.
+#[tokio::test]
+async fn the_emulators_constant_deadline_runs_the_turn_to_its_end() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Ran in the emulator."));
+    let (table, store) = new_table("emulator").await;
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = start_function(&api, &bedrock, &table, &[]);
+    api.invoke_with_deadline("req-1", one_turn("m-1", "t-1", "conv-e"), 600_000);
+    assert_eq!(
+        answer_to(&mut api, "req-1").await,
+        json!({"batchItemFailures": []})
+    );
+    assert_eq!(bedrock.requests().len(), 1, "the model was called");
+    let history = store.load_history("conv-e").await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].text(), "Ran in the emulator.");
+    let record = store
+        .turn("conv-e", "t-1")
+        .await
+        .unwrap()
+        .expect("the turn is stored");
+    assert!(
+        !format!("{record:?}").contains("deadline"),
+        "not a deadline stop: {record:?}"
+    );
+    function.kill().await.unwrap();
+}
+
+/// A record that would start with less than the store margin plus the least turn time left is
+/// not started: it is reported for redrive, nothing is claimed or stored, the model is not
+/// called; the next delivery, with time, runs it.
+#[tokio::test]
+async fn a_record_too_near_the_deadline_goes_back_unclaimed_and_the_next_delivery_runs_it() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Now there was time."));
+    let (table, store) = new_table("near").await;
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = start_function(&api, &bedrock, &table, &[]);
+    // 10 s store margin + 30 s least turn time: 20 s left is too little.
+    let near = epoch_ms(std::time::SystemTime::now() + Duration::from_secs(20));
+    api.invoke_with_deadline("req-1", one_turn("m-1", "t-1", "conv-n"), near);
+    assert_eq!(
+        answer_to(&mut api, "req-1").await,
+        json!({"batchItemFailures": [{"itemIdentifier": "m-1"}]})
+    );
+    assert!(bedrock.requests().is_empty(), "the model was not called");
+    assert_eq!(
+        store.turn("conv-n", "t-1").await.unwrap(),
+        None,
+        "nothing was claimed"
+    );
+    assert!(store.load_history("conv-n").await.unwrap().is_empty());
+
+    api.invoke("req-2", one_turn("m-1", "t-1", "conv-n"));
+    assert_eq!(
+        answer_to(&mut api, "req-2").await,
+        json!({"batchItemFailures": []})
+    );
+    let history = store.load_history("conv-n").await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].text(), "Now there was time.");
+    function.kill().await.unwrap();
+}
+
+/// A redriven record comes back after its short backoff (here 1 s), not after the queue's
+/// visibility timeout (an hour): the function changed its visibility on moto's SQS.
+#[tokio::test]
+async fn a_redriven_record_is_back_in_its_queue_after_its_backoff() {
+    use agent_worker::hosts::sqs_poller::to_sqs_event;
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let (table, _store) = new_table("requeue").await;
+    let sqs = moto().sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("requeue-{}", uuid::Uuid::new_v4().simple()))
+        .attributes(QueueAttributeName::VisibilityTimeout, "3600")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(r#"{"turnId":"t-1","conversationId":"#)
+        .send()
+        .await
+        .unwrap();
+    let receive = || {
+        sqs.receive_message()
+            .queue_url(&url)
+            .wait_time_seconds(20)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+    };
+    let first = receive().await.unwrap().messages.unwrap_or_default();
+    assert_eq!(first.len(), 1);
+    let event = to_sqs_event(first, Some(&arn), Some("us-east-1"));
+    let message_id = event.records[0].message_id.clone().unwrap();
+
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = start_function(&api, &bedrock, &table, &[("REDRIVE_DELAY_MS", "1000")]);
+    api.invoke("req-1", serde_json::to_value(&event).unwrap());
+    assert_eq!(
+        answer_to(&mut api, "req-1").await,
+        json!({"batchItemFailures": [{"itemIdentifier": message_id}]})
+    );
+    // Hidden for an hour without the change; a long poll sees it again at once with it.
+    let again = receive().await.unwrap().messages.unwrap_or_default();
+    assert_eq!(again.len(), 1, "the redriven record came back");
+    assert_eq!(again[0].message_id.as_deref(), Some(message_id.as_str()));
+    let count = again[0].attributes().unwrap()[&MessageSystemAttributeName::ApproximateReceiveCount].clone();
+    assert_eq!(count, "2");
+    function.kill().await.unwrap();
+}
+
+/// Keys named by `*_SECRET_ARN` are read from Secrets Manager at start-up: the HTTP emit sink
+/// sends the secret's key; a secret that does not exist stops the function at start-up, named.
+#[tokio::test]
+async fn keys_come_from_secrets_manager_at_start_up() {
+    use std::sync::{Arc, Mutex};
+    let keys: Arc<Mutex<Vec<String>>> = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/api/emit",
+            axum::routing::post(
+                |axum::extract::State(keys): axum::extract::State<Arc<Mutex<Vec<String>>>>,
+                 headers: axum::http::HeaderMap| async move {
+                    let key = headers["x-api-key"].to_str().unwrap_or_default().to_owned();
+                    keys.lock().unwrap().push(key);
+                    axum::http::StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .with_state(keys.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let emit_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let secret_arn = moto()
+        .secrets_manager()
+        .create_secret()
+        .name(format!("emit-key-{}", uuid::Uuid::new_v4().simple()))
+        .secret_string("key-from-secrets-manager")
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Sent."));
+    let (table, _store) = new_table("secrets").await;
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = start_function(
+        &api,
+        &bedrock,
+        &table,
+        &[
+            ("EVENT_SINKS", "http"),
+            ("EMIT_URL", &emit_url),
+            ("EMIT_API_KEY_SECRET_ARN", &secret_arn),
+        ],
+    );
+    api.invoke("req-1", one_turn("m-1", "t-1", "conv-s"));
+    assert_eq!(
+        answer_to(&mut api, "req-1").await,
+        json!({"batchItemFailures": []})
+    );
+    let sent = keys.lock().unwrap().clone();
+    assert!(!sent.is_empty(), "events were emitted");
+    assert!(sent.iter().all(|k| k == "key-from-secrets-manager"), "{sent:?}");
+    function.kill().await.unwrap();
+
+    let missing = format!("{secret_arn}-gone");
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let function = start_function(
+        &api,
+        &bedrock,
+        &table,
+        &[
+            ("EVENT_SINKS", "http"),
+            ("EMIT_URL", &emit_url),
+            ("EMIT_API_KEY_SECRET_ARN", &missing),
+        ],
+    );
+    let exited = tokio::time::timeout(Duration::from_secs(60), function.wait_with_output())
+        .await
+        .expect("the function stopped at start-up")
+        .unwrap();
+    assert!(!exited.status.success());
+    let said = String::from_utf8_lossy(&exited.stderr);
+    assert!(
+        said.contains("EMIT_API_KEY_SECRET_ARN") && said.contains("ResourceNotFoundException"),
+        "{said}"
+    );
+}

@@ -34,7 +34,9 @@ use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::agent_protocol::{
     self, AgentProtocolServer, AgentTaskHandler, DynamoTaskStore, ServerConfig, Workspace,
 };
+use agent_worker::hosts::lambda::Requeue;
 use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::secrets::read_secret_settings;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
@@ -661,26 +663,29 @@ impl WorkerArgs {
         let tools = self.tools.join(",");
         let agents_dir = self.agents_dir.as_ref().map(|d| d.display().to_string());
         let default_agent = self.default_agent.clone();
+        let shared = aws_config(self.region.as_deref()).await;
+        let secrets = read_secret_settings(
+            |name| std::env::var(name).ok(),
+            || aws_sdk_secretsmanager::Client::new(&shared),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         let settings = WorkerSettings::from_lookup(|name| match name {
             "TABLE_NAME" => table.clone(),
             "MODEL_ID" => Some(model_id.clone()),
             "TOOLS" => Some(tools.clone()),
             "AGENTS_DIR" => agents_dir.clone(),
             "DEFAULT_AGENT" => default_agent.clone(),
-            other => std::env::var(other).ok(),
+            other => secrets.get(other).cloned().or_else(|| std::env::var(other).ok()),
         })
         .map_err(|e| e.to_string())?;
         let bedrock = bedrock_client(self.endpoint_url.as_deref(), self.region.as_deref()).await;
-        let shared = aws_config(self.region.as_deref()).await;
         let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
         let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
         let (agent, sinks) = settings
             .build(bedrock, dynamodb, files)
             .map_err(|e| e.to_string())?;
-        Ok((
-            TurnHandler::new(agent, sinks).store_margin(settings.store_margin),
-            settings,
-        ))
+        Ok((settings.turn_handler(agent, sinks), settings))
     }
 }
 
@@ -783,8 +788,9 @@ async fn send(args: SendArgs) -> Result<(), String> {
 }
 
 async fn poll(args: PollArgs) -> Result<ExitCode, String> {
-    let (handler, _) = args.worker.handler().await?;
+    let (handler, settings) = args.worker.handler().await?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.worker.region.as_deref()).await);
+    let handler = handler.requeue(Requeue::new(sqs.clone(), settings.redrive));
     let options = PollOptions {
         until_empty: args.until_empty,
         wait: if args.until_empty {

@@ -1,12 +1,14 @@
 //! The Lambda function: SQS batches of turns in, partial batch failures out.
 //!
-//! Configured from the environment (see `agent_worker::hosts::settings`); endpoints through the
-//! SDK's standard `AWS_ENDPOINT_URL_DYNAMODB` and `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`. A missing or
-//! invalid value stops the function at start-up, naming it.
+//! Configured from the environment (see `agent_worker::hosts::settings`), keys from Secrets
+//! Manager when their `*_SECRET_ARN` is set (`agent_worker::hosts::secrets`); endpoints through
+//! the SDK's standard `AWS_ENDPOINT_URL_*`. A missing or invalid value stops the function at
+//! start-up, naming it.
 
-use agent_worker::hosts::WorkerSettings;
-use agent_worker::hosts::lambda::{TurnHandler, run};
+use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
+use agent_worker::hosts::secrets::read_secret_settings;
 use agent_worker::hosts::settings::dynamodb_client;
+use agent_worker::hosts::{SettingsError, WorkerSettings};
 
 /// One thread: a function instance serves one invocation at a time (its batch's turns run
 /// concurrently on this thread), and below 1,769 MB it has less than one vCPU, where a
@@ -14,8 +16,22 @@ use agent_worker::hosts::settings::dynamodb_client;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let settings = WorkerSettings::from_lookup(|name| std::env::var(name).ok())?;
+    let handler = match start().await {
+        Ok(handler) => handler,
+        Err(e) => {
+            tracing::error!(error = %e, "the function cannot start");
+            return Err(e.into());
+        }
+    };
+    run(handler).await
+}
+
+/// The handler the environment describes, its keys read from Secrets Manager.
+async fn start() -> Result<TurnHandler, SettingsError> {
+    let env = |name: &str| std::env::var(name).ok();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let secrets = read_secret_settings(env, || aws_sdk_secretsmanager::Client::new(&aws)).await?;
+    let settings = WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| env(name)))?;
     let files = settings.s3_file_area(aws_sdk_s3::Client::new(&aws));
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
@@ -23,5 +39,6 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         files,
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
-    run(TurnHandler::new(agent, sinks).store_margin(settings.store_margin)).await
+    let requeue = Requeue::new(aws_sdk_sqs::Client::new(&aws), settings.redrive);
+    Ok(settings.turn_handler(agent, sinks).requeue(requeue))
 }

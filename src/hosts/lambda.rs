@@ -14,11 +14,25 @@
 //! | `failed`, refused by the model (`model_rejected`): retrying cannot help, the client was told | acknowledged |
 //! | `duplicate_turn`: a redelivery of a turn that already ran | acknowledged, nothing ran |
 //! | `superseded`: a turn the person's next message replaced before it started | acknowledged, nothing ran, no event sent |
-//! | a body that is not a turn, `invalid_prompt`, `store_failed`, `turn_in_progress`, a bug | in `batchItemFailures`: redrive, then the DLQ |
+//! | not started: too little of the invocation was left (see below) | in `batchItemFailures`, unclaimed and untouched: the next delivery runs it |
+//! | a body that is not a turn, `invalid_prompt`, `store_failed`, a bug | in `batchItemFailures`: redrive, then the DLQ |
+//! | `turn_in_progress`: another worker holds the turn's lease | in `batchItemFailures`, back after the queue's visibility timeout |
+//!
+//! **Time.** A record starts only with at least the store margin plus the minimum turn time
+//! ([`DEFAULT_MIN_TURN_TIME`]) left before the invocation's deadline; otherwise it goes back to
+//! the queue before anything is claimed, and on a FIFO queue so does the rest of its group. A
+//! deadline that cannot be real (already past, or further away than any invocation lasts, as the
+//! `cargo lambda` emulator's constant is) counts as no deadline: each turn's own
+//! `turn_deadline` holds it, and the function says so once in its log.
+//!
+//! **Redrive.** With a [`Requeue`], every redriven record (but a `turn_in_progress` one) is hidden
+//! for a short, growing time ([`RedriveBackoff`]) instead of the queue's visibility timeout, so a
+//! failure holds its conversation up for seconds, not hours.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -27,25 +41,42 @@ use futures_util::future::join_all;
 use tracing::Instrument as _;
 
 use super::payload::AgentTurnPayload;
+pub use super::redrive::{RedriveBackoff, Requeue};
 use crate::protocol::{Agent, AgentEvent, codes};
 use crate::sinks::{Sinks, TurnRef};
 
-pub use super::settings::DEFAULT_STORE_MARGIN;
+pub use super::settings::{DEFAULT_MIN_TURN_TIME, DEFAULT_STORE_MARGIN};
+
+/// The longest a Lambda invocation lasts (15 minutes), with a minute's room for clock skew. A
+/// deadline further away than this is not an invocation's.
+const LONGEST_INVOCATION: Duration = Duration::from_secs(16 * 60);
+
+/// The runtime's `deadline`, if it can be real at `now`: a deadline already past, or further
+/// away than any invocation lasts (the `cargo lambda` emulator sends the constant `600000`, a
+/// moment of 1970), is `None`.
+pub fn usable_deadline(deadline: SystemTime, now: SystemTime) -> Option<SystemTime> {
+    let left = deadline.duration_since(now).ok()?;
+    (!left.is_zero() && left <= LONGEST_INVOCATION).then_some(deadline)
+}
 
 /// What the queue should do with one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
     /// Delete it: the turn ran, ran before, or cannot be helped by running again.
     Acknowledge(String),
-    /// Report it in `batchItemFailures`: it comes back, and after `maxReceiveCount` goes to the
-    /// DLQ. The reason is logged.
+    /// Report it in `batchItemFailures`: it comes back soon (after its [`RedriveBackoff`] when
+    /// the handler has a [`Requeue`]), and after `maxReceiveCount` goes to the DLQ. The reason is
+    /// logged.
     Redrive(String),
+    /// Report it in `batchItemFailures` and leave its visibility to the queue: the turn is
+    /// running on another worker, which is to be given its time.
+    Defer(String),
 }
 
 impl Disposition {
     /// Whether the record is reported as a failure.
     pub fn is_redrive(&self) -> bool {
-        matches!(self, Self::Redrive(_))
+        matches!(self, Self::Redrive(_) | Self::Defer(_))
     }
 }
 
@@ -57,8 +88,10 @@ pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
             Some(codes::DUPLICATE_TURN) => {
                 Disposition::Acknowledge("a duplicate delivery; nothing ran".into())
             }
-            Some(codes::TURN_IN_PROGRESS | codes::STORE_FAILED | codes::INTERNAL | codes::INVALID_PROMPT)
-            | None => Disposition::Redrive(details.clone()),
+            Some(codes::TURN_IN_PROGRESS) => Disposition::Defer(details.clone()),
+            Some(codes::STORE_FAILED | codes::INTERNAL | codes::INVALID_PROMPT) | None => {
+                Disposition::Redrive(details.clone())
+            }
             Some(other) => Disposition::Acknowledge(format!("failed ({other}), and the client was told")),
         },
         Some(_) | None => Disposition::Redrive("the turn ended without a terminal event".into()),
@@ -83,6 +116,8 @@ pub struct TurnHandler {
     agent: Arc<dyn Agent>,
     sinks: Sinks,
     store_margin: Duration,
+    min_turn_time: Duration,
+    requeue: Option<Arc<Requeue>>,
 }
 
 impl fmt::Debug for TurnHandler {
@@ -90,6 +125,8 @@ impl fmt::Debug for TurnHandler {
         f.debug_struct("TurnHandler")
             .field("sinks", &self.sinks)
             .field("store_margin", &self.store_margin)
+            .field("min_turn_time", &self.min_turn_time)
+            .field("requeue", &self.requeue)
             .finish_non_exhaustive()
     }
 }
@@ -102,10 +139,17 @@ enum Decoded {
 impl TurnHandler {
     /// A handler running turns on `agent`.
     pub fn new(agent: impl Agent + 'static, sinks: Sinks) -> Self {
+        Self::from_shared(Arc::new(agent), sinks)
+    }
+
+    /// A handler running turns on an agent already shared.
+    pub fn from_shared(agent: Arc<dyn Agent>, sinks: Sinks) -> Self {
         Self {
-            agent: Arc::new(agent),
+            agent,
             sinks,
             store_margin: DEFAULT_STORE_MARGIN,
+            min_turn_time: DEFAULT_MIN_TURN_TIME,
+            requeue: None,
         }
     }
 
@@ -113,6 +157,20 @@ impl TurnHandler {
     #[must_use]
     pub fn store_margin(mut self, margin: Duration) -> Self {
         self.store_margin = margin;
+        self
+    }
+
+    /// Changes the least working time a record must have, beyond the store margin, to start.
+    #[must_use]
+    pub fn min_turn_time(mut self, least: Duration) -> Self {
+        self.min_turn_time = least;
+        self
+    }
+
+    /// Returns redriven records to their queue after a short backoff (see [`Requeue`]).
+    #[must_use]
+    pub fn requeue(mut self, requeue: Requeue) -> Self {
+        self.requeue = Some(Arc::new(requeue));
         self
     }
 
@@ -166,8 +224,19 @@ impl TurnHandler {
                 outcomes
             }
         });
+        let outcomes: Vec<(usize, Disposition)> = join_all(runs).await.into_iter().flatten().collect();
+        if let Some(requeue) = &self.requeue {
+            let soon: Vec<&SqsMessage> = outcomes
+                .iter()
+                .filter(|(_, outcome)| matches!(outcome, Disposition::Redrive(_)))
+                .map(|(index, _)| &records[*index])
+                .collect();
+            if !soon.is_empty() {
+                requeue.schedule(&soon).await;
+            }
+        }
         let mut response = SqsBatchResponse::default();
-        for (index, outcome) in join_all(runs).await.into_iter().flatten() {
+        for (index, outcome) in outcomes {
             if outcome.is_redrive() {
                 let id = records[index]
                     .message_id
@@ -196,17 +265,34 @@ impl TurnHandler {
             }
             Decoded::Turn(turn) => {
                 let span = tracing::info_span!("record", message_id, turn_id = %turn.turn_id, session = %turn.conversation_id);
-                let outcome = self.run_turn(turn, deadline).instrument(span.clone()).await;
+                let outcome = match self.too_late_to_start(deadline) {
+                    Some(why) => Disposition::Redrive(why),
+                    None => self.run_turn(turn, deadline).instrument(span.clone()).await,
+                };
                 let _entered = span.enter();
                 match &outcome {
                     Disposition::Acknowledge(why) => tracing::info!(outcome = %why, "record done"),
-                    Disposition::Redrive(why) => {
+                    Disposition::Redrive(why) | Disposition::Defer(why) => {
                         tracing::warn!(reason = %why, "record returned to the queue")
                     }
                 }
                 outcome
             }
         }
+    }
+
+    /// Why a record may not start now, if it may not: less than the store margin plus the
+    /// minimum turn time is left before `deadline`.
+    fn too_late_to_start(&self, deadline: Option<SystemTime>) -> Option<String> {
+        let needed = self.store_margin + self.min_turn_time;
+        let left = deadline?.duration_since(SystemTime::now()).unwrap_or_default();
+        (left < needed).then(|| {
+            format!(
+                "not started: {} ms of the invocation were left and a turn needs {} ms; nothing was claimed",
+                left.as_millis(),
+                needed.as_millis()
+            )
+        })
     }
 
     /// Runs one turn, streaming its events to the sinks, and says what the queue should do.
@@ -292,14 +378,25 @@ impl From<BatchError> for lambda_runtime::Diagnostic {
 }
 
 /// Runs the Lambda function: every invocation's batch goes through `handler`.
+/// An invocation's deadline that cannot be real is logged once per instance.
 pub async fn run(handler: TurnHandler) -> Result<(), lambda_runtime::Error> {
     let handler = Arc::new(handler);
+    let told = Arc::new(AtomicBool::new(false));
     lambda_runtime::run(lambda_runtime::service_fn(
         move |event: lambda_runtime::LambdaEvent<SqsEvent>| {
             let handler = handler.clone();
+            let told = told.clone();
             async move {
-                let deadline = event.context.deadline();
-                handler.handle_batch(event.payload, Some(deadline)).await
+                let given = event.context.deadline;
+                let deadline = usable_deadline(event.context.deadline(), SystemTime::now());
+                if deadline.is_none() && !told.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        deadline_ms = given,
+                        "the runtime's deadline cannot be real (past, or further than an invocation lasts; \
+                         `cargo lambda watch` sends a constant): each turn keeps to its own turn_deadline"
+                    );
+                }
+                handler.handle_batch(event.payload, deadline).await
             }
         },
     ))
@@ -324,9 +421,45 @@ mod tests {
         assert!(!redrives(&failed(codes::DUPLICATE_TURN, false)));
         assert!(redrives(&failed(codes::STORE_FAILED, true)));
         assert!(redrives(&failed(codes::TURN_IN_PROGRESS, true)));
+        assert!(matches!(
+            disposition(Some(&failed(codes::TURN_IN_PROGRESS, true))),
+            Disposition::Defer(_)
+        ));
+        assert!(matches!(
+            disposition(Some(&failed(codes::STORE_FAILED, true))),
+            Disposition::Redrive(_)
+        ));
         assert!(redrives(&failed(codes::INVALID_PROMPT, false)));
         assert!(redrives(&failed(codes::INTERNAL, false)));
         assert!(redrives(&AgentEvent::failed("no code", false, None)));
         assert!(disposition(None).is_redrive());
+    }
+
+    #[test]
+    fn a_deadline_that_cannot_be_real_is_none() {
+        let now = SystemTime::now();
+        let emulator = SystemTime::UNIX_EPOCH + Duration::from_millis(600_000);
+        assert_eq!(usable_deadline(emulator, now), None);
+        assert_eq!(usable_deadline(now, now), None);
+        assert_eq!(usable_deadline(now - Duration::from_secs(1), now), None);
+        assert_eq!(usable_deadline(now + Duration::from_secs(3600), now), None);
+        let real = now + Duration::from_secs(900);
+        assert_eq!(usable_deadline(real, now), Some(real));
+    }
+
+    #[test]
+    fn a_record_starts_only_with_the_margin_and_the_least_turn_time_left() {
+        let handler = TurnHandler::new(
+            crate::protocol::agent_fn(|_, _| futures_util::stream::empty()),
+            Sinks::new(),
+        )
+        .store_margin(Duration::from_secs(10))
+        .min_turn_time(Duration::from_secs(20));
+        let in_secs = |s| Some(SystemTime::now() + Duration::from_secs(s));
+        assert_eq!(handler.too_late_to_start(None), None);
+        assert_eq!(handler.too_late_to_start(in_secs(120)), None);
+        let refused = handler.too_late_to_start(in_secs(25)).expect("refused");
+        assert!(refused.contains("needs 30000 ms"), "{refused}");
+        assert!(handler.too_late_to_start(Some(SystemTime::UNIX_EPOCH)).is_some());
     }
 }

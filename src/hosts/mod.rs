@@ -4,12 +4,17 @@
 //! - [`AgentTurnPayload`]: one turn as a queue or a request carries it.
 //! - [`lambda`]: the SQS-triggered Lambda handler (feature `lambda`).
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
-//! - [`settings`]: a worker's configuration from named values.
+//! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
+//!   Secrets Manager (feature `lambda`).
+//! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 mod payload;
+pub mod redrive;
+#[cfg(feature = "lambda")]
+pub mod secrets;
 pub mod settings;
 
 pub use payload::{AgentTurnPayload, PayloadError};
@@ -27,3 +32,20 @@ pub mod container;
 pub mod lambda;
 #[cfg(feature = "lambda")]
 pub mod sqs_poller;
+
+/// What an AWS call's failure says, short: the service's code and message when it answered
+/// (the raw response left out), else the whole chain of causes.
+pub(crate) fn sdk_error_text<E, R>(error: &aws_sdk_sqs::error::SdkError<E, R>) -> String
+where
+    E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+{
+    match error.as_service_error() {
+        Some(refused) => format!(
+            "{}: {}",
+            refused.code().unwrap_or("an error"),
+            refused.message().unwrap_or("(no message)")
+        ),
+        None => aws_sdk_sqs::error::DisplayErrorContext(error).to_string(),
+    }
+}

@@ -13,6 +13,7 @@
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
+//! | `APPROVAL_SECRET_ARN`, `EMIT_API_KEY_SECRET_ARN` | no | instead of the value itself: the Secrets Manager secret holding it, read once at start-up by the binary ([`secrets`](super::secrets)) |
 //! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
 //! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
@@ -22,6 +23,8 @@
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 //! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
 //! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
+//! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000); with less it goes back to the queue unclaimed |
+//! | `REDRIVE_DELAY_MS`, `REDRIVE_MAX_DELAY_MS` | no | how long a redriven record stays hidden: the first delay, doubling with each receive, up to the longest (5000, 900000) |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::redrive::RedriveBackoff;
 use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
@@ -103,10 +107,18 @@ pub struct WorkerSettings {
     pub store_margin: Duration,
     /// `DYNAMODB_ATTEMPT_TIMEOUT_MS`: how long one DynamoDB attempt may take.
     pub store_attempt_timeout: Duration,
+    /// `MIN_TURN_TIME_MS`: the least working time a record needs, beyond the store margin, to
+    /// start in an invocation.
+    pub min_turn_time: Duration,
+    /// `REDRIVE_DELAY_MS` and `REDRIVE_MAX_DELAY_MS`: how long a redriven record stays hidden.
+    pub redrive: RedriveBackoff,
 }
 
 /// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
 pub const DEFAULT_STORE_MARGIN: Duration = Duration::from_secs(10);
+
+/// The least working time a record needs, beyond the store margin, to start in an invocation.
+pub const DEFAULT_MIN_TURN_TIME: Duration = Duration::from_secs(30);
 
 /// How long one DynamoDB call's attempt may take before the SDK gives it up and tries again.
 /// DynamoDB answers in milliseconds; an answer that stalls is lost, and a retried write that had
@@ -284,7 +296,19 @@ impl WorkerSettings {
         if store_attempt_timeout.is_zero() {
             return Err(error("DYNAMODB_ATTEMPT_TIMEOUT_MS", "must be longer than zero"));
         }
+        let mut min_turn_time = DEFAULT_MIN_TURN_TIME;
+        millis(&get, "MIN_TURN_TIME_MS", &mut min_turn_time)?;
+        let (mut first, mut longest) = (
+            super::redrive::DEFAULT_REDRIVE_DELAY,
+            super::redrive::DEFAULT_REDRIVE_MAX_DELAY,
+        );
+        millis(&get, "REDRIVE_DELAY_MS", &mut first)?;
+        millis(&get, "REDRIVE_MAX_DELAY_MS", &mut longest)?;
+        let redrive =
+            RedriveBackoff::new(first, longest).map_err(|e| error("REDRIVE_DELAY_MS", e.to_string()))?;
         Ok(Self {
+            min_turn_time,
+            redrive,
             store_margin,
             store_attempt_timeout,
             prompt_caching,
@@ -300,6 +324,15 @@ impl WorkerSettings {
             sinks,
             engine,
         })
+    }
+
+    /// The Lambda handler for `agent` and `sinks`, with these settings' store margin and least
+    /// turn time. A binary that reads a queue adds its [`Requeue`](super::redrive::Requeue).
+    #[cfg(feature = "lambda")]
+    pub fn turn_handler(&self, agent: Arc<dyn Agent>, sinks: Sinks) -> super::lambda::TurnHandler {
+        super::lambda::TurnHandler::from_shared(agent, sinks)
+            .store_margin(self.store_margin)
+            .min_turn_time(self.min_turn_time)
     }
 
     /// The session store these settings name.
@@ -483,6 +516,18 @@ mod tests {
             ms(500)
         );
         assert_eq!(with(("STORE_MARGIN_MS", "1000")).unwrap().store_margin, ms(1000));
+        assert_eq!(
+            with(("MIN_TURN_TIME_MS", "5000")).unwrap().min_turn_time,
+            ms(5000)
+        );
+        assert_eq!(
+            with(("REDRIVE_DELAY_MS", "1000")).unwrap().redrive.delay(3),
+            ms(4000)
+        );
+        assert_eq!(
+            with(("REDRIVE_DELAY_MS", "2000000")).unwrap_err().to_string(),
+            "REDRIVE_DELAY_MS: the first redrive delay (2000s) is longer than the longest (900s)"
+        );
         assert_eq!(
             with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "800"))
                 .unwrap()

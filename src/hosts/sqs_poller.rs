@@ -1,6 +1,7 @@
 //! A queue consumer that does what Lambda's SQS event source mapping does: receive batches,
 //! run the same [`TurnHandler`], delete what succeeded, and leave failures to the queue's
-//! redrive policy. It serves for local runs and for a long-running worker (ECS, a VM).
+//! redrive policy (sooner with the handler's [`Requeue`](super::redrive::Requeue), as on Lambda).
+//! It serves for local runs and for a long-running worker (ECS, a VM).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,9 +22,6 @@ pub struct PollOptions {
     pub wait: Duration,
     /// Stop once a receive finds the queue empty.
     pub until_empty: bool,
-    /// What to set a failed message's visibility to; `None` leaves it to the queue's
-    /// visibility timeout, as Lambda does.
-    pub failure_visibility: Option<Duration>,
 }
 
 impl Default for PollOptions {
@@ -32,7 +30,6 @@ impl Default for PollOptions {
             batch_size: 10,
             wait: Duration::from_secs(20),
             until_empty: false,
-            failure_visibility: None,
         }
     }
 }
@@ -155,19 +152,6 @@ pub async fn poll_queue(
             stats.deleted += deleted.successful().len() as u64;
         }
         stats.failed += failed.len() as u64;
-        if let Some(after) = options.failure_visibility {
-            for id in &failed {
-                if let Some(receipt) = receipts.get(id) {
-                    sqs.change_message_visibility()
-                        .queue_url(queue_url)
-                        .receipt_handle(receipt)
-                        .visibility_timeout(i32::try_from(after.as_secs()).unwrap_or(i32::MAX))
-                        .send()
-                        .await
-                        .map_err(|e| sqs_error("returning a failed message", &e))?;
-                }
-            }
-        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! A stand-in for the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`), so the `bootstrap` binary
 //! runs as it does on Lambda: it hands out the invocations it is given, one per `next`, and
 //! reports each answer the function posts. With no invocation left, `next` waits, as on Lambda.
+//! Each invocation's deadline is five minutes away unless it is given one (a moment too near,
+//! or the `cargo lambda` emulator's constant).
 
 use std::collections::VecDeque;
 use std::io;
@@ -21,9 +23,13 @@ use tokio::sync::{Notify, mpsc, oneshot};
 /// and the body.
 pub type Answer = (String, Value);
 
+/// An invocation waiting for `next`: its request id, event, and `Lambda-Runtime-Deadline-Ms`
+/// (`None`: five minutes from when it is handed out).
+type Invocation = (String, Value, Option<u64>);
+
 #[derive(Clone)]
 struct Shared {
-    invocations: Arc<Mutex<VecDeque<(String, Value)>>>,
+    invocations: Arc<Mutex<VecDeque<Invocation>>>,
     more: Arc<Notify>,
     answers: mpsc::UnboundedSender<Answer>,
 }
@@ -32,7 +38,7 @@ struct Shared {
 #[derive(Debug)]
 pub struct LambdaRuntimeApi {
     addr: SocketAddr,
-    shared_invocations: Arc<Mutex<VecDeque<(String, Value)>>>,
+    shared_invocations: Arc<Mutex<VecDeque<Invocation>>>,
     more: Arc<Notify>,
     answers: mpsc::UnboundedReceiver<Answer>,
     _stop: oneshot::Sender<()>,
@@ -69,10 +75,20 @@ impl LambdaRuntimeApi {
         self.addr.to_string()
     }
 
-    /// Queues an invocation with request id `id` and `event`.
+    /// Queues an invocation with request id `id` and `event`, five minutes to run.
     pub fn invoke(&self, id: &str, event: Value) {
+        self.queue(id, event, None);
+    }
+
+    /// Queues an invocation whose `Lambda-Runtime-Deadline-Ms` is `deadline_ms` as given: a
+    /// moment in milliseconds since the epoch, or any number an emulator sends.
+    pub fn invoke_with_deadline(&self, id: &str, event: Value, deadline_ms: u64) {
+        self.queue(id, event, Some(deadline_ms));
+    }
+
+    fn queue(&self, id: &str, event: Value, deadline_ms: Option<u64>) {
         if let Ok(mut queue) = self.shared_invocations.lock() {
-            queue.push_back((id.to_owned(), event));
+            queue.push_back((id.to_owned(), event, deadline_ms));
         }
         self.more.notify_waiters();
         self.more.notify_one();
@@ -84,12 +100,13 @@ impl LambdaRuntimeApi {
     }
 
     /// The whole environment of a `bootstrap` process served by this API: Lambda's own
-    /// variables, dummy credentials, DynamoDB at `dynamodb_endpoint` (table `table`, the event log
-    /// in it), and Bedrock at `bedrock_endpoint`.
+    /// variables, dummy credentials, DynamoDB, SQS and Secrets Manager at `aws_endpoint` (moto, or
+    /// a proxy in front of it; table `table`, the event log in it), and Bedrock at
+    /// `bedrock_endpoint`. Nothing reaches AWS.
     pub fn function_environment(
         &self,
         bedrock_endpoint: &str,
-        dynamodb_endpoint: &str,
+        aws_endpoint: &str,
         table: &str,
     ) -> Vec<(&'static str, String)> {
         vec![
@@ -103,7 +120,9 @@ impl LambdaRuntimeApi {
             ("AWS_ACCESS_KEY_ID", "test".into()),
             ("AWS_SECRET_ACCESS_KEY", "test".into()),
             ("AWS_EC2_METADATA_DISABLED", "true".into()),
-            ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint.into()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", aws_endpoint.into()),
+            ("AWS_ENDPOINT_URL_SQS", aws_endpoint.into()),
+            ("AWS_ENDPOINT_URL_SECRETS_MANAGER", aws_endpoint.into()),
             ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock_endpoint.into()),
             ("TABLE_NAME", table.into()),
             ("MODEL_ID", "us.anthropic.claude-sonnet-4-6".into()),
@@ -113,15 +132,18 @@ impl LambdaRuntimeApi {
 }
 
 async fn next(State(shared): State<Shared>) -> Response {
-    let (id, event) = loop {
+    let (id, event, deadline) = loop {
         let notified = shared.more.notified();
         if let Some(invocation) = shared.invocations.lock().ok().and_then(|mut q| q.pop_front()) {
             break invocation;
         }
         notified.await;
     };
-    let deadline =
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + Duration::from_secs(300);
+    let deadline = deadline.unwrap_or_else(|| {
+        let in_five_minutes =
+            SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + Duration::from_secs(300);
+        u64::try_from(in_five_minutes.as_millis()).unwrap_or(u64::MAX)
+    });
     let mut headers = HeaderMap::new();
     let mut set = |name: &'static str, value: String| {
         if let Ok(value) = value.parse() {
@@ -129,7 +151,7 @@ async fn next(State(shared): State<Shared>) -> Response {
         }
     };
     set("lambda-runtime-aws-request-id", id);
-    set("lambda-runtime-deadline-ms", deadline.as_millis().to_string());
+    set("lambda-runtime-deadline-ms", deadline.to_string());
     set(
         "lambda-runtime-invoked-function-arn",
         "arn:aws:lambda:us-east-1:000000000000:function:agent-worker".into(),

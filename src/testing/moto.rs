@@ -54,6 +54,22 @@ impl Moto {
     }
 }
 
+impl Moto {
+    /// A Secrets Manager client on this server.
+    #[cfg(feature = "lambda")]
+    pub fn secrets_manager(&self) -> aws_sdk_secretsmanager::Client {
+        let config = aws_sdk_secretsmanager::Config::builder()
+            .behavior_version(aws_sdk_secretsmanager::config::BehaviorVersion::latest())
+            .region(aws_sdk_secretsmanager::config::Region::new("us-east-1"))
+            .endpoint_url(&self.endpoint)
+            .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
+                "moto", "moto", None, None, "moto",
+            ))
+            .build();
+        aws_sdk_secretsmanager::Client::from_conf(config)
+    }
+}
+
 /// A DynamoDB client on `endpoint` with dummy credentials.
 pub fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()
