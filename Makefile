@@ -15,7 +15,7 @@ NODE_PREFIX := .node
 NEWMAN_VERSION := 6.2.2
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)
 
-.PHONY: test demo lint fmt bench build venv node-tools watch invoke lambda-build deploy
+.PHONY: test demo lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
@@ -57,13 +57,19 @@ $(NODE_TOOLS):
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)
 	$(VENV)/bin/pip install --quiet cargo-lambda==1.9.2
 
-## watch: the Lambda emulator with hot reload (`cargo lambda watch`); then `make invoke`.
-watch: $(VENV)/bin/cargo-lambda
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda watch --features lambda
+## watch: the Lambda function under `cargo lambda watch` on local defaults (moto + the stand-in,
+## started or reused, and the table); then `make invoke` in another terminal.
+watch: $(VENV)/bin/cargo-lambda build
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/watch.sh
 
-## invoke: sends events/one-turn.json to the function `make watch` runs.
+## invoke: sends events/one-turn.json to `make watch`'s function as a new turn (TURN_ID=... repeats
+## one) and prints the batch response and the stored conversation.
 invoke: $(VENV)/bin/cargo-lambda
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda invoke bootstrap --data-file events/one-turn.json
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/invoke.sh
+
+## watch-check: `make watch`, then `make invoke` twice, checked (CI runs it).
+watch-check: $(VENV)/bin/cargo-lambda build
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/watch_check.sh
 
 ## lambda-build: the arm64 bootstrap for provided.al2023, as `sam build` makes it.
 lambda-build: $(VENV)/bin/cargo-lambda
