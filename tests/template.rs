@@ -94,7 +94,13 @@ fn the_queue_and_its_event_source_are_set_as_lambda_needs() {
 
     let queue = &resources["TurnsQueue"]["Properties"];
     assert_eq!(queue["FifoQueue"].as_bool(), Some(true));
-    assert_eq!(number(&queue["RedrivePolicy"]["maxReceiveCount"]), 5);
+    assert_eq!(
+        serde_yaml::to_string(&queue["RedrivePolicy"]["maxReceiveCount"])
+            .unwrap()
+            .trim(),
+        "!Ref MaxReceiveCount"
+    );
+    assert!(number(&t["Parameters"]["MaxReceiveCount"]["Default"]) >= 5);
     let max_timeout = number(&t["Parameters"]["FunctionTimeout"]["MaxValue"]);
     assert!(
         number(&queue["VisibilityTimeout"]) >= 6 * max_timeout,
@@ -117,41 +123,118 @@ fn the_queue_and_its_event_source_are_set_as_lambda_needs() {
 #[test]
 fn the_function_may_invoke_the_configured_model_and_nothing_else() {
     let t = template();
-    let statements = t["Resources"]["AgentWorkerFunction"]["Properties"]["Policies"][0]["Statement"]
-        .as_sequence()
-        .unwrap()
-        .clone();
-    let bedrock: Vec<&Value> = statements
+    let mut found = Vec::new();
+    statements(&t["Resources"]["AgentWorkerFunction"], &mut found);
+    let bedrock: Vec<&Value> = found
         .iter()
-        .filter(|s| {
-            s["Action"].as_sequence().is_some_and(|a| {
-                a.iter()
-                    .any(|a| a.as_str().is_some_and(|a| a.starts_with("bedrock:")))
-            })
-        })
+        .filter(|s| strings(&s["Action"]).iter().any(|a| a.starts_with("bedrock:")))
         .collect();
-    assert_eq!(bedrock.len(), 1);
-    let actions: Vec<&str> = bedrock[0]["Action"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(actions, ["bedrock:InvokeModelWithResponseStream"]);
-    for resource in bedrock[0]["Resource"].as_sequence().unwrap() {
-        let text = serde_yaml::to_string(resource).unwrap();
-        assert!(
-            text.contains("${ModelId}") || text.contains("${FoundationModelId}"),
-            "{text}"
+    assert_eq!(bedrock.len(), 2, "{bedrock:?}");
+    for statement in &bedrock {
+        assert_eq!(
+            strings(&statement["Action"]),
+            ["bedrock:InvokeModelWithResponseStream"]
         );
     }
-    for statement in &statements {
+    // The model itself: derived from the one ModelId parameter, whatever form it takes.
+    let model = serde_yaml::to_string(&bedrock[0]["Resource"]).unwrap();
+    for form in [
+        "!Ref ModelId",
+        "inference-profile/${Profile}",
+        "foundation-model/${ModelId}",
+    ] {
+        assert!(model.contains(form), "{form} is missing from {model}");
+    }
+    // The foundation models behind a profile: only by way of that profile.
+    assert_eq!(
+        strings(&bedrock[1]["Resource"]),
+        ["!Sub arn:${AWS::Partition}:bedrock:*::foundation-model/*"]
+    );
+    let through =
+        serde_yaml::to_string(&bedrock[1]["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"])
+            .unwrap();
+    assert!(
+        through.contains("inference-profile/${Profile}") && through.contains("!Ref ModelId"),
+        "{through}"
+    );
+    assert!(
+        !t["Parameters"]
+            .as_mapping()
+            .unwrap()
+            .contains_key("FoundationModelId")
+    );
+    for statement in &found {
         let text = serde_yaml::to_string(&statement["Resource"]).unwrap();
         assert!(
             !text.trim().ends_with("'*'") && text.trim() != "'*'",
             "no statement may grant every resource: {text}"
         );
     }
+}
+
+/// Every feature the README promises is a parameter that reaches the function: keys only as
+/// Secrets Manager ARNs, never as plain values.
+#[test]
+fn every_feature_is_deployable_by_parameters() {
+    let t = template();
+    let variables = &t["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"];
+    for (variable, parameter) in [
+        ("APPROVAL_SECRET_ARN", "ApprovalSecretArn"),
+        ("EVENT_SINKS", "EventSinks"),
+        ("EMIT_URL", "EmitUrl"),
+        ("EMIT_API_KEY_SECRET_ARN", "EmitApiKeySecretArn"),
+        ("DEFAULT_AGENT", "DefaultAgent"),
+        ("FILES_PREFIX", "FilesPrefix"),
+        ("ATTACHMENT_TOOLS", "AttachmentTools"),
+    ] {
+        assert!(!t["Parameters"][parameter].is_null(), "no parameter {parameter}");
+        let value = serde_yaml::to_string(&variables[variable]).unwrap();
+        assert_eq!(value.trim(), format!("!Ref {parameter}"), "{variable}");
+    }
+    let plain = serde_yaml::to_string(variables).unwrap();
+    assert!(
+        !plain.contains("APPROVAL_SECRET:") && !plain.contains("EMIT_API_KEY:"),
+        "a key is never a plain variable: {plain}"
+    );
+    // Agent definitions: a layer sam build packages, unpacked into /opt.
+    let layer = &t["Resources"]["AgentDefinitionsLayer"];
+    assert_eq!(layer["Type"].as_str(), Some("AWS::Serverless::LayerVersion"));
+    let folder = layer["Properties"]["ContentUri"].as_str().unwrap();
+    assert!(
+        root().join(folder).join("agents").is_dir(),
+        "{folder} holds agents/"
+    );
+    assert!(
+        serde_yaml::to_string(&variables["AGENTS_DIR"])
+            .unwrap()
+            .contains("/opt")
+    );
+    // A files bucket the stack may create, with the deployer's KMS key.
+    let bucket = &t["Resources"]["FilesBucketResource"];
+    assert_eq!(bucket["Condition"].as_str(), Some("CreateFiles"));
+    assert!(
+        serde_yaml::to_string(&bucket["Properties"]["BucketEncryption"])
+            .unwrap()
+            .contains("!Ref FilesKmsKeyArn")
+    );
+    // Logs are kept as long as the deployer says.
+    let logs = &t["Resources"]["AgentWorkerLogGroup"]["Properties"];
+    assert_eq!(
+        serde_yaml::to_string(&logs["RetentionInDays"]).unwrap().trim(),
+        "!Ref LogRetentionInDays"
+    );
+    let function = &t["Resources"]["AgentWorkerFunction"]["Properties"];
+    assert_eq!(
+        serde_yaml::to_string(&function["LoggingConfig"]["LogGroup"])
+            .unwrap()
+            .trim(),
+        "!Ref AgentWorkerLogGroup"
+    );
+    let ignored = std::fs::read_to_string(root().join(".gitignore")).unwrap();
+    assert!(
+        ignored.lines().any(|l| l.trim() == "/.aws-sam"),
+        ".aws-sam is ignored"
+    );
 }
 
 /// Every IAM statement anywhere in the template (both branches of an `!If` included).
@@ -192,7 +275,7 @@ fn iam_is_least_privilege_no_wildcard_action_or_resource() {
         found.len() >= 4,
         "the function's statements were found: {found:?}"
     );
-    for statement in &found {
+    for statement in found.iter().filter(|s| s["Effect"].as_str() == Some("Allow")) {
         let sid = statement["Sid"].as_str().unwrap_or("(no Sid)");
         assert!(
             statement.get("NotAction").is_none() && statement.get("NotResource").is_none(),
@@ -207,14 +290,16 @@ fn iam_is_least_privilege_no_wildcard_action_or_resource() {
         assert!(!resources.is_empty(), "{sid}: no resource");
         for resource in &resources {
             // A `*` may only end a value the deployer names (`${FilesPrefix}*`: the objects under
-            // the prefix; `${FoundationModelId}*`: that model's versions), or stand for the
-            // region of a foundation model, which a cross-region inference profile routes to.
+            // the prefix), or stand for the foundation models a statement reaches only through
+            // the configured inference profile (its `bedrock:InferenceProfileArn` condition).
+            let through_the_profile =
+                !statement["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"].is_null();
             for (at, _) in resource.match_indices('*') {
                 let after_a_name = resource[..at].ends_with('}');
-                let model_region = resource[..at].ends_with(":bedrock:")
-                    && resource[at..].starts_with("*::foundation-model/${");
+                let behind_the_profile =
+                    through_the_profile && resource.ends_with(":bedrock:*::foundation-model/*");
                 assert!(
-                    after_a_name || model_region,
+                    after_a_name || behind_the_profile,
                     "{sid}: a wildcard resource: {resource}"
                 );
             }
@@ -235,4 +320,310 @@ fn a_dead_lettered_turn_raises_an_alarm() {
     assert_eq!(number(&alarm["Threshold"]), 0);
     let watched = serde_yaml::to_string(&alarm["Dimensions"]).unwrap();
     assert!(watched.contains("TurnsDeadLetterQueue.QueueName"), "{watched}");
+}
+
+/// A deployment of the template, its intrinsic functions evaluated as CloudFormation would for
+/// the given parameters (defaults elsewhere) in `region` of account 123456789012. Resources
+/// read as `<Name>`; `AWS::NoValue` is `Null`.
+struct Deployment {
+    template: Value,
+    parameters: std::collections::HashMap<String, String>,
+    region: String,
+}
+
+impl Deployment {
+    fn new(region: &str, overrides: &[(&str, &str)]) -> Self {
+        let template = template();
+        let mut parameters: std::collections::HashMap<String, String> = template["Parameters"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let default = match &v["Default"] {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    _ => String::new(),
+                };
+                (k.as_str().unwrap().to_owned(), default)
+            })
+            .collect();
+        for (name, value) in overrides {
+            assert!(parameters.contains_key(*name), "no parameter {name}");
+            parameters.insert((*name).to_owned(), (*value).to_owned());
+        }
+        Self {
+            template,
+            parameters,
+            region: region.to_owned(),
+        }
+    }
+
+    fn reference(&self, name: &str) -> Value {
+        let text = match name {
+            "AWS::Region" => self.region.clone(),
+            "AWS::AccountId" => "123456789012".into(),
+            "AWS::Partition" => "aws".into(),
+            "AWS::StackName" => "stack".into(),
+            "AWS::NoValue" => return Value::Null,
+            other => self
+                .parameters
+                .get(other)
+                .cloned()
+                .unwrap_or_else(|| format!("<{other}>")),
+        };
+        Value::String(text)
+    }
+
+    fn text(&self, value: &Value) -> String {
+        match self.eval(value) {
+            Value::String(s) => s,
+            other => panic!("not text: {other:?}"),
+        }
+    }
+
+    fn substitute(&self, pattern: &str, vars: &serde_yaml::Mapping) -> String {
+        let mut out = String::new();
+        let mut rest = pattern;
+        while let Some(at) = rest.find("${") {
+            out.push_str(&rest[..at]);
+            let end = rest[at..].find('}').unwrap() + at;
+            let name = &rest[at + 2..end];
+            out.push_str(&match vars.get(name) {
+                Some(v) => self.text(v),
+                None if name.contains('.') && !name.starts_with("AWS::") => format!("<{name}>"),
+                None => match self.reference(name) {
+                    Value::String(s) => s,
+                    other => panic!("${{{name}}} is {other:?}"),
+                },
+            });
+            rest = &rest[end + 1..];
+        }
+        out + rest
+    }
+
+    fn condition(&self, name: &str) -> bool {
+        self.truth(&self.template["Conditions"][name])
+    }
+
+    fn truth(&self, value: &Value) -> bool {
+        let Value::Tagged(tagged) = value else {
+            panic!("not a condition: {value:?}")
+        };
+        let args = tagged.value.as_sequence();
+        match tagged.tag.to_string().as_str() {
+            "!Equals" => {
+                let args = args.unwrap();
+                self.text(&args[0]) == self.text(&args[1])
+            }
+            "!Or" => args.unwrap().iter().any(|a| self.truth(a)),
+            "!And" => args.unwrap().iter().all(|a| self.truth(a)),
+            "!Not" => !self.truth(&args.unwrap()[0]),
+            "!Condition" => self.condition(tagged.value.as_str().unwrap()),
+            other => panic!("{other} is not a condition function"),
+        }
+    }
+
+    fn eval(&self, value: &Value) -> Value {
+        match value {
+            Value::Mapping(map) => Value::Mapping(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), self.eval(v)))
+                    .filter(|(_, v)| !v.is_null())
+                    .collect(),
+            ),
+            Value::Sequence(items) => Value::Sequence(
+                items
+                    .iter()
+                    .map(|i| self.eval(i))
+                    .filter(|v| !v.is_null())
+                    .collect(),
+            ),
+            Value::Tagged(tagged) => {
+                let inner = &tagged.value;
+                let args = || inner.as_sequence().unwrap();
+                match tagged.tag.to_string().as_str() {
+                    "!Ref" => self.reference(inner.as_str().unwrap()),
+                    "!GetAtt" => Value::String(format!("<{}>", inner.as_str().unwrap())),
+                    "!Sub" => Value::String(match inner {
+                        Value::String(pattern) => self.substitute(pattern, &serde_yaml::Mapping::new()),
+                        _ => self.substitute(args()[0].as_str().unwrap(), args()[1].as_mapping().unwrap()),
+                    }),
+                    "!If" => {
+                        let branch = if self.condition(args()[0].as_str().unwrap()) {
+                            1
+                        } else {
+                            2
+                        };
+                        self.eval(&args()[branch])
+                    }
+                    "!FindInMap" => {
+                        let keys: Vec<String> = args().iter().map(|a| self.text(a)).collect();
+                        self.eval(&self.template["Mappings"][&keys[0]][&keys[1]][&keys[2]])
+                    }
+                    "!Select" => {
+                        let index = number(&args()[0]) as usize;
+                        self.eval(&args()[1]).as_sequence().unwrap()[index].clone()
+                    }
+                    "!Split" => Value::Sequence(
+                        self.text(&args()[1])
+                            .split(&self.text(&args()[0]))
+                            .map(|p| Value::String(p.to_owned()))
+                            .collect(),
+                    ),
+                    other => panic!("{other} is not evaluated here"),
+                }
+            }
+            other => other.clone(),
+        }
+    }
+
+    fn model_id(&self) -> String {
+        self.text(&self.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"]["MODEL_ID"])
+    }
+
+    /// The function's statements that name a bedrock action, evaluated.
+    fn bedrock_statements(&self) -> Vec<Value> {
+        let policy =
+            &self.template["Resources"]["AgentWorkerFunction"]["Properties"]["Policies"][0]["Statement"];
+        self.eval(policy)
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|s| strings(&s["Action"]).iter().any(|a| a.starts_with("bedrock:")))
+            .cloned()
+            .collect()
+    }
+}
+
+#[test]
+fn the_model_and_what_the_function_may_invoke_come_from_one_parameter_in_each_form() {
+    let profile_arn =
+        |region: &str, id: &str| format!("arn:aws:bedrock:{region}:123456789012:inference-profile/{id}");
+    // Empty: the region's geography.
+    for (region, geo) in [
+        ("us-west-2", "us"),
+        ("eu-west-1", "eu"),
+        ("ap-northeast-1", "apac"),
+    ] {
+        let deployment = Deployment::new(region, &[]);
+        let id = format!("{geo}.anthropic.claude-sonnet-4-6");
+        assert_eq!(deployment.model_id(), id);
+        let statements = deployment.bedrock_statements();
+        assert_eq!(statements.len(), 2);
+        assert_eq!(strings(&statements[0]["Resource"]), [profile_arn(region, &id)]);
+        assert_eq!(
+            statements[1]["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"].as_str(),
+            Some(profile_arn(region, &id).as_str())
+        );
+    }
+    // An inference profile id, a global one included.
+    for id in [
+        "eu.anthropic.claude-sonnet-4-6",
+        "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    ] {
+        let deployment = Deployment::new("eu-central-1", &[("ModelId", id)]);
+        assert_eq!(deployment.model_id(), id);
+        let statements = deployment.bedrock_statements();
+        assert_eq!(
+            strings(&statements[0]["Resource"]),
+            [profile_arn("eu-central-1", id)]
+        );
+        assert_eq!(statements.len(), 2);
+    }
+    // An application inference profile's ARN: itself, and its models only through it.
+    let application = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3";
+    let deployment = Deployment::new("us-east-1", &[("ModelId", application)]);
+    assert_eq!(deployment.model_id(), application);
+    let statements = deployment.bedrock_statements();
+    assert_eq!(strings(&statements[0]["Resource"]), [application]);
+    assert_eq!(
+        statements[1]["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"].as_str(),
+        Some(application)
+    );
+    // A foundation model called directly: that model in the region, and nothing through a profile.
+    let direct = "anthropic.claude-3-haiku-20240307-v1:0";
+    let deployment = Deployment::new("us-east-1", &[("ModelId", direct)]);
+    assert_eq!(deployment.model_id(), direct);
+    let statements = deployment.bedrock_statements();
+    assert_eq!(statements.len(), 1);
+    assert_eq!(
+        strings(&statements[0]["Resource"]),
+        [format!("arn:aws:bedrock:us-east-1::foundation-model/{direct}")]
+    );
+}
+
+#[test]
+fn the_files_bucket_and_its_key_reach_the_function_and_its_policy() {
+    let statements = |d: &Deployment| {
+        let policy =
+            &d.template["Resources"]["AgentWorkerFunction"]["Properties"]["Policies"][0]["Statement"];
+        d.eval(policy).as_sequence().unwrap().clone()
+    };
+    let sids = |d: &Deployment| -> Vec<String> {
+        statements(d)
+            .iter()
+            .filter_map(|s| s["Sid"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let bucket = |d: &Deployment| {
+        d.text(&d.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"]["FILES_BUCKET"])
+    };
+    let none = Deployment::new("us-east-1", &[]);
+    assert_eq!(bucket(&none), "");
+    assert!(
+        !sids(&none)
+            .iter()
+            .any(|s| s.contains("Files") || s.contains("Attached"))
+    );
+    let created = Deployment::new(
+        "us-east-1",
+        &[
+            ("CreateFilesBucket", "true"),
+            ("FilesKmsKeyArn", "arn:aws:kms:us-east-1:123456789012:key/k"),
+        ],
+    );
+    assert_eq!(bucket(&created), "<FilesBucketResource>");
+    let read = statements(&created)
+        .into_iter()
+        .find(|s| s["Sid"].as_str() == Some("ReadAttachedFilesAndCountTheirTokens"))
+        .unwrap();
+    assert_eq!(
+        strings(&read["Resource"]),
+        ["arn:aws:s3:::<FilesBucketResource>/attachments/*"]
+    );
+    assert!(sids(&created).contains(&"UseTheFilesKey".to_owned()));
+    let named = Deployment::new("us-east-1", &[("FilesBucket", "uploads")]);
+    assert_eq!(bucket(&named), "uploads");
+    assert!(!sids(&named).contains(&"UseTheFilesKey".to_owned()));
+}
+
+/// `sam build` packages the bundled agent definitions as the layer Lambda unpacks into /opt.
+#[test]
+fn sam_build_packages_the_agent_definitions_layer() {
+    let out = std::env::temp_dir().join(format!("agent-layer-{}", std::process::id()));
+    run(Command::new(tool("sam"))
+        .args([
+            "build",
+            "AgentDefinitionsLayer",
+            "--parameter-overrides",
+            "AgentDefinitions=bundled",
+            "--build-dir",
+        ])
+        .arg(&out)
+        .arg("--template")
+        .arg(root().join("template.yaml"))
+        .current_dir(root())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("SAM_CLI_TELEMETRY", "0"));
+    let layer = out.join("AgentDefinitionsLayer");
+    for folder in ["agents", "prompts"] {
+        let built: Vec<_> = std::fs::read_dir(layer.join(folder)).unwrap().collect();
+        let source: Vec<_> = std::fs::read_dir(root().join("examples/agents").join(folder))
+            .unwrap()
+            .collect();
+        assert_eq!(built.len(), source.len(), "{folder}");
+        assert!(!built.is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }
