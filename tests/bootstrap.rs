@@ -227,8 +227,9 @@ async fn a_record_too_near_the_deadline_goes_back_unclaimed_and_the_next_deliver
     let (table, store) = new_table("near").await;
     let mut api = LambdaRuntimeApi::start().await.unwrap();
     let mut function = start_function(&api, &bedrock, &table, &[]);
-    // 10 s store margin + 30 s least turn time: 20 s left is too little.
-    let near = epoch_ms(std::time::SystemTime::now() + Duration::from_secs(20));
+    // 12 s left: the 10 s store margin plus the least turn time (30 s, or half the window,
+    // 6 s) is more than that.
+    let near = epoch_ms(std::time::SystemTime::now() + Duration::from_secs(12));
     api.invoke_with_deadline("req-1", one_turn("m-1", "t-1", "conv-n"), near);
     assert_eq!(
         answer_to(&mut api, "req-1").await,

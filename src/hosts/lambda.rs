@@ -18,9 +18,11 @@
 //! | a body that is not a turn, `invalid_prompt`, `store_failed`, a bug | in `batchItemFailures`: redrive, then the DLQ |
 //! | `turn_in_progress`: another worker holds the turn's lease | in `batchItemFailures`, back after the queue's visibility timeout |
 //!
-//! **Time.** A record starts only with at least the store margin plus the minimum turn time
-//! ([`DEFAULT_MIN_TURN_TIME`]) left before the invocation's deadline; otherwise it goes back to
-//! the queue before anything is claimed, and on a FIFO queue so does the rest of its group. A
+//! **Time.** A record starts only with at least the store margin plus the least turn time left
+//! before the invocation's deadline; otherwise it goes back to the queue before anything is
+//! claimed, and on a FIFO queue so does the rest of its group. The least turn time is
+//! [`DEFAULT_MIN_TURN_TIME`], or half the batch's whole window when that is shorter (a poller
+//! on a queue whose visibility timeout is short: every delivery gets that same window). A
 //! deadline that cannot be real (already past, or further away than any invocation lasts, as the
 //! `cargo lambda` emulator's constant is) counts as no deadline: each turn's own
 //! `turn_deadline` holds it, and the function says so once in its log.
@@ -189,6 +191,7 @@ impl TurnHandler {
                     .is_some_and(|arn| arn.ends_with(".fifo"))
         });
         let decoded: Vec<Decoded> = records.iter().map(decode).collect();
+        let start = self.start_rule(deadline, SystemTime::now());
 
         // Group by message group (FIFO) or session, keeping arrival order within each group.
         let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -216,7 +219,7 @@ impl TurnHandler {
                     let outcome = if fifo && group_failed {
                         Disposition::Redrive("an earlier message of its FIFO group failed".into())
                     } else {
-                        self.run_record(&records[index], &decoded[index], deadline).await
+                        self.run_record(&records[index], &decoded[index], &start).await
                     };
                     group_failed |= outcome.is_redrive();
                     outcomes.push((index, outcome));
@@ -251,12 +254,7 @@ impl TurnHandler {
         Ok(response)
     }
 
-    async fn run_record(
-        &self,
-        record: &SqsMessage,
-        decoded: &Decoded,
-        deadline: Option<SystemTime>,
-    ) -> Disposition {
+    async fn run_record(&self, record: &SqsMessage, decoded: &Decoded, start: &StartRule) -> Disposition {
         let message_id = record.message_id.as_deref().unwrap_or("<none>");
         match decoded {
             Decoded::Malformed(why) => {
@@ -265,9 +263,9 @@ impl TurnHandler {
             }
             Decoded::Turn(turn) => {
                 let span = tracing::info_span!("record", message_id, turn_id = %turn.turn_id, session = %turn.conversation_id);
-                let outcome = match self.too_late_to_start(deadline) {
+                let outcome = match start.refuses(SystemTime::now()) {
                     Some(why) => Disposition::Redrive(why),
-                    None => self.run_turn(turn, deadline).instrument(span.clone()).await,
+                    None => self.run_turn(turn, start.deadline).instrument(span.clone()).await,
                 };
                 let _entered = span.enter();
                 match &outcome {
@@ -281,18 +279,15 @@ impl TurnHandler {
         }
     }
 
-    /// Why a record may not start now, if it may not: less than the store margin plus the
-    /// minimum turn time is left before `deadline`.
-    fn too_late_to_start(&self, deadline: Option<SystemTime>) -> Option<String> {
-        let needed = self.store_margin + self.min_turn_time;
-        let left = deadline?.duration_since(SystemTime::now()).unwrap_or_default();
-        (left < needed).then(|| {
-            format!(
-                "not started: {} ms of the invocation were left and a turn needs {} ms; nothing was claimed",
-                left.as_millis(),
-                needed.as_millis()
-            )
-        })
+    /// When the records of a batch whose deadline is `deadline` may start, the batch starting
+    /// `now`: with the store margin plus the least turn time left, the latter no more than half
+    /// the batch's window.
+    fn start_rule(&self, deadline: Option<SystemTime>, now: SystemTime) -> StartRule {
+        let window = deadline.map_or(Duration::ZERO, |d| d.duration_since(now).unwrap_or_default());
+        StartRule {
+            deadline,
+            needed: self.store_margin + self.min_turn_time.min(window / 2),
+        }
     }
 
     /// Runs one turn, streaming its events to the sinks, and says what the queue should do.
@@ -337,6 +332,29 @@ impl TurnHandler {
         }
         sinks.close().await;
         TurnRun::ended(terminal)
+    }
+}
+
+/// When a batch's records may start.
+#[derive(Debug, Clone, Copy)]
+struct StartRule {
+    /// The batch's deadline, if it has one.
+    deadline: Option<SystemTime>,
+    /// The time a record needs left before `deadline` to start.
+    needed: Duration,
+}
+
+impl StartRule {
+    /// Why a record may not start at `now`, if it may not.
+    fn refuses(&self, now: SystemTime) -> Option<String> {
+        let left = self.deadline?.duration_since(now).unwrap_or_default();
+        (left < self.needed).then(|| {
+            format!(
+                "not started: {} ms of the invocation were left and a turn needs {} ms; nothing was claimed",
+                left.as_millis(),
+                self.needed.as_millis()
+            )
+        })
     }
 }
 
@@ -454,12 +472,27 @@ mod tests {
             Sinks::new(),
         )
         .store_margin(Duration::from_secs(10))
-        .min_turn_time(Duration::from_secs(20));
-        let in_secs = |s| Some(SystemTime::now() + Duration::from_secs(s));
-        assert_eq!(handler.too_late_to_start(None), None);
-        assert_eq!(handler.too_late_to_start(in_secs(120)), None);
-        let refused = handler.too_late_to_start(in_secs(25)).expect("refused");
-        assert!(refused.contains("needs 30000 ms"), "{refused}");
-        assert!(handler.too_late_to_start(Some(SystemTime::UNIX_EPOCH)).is_some());
+        .min_turn_time(Duration::from_secs(30));
+        let now = SystemTime::now();
+        let in_secs = |s| Some(now + Duration::from_secs(s));
+        assert_eq!(handler.start_rule(None, now).refuses(now), None);
+        // An invocation of 15 minutes: each record needs 40 s left.
+        let rule = handler.start_rule(in_secs(900), now);
+        assert_eq!(rule.needed, Duration::from_secs(40));
+        assert_eq!(rule.refuses(now), None);
+        let later = now + Duration::from_secs(861);
+        let refused = rule.refuses(later).expect("refused");
+        assert!(
+            refused.contains("39000 ms of the invocation were left and a turn needs 40000 ms"),
+            "{refused}"
+        );
+        // A window of 30 s (a poller on SQS's default visibility timeout): 10 + 15 s.
+        let short = handler.start_rule(in_secs(30), now);
+        assert_eq!(short.needed, Duration::from_secs(25));
+        assert_eq!(short.refuses(now), None);
+        // A window that leaves less than the margin twice over runs nothing.
+        assert!(handler.start_rule(in_secs(12), now).refuses(now).is_some());
+        let past = Some(SystemTime::UNIX_EPOCH);
+        assert!(handler.start_rule(past, now).refuses(now).is_some());
     }
 }

@@ -23,7 +23,7 @@
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 //! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
 //! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
-//! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000); with less it goes back to the queue unclaimed |
+//! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000, or half the batch's window when shorter); with less it goes back to the queue unclaimed |
 //! | `REDRIVE_DELAY_MS`, `REDRIVE_MAX_DELAY_MS` | no | how long a redriven record stays hidden: the first delay, doubling with each receive, up to the longest (5000, 900000) |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
