@@ -19,7 +19,7 @@ NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
-	cargo test --all-features --locked
+	cargo test --workspace --all-features --locked
 
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
 demo: $(PY_TOOLS) build
@@ -27,18 +27,25 @@ demo: $(PY_TOOLS) build
 
 ## lint: formatting and clippy, warnings are errors.
 lint:
-	cargo fmt --check
-	cargo clippy --all-features --all-targets --locked -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --all-features --all-targets --locked -- -D warnings
+	# The builds users make: the function alone, the library bare, with the Lambda host alone, with
+	# the Agent Protocol server alone.
+	cargo check --locked --bin bootstrap --no-default-features --features lambda,s3
+	cargo check --locked --lib --no-default-features
+	cargo check --locked --lib --no-default-features --features lambda
+	cargo check --locked --lib --no-default-features --features agent-protocol
+	cargo check --locked -p agent-worker-contract
 
 fmt:
-	cargo fmt
+	cargo fmt --all
 
 ## bench: turn latency and throughput against the stand-in (a program, not a test).
 bench:
 	cargo bench --all-features --locked --bench turns
 
 build:
-	cargo build --all-features --locked --bins
+	cargo build --workspace --all-features --locked --bins
 
 ## venv: moto, cfn-lint and the SAM CLI in a project-local virtualenv.
 venv: $(PY_TOOLS)

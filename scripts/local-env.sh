@@ -3,6 +3,7 @@
 # reaches AWS unless BEDROCK=aws, and then only Bedrock.
 
 bin="${CARGO_TARGET_DIR:-target}/debug/agent-worker"
+stand_in="${CARGO_TARGET_DIR:-target}/debug/bedrock-stand-in"
 moto_port="${LOCAL_MOTO_PORT:-5010}"
 stand_in_port="${LOCAL_STAND_IN_PORT:-4010}"
 local_pids=()
@@ -61,7 +62,7 @@ start_model() {
     return
   fi
   section "the Bedrock stand-in on 127.0.0.1:$stand_in_port (it calls the first tool offered, then reports)"
-  "$bin" stand-in --port "$stand_in_port" --fallback echo 2>/dev/null &
+  "$stand_in" --port "$stand_in_port" --fallback echo 2>/dev/null &
   local_pids+=($!)
   wait_for_port "$stand_in_port"
 }

@@ -8,8 +8,9 @@
 //!
 //! The modules, and what each may use:
 //!
-//! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance).
-//!   Uses no other module of this crate and no AWS crate.
+//! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance):
+//!   the crate `agent-worker-contract`, re-exported. It uses no other crate of the workspace and
+//!   no AWS crate, and the compiler holds it to that.
 //! - [`session`]: the state a turn needs (messages, history invariants, turn claims, stores).
 //!   Uses `protocol` only.
 //! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
@@ -20,8 +21,9 @@
 //!   `protocol` and `session`'s table layout.
 //! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller, the
 //!   container host, the Agent Protocol v1 server and client. Use any `Agent`; hold no turn logic.
-//! - `testing` (feature `testing`): the wire-level Bedrock stand-in, moto's server, and the
-//!   desk fixture API for OpenAPI tools.
+//!
+//! The test kit (the wire-level Bedrock stand-in, moto's launcher, the fault proxy, the Runtime
+//! API stand-in) is the crate `agent-worker-testkit`: a dev-dependency, never part of the function.
 //!
 //! The README's examples run as doc tests.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -30,11 +32,9 @@
 pub mod agents;
 pub mod engine;
 pub mod hosts;
-pub mod protocol;
+pub use agent_worker_contract as protocol;
 pub mod session;
 pub mod sinks;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

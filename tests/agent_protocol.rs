@@ -19,7 +19,7 @@ use agent_worker::hosts::agent_protocol::{
 };
 use agent_worker::protocol::{AgentEvent, agent_fn};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
-use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;

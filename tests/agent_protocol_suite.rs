@@ -15,7 +15,7 @@ use agent_worker::hosts::agent_protocol::{
     AgentProtocolServer, AgentTaskHandler, ServerConfig, Workspace, serve,
 };
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::{BedrockStandIn, Fallback};
+use agent_worker_testkit::{BedrockStandIn, Fallback};
 use serde_json::Value;
 
 /// The request that needs the internet.

@@ -16,7 +16,7 @@ use agent_worker::engine::BedrockModel;
 use agent_worker::engine::model::Model;
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
-use agent_worker::testing::{BedrockStandIn, Fallback, Reply, StreamScript, moto};
+use agent_worker_testkit::{BedrockStandIn, Fallback, Reply, StreamScript, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@ use agent_worker::engine::{
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::history::check;
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::*;

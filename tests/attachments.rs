@@ -10,7 +10,7 @@ use agent_worker::engine::tools::{Effect, Tool, ToolClass, ToolSpec, tool_fn};
 use agent_worker::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, LocalFileArea};
 use agent_worker::protocol::{Agent, AgentEvent, AttachmentRef, AttachmentStatus, Prompt, Scope};
 use agent_worker::session::{ContentBlock, MemoryStore, SessionStore};
-use agent_worker::testing::{self, BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{self, BedrockStandIn, Reply, StreamScript};
 use base64::Engine as _;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -116,7 +116,7 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
         "f-pdf",
         "report.pdf",
         "application/pdf",
-        &testing::files::pdf(&["Revenue (Q3) rose.\nCosts fell.", "Page two."]),
+        &agent_worker_testkit::files::pdf(&["Revenue (Q3) rose.\nCosts fell.", "Page two."]),
     );
     let scan = put(
         &files,
@@ -288,7 +288,7 @@ async fn a_message_gives_at_most_five_files_and_each_once() {
 async fn an_s3_file_area_on_moto_serves_the_same_turn() {
     use agent_worker::engine::attachments::{FileArea, LoadAs, Unavailable};
     use agent_worker::hosts::S3FileArea;
-    use agent_worker::testing::moto;
+    use agent_worker_testkit::moto;
 
     let s3 = moto().s3();
     let bucket = format!("files-{}", uuid::Uuid::new_v4().simple());
@@ -463,7 +463,7 @@ async fn attachment_tools_are_offered_only_when_admitted_and_show_files_to_the_m
         "d1",
         "report.pdf",
         "application/pdf",
-        &testing::files::pdf(&[SECRET_TEXT]),
+        &agent_worker_testkit::files::pdf(&[SECRET_TEXT]),
     );
     put(
         &files,
@@ -595,7 +595,7 @@ async fn a_file_input_is_checked_before_the_call_and_named_in_the_approval_previ
         "d1",
         "report.pdf",
         "application/pdf",
-        &testing::files::pdf(&["Invoice 7"]),
+        &agent_worker_testkit::files::pdf(&["Invoice 7"]),
     );
     put(&files, "conv-f", "t1", "notes.txt", "text/plain", b"notes");
     let mut pending = AttachmentRef::new("w1", "wait.pdf", "application/pdf", 3);

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
-use agent_worker::testing::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
 use serde_json::{Value, json};
 
 fn record(id: &str, body: &str) -> Value {
@@ -87,7 +87,7 @@ async fn the_function_takes_a_batch_from_the_runtime_api_and_reports_what_failed
 /// claim whose answer is lost, and a commit whose answer is lost, are not failures at all.
 #[tokio::test]
 async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_redelivery() {
-    use agent_worker::testing::{Fallback, Fault, FaultProxy, Match, Rule};
+    use agent_worker_testkit::{Fallback, Fault, FaultProxy, Match, Rule};
     let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().unwrap(), Fallback::Echo)
         .await
         .unwrap();

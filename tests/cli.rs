@@ -4,7 +4,7 @@ use tokio::process::Command;
 
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
-use agent_worker::testing::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply};
 
 /// `agent-worker invoke ARGS` against the stand-in, with sessions in memory.
 async fn invoke_output(bedrock: &BedrockStandIn, args: &[&str]) -> std::process::Output {
@@ -148,7 +148,7 @@ async fn bad_usage_exits_2_naming_the_argument() {
 
 #[tokio::test]
 async fn invoke_with_a_table_keeps_the_session_in_dynamodb() {
-    let moto = agent_worker::testing::moto();
+    let moto = agent_worker_testkit::moto();
     let table = format!("cli-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).unwrap());
     store.create_table().await.unwrap();

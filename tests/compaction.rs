@@ -10,7 +10,7 @@ use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{
     ContentBlock, DynamoConfig, DynamoStore, MemoryStore, Role, SessionStore, history,
 };
-use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::Value;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use agent_worker::protocol::conformance::{Case, CleanupProbe, Hanging, Limits, Pair, Rule, Subject, check};
 use agent_worker::protocol::{AgentEvent, Prompt, Scope, agent_fn};
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
 use futures_util::{StreamExt, stream};
 use serde_json::json;
 use support::*;

@@ -11,7 +11,7 @@ use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, se
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use serde_json::{Value, json};
 use support::{MODEL_ID, config};
 use tokio::sync::oneshot;

@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker::testing::session_audit::audit;
-use agent_worker::testing::{BedrockStandIn, Fallback, moto};
+use agent_worker_testkit::session_audit::audit;
+use agent_worker_testkit::{BedrockStandIn, Fallback, moto};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};

@@ -7,7 +7,7 @@ use agent_worker::session::{
     Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError,
     TurnOutcome, TurnStatus,
 };
-use agent_worker::testing::moto;
+use agent_worker_testkit::moto;
 use serde_json::{Value, json};
 
 async fn store() -> DynamoStore {

@@ -12,7 +12,7 @@ use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope, codes};
 use agent_worker::session::history::{INTERRUPTED_CALL, check};
 use agent_worker::session::{ContentBlock, MemoryStore, Message, Role, SessionStore};
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::*;

@@ -17,8 +17,8 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker::testing::session_audit::{Audit, audit};
-use agent_worker::testing::{
+use agent_worker_testkit::session_audit::{Audit, audit};
+use agent_worker_testkit::{
     BedrockStandIn, Fallback, Fault, FaultProxy, Match, Reply, Rule, StreamScript, moto,
 };
 use aws_sdk_dynamodb::config::retry::RetryConfig;
@@ -123,7 +123,7 @@ impl World {
 
     fn handler(&self) -> TurnHandler {
         let store = self.store();
-        let bedrock = agent_worker::testing::client_for(&self.model.endpoint_url());
+        let bedrock = agent_worker_testkit::client_for(&self.model.endpoint_url());
         let engine = Engine::builder()
             .model(BedrockModel::new(bedrock, MODEL_ID))
             .store(store.clone())

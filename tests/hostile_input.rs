@@ -18,7 +18,7 @@ use agent_worker::engine::tools::openapi::{OpenApiOptions, load_openapi_tools};
 use agent_worker::engine::user_message;
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::protocol::{ImageRef, Prompt};
-use agent_worker::testing::DeskApi;
+use agent_worker_testkit::DeskApi;
 use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -230,7 +230,7 @@ proptest! {
     #[test]
     fn the_pdf_reader_survives_mutated_files(seed in any::<u64>(), rounds in 1usize..10) {
         static PDF: OnceLock<Vec<u8>> = OnceLock::new();
-        let pdf = PDF.get_or_init(|| agent_worker::testing::files::pdf(&["Quarterly figures", "Second page (with) \\ escapes"]));
+        let pdf = PDF.get_or_init(|| agent_worker_testkit::files::pdf(&["Quarterly figures", "Second page (with) \\ escapes"]));
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut bytes = pdf.clone();
         mutate_bytes(&mut bytes, &mut rng, rounds);

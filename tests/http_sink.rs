@@ -9,7 +9,7 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{MemoryStore, SessionStore};
 use agent_worker::sinks::{HttpEmitSink, Sink, Sinks, TurnRef};
-use agent_worker::testing::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;

@@ -15,7 +15,7 @@ use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::history::check as check_history;
 use agent_worker::session::{Claim, DynamoConfig, DynamoStore, Lease, SessionStore, TurnStatus};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::QueueAttributeName;
 use futures_util::StreamExt;

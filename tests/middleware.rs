@@ -11,7 +11,7 @@ use agent_worker::protocol::middleware::{
 };
 use agent_worker::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope, agent_fn, codes};
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::{BedrockStandIn, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, StreamScript};
 use futures_util::{StreamExt, stream};
 use serde_json::json;
 use support::*;

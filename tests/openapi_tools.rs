@@ -14,7 +14,7 @@ use agent_worker::engine::tools::{Tool, ToolContext, Toolset};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::{BedrockStandIn, DeskApi, Reply};
+use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 

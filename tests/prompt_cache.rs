@@ -7,7 +7,7 @@ mod support;
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use agent_worker::engine::tools::{Effect, ToolSpec, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
-use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::{LogCapture, MODEL_ID, config, failure};

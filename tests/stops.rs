@@ -17,7 +17,7 @@ use agent_worker::session::{
     TurnRecord, TurnStatus,
 };
 use agent_worker::sinks::{Sink, SinkError, Sinks, TurnRef, TurnSink};
-use agent_worker::testing::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Value, json};

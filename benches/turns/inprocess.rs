@@ -9,7 +9,7 @@ use agent_worker::engine::tools::examples;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{AgentExt, Prompt, Scope};
 use agent_worker::session::{MemoryStore, Message};
-use agent_worker::testing::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply};
 use aws_sdk_bedrockruntime::types::{ContentBlock, ConversationRole, Message as SdkMessage};
 
 const TURNS: usize = 400;

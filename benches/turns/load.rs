@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker::testing::session_audit::audit;
-use agent_worker::testing::{BedrockStandIn, Fallback, moto};
+use agent_worker_testkit::session_audit::audit;
+use agent_worker_testkit::{BedrockStandIn, Fallback, moto};
 use serde_json::{Value, json};
 
 use crate::inprocess::percentile;
@@ -119,7 +119,7 @@ async fn emit_receiver() -> (String, Arc<Ends>, tokio::sync::oneshot::Sender<()>
         .await
         .expect("a port");
     let url = format!("http://{}", listener.local_addr().expect("an address"));
-    let stop = agent_worker::testing::serve_in_background(listener, app);
+    let stop = agent_worker_testkit::serve_in_background(listener, app);
     (url, ends, stop)
 }
 

@@ -26,7 +26,7 @@ use std::path::Path;
 pub async fn fresh_table(prefix: &str) -> String {
     let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
     agent_worker::session::DynamoStore::new(
-        agent_worker::testing::moto().dynamodb(),
+        agent_worker_testkit::moto().dynamodb(),
         agent_worker::session::DynamoConfig::new(&table).expect("a table name"),
     )
     .create_table()

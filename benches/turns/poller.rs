@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
-use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_worker::testing::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
 use serde_json::{Value, json};
 
 /// Turns in a long run.

@@ -9,7 +9,7 @@ use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore, Message};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker::testing::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::config::interceptors::{
     AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,

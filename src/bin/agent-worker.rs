@@ -1,5 +1,5 @@
-//! `agent-worker`: run turns from the command line, feed a queue, consume it, or serve the
-//! Bedrock stand-in.
+//! `agent-worker`: run turns from the command line, feed a queue, or consume it. (The Bedrock
+//! stand-in is a binary of the test kit: `bedrock-stand-in`.)
 //!
 //! ```text
 //! agent-worker invoke --session S --text T [--tool current_time] [--table T] [--endpoint-url URL]
@@ -13,7 +13,6 @@
 //! agent-worker serve --port 8080 --api-key KEY     (the container host)
 //! agent-worker agent-protocol [--port 8000] [--workspace ./workspace] [--endpoint-url URL] [--tool T]
 //! agent-worker validate examples/agents [--handler NAME] [--hook ID] [--json]
-//! agent-worker stand-in [--port 4010] [--script replies.json] [--fallback echo|refuse]
 //! ```
 //!
 //! Configured from the same environment as the Lambda function (`TABLE_NAME`, `MODEL_ID`,
@@ -45,16 +44,13 @@ use agent_worker::session::{
     DynamoConfig, DynamoStore, MemoryStore, SessionStore, Stop, StopCause, StopOutcome,
 };
 use agent_worker::sinks::DynamoEventLog;
-use agent_worker::testing::{BedrockStandIn, Fallback, Reply};
 use base64::Engine as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use futures_util::StreamExt;
 use tracing_subscriber::EnvFilter;
 
 /// The model the command line uses when none is given.
 const DEFAULT_MODEL_ID: &str = "us.anthropic.claude-sonnet-4-6";
-/// The stand-in's port when none is given.
-const DEFAULT_STAND_IN_PORT: u16 = 4010;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -71,8 +67,6 @@ struct Cli {
 enum Command {
     /// Runs one turn and prints its events as JSON lines.
     Invoke(InvokeArgs),
-    /// Serves the wire-level Bedrock stand-in on 127.0.0.1.
-    StandIn(StandInArgs),
     /// Creates the table (as template.yaml defines it) and, if asked, a FIFO queue with its DLQ.
     Setup(SetupArgs),
     /// Sends one turn to a queue.
@@ -411,27 +405,6 @@ struct AgentProtocolArgs {
     engine: EngineArgs,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum FallbackArg {
-    /// A small scripted assistant that calls the first tool offered, then reports its result.
-    Echo,
-    /// 400 ValidationException: the script ran out.
-    Refuse,
-}
-
-#[derive(Debug, clap::Args)]
-struct StandInArgs {
-    /// The port on 127.0.0.1.
-    #[arg(long, default_value_t = DEFAULT_STAND_IN_PORT)]
-    port: u16,
-    /// A JSON file holding a list of scripted replies, answered first.
-    #[arg(long)]
-    script: Option<PathBuf>,
-    /// What to answer once the script has run out.
-    #[arg(long, value_enum, default_value = "echo")]
-    fallback: FallbackArg,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -465,7 +438,6 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Invoke(args) => invoke(args).await,
-            Command::StandIn(args) => stand_in(args).await.map(|()| ExitCode::SUCCESS),
             Command::Setup(args) => setup(args).await.map(|()| ExitCode::SUCCESS),
             Command::Send(args) => send(args).await.map(|()| ExitCode::SUCCESS),
             Command::Poll(args) => poll(args).await,
@@ -624,35 +596,6 @@ async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) -> Result<R
         }
     }
     Ok(ran)
-}
-
-async fn stand_in(args: StandInArgs) -> Result<(), String> {
-    let replies: Vec<Reply> = match &args.script {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("--script {}: {e}", path.display()))?;
-            serde_json::from_str(&text)
-                .map_err(|e| format!("--script {}: not a list of replies: {e}", path.display()))?
-        }
-        None => Vec::new(),
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let fallback = match args.fallback {
-        FallbackArg::Echo => Fallback::Echo,
-        FallbackArg::Refuse => Fallback::Refuse,
-    };
-    eprintln!(
-        "Bedrock stand-in listening on http://{addr} ({} scripted replies)",
-        replies.len()
-    );
-    BedrockStandIn::serve(listener, fallback, replies, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .map_err(|e| format!("the stand-in stopped: {e}"))
 }
 
 impl WorkerArgs {

@@ -35,6 +35,7 @@ pub mod sqs_poller;
 
 /// What an AWS call's failure says, short: the service's code and message when it answered
 /// (the raw response left out), else the whole chain of causes.
+#[cfg(feature = "lambda")]
 pub(crate) fn sdk_error_text<E, R>(error: &aws_sdk_sqs::error::SdkError<E, R>) -> String
 where
     E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + 'static,

@@ -9,7 +9,7 @@ use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker::testing::BedrockStandIn;
+use agent_worker_testkit::BedrockStandIn;
 use futures_util::StreamExt;
 
 /// A model id with characters the SDK percent-encodes in the path.

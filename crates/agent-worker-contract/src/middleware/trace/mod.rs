@@ -11,7 +11,7 @@ use futures_core::Stream;
 use tracing::Span;
 
 use super::poll_relay;
-use crate::protocol::{Agent, AgentEvent, EventStream, Prompt, Scope};
+use crate::{Agent, AgentEvent, EventStream, Prompt, Scope};
 
 /// Runs every turn of the inner agent inside a `turn` span that carries `session` and
 /// `turn_id`, and logs how the turn ended. Events pass through unchanged.

@@ -38,7 +38,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'static>>;
 /// An agent that answers with the prompt's text, written with [`agent_fn`]:
 ///
 /// ```
-/// use agent_worker::protocol::{agent_fn, AgentEvent, AgentExt, Prompt, Scope};
+/// use agent_worker_contract::{agent_fn, AgentEvent, AgentExt, Prompt, Scope};
 ///
 /// let echo = agent_fn(|_scope: Scope, prompt: Prompt| {
 ///     futures_util::stream::iter([AgentEvent::text(prompt.text), AgentEvent::completed()])
@@ -52,7 +52,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'static>>;
 /// The wrong way: ending without a terminal breaks MUST 1, and `collect` says so.
 ///
 /// ```
-/// use agent_worker::protocol::{agent_fn, AgentEvent, AgentExt, CollectError, Prompt, Scope};
+/// use agent_worker_contract::{agent_fn, AgentEvent, AgentExt, CollectError, Prompt, Scope};
 ///
 /// let broken = agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::text("hi")]));
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -14,7 +14,7 @@ use futures_core::Stream;
 use tokio::time::{Instant, Sleep};
 
 use super::poll_relay;
-use crate::protocol::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
+use crate::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
 
 /// Gives every turn of the inner agent at most `limit`, counted from the stream's first poll.
 ///

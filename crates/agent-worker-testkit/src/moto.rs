@@ -56,7 +56,6 @@ impl Moto {
 
 impl Moto {
     /// A Secrets Manager client on this server.
-    #[cfg(feature = "lambda")]
     pub fn secrets_manager(&self) -> aws_sdk_secretsmanager::Client {
         let config = aws_sdk_secretsmanager::Config::builder()
             .behavior_version(aws_sdk_secretsmanager::config::BehaviorVersion::latest())
@@ -94,6 +93,9 @@ pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::from_conf(config)
 }
 
+/// The workspace's root, where `.venv` and `scripts/` are.
+const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
 static MOTO: OnceLock<Result<Moto, String>> = OnceLock::new();
 
 /// The process's moto server, started on first use. Panics, saying how to get moto, when it
@@ -113,9 +115,7 @@ fn moto_python() -> PathBuf {
     if let Some(path) = std::env::var_os("MOTO_PYTHON") {
         return PathBuf::from(path);
     }
-    [env!("CARGO_MANIFEST_DIR"), ".venv", "bin", "python"]
-        .iter()
-        .collect()
+    [WORKSPACE, ".venv", "bin", "python"].iter().collect()
 }
 
 fn start() -> io::Result<Moto> {
@@ -127,9 +127,7 @@ fn start() -> io::Result<Moto> {
     }
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let python = moto_python();
-    let launcher: PathBuf = [env!("CARGO_MANIFEST_DIR"), "scripts", "moto_server.py"]
-        .iter()
-        .collect();
+    let launcher: PathBuf = [WORKSPACE, "scripts", "moto_server.py"].iter().collect();
     let binary = python.clone();
     // The shell starts moto, then waits on its stdin; when this process exits, the pipe closes
     // and the shell kills moto.

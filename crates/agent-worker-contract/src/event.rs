@@ -26,7 +26,7 @@ use serde_json::Value;
 /// crate needs a `_` arm, which is where a terminal consumer ignores what it does not know.
 ///
 /// ```
-/// use agent_worker::protocol::AgentEvent;
+/// use agent_worker_contract::AgentEvent;
 ///
 /// let event: AgentEvent = serde_json::from_str(r#"{"type":"text","delta":"Hi"}"#).unwrap();
 /// assert_eq!(event, AgentEvent::text("Hi"));

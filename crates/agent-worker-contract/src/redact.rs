@@ -5,7 +5,7 @@
 /// client. The worker's log keeps the original.
 ///
 /// ```
-/// use agent_worker::protocol::redact;
+/// use agent_worker_contract::redact;
 /// let said = "User: arn:aws:sts::123456789012:assumed-role/worker/fn is not authorized (account 123456789012)";
 /// assert_eq!(redact(said), "User: <arn> is not authorized (account <account>)");
 /// ```

@@ -15,8 +15,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_worker::protocol::{agent_fn, AgentEvent, Prompt, Scope};
-//! use agent_worker::protocol::conformance::{check, Case, CleanupProbe, Hanging, Subject};
+//! use agent_worker_contract::{agent_fn, AgentEvent, Prompt, Scope};
+//! use agent_worker_contract::conformance::{check, Case, CleanupProbe, Hanging, Subject};
 //!
 //! let probe = CleanupProbe::new();
 //! let on_drop = probe.clone();
@@ -24,7 +24,7 @@
 //!     let guard = on_drop.guard();
 //!     async_stream_like(guard)
 //! });
-//! # fn async_stream_like(guard: agent_worker::protocol::conformance::CleanupGuard)
+//! # fn async_stream_like(guard: agent_worker_contract::conformance::CleanupGuard)
 //! #     -> impl futures_core::Stream<Item = AgentEvent> + Send + 'static {
 //! #     use futures_util::StreamExt;
 //! #     futures_util::stream::once(async { AgentEvent::text("working") })

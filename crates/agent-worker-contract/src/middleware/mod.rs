@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use agent_worker::protocol::{agent_fn, AgentEvent, AgentExt, Prompt, Scope};
-//! use agent_worker::protocol::middleware::{DeadlineLayer, TokenBudgetLayer, TraceLayer};
+//! use agent_worker_contract::{agent_fn, AgentEvent, AgentExt, Prompt, Scope};
+//! use agent_worker_contract::middleware::{DeadlineLayer, TokenBudgetLayer, TraceLayer};
 //!
 //! let agent = agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::completed()]))
 //!     .layer(TokenBudgetLayer::new(50_000))

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # async fn demo(moto: std::net::SocketAddr) -> std::io::Result<()> {
-//! use agent_worker::testing::fault_proxy::{Fault, FaultProxy, Match, Rule};
+//! use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
 //! let proxy = FaultProxy::start(moto).await?;
 //! // The next two commits are throttled; the SDK's retries see them.
 //! proxy.inject(Rule::new(Match::target("TransactWriteItems"), Fault::dynamo_throttled()).times(2));

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 
 use super::poll_relay;
-use crate::protocol::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
+use crate::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
 
 /// Caps the tokens one turn of the inner agent may use.
 ///

@@ -1,9 +1,10 @@
 //! The Agent Handler contract: [`Agent::invoke`]`(scope, prompt)` returns a stream of
 //! [`AgentEvent`]s.
 //!
-//! This module is the contract alone. It depends on no other module of this crate and on no
-//! AWS crate, so that it can be lifted into a crate of its own: `std`, `futures`, `serde`,
-//! `tower-layer`, `tracing` and tokio's timer (for the deadline middleware and the checker).
+//! This crate is the contract alone, the innermost layer of agent-worker (as `tower-service`
+//! is to tower): it depends on no other crate of the workspace and on no AWS crate, only `std`,
+//! `futures`, `serde`, `tower-layer`, `tracing` and tokio's timer (for the deadline middleware
+//! and the checker). `agent_worker_contract` re-exports it whole.
 //!
 //! - [`Agent`], [`AgentExt`], [`agent_fn`]: the trait, its conveniences, an agent from a closure.
 //! - [`AgentEvent`], [`Scope`], [`Prompt`], [`AttachmentRef`]: what goes in and what comes out.
@@ -11,6 +12,9 @@
 //! - [`middleware`]: tracing, deadline and token budget wrappers, each itself an `Agent`.
 //! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
 //! - [`codes`]: the failure codes this crate's agents use.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 mod agent;
 mod attachment;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 /// is kept in [`extensions`](Self::extensions) and survives a round trip unchanged.
 ///
 /// ```
-/// use agent_worker::protocol::Scope;
+/// use agent_worker_contract::Scope;
 ///
 /// let scope: Scope = serde_json::from_str(r#"{"session":"s1","turnId":"t-9","userId":"u"}"#).unwrap();
 /// assert_eq!(scope.session, "s1");
@@ -105,7 +105,7 @@ impl Scope {
 /// What the person said: text and, optionally, pictures.
 ///
 /// ```
-/// use agent_worker::protocol::Prompt;
+/// use agent_worker_contract::Prompt;
 ///
 /// let prompt = Prompt::text("What time is it?");
 /// assert_eq!(serde_json::to_string(&prompt).unwrap(), r#"{"text":"What time is it?"}"#);

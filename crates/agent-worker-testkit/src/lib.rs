@@ -1,6 +1,11 @@
-//! Test helpers: the Bedrock stand-in, moto's server, the desk fixture API, a Lambda Runtime
-//! API stand-in, and real files (a PDF). Compiled with the `testing` feature (and in this
-//! crate's own tests); production modules never use it.
+//! agent-worker's test kit: the Bedrock stand-in, moto's server, the fault proxy, the desk
+//! fixture API, a Lambda Runtime API stand-in, the session audit, and real files (a PDF).
+//!
+//! A dev-dependency of the workspace's tests and benches, and of nothing the Lambda function or
+//! the command line ship. The `bedrock-stand-in` binary serves the stand-in for the demo and
+//! `make watch`.
+#![warn(missing_docs, missing_debug_implementations)]
+#![forbid(unsafe_code)]
 
 pub mod bedrock_stand_in;
 pub mod desk_api;
