@@ -6,21 +6,18 @@
 //! Bedrock: streaming, the tool loop, retries, deadlines and cancellation, with session state
 //! behind a [`SessionStore`](session::SessionStore).
 //!
-//! The modules, and what each may use:
+//! The crates are the layers, and arrows point inward only (`ARCHITECTURE.md` has the map):
 //!
-//! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance):
-//!   the crate `agent-worker-contract`, re-exported. It uses no other crate of the workspace and
-//!   no AWS crate, and the compiler holds it to that.
-//! - [`session`]: the state a turn needs (messages, history invariants, turn claims, stores).
-//!   Uses `protocol` only.
-//! - [`engine`]: the turn core. Uses `protocol` and `session`; only `engine::model` touches the
-//!   Bedrock SDK.
-//! - [`agents`]: Standard Agents definitions, validation and the two-sided runner. Uses
-//!   `protocol`, `engine` and `session` (its DynamoDB thread store shares the session table).
-//! - [`sinks`]: where a running turn's events go (stdout, a DynamoDB event log). Uses
-//!   `protocol` and `session`'s table layout.
-//! - [`hosts`]: thin adapters: the turn payload, the SQS Lambda handler, the SQS poller, the
-//!   container host, the Agent Protocol v1 server and client. Use any `Agent`; hold no turn logic.
+//! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance): the
+//!   crate `agent-worker-contract`. No AWS crate, no other crate of ours.
+//! - [`engine`], [`session`], [`agents`], [`sinks`], [`clock`]: the turn core, the crate
+//!   `agent-worker-core`. No DynamoDB, S3 or SQS crate.
+//! - [`aws`]: the adapters, the crate `agent-worker-aws`: the one DynamoDB table module and the
+//!   S3 file area. Its stores are also re-exported beside the core's traits here
+//!   ([`session::DynamoStore`], [`sinks::DynamoEventLog`], [`agents::DynamoThreadStore`]).
+//! - [`hosts`] (this crate): thin adapters to transports: the turn payload, the SQS Lambda
+//!   handler, the SQS poller, the container host, the Agent Protocol v1 server and client,
+//!   configuration. They use any `Agent` and hold no turn logic.
 //!
 //! The test kit (the wire-level Bedrock stand-in, moto's launcher, the fault proxy, the Runtime
 //! API stand-in) is the crate `agent-worker-testkit`: a dev-dependency, never part of the function.
@@ -29,12 +26,30 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
-pub mod agents;
-pub mod engine;
-pub mod hosts;
+pub use agent_worker_aws as aws;
 pub use agent_worker_contract as protocol;
-pub mod session;
-pub mod sinks;
+pub use agent_worker_core::{clock, engine};
+pub mod hosts;
+
+/// Standard Agents ([`agent_worker_core::agents`]), with the thread store on the session table.
+pub mod agents {
+    pub use agent_worker_aws::DynamoThreadStore;
+    pub use agent_worker_core::agents::*;
+}
+
+/// Session state ([`agent_worker_core::session`]), with the DynamoDB store and the table's
+/// module ([`dynamo`]).
+pub mod session {
+    pub use agent_worker_aws::dynamo;
+    pub use agent_worker_aws::dynamo::{DynamoConfig, DynamoStore};
+    pub use agent_worker_core::session::*;
+}
+
+/// Where a running turn's events go ([`agent_worker_core::sinks`]), with the DynamoDB event log.
+pub mod sinks {
+    pub use agent_worker_aws::dynamo::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
+    pub use agent_worker_core::sinks::*;
+}
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

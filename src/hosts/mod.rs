@@ -23,9 +23,7 @@ pub use settings::{SettingsError, WorkerSettings};
 #[cfg(feature = "agent-protocol")]
 pub mod agent_protocol;
 #[cfg(feature = "s3")]
-mod s3_files;
-#[cfg(feature = "s3")]
-pub use s3_files::S3FileArea;
+pub use agent_worker_aws::S3FileArea;
 #[cfg(feature = "container")]
 pub mod container;
 #[cfg(feature = "lambda")]

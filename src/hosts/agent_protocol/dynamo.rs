@@ -18,12 +18,13 @@ use serde::de::DeserializeOwned;
 
 use super::store::{Page, TaskStore, TaskStoreError};
 use super::types::{Artifact, PageRequest, Pagination, Step, Task};
+use crate::clock::now_ms;
 use crate::session::DynamoStore;
 use crate::session::dynamo::keys::{
     AP_ARTIFACT_PREFIX, AP_STEP_PREFIX, AP_TASK_PREFIX, AP_TASKS_PK, EXPIRES_AT, PK, SK, ap_artifact_sk,
     ap_task_pk,
 };
-use crate::session::dynamo::{now_ms, store_error};
+use crate::session::dynamo::store_error;
 
 /// The attribute that holds an item's wire JSON.
 const DOC: &str = "doc";

@@ -60,9 +60,9 @@ use crate::session::{ApprovalStore, Message, SessionStore};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use agent_worker::engine::{tools::examples, BedrockModel, Engine};
-/// use agent_worker::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope};
-/// use agent_worker::session::MemoryStore;
+/// use agent_worker_core::engine::{tools::examples, BedrockModel, Engine};
+/// use agent_worker_core::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope};
+/// use agent_worker_core::session::MemoryStore;
 /// use futures_util::StreamExt;
 ///
 /// # async fn demo(client: aws_sdk_bedrockruntime::Client) -> Result<(), Box<dyn std::error::Error>> {

@@ -11,7 +11,6 @@
 //! person, once, before it expires. The model never sees it.
 
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -56,8 +55,8 @@ pub struct ToolPolicyContext<'a> {
 /// Decides, per call, whether it may run.
 ///
 /// ```
-/// use agent_worker::engine::{ToolDecision, ToolPolicy, ToolPolicyContext};
-/// use agent_worker::engine::tools::Effect;
+/// use agent_worker_core::engine::{ToolDecision, ToolPolicy, ToolPolicyContext};
+/// use agent_worker_core::engine::tools::Effect;
 ///
 /// /// Writes need approval; nothing may delete.
 /// #[derive(Debug)]
@@ -89,8 +88,8 @@ pub trait ToolPolicy: Send + Sync + fmt::Debug {
 /// given tool classes besides [`ToolClass::Backend`].
 ///
 /// ```
-/// use agent_worker::engine::{AdmitClasses, ToolPolicy};
-/// use agent_worker::engine::tools::ToolClass;
+/// use agent_worker_core::engine::{AdmitClasses, ToolPolicy};
+/// use agent_worker_core::engine::tools::ToolClass;
 ///
 /// let policy = AdmitClasses(vec![ToolClass::Attachment]);
 /// assert!(policy.admits(ToolClass::Attachment) && policy.admits(ToolClass::Backend));
@@ -244,12 +243,7 @@ pub struct ApprovalDecision {
     pub token: Option<String>,
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
+pub(crate) use crate::clock::now_ms;
 
 /// The preview the person decides on. Its words come only from the declaration: the tool's
 /// title, its consequence or description, and its input schema's property titles.

@@ -5,10 +5,11 @@ use std::collections::{HashMap, VecDeque};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{Sink, SinkError, TurnRef, TurnSink};
-use crate::protocol::AgentEvent;
-use crate::session::DynamoStore;
-use crate::session::dynamo::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, session_pk};
+use agent_worker_core::protocol::AgentEvent;
+use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
+
+use super::DynamoStore;
+use super::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, session_pk};
 
 /// Text deltas are gathered into one item until this many bytes, or until another event comes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;

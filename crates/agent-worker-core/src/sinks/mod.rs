@@ -5,11 +5,9 @@
 //! lives there. [`Sinks`] fans events out to several; a sink's failure is logged and never fails
 //! the turn.
 
-mod dynamo_log;
 mod http;
 mod stdout;
 
-pub use dynamo_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
 pub use http::{API_KEY_HEADER, EMIT_ATTEMPTS, EMIT_DRAIN, EMIT_RETRY_DELAY, EMIT_TIMEOUT, HttpEmitSink};
 pub use stdout::StdoutSink;
 
@@ -37,8 +35,8 @@ pub struct SinkError(pub String);
 /// A destination for turns' events.
 ///
 /// ```
-/// use agent_worker::protocol::AgentEvent;
-/// use agent_worker::sinks::{Sink, SinkError, TurnRef, TurnSink};
+/// use agent_worker_core::protocol::AgentEvent;
+/// use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 ///
 /// /// Counts events.
 /// #[derive(Debug, Default)]

@@ -222,7 +222,7 @@ impl HandlerError {
 /// Takes a side's turns.
 ///
 /// ```
-/// use agent_worker::agents::{HandlerError, ThreadState, handler_fn};
+/// use agent_worker_core::agents::{HandlerError, ThreadState, handler_fn};
 ///
 /// // Answers every message in capitals; "bye" ends the session.
 /// let shout = handler_fn(|state: &mut ThreadState| {

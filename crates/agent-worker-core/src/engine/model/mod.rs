@@ -211,7 +211,7 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>>
 /// engine retries, so that every retry is announced with a `retrying` event.
 ///
 /// ```
-/// use agent_worker::engine::model::{Model, ModelEvent, ModelRequest, ModelStream, StopReason};
+/// use agent_worker_core::engine::model::{Model, ModelEvent, ModelRequest, ModelStream, StopReason};
 ///
 /// #[derive(Debug)]
 /// struct Hello;

@@ -6,6 +6,7 @@
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
 //! | the summary of the session's older messages (how many: `summaryUpto` on `meta`) | `session#<id>` | `summary` |
 //! | a turn record | `session#<id>` | `turn#<turnId>` |
+//! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
 //! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
@@ -41,6 +42,14 @@ pub fn message_sk(seq: u64) -> String {
 
 /// The sort key prefix of messages.
 pub const MESSAGE_PREFIX: &str = "msg#";
+
+/// The sort key of a Standard Agents session's thread record, beside its messages.
+pub const THREAD_SK: &str = "thread";
+
+/// The sort key of an approval waiting for the person's decision.
+pub fn approval_sk(approval_id: &str) -> String {
+    format!("approval#{approval_id}")
+}
 
 /// The sort key of a turn record.
 pub fn turn_sk(turn_id: &str) -> String {

@@ -68,7 +68,7 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// ```
 /// use std::time::Duration;
-/// use agent_worker::engine::EngineConfig;
+/// use agent_worker_core::engine::EngineConfig;
 ///
 /// let config = EngineConfig { max_rounds: 4, tool_timeout: Duration::from_secs(5), ..EngineConfig::default() };
 /// assert!(config.validate().is_ok());

@@ -318,7 +318,7 @@ pub struct AgentDefinition {
 /// default; set the rest on the returned value. Check it with [`validate`](super::validate).
 ///
 /// ```
-/// use agent_worker::agents::{SideConfig, define_agent};
+/// use agent_worker_core::agents::{SideConfig, define_agent};
 ///
 /// let assistant = define_agent("assistant", SideConfig::prompt("assistant"), SideConfig::human());
 /// assert!(assistant.side_b.is_human());

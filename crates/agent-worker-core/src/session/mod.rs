@@ -6,7 +6,6 @@
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
 mod approval;
-pub mod dynamo;
 mod error;
 pub mod history;
 mod memory;
@@ -15,7 +14,6 @@ mod summary;
 mod turn;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
-pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
@@ -34,7 +32,7 @@ use async_trait::async_trait;
 /// [`release_turn`](Self::release_turn) when it could store nothing.
 ///
 /// ```
-/// use agent_worker::session::{Claim, Lease, MemoryStore, Message, SessionStore, TurnOutcome, TurnStatus};
+/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionStore, TurnOutcome, TurnStatus};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -47,7 +45,7 @@ use async_trait::async_trait;
 /// // A redelivery of t1 does not run again.
 /// assert!(matches!(store.claim_turn("s1", "t1", lease).await?, Claim::Done(_)));
 /// assert_eq!(store.load_history("s1").await?.len(), 2);
-/// # Ok::<_, agent_worker::session::StoreError>(())
+/// # Ok::<_, agent_worker_core::session::StoreError>(())
 /// # }).unwrap();
 /// ```
 #[async_trait]

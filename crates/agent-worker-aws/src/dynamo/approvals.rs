@@ -6,9 +6,10 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use agent_worker_core::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
+
 use super::DynamoStore;
-use super::keys::{EXPIRES_AT, PK, SK, session_pk};
-use crate::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
+use super::keys::{EXPIRES_AT, PK, SK, approval_sk, session_pk};
 
 /// How long an approval item outlives its expiry, for the record.
 const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
@@ -16,7 +17,7 @@ const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
 fn key(session: &str, id: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (PK.to_owned(), AttributeValue::S(session_pk(session))),
-        (SK.to_owned(), AttributeValue::S(format!("approval#{id}"))),
+        (SK.to_owned(), AttributeValue::S(approval_sk(id))),
     ])
 }
 

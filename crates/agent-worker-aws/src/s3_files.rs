@@ -10,8 +10,10 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::engine::attachments::{FileArea, LoadAs, Unavailable, decode_reference, plain_segment};
-use crate::protocol::AttachmentRef;
+use agent_worker_core::engine::attachments::{
+    FileArea, LoadAs, Unavailable, decode_reference, plain_segment,
+};
+use agent_worker_core::protocol::AttachmentRef;
 
 /// The object beside a conversation's files that keeps its token count.
 const USAGE_OBJECT: &str = ".usage";

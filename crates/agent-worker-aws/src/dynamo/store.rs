@@ -13,24 +13,23 @@
 //!   the version first, where no reader looks, then the rest with the version and the completion:
 //!   readers see all of it or none of it.
 
-mod approvals;
-pub mod keys;
-
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 
-use super::history::check;
-use super::{
+use agent_worker_core::clock::now_ms;
+use agent_worker_core::session::history::check;
+use agent_worker_core::session::{
     Claim, ContentBlock, HistoryView, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, Summary,
     TurnOutcome, TurnRecord, TurnStatus,
 };
-use keys::*;
+
+use super::keys::*;
 
 /// How long stored items live before the table's TTL removes them, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
@@ -83,13 +82,6 @@ impl fmt::Debug for DynamoStore {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
-
 fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
@@ -98,7 +90,9 @@ fn n(value: u64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-pub(crate) fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
+/// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
+/// service's code and message (the raw response left out), after `what` was being done.
+pub fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: fmt::Debug,

@@ -37,7 +37,7 @@ use crate::session::{ContentBlock, Message, Role};
 ///
 /// ```no_run
 /// # async fn demo() {
-/// use agent_worker::engine::model::BedrockModel;
+/// use agent_worker_core::engine::model::BedrockModel;
 ///
 /// let sdk_config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 /// let client = aws_sdk_bedrockruntime::Client::new(&sdk_config);

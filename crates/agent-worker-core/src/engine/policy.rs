@@ -21,7 +21,7 @@ pub struct StepContext<'a> {
 /// Decisions about each step of a turn. Every method has a default that decides nothing.
 ///
 /// ```
-/// use agent_worker::engine::{StepContext, TurnPolicy};
+/// use agent_worker_core::engine::{StepContext, TurnPolicy};
 ///
 /// /// Always look the time up first.
 /// #[derive(Debug)]

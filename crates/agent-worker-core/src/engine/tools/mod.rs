@@ -198,7 +198,7 @@ impl From<Value> for ToolReply {
 /// cancel-safe: when a turn is stopped, the call's future is dropped.
 ///
 /// ```
-/// use agent_worker::engine::tools::{Tool, ToolContext, ToolError, ToolSpec};
+/// use agent_worker_core::engine::tools::{Tool, ToolContext, ToolError, ToolSpec};
 /// use serde_json::{json, Value};
 ///
 /// #[derive(Debug)]
@@ -247,7 +247,7 @@ impl fmt::Debug for FnTool {
 /// Makes a [`Tool`] from its declaration and an async function.
 ///
 /// ```
-/// use agent_worker::engine::tools::{tool_fn, ToolSpec};
+/// use agent_worker_core::engine::tools::{tool_fn, ToolSpec};
 /// use serde_json::json;
 ///
 /// let add = tool_fn(

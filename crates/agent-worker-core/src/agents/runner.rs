@@ -375,9 +375,7 @@ impl Agent for DefinedAgent {
     }
 }
 
-fn now_ms() -> u64 {
-    crate::session::dynamo::now_ms()
-}
+use crate::clock::now_ms;
 
 fn session_status(status: &str, extra: Value) -> AgentEvent {
     let mut event = json!({ "type": "session_status", "status": status });

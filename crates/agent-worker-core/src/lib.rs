@@ -1,0 +1,23 @@
+//! agent-worker's turn core: what runs a turn, whatever hosts it and wherever its state lives.
+//!
+//! - [`engine`]: the turn engine on a [`Model`](engine::Model): the tool loop, retries,
+//!   deadlines, approvals, stops, attachments, compaction. Its Bedrock model is here too, for
+//!   now.
+//! - [`session`]: what a turn needs from outside the process ([`SessionStore`](session::SessionStore),
+//!   history invariants, turn claims), with the in-memory store.
+//! - [`agents`]: Standard Agents: definitions, validation, the two-sided session runner.
+//! - [`sinks`]: where a running turn's events go (the trait, stdout, the HTTP emit endpoint).
+//! - [`clock`]: the one clock.
+//!
+//! It uses the contract (re-exported as [`protocol`]) and no DynamoDB, S3 or SQS crate: the
+//! adapters (`agent-worker-aws`) implement its traits on AWS, and the compiler holds the line.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub use agent_worker_contract as protocol;
+
+pub mod agents;
+pub mod clock;
+pub mod engine;
+pub mod session;
+pub mod sinks;
