@@ -1,0 +1,297 @@
+//! The queue family: `setup` (the table and a queue), `send`, `poll` and `handle`, all on the
+//! worker the Lambda function would build.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_worker::hosts::lambda::Requeue;
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::secrets::read_secret_settings;
+use agent_worker::hosts::settings::dynamodb_client;
+use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
+use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
+use agent_worker::session::{DynamoConfig, DynamoStore};
+
+use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
+
+/// The settings the worker commands share with the Lambda function.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// The DynamoDB table.
+    #[arg(long, env = "TABLE_NAME")]
+    pub(crate) table: Option<String>,
+    /// The Bedrock model id or inference profile.
+    #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
+    pub(crate) model_id: String,
+    /// Example tools to enable; repeatable or comma-separated.
+    #[arg(long = "tool", env = "TOOLS", value_delimiter = ',')]
+    pub(crate) tools: Vec<String>,
+    /// A Bedrock-compatible endpoint, such as the stand-in's.
+    #[arg(long, env = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME")]
+    pub(crate) endpoint_url: Option<String>,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+    /// Serve the Standard Agents definitions of this folder; each turn's `agent` names one.
+    #[arg(long, env = "AGENTS_DIR")]
+    pub(crate) agents_dir: Option<PathBuf>,
+    /// With --agents-dir: the agent of a turn that names none.
+    #[arg(long, env = "DEFAULT_AGENT")]
+    pub(crate) default_agent: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SetupArgs {
+    /// The table to create.
+    #[arg(long, env = "TABLE_NAME", default_value = "agent-worker-sessions")]
+    pub(crate) table: String,
+    /// Also create a FIFO queue NAME.fifo with the dead-letter queue NAME-dlq.fifo.
+    #[arg(long)]
+    pub(crate) queue: Option<String>,
+    /// The queue's visibility timeout in seconds (at least 6 times the function's timeout).
+    #[arg(long, default_value_t = 5400)]
+    pub(crate) visibility_timeout: u32,
+    /// Receives before a message goes to the dead-letter queue.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) max_receive_count: u32,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SendArgs {
+    /// The queue.
+    #[arg(long, env = "QUEUE_URL")]
+    pub(crate) queue_url: String,
+    /// The session (conversation) id.
+    #[arg(long)]
+    pub(crate) session: String,
+    /// The person's words.
+    #[arg(long)]
+    pub(crate) text: String,
+    /// The turn's id (a new one when not given).
+    #[arg(long)]
+    pub(crate) turn_id: Option<String>,
+    /// The person.
+    #[arg(long, default_value = "local-user")]
+    pub(crate) user_id: String,
+    /// The person's account.
+    #[arg(long, default_value = "local-account")]
+    pub(crate) account_id: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct PollArgs {
+    /// The queue.
+    #[arg(long, env = "QUEUE_URL")]
+    pub(crate) queue_url: String,
+    /// Stop once the queue is empty.
+    #[arg(long)]
+    pub(crate) until_empty: bool,
+    #[command(flatten)]
+    pub(crate) worker: WorkerArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct HandleArgs {
+    /// An SQS event JSON file, as Lambda delivers one.
+    pub(crate) file: PathBuf,
+    #[command(flatten)]
+    pub(crate) worker: WorkerArgs,
+}
+
+impl WorkerArgs {
+    /// The Lambda function's settings, flags first, then the environment.
+    /// The worker these arguments describe, built once: the Lambda function's settings (flags
+    /// first, then the environment and Secrets Manager), its AWS configuration, store and handler.
+    pub(crate) async fn worker(&self) -> Result<Worker, String> {
+        let table = self.table.clone();
+        let model_id = self.model_id.clone();
+        let tools = self.tools.join(",");
+        let agents_dir = self.agents_dir.as_ref().map(|d| d.display().to_string());
+        let default_agent = self.default_agent.clone();
+        let shared = aws_config(self.region.as_deref()).await;
+        let secrets = read_secret_settings(
+            |name| std::env::var(name).ok(),
+            || aws_sdk_secretsmanager::Client::new(&shared),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let settings = WorkerSettings::from_lookup(|name| match name {
+            "TABLE_NAME" => table.clone(),
+            "MODEL_ID" => Some(model_id.clone()),
+            "TOOLS" => Some(tools.clone()),
+            "AGENTS_DIR" => agents_dir.clone(),
+            "DEFAULT_AGENT" => default_agent.clone(),
+            other => secrets.get(other).cloned().or_else(|| std::env::var(other).ok()),
+        })
+        .map_err(|e| e.to_string())?;
+        let bedrock = bedrock_client(&shared, self.endpoint_url.as_deref());
+        let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
+        let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
+        let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
+        let (agent, sinks) = settings
+            .build(bedrock, dynamodb, files)
+            .map_err(|e| e.to_string())?;
+        Ok(Worker {
+            handler: settings.turn_handler(agent, sinks),
+            store,
+            aws: shared,
+            settings,
+        })
+    }
+}
+
+/// A worker, built once for a command: what the Lambda function would run turns with.
+pub(crate) struct Worker {
+    /// The handler every turn goes through.
+    pub(crate) handler: TurnHandler,
+    /// The session store, on the worker's DynamoDB client.
+    pub(crate) store: DynamoStore,
+    /// The AWS configuration, loaded once.
+    pub(crate) aws: aws_config::SdkConfig,
+    /// The settings it was built from.
+    pub(crate) settings: WorkerSettings,
+}
+
+pub(crate) async fn setup(args: SetupArgs) -> Result<(), String> {
+    let shared = aws_config(args.region.as_deref()).await;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&shared),
+        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
+    );
+    store.create_table().await.map_err(|e| e.to_string())?;
+    let mut out = serde_json::json!({ "table": args.table });
+    if let Some(name) = &args.queue {
+        use aws_sdk_sqs::types::QueueAttributeName as Q;
+        let name = name.trim_end_matches(".fifo");
+        let sqs = aws_sdk_sqs::Client::new(&shared);
+        let fail = |e: aws_sdk_sqs::error::SdkError<_>| {
+            format!(
+                "creating the queue: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(e)
+            )
+        };
+        let dlq_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}-dlq.fifo"))
+            .attributes(Q::FifoQueue, "true")
+            .attributes(Q::MessageRetentionPeriod, "1209600")
+            .send()
+            .await
+            .map_err(fail)?
+            .queue_url
+            .unwrap_or_default();
+        let dlq_arn = sqs
+            .get_queue_attributes()
+            .queue_url(&dlq_url)
+            .attribute_names(Q::QueueArn)
+            .send()
+            .await
+            .map_err(|e| format!("reading the DLQ: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .attributes
+            .and_then(|a| a.get(&Q::QueueArn).cloned())
+            .unwrap_or_default();
+        let redrive =
+            serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": args.max_receive_count });
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}.fifo"))
+            .attributes(Q::FifoQueue, "true")
+            .attributes(Q::VisibilityTimeout, args.visibility_timeout.to_string())
+            .attributes(Q::RedrivePolicy, redrive.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "creating the queue: {}",
+                    aws_sdk_sqs::error::DisplayErrorContext(e)
+                )
+            })?
+            .queue_url
+            .unwrap_or_default();
+        out["queueUrl"] = queue_url.into();
+        out["deadLetterQueueUrl"] = dlq_url.into();
+    }
+    println!("{out}");
+    Ok(())
+}
+
+pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
+    let payload = AgentTurnPayload {
+        turn_id: args
+            .turn_id
+            .unwrap_or_else(|| format!("turn-{}", uuid::Uuid::new_v4().simple())),
+        conversation_id: args.session,
+        user_id: args.user_id,
+        account_id: args.account_id,
+        content: args.text,
+        images: Vec::new(),
+        context: None,
+        attachments: Vec::new(),
+        approval: None,
+        supersedes: Vec::new(),
+        agent: None,
+    };
+    let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
+    let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
+    let mut request = sqs.send_message().queue_url(&args.queue_url).message_body(body);
+    if args.queue_url.ends_with(".fifo") {
+        request = request
+            .message_group_id(&payload.conversation_id)
+            .message_deduplication_id(&payload.turn_id);
+    }
+    let sent = request
+        .send()
+        .await
+        .map_err(|e| format!("sending the turn: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    println!(
+        "{}",
+        serde_json::json!({ "messageId": sent.message_id, "turnId": payload.turn_id, "session": payload.conversation_id })
+    );
+    Ok(())
+}
+
+pub(crate) async fn poll(args: PollArgs) -> Result<ExitCode, String> {
+    let worker = args.worker.worker().await?;
+    let sqs = aws_sdk_sqs::Client::new(&worker.aws);
+    let handler = worker
+        .handler
+        .requeue(Requeue::new(sqs.clone(), worker.settings.redrive));
+    let options = PollOptions {
+        until_empty: args.until_empty,
+        wait: if args.until_empty {
+            std::time::Duration::from_secs(1)
+        } else {
+            PollOptions::default().wait
+        },
+        ..PollOptions::default()
+    };
+    let stats = poll_queue(&sqs, &args.queue_url, &handler, &options, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "polled {}: {} received, {} handled and deleted, {} left to the queue",
+        args.queue_url, stats.received, stats.deleted, stats.failed
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn handle(args: HandleArgs) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let event =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not an SQS event: {e}", args.file.display()))?;
+    let worker = args.worker.worker().await?;
+    let deadline = std::time::SystemTime::now() + worker.settings.engine.turn_deadline;
+    let response = worker
+        .handler
+        .handle_batch(event, Some(deadline))
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", serde_json::to_string(&response).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
+}

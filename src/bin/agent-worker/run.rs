@@ -1,0 +1,258 @@
+//! `invoke`: one turn (or `--repeat N`) from the command line, its events as JSON lines.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
+use agent_worker::engine::tools::{Tool, examples};
+use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::settings::dynamodb_client;
+use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
+use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
+use base64::Engine as _;
+use futures_util::StreamExt;
+
+use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct InvokeArgs {
+    /// The session (conversation) id.
+    #[arg(long)]
+    pub(crate) session: String,
+    /// The person's words.
+    #[arg(long)]
+    pub(crate) text: String,
+    /// The turn's id; a redelivered id does not run again.
+    #[arg(long)]
+    pub(crate) turn_id: Option<String>,
+    /// A picture to send (PNG, JPEG, GIF or WebP); repeatable.
+    #[arg(long = "image")]
+    pub(crate) images: Vec<PathBuf>,
+    /// Run N independent turns in this process, in sessions `<session>-1` … `<session>-N`
+    /// (turn ids likewise suffixed), then print `{"turns","tool_calls","failed_turns"}` (and
+    /// `peak_rss_kib` on Linux): per-turn cost apart from process start.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: Option<u32>,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
+}
+
+/// The Bedrock engine the local commands run (`invoke`, `agent-protocol`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct EngineArgs {
+    /// The Bedrock model id or inference profile.
+    #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
+    pub(crate) model_id: String,
+    /// A Bedrock-compatible endpoint, such as the stand-in's.
+    #[arg(long, env = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME")]
+    pub(crate) endpoint_url: Option<String>,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+    /// The system prompt.
+    #[arg(long)]
+    pub(crate) system: Option<String>,
+    /// An example tool to enable (current_time, add, word_count); repeatable.
+    #[arg(long = "tool")]
+    pub(crate) tools: Vec<String>,
+    /// Keep sessions in this DynamoDB table rather than in memory.
+    #[arg(long, env = "TABLE_NAME")]
+    pub(crate) table: Option<String>,
+    /// Run a Standard Agents definition from this folder (agents/, prompts/) instead of the
+    /// bare engine; `--agent` names it.
+    #[arg(long, env = "AGENTS_DIR", requires = "agent")]
+    pub(crate) agents_dir: Option<PathBuf>,
+    /// The agent of `--agents-dir` to run.
+    #[arg(long, requires = "agents_dir")]
+    pub(crate) agent: Option<String>,
+}
+
+impl EngineArgs {
+    /// The agent these options describe: the engine, or a Standard Agents definition.
+    pub(crate) async fn agent(&self) -> Result<Arc<dyn Agent>, String> {
+        let (Some(folder), Some(name)) = (&self.agents_dir, &self.agent) else {
+            return Ok(Arc::new(self.engine().await?));
+        };
+        let shared = aws_config(self.region.as_deref()).await;
+        let client = bedrock_client(&shared, self.endpoint_url.as_deref());
+        let builder = AgentRuntime::builder()
+            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .catalog_dir(folder)
+            .map_err(|e| format!("--agents-dir {}: {e}", folder.display()))?
+            .models(&self.model_id, move |id| {
+                Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
+            });
+        let builder = match &self.table {
+            Some(table) => {
+                let store = self.dynamo_store(&shared, table)?;
+                builder
+                    .session_store(store.clone())
+                    .thread_store(DynamoThreadStore::new(store))
+            }
+            None => builder
+                .session_store(MemoryStore::new())
+                .thread_store(MemoryThreadStore::new()),
+        };
+        let runtime = builder.build().map_err(|e| e.to_string())?;
+        Ok(Arc::new(
+            runtime.agent(name).map_err(|e| format!("--agent {name}: {e}"))?,
+        ))
+    }
+
+    /// The session store in `table`, on `shared`.
+    pub(crate) fn dynamo_store(
+        &self,
+        shared: &aws_config::SdkConfig,
+        table: &str,
+    ) -> Result<DynamoStore, String> {
+        let dynamodb = dynamodb_client(
+            shared,
+            agent_worker::hosts::settings::DEFAULT_STORE_ATTEMPT_TIMEOUT,
+        );
+        let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
+        Ok(DynamoStore::new(dynamodb, config))
+    }
+
+    pub(crate) async fn engine(&self) -> Result<Engine, String> {
+        let tools = tools(&self.tools)?;
+        let shared = aws_config(self.region.as_deref()).await;
+        let client = bedrock_client(&shared, self.endpoint_url.as_deref());
+        let mut builder = Engine::builder()
+            .model(BedrockModel::new(client, self.model_id.clone()))
+            .tools(tools);
+        builder = match &self.table {
+            Some(table) => builder.store(self.dynamo_store(&shared, table)?),
+            None => builder.store(MemoryStore::new()),
+        };
+        if let Some(system) = &self.system {
+            builder = builder.system_prompt(system.clone());
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+}
+
+pub(crate) fn tools(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String> {
+    names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|name| {
+            examples::by_name(name).ok_or_else(|| {
+                format!(
+                    "--tool {name}: no such example tool; the tools are {}",
+                    examples::NAMES.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn image(path: &Path) -> Result<ImageRef, String> {
+    let mime_type = match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        _ => {
+            return Err(format!(
+                "--image {}: the name must end in .png, .jpg, .jpeg, .gif or .webp",
+                path.display()
+            ));
+        }
+    };
+    let bytes = std::fs::read(path).map_err(|e| format!("--image {}: {e}", path.display()))?;
+    Ok(ImageRef {
+        mime_type: mime_type.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+    })
+}
+
+pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
+    let mut prompt = Prompt::text(args.text);
+    for path in &args.images {
+        prompt = prompt.with_image(image(path)?);
+    }
+    let agent = args.engine.agent().await?;
+    let Some(repeat) = args.repeat else {
+        let mut scope = Scope::new(args.session);
+        if let Some(turn_id) = args.turn_id {
+            scope = scope.with_turn_id(turn_id);
+        }
+        let ran = print_turn(agent.as_ref(), scope, prompt).await?;
+        return Ok(if ran.completed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    };
+    let (mut tool_calls, mut failed_turns) = (0u64, 0u64);
+    for i in 1..=repeat {
+        let mut scope = Scope::new(format!("{}-{i}", args.session));
+        if let Some(turn_id) = &args.turn_id {
+            scope = scope.with_turn_id(format!("{turn_id}-{i}"));
+        }
+        let ran = print_turn(agent.as_ref(), scope, prompt.clone()).await?;
+        tool_calls += ran.tool_calls;
+        failed_turns += u64::from(!ran.completed);
+    }
+    let mut summary =
+        serde_json::json!({"turns": repeat, "tool_calls": tool_calls, "failed_turns": failed_turns});
+    if let Some(kib) = peak_rss_kib() {
+        summary["peak_rss_kib"] = kib.into();
+    }
+    println!("{summary}");
+    Ok(if failed_turns == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// This process's peak resident memory so far (`VmHWM`), where the system tells it (Linux).
+pub(crate) fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What one printed turn did.
+pub(crate) struct Ran {
+    pub(crate) completed: bool,
+    pub(crate) tool_calls: u64,
+}
+
+/// Runs one turn, printing each event as a JSON line and a failure's reason on stderr.
+pub(crate) async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) -> Result<Ran, String> {
+    let mut events = agent.invoke(scope, prompt);
+    let mut ran = Ran {
+        completed: false,
+        tool_calls: 0,
+    };
+    while let Some(event) = events.next().await {
+        let line = serde_json::to_string(&event).map_err(|e| format!("cannot print an event: {e}"))?;
+        println!("{line}");
+        match &event {
+            AgentEvent::ToolStarted { .. } => ran.tool_calls += 1,
+            AgentEvent::Completed { .. } => ran.completed = true,
+            AgentEvent::Failed {
+                details,
+                code: failure,
+                ..
+            } => {
+                eprintln!(
+                    "turn failed ({}): {details}",
+                    failure.as_deref().unwrap_or("no code")
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(ran)
+}

@@ -1,0 +1,113 @@
+//! The long-running hosts: `serve` (the container host) and `agent-protocol` (Agent Protocol v1).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use agent_worker::hosts::agent_protocol::{
+    self, AgentProtocolServer, AgentTaskHandler, DynamoTaskStore, ServerConfig, Workspace,
+};
+use agent_worker::sinks::DynamoEventLog;
+
+use crate::queue::WorkerArgs;
+use crate::run::EngineArgs;
+use crate::{aws_config, shutdown_signal};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The port.
+    #[arg(long, default_value_t = 8080)]
+    pub(crate) port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub(crate) host: std::net::IpAddr,
+    /// The key callers send in x-api-key (required).
+    #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
+    pub(crate) api_key: String,
+    /// The most turns that run at once.
+    #[arg(long, default_value_t = agent_worker::hosts::container::DEFAULT_MAX_CONCURRENT_TURNS)]
+    pub(crate) max_concurrent_turns: usize,
+    /// Seconds running turns may go on after SIGTERM before they are stopped.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) shutdown_grace: u64,
+    #[command(flatten)]
+    pub(crate) worker: WorkerArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AgentProtocolArgs {
+    /// The port.
+    #[arg(long, default_value_t = agent_protocol::DEFAULT_PORT)]
+    pub(crate) port: u16,
+    /// The address to listen on (the protocol has no authentication: expose it with care).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: std::net::IpAddr,
+    /// Where artifact files live.
+    #[arg(long, default_value = agent_protocol::DEFAULT_WORKSPACE)]
+    pub(crate) workspace: PathBuf,
+    /// The largest artifact upload, in bytes.
+    #[arg(long, default_value_t = agent_protocol::DEFAULT_UPLOAD_LIMIT)]
+    pub(crate) upload_limit: usize,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
+}
+
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
+    use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
+    let mut config = ContainerConfig::new(args.api_key).map_err(|e| e.to_string())?;
+    config.max_concurrent_turns = args.max_concurrent_turns;
+    config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    let worker = args.worker.worker().await?;
+    let settings = worker.settings;
+    let store = worker.store;
+    let log = Some(DynamoEventLog::new(store.clone()));
+    let host = ContainerHost::new(
+        worker.handler,
+        std::sync::Arc::new(store),
+        log,
+        &settings.model_id,
+        config,
+    );
+    let addr = SocketAddr::from((args.host, args.port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!(
+        "agent-worker serving turns on http://{addr} (model {})",
+        settings.model_id
+    );
+    agent_worker::hosts::container::serve(listener, host, shutdown_signal())
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
+}
+
+pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
+    let agent = args.engine.agent().await?;
+    let mut config = ServerConfig::new(Workspace::new(&args.workspace));
+    config.upload_limit = args.upload_limit;
+    let handler = AgentTaskHandler::new(agent);
+    // With a table, tasks live beside the sessions, so replicas share them.
+    let (server, kept) = match &args.engine.table {
+        Some(table) => {
+            let shared = aws_config(args.engine.region.as_deref()).await;
+            let store = args.engine.dynamo_store(&shared, table)?;
+            (
+                AgentProtocolServer::with_store(handler, DynamoTaskStore::new(store), config),
+                format!("table {table}"),
+            )
+        }
+        None => (AgentProtocolServer::new(handler, config), "memory".to_owned()),
+    };
+    let addr = SocketAddr::from((args.host, args.port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!(
+        "Agent Protocol v1 on http://{addr}/ap/v1/agent/tasks (OpenAPI at /openapi.json; model {}; tasks in {kept}; workspace {})",
+        args.engine.model_id,
+        args.workspace.display()
+    );
+    agent_protocol::serve(listener, server, shutdown_signal())
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
+}

@@ -1,0 +1,114 @@
+//! What the table holds: `history`, `events` (a turn's log from a cursor) and `stop`.
+
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause, StopOutcome};
+use agent_worker::sinks::DynamoEventLog;
+
+use crate::aws_config;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StopArgs {
+    /// The session.
+    #[arg(long)]
+    pub(crate) session: String,
+    /// The turn.
+    #[arg(long)]
+    pub(crate) turn_id: String,
+    /// The turn was replaced by the person's next message, rather than stopped by them.
+    #[arg(long)]
+    pub(crate) superseded: bool,
+    #[command(flatten)]
+    pub(crate) table: TableArgs,
+}
+
+/// A table to read.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TableArgs {
+    /// The table.
+    #[arg(long, env = "TABLE_NAME")]
+    pub(crate) table: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+}
+
+impl TableArgs {
+    pub(crate) async fn store(&self) -> Result<DynamoStore, String> {
+        Ok(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await),
+            DynamoConfig::new(&self.table).map_err(|e| format!("--table: {e}"))?,
+        ))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct HistoryArgs {
+    /// The session.
+    #[arg(long)]
+    pub(crate) session: String,
+    #[command(flatten)]
+    pub(crate) table: TableArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EventsArgs {
+    /// The session.
+    #[arg(long)]
+    pub(crate) session: String,
+    /// The turn.
+    #[arg(long)]
+    pub(crate) turn_id: String,
+    /// Only events after this position.
+    #[arg(long)]
+    pub(crate) after: Option<u64>,
+    #[command(flatten)]
+    pub(crate) table: TableArgs,
+}
+
+pub(crate) async fn history(args: HistoryArgs) -> Result<(), String> {
+    let store = args.table.store().await?;
+    for message in store
+        .load_history(&args.session)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        println!("{}", serde_json::to_string(&message).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+pub(crate) async fn events(args: EventsArgs) -> Result<(), String> {
+    let log = DynamoEventLog::new(args.table.store().await?);
+    for logged in log
+        .read(&args.session, &args.turn_id, args.after)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        println!(
+            "{}",
+            serde_json::json!({ "seq": logged.seq, "event": logged.event })
+        );
+    }
+    Ok(())
+}
+
+pub(crate) async fn stop(args: StopArgs) -> Result<(), String> {
+    let store = args.table.store().await?;
+    let cause = if args.superseded {
+        StopCause::Superseded
+    } else {
+        StopCause::UserStop
+    };
+    let outcome = store
+        .request_stop(&args.session, &args.turn_id, Stop::now(cause))
+        .await
+        .map_err(|e| e.to_string())?;
+    let said = match outcome {
+        StopOutcome::Recorded => "recorded: the turn stops when it next looks, or before it starts",
+        StopOutcome::AlreadyEnded => "the turn had already ended; nothing changed",
+    };
+    println!(
+        "{}",
+        serde_json::json!({ "turnId": args.turn_id, "stop": cause.as_str(), "outcome": said })
+    );
+    Ok(())
+}
