@@ -120,6 +120,21 @@ async fn each_status_code() {
     let body = turn("t1", "conv-1").to_string();
     assert_eq!(post(&url, None, &body).await.0, 401);
     assert_eq!(post(&url, Some("wrong-key-0123456789"), &body).await.0, 401);
+    // Every route but the health check is behind the key.
+    let client = reqwest::Client::new();
+    for (method, path) in [
+        (reqwest::Method::POST, "/turns/t1/stop?session=conv-1"),
+        (reqwest::Method::GET, "/turns/t1/events?session=conv-1"),
+    ] {
+        let refused = client
+            .request(method, format!("{}{path}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401, "{path}");
+    }
+    let health = client.get(format!("{}/health", server.url)).send().await.unwrap();
+    assert_eq!(health.status(), 200);
     let (status, error) = post(&url, Some(KEY), r#"{"turnId":"t1","conversationId":"c"}"#).await;
     assert_eq!(status, 400);
     assert!(

@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -202,7 +203,8 @@ impl ContainerHost {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// The HTTP routes.
+    /// The HTTP routes. Every one but [`OPEN_PATHS`] passes the API-key check first, a layer
+    /// over the whole router: a route added later is guarded without asking.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/turns", post(accept_turn))
@@ -210,6 +212,10 @@ impl ContainerHost {
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(turn_events))
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                require_api_key,
+            ))
             .with_state(self.clone())
     }
 
@@ -258,6 +264,17 @@ impl ContainerHost {
     }
 }
 
+/// The paths served without the API key: the load balancer's health check.
+pub const OPEN_PATHS: [&str; 1] = ["/health"];
+
+/// The one key check: `x-api-key` must be the host's key, on every path but [`OPEN_PATHS`].
+async fn require_api_key(State(host): State<ContainerHost>, request: Request, next: Next) -> Response {
+    if OPEN_PATHS.contains(&request.uri().path()) || host.authorized(request.headers()) {
+        return next.run(request).await;
+    }
+    error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key")
+}
+
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
@@ -274,10 +291,7 @@ fn unavailable(message: &str) -> Response {
     response
 }
 
-async fn accept_turn(State(host): State<ContainerHost>, headers: HeaderMap, body: Bytes) -> Response {
-    if !host.authorized(&headers) {
-        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
-    }
+async fn accept_turn(State(host): State<ContainerHost>, body: Bytes) -> Response {
     if !host.inner.accepting.load(Ordering::SeqCst) {
         return unavailable("shutting down");
     }
@@ -362,12 +376,8 @@ async fn stop_turn(
     State(host): State<ContainerHost>,
     Path(turn_id): Path<String>,
     Query(query): Query<SessionQuery>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !host.authorized(&headers) {
-        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
-    }
     let reason = if body.is_empty() {
         None
     } else {
@@ -410,9 +420,6 @@ async fn turn_events(
     Query(query): Query<SessionQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !host.authorized(&headers) {
-        return error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key");
-    }
     let Some(log) = host.inner.log.clone() else {
         return error(StatusCode::NOT_FOUND, "this worker keeps no event log");
     };
