@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
-use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
@@ -150,23 +150,17 @@ pub(crate) fn tools(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String> {
 }
 
 pub(crate) fn image(path: &Path) -> Result<ImageRef, String> {
-    let mime_type = match path
+    let Some(format) = path
         .extension()
         .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("gif") => "image/gif",
-        Some("webp") => "image/webp",
-        _ => {
-            return Err(format!(
-                "--image {}: the name must end in .png, .jpg, .jpeg, .gif or .webp",
-                path.display()
-            ));
-        }
+        .and_then(ImageFormat::from_extension)
+    else {
+        return Err(format!(
+            "--image {}: the name must end in .png, .jpg, .jpeg, .gif or .webp",
+            path.display()
+        ));
     };
+    let mime_type = format.mime_type();
     let bytes = std::fs::read(path).map_err(|e| format!("--image {}: {e}", path.display()))?;
     Ok(ImageRef {
         mime_type: mime_type.to_owned(),

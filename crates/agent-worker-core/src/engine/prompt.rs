@@ -3,11 +3,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use super::ImageFormat;
 use crate::protocol::Prompt;
 use crate::session::{ContentBlock, Message, Role};
 
-/// The image types a prompt may carry.
-pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// The image types a prompt may carry: every [`ImageFormat`].
+pub const IMAGE_TYPES: [ImageFormat; 4] = ImageFormat::ALL;
 
 /// The largest image a prompt may carry, decoded (Bedrock's limit).
 pub const MAX_IMAGE_BYTES: usize = 3_750_000;
@@ -29,17 +30,6 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> InvalidPrompt
     }
 }
 
-/// Whether `bytes` start the way a file of `mime_type` does.
-fn has_signature(mime_type: &str, bytes: &[u8]) -> bool {
-    match mime_type {
-        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
-        "image/jpeg" => bytes.starts_with(&[0xFF, 0xD8, 0xFF]),
-        "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
-        "image/webp" => bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP",
-        _ => false,
-    }
-}
-
 /// The user message for `prompt`: its pictures, then its text.
 pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
     if prompt.text.trim().is_empty() && prompt.images.is_empty() && prompt.attachments.is_empty() {
@@ -50,16 +40,16 @@ pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
     }
     let mut content = Vec::with_capacity(prompt.images.len() + 1);
     for (i, image) in prompt.images.iter().enumerate() {
-        if !IMAGE_TYPES.contains(&image.mime_type.as_str()) {
+        let Some(format) = ImageFormat::from_mime_type(&image.mime_type) else {
             return Err(invalid(
                 format!("prompt.images[{i}].mimeType"),
                 format!(
                     "{:?} is not supported; use one of {}",
                     image.mime_type,
-                    IMAGE_TYPES.join(", ")
+                    ImageFormat::list(&IMAGE_TYPES)
                 ),
             ));
-        }
+        };
         let field = format!("prompt.images[{i}].data");
         let bytes = BASE64
             .decode(image.data.trim())
@@ -73,7 +63,7 @@ pub fn user_message(prompt: &Prompt) -> Result<Message, InvalidPrompt> {
                 format!("is {} bytes, over the limit of {MAX_IMAGE_BYTES}", bytes.len()),
             ));
         }
-        if !has_signature(&image.mime_type, &bytes) {
+        if !format.has_signature(&bytes) {
             return Err(invalid(field, format!("is not a {} image", image.mime_type)));
         }
         content.push(ContentBlock::Image {

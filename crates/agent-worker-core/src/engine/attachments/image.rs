@@ -1,5 +1,7 @@
 //! What a picture's header says: its pixel size and its type.
 
+use crate::engine::ImageFormat;
+
 /// A picture's pixel size, read from its header (PNG, JPEG, WebP).
 pub fn image_size(bytes: &[u8]) -> Option<(u32, u32)> {
     let be16 = |at: usize| {
@@ -57,15 +59,9 @@ pub fn image_size(bytes: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// The picture type its first bytes say.
+/// The attachable picture type its first bytes say.
 pub(super) fn sniffed_type(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.get(..4) == Some(b"RIFF") && bytes.get(8..12) == Some(b"WEBP") {
-        Some("image/webp")
-    } else {
-        None
-    }
+    ImageFormat::sniff(bytes)
+        .filter(|f| ImageFormat::ATTACHABLE.contains(f))
+        .map(ImageFormat::mime_type)
 }

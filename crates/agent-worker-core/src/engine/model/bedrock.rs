@@ -26,6 +26,7 @@ use super::{
     Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage,
     ToolChoice,
 };
+use crate::engine::ImageFormat;
 use crate::session::{ContentBlock, Message, Role};
 
 /// A Bedrock model reached through `aws-sdk-bedrockruntime`'s ConverseStream.
@@ -402,12 +403,12 @@ fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, Model
         ContentBlock::Text { text } => bedrock::ContentBlock::Text(text.clone()),
         ContentBlock::Attachment { reference } => bedrock::ContentBlock::Text(reference.reference_line()),
         ContentBlock::Image { mime_type, data } => {
-            let format = match mime_type.as_str() {
-                "image/png" => bedrock::ImageFormat::Png,
-                "image/jpeg" => bedrock::ImageFormat::Jpeg,
-                "image/gif" => bedrock::ImageFormat::Gif,
-                "image/webp" => bedrock::ImageFormat::Webp,
-                other => return Err(invalid(format_args!("unsupported image type {other}"))),
+            let format = match ImageFormat::from_mime_type(mime_type) {
+                Some(ImageFormat::Png) => bedrock::ImageFormat::Png,
+                Some(ImageFormat::Jpeg) => bedrock::ImageFormat::Jpeg,
+                Some(ImageFormat::Gif) => bedrock::ImageFormat::Gif,
+                Some(ImageFormat::Webp) => bedrock::ImageFormat::Webp,
+                None => return Err(invalid(format_args!("unsupported image type {mime_type}"))),
             };
             let bytes = BASE64.decode(data).map_err(invalid)?;
             bedrock::ContentBlock::Image(
