@@ -272,16 +272,7 @@ async fn a_redriven_record_is_back_in_its_queue_after_its_backoff() {
         .unwrap()
         .queue_url
         .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
+    let arn = agent_worker_testkit::queue_arn(&sqs, &url).await;
     sqs.send_message()
         .queue_url(&url)
         .message_body(r#"{"turnId":"t-1","conversationId":"#)

@@ -102,16 +102,7 @@ async fn queue(sqs: &aws_sdk_sqs::Client, max_receive_count: u32) -> (String, St
         .unwrap()
         .queue_url
         .unwrap();
-    let dlq_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dlq)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
+    let dlq_arn = agent_worker_testkit::queue_arn(sqs, &dlq).await;
     let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}).to_string();
     let url = sqs
         .create_queue()

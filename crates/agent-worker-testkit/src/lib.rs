@@ -22,7 +22,7 @@ pub use bedrock_stand_in::{
 pub use desk_api::{DeskApi, DeskCall};
 pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use lambda_api::LambdaRuntimeApi;
-pub use moto::{Moto, moto};
+pub use moto::{Moto, moto, queue_arn};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.
 pub fn serve_in_background(

@@ -69,6 +69,23 @@ impl Moto {
     }
 }
 
+/// The ARN of the queue at `url`, as a record from it carries in `eventSourceARN`.
+pub async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let answer = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("the queue's attributes");
+    answer
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .cloned()
+        .expect("the queue's ARN")
+}
+
 /// A DynamoDB client on `endpoint` with dummy credentials.
 pub fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()
