@@ -121,14 +121,7 @@ fn classify(run: &TurnRun) -> &'static str {
                 _ => "completed",
             }
         }
-        Some(AgentEvent::Failed { code: Some(code), .. })
-            if matches!(
-                code.as_str(),
-                crate::protocol::codes::DUPLICATE_TURN
-                    | crate::protocol::codes::TURN_IN_PROGRESS
-                    | crate::protocol::codes::SUPERSEDED
-            ) =>
-        {
+        Some(AgentEvent::Failed { code: Some(code), .. }) if crate::protocol::codes::never_ran(code) => {
             "refused"
         }
         _ => "failed",

@@ -309,10 +309,7 @@ impl TurnHandler {
         // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
         // what the run it repeats wrote.
         if let AgentEvent::Failed { code: Some(code), .. } = &first
-            && matches!(
-                code.as_str(),
-                codes::DUPLICATE_TURN | codes::TURN_IN_PROGRESS | codes::SUPERSEDED
-            )
+            && codes::never_ran(code)
         {
             return TurnRun::ended(Some(first));
         }

@@ -26,3 +26,32 @@ pub const SUPERSEDED: &str = "superseded";
 /// A turn that reached its deadline and could not store what it did in time: nothing of it was
 /// kept.
 pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";
+
+/// Whether a `failed` event with `code` says the turn never ran: a redelivery of a turn that
+/// ran to its end ([`DUPLICATE_TURN`]), one running elsewhere ([`TURN_IN_PROGRESS`]), or one the
+/// person's next message replaced before it started ([`SUPERSEDED`]). A host sends such a
+/// refusal to no sink, so it cannot disturb what the run it repeats wrote.
+pub fn never_ran(code: &str) -> bool {
+    matches!(code, DUPLICATE_TURN | TURN_IN_PROGRESS | SUPERSEDED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_refusals_before_the_run_say_it_never_ran() {
+        for code in [DUPLICATE_TURN, TURN_IN_PROGRESS, SUPERSEDED] {
+            assert!(never_ran(code), "{code}");
+        }
+        for code in [
+            STORE_FAILED,
+            MODEL_UNAVAILABLE,
+            INVALID_PROMPT,
+            INTERNAL,
+            DEADLINE,
+        ] {
+            assert!(!never_ran(code), "{code}");
+        }
+    }
+}
