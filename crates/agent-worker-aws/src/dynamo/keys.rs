@@ -75,6 +75,16 @@ pub const AP_STEP_PREFIX: &str = "step#";
 /// The sort key prefix of a task's artifact records.
 pub const AP_ARTIFACT_PREFIX: &str = "artifact#";
 
+/// The sort key of an Agent Protocol task (in the [`AP_TASKS_PK`] partition).
+pub fn ap_task_sk(task_id: &str) -> String {
+    format!("{AP_TASK_PREFIX}{task_id}")
+}
+
+/// The sort key of a task's step (in the task's [`ap_task_pk`] partition).
+pub fn ap_step_sk(step_id: &str) -> String {
+    format!("{AP_STEP_PREFIX}{step_id}")
+}
+
 /// The partition key of an Agent Protocol task's steps and artifacts.
 pub fn ap_task_pk(task_id: &str) -> String {
     format!("aptask#{task_id}")

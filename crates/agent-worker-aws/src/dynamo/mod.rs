@@ -1,19 +1,23 @@
 //! The one table: every DynamoDB key and item codec of agent-worker lives under this module, and
-//! nothing outside it builds an `AttributeValue` (Agent Protocol tasks excepted, for now: see
-//! ARCHITECTURE.md).
+//! nothing outside it builds an `AttributeValue`.
 //!
 //! - [`keys`]: the layout, every `pk` / `sk` the table holds.
 //! - [`DynamoStore`]: sessions, turns, stops and summaries ([`SessionStore`](agent_worker_core::session::SessionStore)),
 //!   approvals ([`ApprovalStore`](agent_worker_core::session::ApprovalStore)).
 //! - [`DynamoEventLog`]: a turn's events, read back from a cursor.
 //! - [`DynamoThreadStore`]: a Standard Agents session's thread record.
+//! - [`Documents`]: typed JSON documents at keys of the table (the Agent Protocol task store's).
 
 mod approvals;
+mod codec;
+mod documents;
 mod event_log;
 pub mod keys;
 mod store;
+mod table;
 mod thread;
 
+pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
 pub use store::{
     DEFAULT_TTL, DynamoConfig, DynamoStore, MAX_MESSAGE_BYTES, MAX_TRANSACTION_ITEMS, store_error,

@@ -25,10 +25,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::history::check;
 use agent_worker_core::session::{
-    Claim, ContentBlock, HistoryView, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, Summary,
-    TurnOutcome, TurnRecord, TurnStatus,
+    Claim, HistoryView, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, Summary, TurnOutcome,
+    TurnRecord, TurnStatus,
 };
 
+use super::codec::*;
 use super::keys::*;
 
 /// How long stored items live before the table's TTL removes them, by default.
@@ -70,8 +71,8 @@ impl DynamoConfig {
 /// still fails surfaces as [`StoreError::Throttled`] or [`StoreError::Backend`].
 #[derive(Clone)]
 pub struct DynamoStore {
-    client: Client,
-    config: DynamoConfig,
+    pub(super) client: Client,
+    pub(super) config: DynamoConfig,
 }
 
 impl fmt::Debug for DynamoStore {
@@ -80,14 +81,6 @@ impl fmt::Debug for DynamoStore {
             .field("table", &self.config.table)
             .finish_non_exhaustive()
     }
-}
-
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
-}
-
-fn n(value: u64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
 }
 
 /// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
@@ -123,57 +116,6 @@ fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) ->
     error.code() == Some("ConditionalCheckFailedException")
 }
 
-fn get_n(item: &HashMap<String, AttributeValue>, name: &str) -> Option<u64> {
-    item.get(name)?.as_n().ok()?.parse().ok()
-}
-
-fn get_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a str> {
-    item.get(name)?.as_s().ok().map(String::as_str)
-}
-
-fn status_name(status: TurnStatus) -> &'static str {
-    match status {
-        TurnStatus::Running => "running",
-        TurnStatus::Completed => "completed",
-        TurnStatus::Failed => "failed",
-    }
-}
-
-fn parse_status(name: &str) -> Option<TurnStatus> {
-    match name {
-        "running" => Some(TurnStatus::Running),
-        "completed" => Some(TurnStatus::Completed),
-        "failed" => Some(TurnStatus::Failed),
-        _ => None,
-    }
-}
-
-/// The message as it is stored: pictures too large for an item become a line saying so.
-fn storable(message: &Message) -> Result<String, StoreError> {
-    let encode = |m: &Message| serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()));
-    let json = encode(message)?;
-    if json.len() <= MAX_MESSAGE_BYTES {
-        return Ok(json);
-    }
-    let mut slim = message.clone();
-    for block in &mut slim.content {
-        if let ContentBlock::Image { mime_type, data } = block {
-            *block = ContentBlock::text(format!(
-                "(The person sent a picture here, {mime_type}, about {} KB; it is too large to keep in the conversation's history.)",
-                data.len() * 3 / 4 / 1024
-            ));
-        }
-    }
-    let json = encode(&slim)?;
-    if json.len() > MAX_MESSAGE_BYTES {
-        return Err(StoreError::Backend(format!(
-            "a message of {} bytes is larger than the {MAX_MESSAGE_BYTES} bytes one item may hold",
-            json.len()
-        )));
-    }
-    Ok(json)
-}
-
 impl DynamoStore {
     /// A store on `client`'s DynamoDB, in `config.table`.
     pub fn new(client: Client, config: DynamoConfig) -> Self {
@@ -185,8 +127,8 @@ impl DynamoStore {
         &self.config.table
     }
 
-    /// The client, for the sinks and hosts that share the table.
-    pub fn client(&self) -> &Client {
+    /// The client, for the table module's other stores.
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
@@ -477,33 +419,6 @@ impl DynamoStore {
     }
 }
 
-fn decode_stop(item: &HashMap<String, AttributeValue>) -> Option<Stop> {
-    let reason =
-        serde_json::from_value(serde_json::Value::String(get_s(item, "stopReason")?.to_owned())).ok()?;
-    Some(Stop {
-        reason,
-        at: get_n(item, "stopAt").unwrap_or_default(),
-    })
-}
-
-fn decode_turn(turn_id: &str, item: &HashMap<String, AttributeValue>) -> Result<TurnRecord, StoreError> {
-    let status = get_s(item, "status")
-        .and_then(parse_status)
-        .ok_or_else(|| StoreError::Corrupt(format!("turn {turn_id} has no valid status")))?;
-    let outcome = get_s(item, "outcome")
-        .map(serde_json::from_str::<TurnOutcome>)
-        .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("turn {turn_id}'s outcome: {e}")))?;
-    Ok(TurnRecord {
-        turn_id: turn_id.to_owned(),
-        status,
-        lease_until: UNIX_EPOCH + Duration::from_millis(get_n(item, "leaseUntil").unwrap_or(0)),
-        attempts: u32::try_from(get_n(item, "attempts").unwrap_or(1)).unwrap_or(u32::MAX),
-        outcome,
-        stop: decode_stop(item),
-    })
-}
-
 #[async_trait]
 impl SessionStore for DynamoStore {
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
@@ -726,59 +641,4 @@ fn get_lease_ms(record: &TurnRecord) -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default()
-}
-
-impl DynamoStore {
-    /// Creates the table as `template.yaml` defines it (`pk`/`sk` strings, on-demand billing,
-    /// TTL on `expiresAt`). A table that already exists is left as it is.
-    pub async fn create_table(&self) -> Result<(), StoreError> {
-        use aws_sdk_dynamodb::types::{
-            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-            TimeToLiveSpecification,
-        };
-        let attribute = |name: &str| {
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))
-        };
-        let key = |name: &str, kind: KeyType| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(kind)
-                .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))
-        };
-        let created = self
-            .client
-            .create_table()
-            .table_name(&self.config.table)
-            .attribute_definitions(attribute(PK)?)
-            .attribute_definitions(attribute(SK)?)
-            .key_schema(key(PK, KeyType::Hash)?)
-            .key_schema(key(SK, KeyType::Range)?)
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .await;
-        match created {
-            Ok(_) => {}
-            Err(e) if e.code() == Some("ResourceInUseException") => return Ok(()),
-            Err(e) => return Err(store_error("creating the table", &e)),
-        }
-        self.client
-            .update_time_to_live()
-            .table_name(&self.config.table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name(EXPIRES_AT)
-                    .enabled(true)
-                    .build()
-                    .map_err(|e| StoreError::Backend(e.to_string()))?,
-            )
-            .send()
-            .await
-            .map_err(|e| store_error("enabling the table's TTL", &e))?;
-        Ok(())
-    }
 }
