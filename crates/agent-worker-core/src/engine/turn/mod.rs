@@ -1,0 +1,287 @@
+//! One turn: claim, load history, run the tool loop under the deadline, store, end.
+//!
+//! - [`phases`]: what happens around the rounds (admit, claim, the early stop look, history,
+//!   store), each phase returning a typed refusal; [`run_claimed`] says the terminal, once.
+//! - [`rounds`]: the model steps, their retries and tool calls, under the stop watch.
+//! - [`state`]: what the turn has produced so far.
+
+mod phases;
+mod rounds;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use tracing::Instrument as _;
+
+use super::approvals::{self};
+use super::attachments::{self};
+use super::compaction::History;
+use super::stop::{self};
+use super::turn_stream::Emitter;
+use super::{EngineInner, StepContext};
+use crate::protocol::{ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, AttachmentRef, Prompt, Scope, USER_ID_KEY};
+use crate::session::history::repair;
+use crate::session::{ContentBlock, Lease, Message, Role, Stop, TurnOutcome, TurnStatus};
+
+use phases::Refusal;
+use rounds::run_watched;
+use state::TurnState;
+
+/// Told to the model when a step was cut off before it said or called anything.
+pub(crate) const PLAN_LESS: &str = "Your previous reply reached the output limit before it said anything. \
+Plan less: answer directly, or call one tool, in fewer words.";
+/// Told to the person when the answer hit the output limit.
+pub(crate) const OUTPUT_LIMIT_NOTICE: &str =
+    "\n\n(My reply reached its length limit and was cut off here. Ask me to continue, or to be shorter.)";
+/// Told to the person when the tool loop ran out of rounds.
+pub(crate) const MAX_ROUNDS_NOTICE: &str =
+    "\n\n(I stopped after the most tool rounds one turn may take, before finishing. Ask me to continue.)";
+/// Told to the person when the turn ran out of time.
+pub(crate) const DEADLINE_NOTICE: &str =
+    "\n\n(This turn reached its time limit and stopped here. Ask me to continue.)";
+
+/// How a turn ends, before its messages are stored.
+enum Ending {
+    Completed(Option<Value>),
+    /// Stopped before its own end: by the person, a newer message, or the deadline.
+    Stopped(Stop),
+    Failed {
+        details: String,
+        retryable: bool,
+        code: &'static str,
+    },
+}
+
+impl Ending {
+    fn stop(reason: &str) -> Self {
+        Self::Completed(Some(json!({ "stopReason": reason })))
+    }
+
+    /// The model's last line for a turn that ended on tool results.
+    fn closing_line(&self) -> &'static str {
+        match self {
+            Self::Completed(Some(data)) if data["stopReason"] == "approval_required" => {
+                "(A call is waiting for the person's approval; it has not run.)"
+            }
+            Self::Failed { .. } => "(This turn failed here and was not finished.)",
+            _ => "(This turn ended here.)",
+        }
+    }
+
+    /// The terminal event and the stored outcome. A completed turn's data reports the tokens
+    /// its files gave the model (`estimatedFileTokens`), when any did.
+    fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
+        match self {
+            Self::Stopped(stop) => Self::stop(stop.reason.as_str()).terminal(file_tokens),
+            Self::Completed(mut data) => {
+                if file_tokens > 0 {
+                    let object = data.get_or_insert_with(|| json!({}));
+                    if let Some(fields) = object.as_object_mut() {
+                        fields.insert("estimatedFileTokens".into(), file_tokens.into());
+                    }
+                }
+                (
+                    AgentEvent::Completed { data: data.clone() },
+                    TurnOutcome {
+                        status: TurnStatus::Completed,
+                        terminal: data.unwrap_or(Value::Null),
+                    },
+                )
+            }
+            Self::Failed {
+                details,
+                retryable,
+                code,
+            } => (
+                AgentEvent::failed(details.clone(), retryable, Some(code)),
+                TurnOutcome {
+                    status: TurnStatus::Failed,
+                    terminal: json!({ "details": details, "retryable": retryable, "code": code }),
+                },
+            ),
+        }
+    }
+}
+
+/// Runs one turn, emitting its events; the last one emitted is its terminal.
+pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, out: Emitter) {
+    let turn_id = scope
+        .turn_id()
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let span =
+        tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
+    // The turn's time: the engine's own deadline, or the host's when that comes sooner.
+    let mut budget = engine.config.turn_deadline;
+    if let Some(host_deadline) = scope.deadline() {
+        let left = host_deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        budget = budget.min(left);
+    }
+    let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
+    let user_id = scope
+        .extensions
+        .get(USER_ID_KEY)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let account_id = scope
+        .extensions
+        .get(ACCOUNT_ID_KEY)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let approval = scope.extensions.get(APPROVAL_KEY).cloned();
+    let ask = TurnAsk {
+        session: scope.session,
+        turn_id,
+        user_id,
+        account_id,
+        approval,
+        supersedes,
+    };
+    run_claimed(engine, ask, prompt, budget, out)
+        .instrument(span)
+        .await;
+}
+
+/// Who asks for a turn, and what comes with it besides the prompt.
+struct TurnAsk {
+    session: String,
+    turn_id: String,
+    user_id: Option<String>,
+    account_id: Option<String>,
+    approval: Option<Value>,
+    supersedes: Vec<String>,
+}
+
+/// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
+/// phase refused it or its rounds ran.
+async fn run_claimed(engine: Arc<EngineInner>, ask: TurnAsk, prompt: Prompt, budget: Duration, out: Emitter) {
+    let terminal = match run_phases(&engine, &ask, &prompt, budget, &out).await {
+        Ok(terminal) => terminal,
+        Err(refusal) => refusal.event(&ask.turn_id),
+    };
+    out.emit(terminal);
+}
+
+/// The phases of a turn, in order: admitted, claimed, not stopped before it starts, the turns it
+/// replaces stopped, its approval decision redeemed, its history read, its rounds run, stored.
+async fn run_phases(
+    engine: &Arc<EngineInner>,
+    ask: &TurnAsk,
+    prompt: &Prompt,
+    budget: Duration,
+    out: &Emitter,
+) -> Result<AgentEvent, Refusal> {
+    let mut user = phases::admit(ask, prompt)?;
+    phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
+    let early_stop = phases::look_before_start(engine, ask).await?;
+    let TurnAsk {
+        session,
+        turn_id,
+        user_id,
+        account_id,
+        approval,
+        supersedes,
+    } = ask;
+    let config = &engine.config;
+    let superseded: Vec<&str> = supersedes.iter().map(String::as_str).collect();
+    stop::supersede(
+        engine.store.as_ref(),
+        session,
+        &superseded,
+        config.stop_poll_interval,
+        config.supersede_wait,
+    )
+    .await;
+    if let Some(decision) = approval {
+        let told = approvals::redeem(
+            engine,
+            session,
+            user_id.as_deref(),
+            account_id.as_deref(),
+            turn_id,
+            decision,
+            out,
+        )
+        .await;
+        user.content.insert(0, ContentBlock::text(told));
+    }
+    let history = phases::load_history(engine, ask).await?;
+
+    let attached: Vec<AttachmentRef> = user
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Attachment { reference } => Some(reference.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut turn = TurnState::new(history, user);
+    // The conversation's count is read only by a turn that can give the model a file: one
+    // with files of its own, or one with the attachment tools.
+    let can_show_files = !attached.is_empty()
+        || engine
+            .tools
+            .specs()
+            .any(|s| s.class == super::ToolClass::Attachment);
+    if let (Some(area), true) = (&engine.file_area, can_show_files) {
+        if !attached.is_empty() {
+            turn.given = attachments::expand(area.as_ref(), session, &attached).await;
+        }
+        let used = area.conversation_usage(session).await.unwrap_or(0);
+        turn.file_limit = config
+            .turn_file_tokens
+            .min(config.conversation_file_tokens.saturating_sub(used));
+    }
+    let ctx = StepContext {
+        session,
+        turn_id,
+        round: 0,
+        user_id: user_id.as_deref(),
+        account_id: account_id.as_deref(),
+    };
+    let ending = match early_stop {
+        Some(stop) => {
+            tracing::info!(
+                reason = stop.reason.as_str(),
+                "stopped before it started; the model is not called"
+            );
+            Ending::Stopped(stop)
+        }
+        None => run_watched(engine, ctx, &mut turn, out, budget).await,
+    };
+    if let Ending::Stopped(stop) = &ending {
+        stop::mark(&mut turn.messages, *stop);
+    }
+    // A stored turn ends with the model's words, so that stored histories alternate on their own.
+    if turn.produced_anything() && turn.messages.last().is_some_and(|m| m.role == Role::User) {
+        turn.messages.push(Message::assistant_text(ending.closing_line()));
+    }
+
+    let file_tokens = turn.file_tokens();
+    // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
+    // the model refuses never poisons the session.
+    let messages = if turn.produced_anything() {
+        repair(turn.messages).0
+    } else {
+        Vec::new()
+    };
+    Ok(phases::store(engine, ask, messages, ending, file_tokens).await)
+}
+
+/// Logs a store failure whole and gives what the client may be told of it.
+fn logged_store_error(error: &crate::session::StoreError) -> String {
+    tracing::error!(error = %error, "could not store the turn");
+    error.client_message()
+}
+
+async fn release(engine: &EngineInner, session: &str, turn_id: &str) {
+    if let Err(e) = engine.store.release_turn(session, turn_id).await {
+        tracing::warn!(error = %e, "could not release the turn; it can run again once its lease runs out");
+    }
+}

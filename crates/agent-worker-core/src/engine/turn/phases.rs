@@ -1,0 +1,231 @@
+//! The phases around a turn's rounds. Each returns what the next needs, or a typed [`Refusal`]:
+//! the one place that turns an early end into the turn's terminal is
+//! [`run_claimed`](super::run_claimed).
+
+use serde_json::json;
+
+use super::{Ending, History, TurnAsk, logged_store_error, release};
+use crate::engine::EngineInner;
+use crate::engine::prompt::{InvalidPrompt, user_message};
+use crate::engine::stop;
+use crate::protocol::{AgentEvent, Prompt, codes};
+use crate::session::history::repair;
+use crate::session::{Claim, Lease, Message, Role, Stop, StopCause, StoreError, TurnOutcome, TurnStatus};
+
+/// Why a turn ends before its rounds run.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// The scope names no session.
+    EmptySession,
+    /// The prompt cannot be sent.
+    InvalidPrompt(InvalidPrompt),
+    /// The turn could not be claimed: the store failed.
+    ClaimFailed(StoreError),
+    /// A redelivery of a turn that ran to its end.
+    AlreadyRan,
+    /// The turn runs on another worker, under a live lease.
+    RunningElsewhere,
+    /// The person's next message replaced the turn before it started.
+    Superseded,
+    /// The session's history could not be read (the claim was released).
+    HistoryUnreadable(StoreError),
+}
+
+impl Refusal {
+    /// The terminal event of turn `turn_id` refused so.
+    pub(super) fn event(&self, turn_id: &str) -> AgentEvent {
+        match self {
+            Self::EmptySession => {
+                AgentEvent::failed("scope.session is empty", false, Some(codes::INVALID_PROMPT))
+            }
+            Self::InvalidPrompt(invalid) => {
+                AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT))
+            }
+            Self::ClaimFailed(e) | Self::HistoryUnreadable(e) => {
+                AgentEvent::failed(e.client_message(), true, Some(codes::STORE_FAILED))
+            }
+            Self::AlreadyRan => AgentEvent::failed(
+                format!("turn {turn_id} already ran to its end; it was not run again"),
+                false,
+                Some(codes::DUPLICATE_TURN),
+            ),
+            Self::RunningElsewhere => AgentEvent::failed(
+                format!("turn {turn_id} is running on another worker"),
+                true,
+                Some(codes::TURN_IN_PROGRESS),
+            ),
+            Self::Superseded => AgentEvent::failed(
+                format!("turn {turn_id} was superseded by a newer message before it started; nothing ran"),
+                false,
+                Some(codes::SUPERSEDED),
+            ),
+        }
+    }
+}
+
+/// The turn's user message, if the ask and its prompt can run: a session, and a prompt the
+/// model can take (a turn that carries an approval decision may come without words).
+pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt) -> Result<Message, Refusal> {
+    if ask.session.trim().is_empty() {
+        return Err(Refusal::EmptySession);
+    }
+    let decision_only = ask.approval.is_some() && prompt.text.trim().is_empty() && prompt.images.is_empty();
+    if decision_only {
+        return Ok(Message::new(Role::User, Vec::new()));
+    }
+    user_message(prompt).map_err(|invalid| {
+        tracing::info!(%invalid, "refused the prompt");
+        Refusal::InvalidPrompt(invalid)
+    })
+}
+
+/// Claims the turn for `lease`: a redelivery of a turn done, or one running elsewhere, is
+/// refused, and nothing runs twice.
+pub(super) async fn claim(engine: &EngineInner, ask: &TurnAsk, lease: Lease) -> Result<(), Refusal> {
+    match engine.store.claim_turn(&ask.session, &ask.turn_id, lease).await {
+        Err(e) => {
+            tracing::error!(error = %e, "could not claim the turn");
+            Err(Refusal::ClaimFailed(e))
+        }
+        Ok(Claim::Done(record)) => {
+            tracing::info!(status = ?record.status, "duplicate delivery of a finished turn; not run again");
+            Err(Refusal::AlreadyRan)
+        }
+        Ok(Claim::Running(_)) => Err(Refusal::RunningElsewhere),
+        Ok(Claim::Claimed { reclaimed }) => {
+            if reclaimed {
+                tracing::warn!("reclaimed a turn whose earlier worker's lease ran out");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A stop asked while the turn waited in the queue: the model is never called. A turn
+/// superseded so is recorded as such and refused; any other stop is the turn's ending.
+pub(super) async fn look_before_start(engine: &EngineInner, ask: &TurnAsk) -> Result<Option<Stop>, Refusal> {
+    let early = stop::look(engine.store.as_ref(), &ask.session, &ask.turn_id).await;
+    if let Some(Stop {
+        reason: StopCause::Superseded,
+        ..
+    }) = early
+    {
+        tracing::info!("superseded before it started; nothing runs");
+        let outcome = TurnOutcome {
+            status: TurnStatus::Completed,
+            terminal: json!({ "stopReason": "superseded", "ran": false }),
+        };
+        if let Err(e) = engine
+            .store
+            .complete_turn(&ask.session, &ask.turn_id, &[], &outcome)
+            .await
+        {
+            tracing::warn!(error = %e, "could not record the superseded turn");
+        }
+        return Err(Refusal::Superseded);
+    }
+    Ok(early)
+}
+
+/// The session's history as the turn reads it (repaired if it must be); on a store failure the
+/// claim is released, so a redelivery can run the turn.
+pub(super) async fn load_history(engine: &EngineInner, ask: &TurnAsk) -> Result<History, Refusal> {
+    match engine.store.load_view(&ask.session).await {
+        Ok(view) => {
+            let first = view.first();
+            let (messages, repairs) = repair(view.messages);
+            if repairs.any() {
+                tracing::warn!(?repairs, "repaired the stored history");
+            }
+            Ok(History {
+                summary: view.summary,
+                first,
+                messages,
+                exact: !repairs.any(),
+                compacted: false,
+            })
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not read the session's history");
+            release(engine, &ask.session, &ask.turn_id).await;
+            Err(Refusal::HistoryUnreadable(e))
+        }
+    }
+}
+
+/// Stores what the turn produced with its ending, and says the turn's terminal: the ending's
+/// own, or the failure to store it. Past its deadline the turn may take only `store_timeout` to
+/// store; after that nothing of it is kept, and a late write cannot land (completion is
+/// conditional on `running`).
+pub(super) async fn store(
+    engine: &EngineInner,
+    ask: &TurnAsk,
+    messages: Vec<Message>,
+    ending: Ending,
+    file_tokens: u64,
+) -> AgentEvent {
+    let (store, config) = (&engine.store, &engine.config);
+    let (session, turn_id) = (ask.session.as_str(), ask.turn_id.as_str());
+    let past_deadline = matches!(
+        ending,
+        Ending::Stopped(Stop {
+            reason: StopCause::Deadline,
+            ..
+        })
+    );
+    let (terminal, outcome) = ending.terminal(file_tokens);
+    let stored = if past_deadline {
+        match tokio::time::timeout(
+            config.store_timeout,
+            store.complete_turn(session, turn_id, &messages, &outcome),
+        )
+        .await
+        {
+            Ok(result) => result.map_err(|e| logged_store_error(&e)),
+            Err(_) => Err(format!(
+                "storing did not finish within {} ms",
+                config.store_timeout.as_millis()
+            )),
+        }
+    } else {
+        store
+            .complete_turn(session, turn_id, &messages, &outcome)
+            .await
+            .map_err(|e| logged_store_error(&e))
+    };
+    match stored {
+        Ok(()) => {
+            if let (Some(area), true) = (&engine.file_area, file_tokens > 0) {
+                if let Err(e) = area.record_usage(session, file_tokens).await {
+                    tracing::warn!(error = %e, "could not count the turn's file tokens for the conversation");
+                }
+            }
+            terminal
+        }
+        Err(e) if past_deadline => {
+            tracing::error!(error = %e, "the turn reached its deadline and could not be stored");
+            let failure = TurnOutcome {
+                status: TurnStatus::Failed,
+                terminal: json!({ "code": codes::TURN_DEADLINE_EXCEEDED, "stored": false }),
+            };
+            if let Err(e) = store.complete_turn(session, turn_id, &[], &failure).await {
+                tracing::warn!(error = %e, "could not record the turn as failed");
+            }
+            AgentEvent::failed(
+                format!(
+                    "the turn reached its deadline and what it did could not be stored ({e}); nothing of it was kept"
+                ),
+                false,
+                Some(codes::TURN_DEADLINE_EXCEEDED),
+            )
+        }
+        Err(e) => {
+            release(engine, session, turn_id).await;
+            AgentEvent::failed(
+                format!("the turn ran but could not be stored: {e}"),
+                true,
+                Some(codes::STORE_FAILED),
+            )
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! The rounds of a turn: each model step with its retries, the tool calls it makes, and the
+//! watch for a stop or the deadline around them all.
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::engine::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
+use crate::engine::attachments;
+use crate::engine::compaction::{self, Pressure};
+use crate::engine::model::ModelErrorKind;
+use crate::engine::model::{ModelError, ModelEvent, StopReason};
+use crate::engine::quiet::Quiet;
+use crate::engine::retry::backoff;
+use crate::engine::stop::{self, StopFlag};
+use crate::engine::tools::{ToolContext, ToolOutcome};
+use crate::engine::turn_stream::Emitter;
+use crate::engine::{EngineInner, StepContext};
+use crate::protocol::redact;
+use crate::protocol::{AgentEvent, codes};
+use crate::session::{Message, Stop, StopCause};
+
+use super::state::TurnState;
+use super::{DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
+
+/// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
+/// its way finish for `stop_grace`; then what is still running is cut off, and each call keeps
+/// exactly one result.
+pub(super) async fn run_watched(
+    engine: &EngineInner,
+    ctx: StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+    budget: Duration,
+) -> Ending {
+    let config = &engine.config;
+    let (session, turn_id) = (ctx.session, ctx.turn_id);
+    let flag = StopFlag::default();
+    let ended = {
+        let rounds =
+            tokio::time::timeout_at(Instant::now() + budget, run_rounds(engine, ctx, turn, out, &flag));
+        tokio::pin!(rounds);
+        let store = engine.store.as_ref();
+        let mut watch = Box::pin(stop::look_after(
+            store,
+            session,
+            turn_id,
+            config.stop_poll_interval,
+        ));
+        let mut grace_until: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                result = &mut rounds => break result.ok(),
+                found = &mut watch, if grace_until.is_none() => match found {
+                    Some(stop) => {
+                        tracing::info!(reason = stop.reason.as_str(), "a stop was asked; letting what is on its way finish");
+                        flag.set(stop);
+                        grace_until = Some(Instant::now() + config.stop_grace);
+                    }
+                    None => watch = Box::pin(stop::look_after(store, session, turn_id, config.stop_poll_interval)),
+                },
+                () = tokio::time::sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => break None,
+            }
+        }
+    };
+    match ended {
+        Some(ending) => ending,
+        None => {
+            let stop = flag.get().unwrap_or_else(|| Stop::now(StopCause::Deadline));
+            let why = match stop.reason {
+                StopCause::Deadline => "the turn reached its deadline",
+                StopCause::UserStop => "the person stopped the turn",
+                StopCause::Superseded => "the person's next message replaced the turn",
+            };
+            tracing::warn!(reason = stop.reason.as_str(), "cut the turn off");
+            turn.interrupt(out, why);
+            if stop.reason == StopCause::Deadline {
+                turn.notify(out, DEADLINE_NOTICE);
+            }
+            Ending::Stopped(stop)
+        }
+    }
+}
+
+/// What one model step ended with.
+pub(super) struct StepEnd {
+    pub(super) stop: StopReason,
+    pub(super) called: bool,
+    pub(super) said: bool,
+    /// The calls of tools that end the turn, in call order.
+    pub(super) ending: Vec<serde_json::Value>,
+}
+
+pub(super) async fn run_rounds(
+    engine: &EngineInner,
+    mut ctx: StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+    flag: &StopFlag,
+) -> Ending {
+    let config = &engine.config;
+    let mut plan_less = false;
+    let mut retried_too_long = false;
+    while ctx.round < config.max_rounds {
+        if let Some(stop) = flag.get() {
+            return Ending::Stopped(stop);
+        }
+        let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
+        if ctx.round == 0 {
+            turn.compact(engine, ctx.session, Pressure::IfNeeded, out).await;
+        }
+        turn.fit_files();
+        let request = engine.request(turn.conversation(), turn.history.sent_len(), forced, plan_less);
+        let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
+            Ok(step) => step,
+            // Bedrock said the input is too long: compact harder, once, and send the step again.
+            Err(Ending::Failed { details, code, .. })
+                if code == codes::MODEL_REJECTED
+                    && !retried_too_long
+                    && compaction::is_input_too_long(ModelErrorKind::Rejected, &details)
+                    && turn.compact(engine, ctx.session, Pressure::TooLong, out).await =>
+            {
+                retried_too_long = true;
+                continue;
+            }
+            Err(ending) => return ending,
+        };
+        ctx.round += 1;
+        if let Some(held) = turn.held.take() {
+            turn.close_step();
+            return match approvals::request(engine, ctx.session, ctx.user_id, ctx.turn_id, held, out).await {
+                Ok(()) => Ending::stop("approval_required"),
+                Err(e) => Ending::Failed {
+                    details: format!("a call needs the person's approval, and it could not be stored: {e}"),
+                    retryable: true,
+                    code: codes::STORE_FAILED,
+                },
+            };
+        }
+        if !step.ending.is_empty() {
+            turn.close_step();
+            return Ending::Completed(Some(
+                json!({ "stopReason": "stop_tool", "stopTools": step.ending }),
+            ));
+        }
+        if step.called {
+            turn.close_step();
+            continue;
+        }
+        match step.stop {
+            StopReason::MaxTokens if !step.said && !plan_less => {
+                tracing::info!(
+                    "the step reached the output limit before saying anything; running it once more"
+                );
+                turn.discard_step();
+                plan_less = true;
+            }
+            StopReason::MaxTokens => {
+                turn.close_step();
+                turn.notify(out, OUTPUT_LIMIT_NOTICE);
+                return Ending::stop("output_limit");
+            }
+            StopReason::GuardrailIntervened | StopReason::ContentFiltered => {
+                turn.close_step();
+                return Ending::stop(step.stop.as_str());
+            }
+            _ => {
+                turn.close_step();
+                let nudge = engine.policy.as_ref().and_then(|p| p.continue_after_text(&ctx));
+                match nudge {
+                    None => return Ending::Completed(None),
+                    // It answered, so no closing line: the rounds ran out while it went on.
+                    Some(_) if ctx.round >= config.max_rounds => return Ending::stop("max_rounds"),
+                    Some(line) => turn.messages.push(Message::user_text(line)),
+                }
+            }
+        }
+    }
+    turn.notify(out, MAX_ROUNDS_NOTICE);
+    Ending::stop("max_rounds")
+}
+
+pub(super) async fn run_step_with_retries(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    request: &crate::engine::model::ModelRequest,
+    turn: &mut TurnState,
+    out: &Emitter,
+    flag: &StopFlag,
+) -> Result<StepEnd, Ending> {
+    let config = &engine.config;
+    let mut attempt = 0;
+    loop {
+        let error = match run_step(engine, ctx, request.clone(), turn, out, flag).await {
+            Ok(step) => return Ok(step),
+            Err(error) => error,
+        };
+        let transient = error.kind.is_transient();
+        if turn.step.produced() {
+            // Replaying would repeat what the caller already has: keep it and stop here.
+            tracing::warn!(error = %error, "the model's stream broke after output");
+            turn.interrupt(out, "the model's stream broke");
+            return Err(Ending::Failed {
+                details: format!(
+                    "the model's stream broke after it had started answering; what it produced is kept: {}",
+                    for_client(&error)
+                ),
+                retryable: transient,
+                code: codes::MODEL_STREAM_INTERRUPTED,
+            });
+        }
+        turn.discard_step();
+        if transient && attempt < config.retries {
+            attempt += 1;
+            let delay = backoff(config, attempt);
+            tracing::info!(attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying the model");
+            out.emit(AgentEvent::Retrying {
+                attempt,
+                max_attempts: config.retries,
+                delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason: retry_reason(&error),
+            });
+            tokio::time::sleep(delay).await;
+            continue;
+        }
+        tracing::warn!(error = %error, attempt, "the model call failed");
+        return Err(if transient {
+            Ending::Failed {
+                details: format!(
+                    "the model is unavailable (after {attempt} {}): {}",
+                    if attempt == 1 { "retry" } else { "retries" },
+                    for_client(&error)
+                ),
+                retryable: true,
+                code: codes::MODEL_UNAVAILABLE,
+            }
+        } else {
+            Ending::Failed {
+                details: format!("the model refused the request: {}", for_client(&error)),
+                retryable: false,
+                code: codes::MODEL_REJECTED,
+            }
+        });
+    }
+}
+
+/// A model error as a client may read it: AWS's words without ARNs or account ids.
+pub(super) fn for_client(error: &ModelError) -> String {
+    redact(&error.to_string())
+}
+
+pub(super) fn retry_reason(error: &ModelError) -> String {
+    use crate::engine::model::ModelErrorKind as K;
+    let what = match error.kind {
+        K::Throttled => "The model is busy (throttled)",
+        K::NotReady => "The model is starting up",
+        K::Timeout => "The model took too long to answer",
+        K::StreamInterrupted => "The model's answer was interrupted",
+        _ => "The model is unavailable",
+    };
+    format!("{what}; trying again shortly. ({})", for_client(error))
+}
+
+type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
+
+/// A tool call as the model made it.
+pub(super) struct Call {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) input: String,
+}
+
+/// Records a call the model made, then starts it, holds it for the person's approval, or
+/// answers it with why it does not run. Returns the call when it ends the turn.
+pub(super) async fn start_call(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    turn: &mut TurnState,
+    out: &Emitter,
+    flag: &StopFlag,
+    running: &mut FuturesUnordered<RunningCall>,
+    call: Call,
+) -> Option<Value> {
+    let Call { id, name, input } = call;
+    let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
+    let args = match parsed {
+        Ok(args) => args,
+        Err(why) => {
+            turn.finish_call(index, ToolOutcome::error(why), out);
+            return None;
+        }
+    };
+    let ends = engine
+        .policy
+        .as_ref()
+        .is_some_and(|p| p.ends_turn(&name))
+        .then(|| json!({ "name": name, "input": args }));
+    // A call that had not started when the turn was stopped does not run.
+    if flag.get().is_some() {
+        let not_run = ToolOutcome::error("not run: the turn was stopped before this call started");
+        turn.finish_call(index, not_run, out);
+        return ends;
+    }
+    if turn.held.is_some() {
+        let not_run =
+            ToolOutcome::error("not run: another call of this response is waiting for the person's approval");
+        turn.finish_call(index, not_run, out);
+        return ends;
+    }
+    let files = match engine.tools.spec(&name) {
+        Some(spec) => {
+            let area = engine.file_area.as_deref();
+            match attachments::check_file_inputs(area, ctx.session, &spec.input_schema, &args).await {
+                Ok(files) => files,
+                Err(why) => {
+                    turn.finish_call(index, ToolOutcome::error(why), out);
+                    return ends;
+                }
+            }
+        }
+        None => Vec::new(),
+    };
+    match engine.verdict(ctx.session, ctx.user_id, &name, &args) {
+        Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
+        Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
+            index,
+            ToolOutcome::failed(json!({
+                "error": "this call needs the person's approval, and this worker has no approval store to ask with; nothing was sent",
+                "code": APPROVAL_REQUIRED,
+            })),
+            out,
+        ),
+        Verdict::NeedsApproval => {
+            turn.held = Some(HeldCall {
+                call_id: id,
+                tool: name,
+                args,
+                files,
+            });
+            turn.finish_call(
+                index,
+                ToolOutcome::ok(json!({
+                    "status": "waiting_for_approval",
+                    "message": "This call waits for the person's approval. It has not run; do not assume it will."
+                })),
+                out,
+            );
+        }
+        Verdict::Run => {
+            let tools = engine.tools.clone();
+            let timeout = engine.config.tool_timeout;
+            let call_ctx = ToolContext {
+                session: ctx.session.to_owned(),
+                turn_id: ctx.turn_id.to_owned(),
+                call_id: id,
+                user_id: ctx.user_id.map(str::to_owned),
+                account_id: ctx.account_id.map(str::to_owned),
+            };
+            running.push(Box::pin(async move {
+                (index, tools.run(&name, &args, call_ctx, timeout).await)
+            }));
+        }
+    }
+    ends
+}
+
+/// One model response: streams its output, starts each tool call as soon as its input is
+/// complete, and waits for every call to end.
+pub(super) async fn run_step(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    request: crate::engine::model::ModelRequest,
+    turn: &mut TurnState,
+    out: &Emitter,
+    flag: &StopFlag,
+) -> Result<StepEnd, ModelError> {
+    let mut stream = engine.model.stream(request);
+    let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
+    let mut stop = None;
+    let mut ending = Vec::new();
+    let mut quiet = Quiet::new(&engine.config);
+    loop {
+        tokio::select! {
+            biased;
+            Some((index, outcome)) = running.next(), if !running.is_empty() => turn.finish_call(index, outcome, out),
+            event = stream.next() => match event {
+                None => break,
+                Some(Err(error)) => return Err(error),
+                Some(Ok(event)) => {
+                    quiet.heard();
+                    match event {
+                        ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
+                        ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
+                        ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
+                        ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
+                        ModelEvent::ToolUse { id, name, input } => {
+                            if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut running, Call { id, name, input }).await {
+                                ending.push(ended);
+                            }
+                        }
+                        ModelEvent::Stop(reason) => stop = Some(reason),
+                        ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
+                            input_tokens: usage.input_tokens,
+                            output_tokens: usage.output_tokens,
+                            cache_read_tokens: usage.cache_read_tokens,
+                            cache_write_tokens: usage.cache_write_tokens,
+                        }),
+                    }
+                }
+            },
+            // After the stream, so that what arrived while the caller was not reading is taken
+            // first: only a model that really sent nothing for the whole window times out.
+            () = quiet.elapsed() => return Err(quiet.error()),
+        }
+    }
+    turn.flush_text(out);
+    while let Some((index, outcome)) = running.next().await {
+        turn.finish_call(index, outcome, out);
+    }
+    Ok(StepEnd {
+        stop: stop.unwrap_or(StopReason::EndTurn),
+        called: !turn.step.calls.is_empty(),
+        said: turn.step.said,
+        ending,
+    })
+}

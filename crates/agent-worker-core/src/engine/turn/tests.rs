@@ -1,0 +1,161 @@
+//! The phases around a turn's rounds, on the memory store: what each admits, refuses, and
+//! records, and the terminal each refusal becomes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::TurnAsk;
+use super::phases::{self, Refusal};
+use crate::engine::model::{Model, ModelEvent, ModelRequest, ModelStream, StopReason};
+use crate::engine::{Engine, EngineInner};
+use crate::protocol::{AgentEvent, Prompt, codes};
+use crate::session::{Lease, MemoryStore, SessionStore, Stop, StopCause, TurnOutcome, TurnStatus};
+
+#[derive(Debug)]
+struct Silent;
+
+impl Model for Silent {
+    fn id(&self) -> &str {
+        "silent"
+    }
+    fn stream(&self, _request: ModelRequest) -> ModelStream {
+        Box::pin(futures_util::stream::iter([Ok(ModelEvent::Stop(
+            StopReason::EndTurn,
+        ))]))
+    }
+}
+
+fn engine(store: &MemoryStore) -> Arc<EngineInner> {
+    let engine = Engine::builder()
+        .model(Silent)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    engine.inner
+}
+
+fn ask(session: &str, turn_id: &str) -> TurnAsk {
+    TurnAsk {
+        session: session.into(),
+        turn_id: turn_id.into(),
+        user_id: None,
+        account_id: None,
+        approval: None,
+        supersedes: Vec::new(),
+    }
+}
+
+const LEASE: Lease = Lease(Duration::from_secs(60));
+
+#[test]
+fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
+    assert!(matches!(
+        phases::admit(&ask(" ", "t"), &Prompt::text("Hi")),
+        Err(Refusal::EmptySession)
+    ));
+    assert!(matches!(
+        phases::admit(&ask("s", "t"), &Prompt::text("  ")),
+        Err(Refusal::InvalidPrompt(_))
+    ));
+    let user = phases::admit(&ask("s", "t"), &Prompt::text("Hi")).unwrap();
+    assert_eq!(user.text(), "Hi");
+    // A decision on an approval may come without words.
+    let mut decision = ask("s", "t");
+    decision.approval = Some(json!({"approvalId": "ap-1", "decision": "decline"}));
+    assert!(
+        phases::admit(&decision, &Prompt::text(""))
+            .unwrap()
+            .content
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
+    let store = MemoryStore::new();
+    let engine = engine(&store);
+    let turn = ask("s", "t-1");
+    phases::claim(&engine, &turn, LEASE).await.unwrap();
+    assert!(matches!(
+        phases::claim(&engine, &turn, LEASE).await,
+        Err(Refusal::RunningElsewhere)
+    ));
+    let done = TurnOutcome {
+        status: TurnStatus::Completed,
+        terminal: json!(null),
+    };
+    store.complete_turn("s", "t-1", &[], &done).await.unwrap();
+    assert!(matches!(
+        phases::claim(&engine, &turn, LEASE).await,
+        Err(Refusal::AlreadyRan)
+    ));
+}
+
+#[tokio::test]
+async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_end_it() {
+    let store = MemoryStore::new();
+    let engine = engine(&store);
+    let superseded = ask("s", "t-1");
+    phases::claim(&engine, &superseded, LEASE).await.unwrap();
+    store
+        .request_stop("s", "t-1", Stop::now(StopCause::Superseded))
+        .await
+        .unwrap();
+    assert!(matches!(
+        phases::look_before_start(&engine, &superseded).await,
+        Err(Refusal::Superseded)
+    ));
+    let record = store.turn("s", "t-1").await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Completed);
+
+    let stopped = ask("s", "t-2");
+    phases::claim(&engine, &stopped, LEASE).await.unwrap();
+    assert_eq!(phases::look_before_start(&engine, &stopped).await.unwrap(), None);
+    store
+        .request_stop("s", "t-2", Stop::now(StopCause::UserStop))
+        .await
+        .unwrap();
+    let stop = phases::look_before_start(&engine, &stopped)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop.reason, StopCause::UserStop);
+}
+
+#[test]
+fn each_refusal_is_a_failed_terminal_with_its_code() {
+    let store_error = || crate::session::StoreError::Backend("the table is gone".into());
+    let cases = [
+        (Refusal::EmptySession, codes::INVALID_PROMPT, false),
+        (Refusal::ClaimFailed(store_error()), codes::STORE_FAILED, true),
+        (
+            Refusal::HistoryUnreadable(store_error()),
+            codes::STORE_FAILED,
+            true,
+        ),
+        (Refusal::AlreadyRan, codes::DUPLICATE_TURN, false),
+        (Refusal::RunningElsewhere, codes::TURN_IN_PROGRESS, true),
+        (Refusal::Superseded, codes::SUPERSEDED, false),
+    ];
+    for (refusal, code, retryable) in cases {
+        match refusal.event("t-9") {
+            AgentEvent::Failed {
+                code: Some(got),
+                retryable: got_retryable,
+                details,
+                ..
+            } => {
+                assert_eq!((got.as_str(), got_retryable), (code, retryable), "{refusal:?}");
+                if code == codes::STORE_FAILED {
+                    assert_eq!(
+                        details, "the session store failed",
+                        "the backend's words stay in the log"
+                    );
+                }
+            }
+            other => panic!("{refusal:?} became {other:?}"),
+        }
+    }
+}
