@@ -36,6 +36,7 @@ lint:
 	cargo check --locked --lib --no-default-features --features lambda
 	cargo check --locked --lib --no-default-features --features agent-protocol
 	cargo check --locked -p agent-worker-contract
+	python3 scripts/module_cycles.py
 
 fmt:
 	cargo fmt --all

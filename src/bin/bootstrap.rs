@@ -40,5 +40,5 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
     let requeue = Requeue::new(aws_sdk_sqs::Client::new(&aws), settings.redrive);
-    Ok(settings.turn_handler(agent, sinks).requeue(requeue))
+    Ok(TurnHandler::from_settings(agent, sinks, &settings).requeue(requeue))
 }

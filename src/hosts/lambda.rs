@@ -144,6 +144,14 @@ impl TurnHandler {
         Self::from_shared(Arc::new(agent), sinks)
     }
 
+    /// The handler for `agent` and `sinks` with `settings`' store margin and least turn time. A
+    /// binary that reads a queue adds its [`Requeue`].
+    pub fn from_settings(agent: Arc<dyn Agent>, sinks: Sinks, settings: &super::WorkerSettings) -> Self {
+        Self::from_shared(agent, sinks)
+            .store_margin(settings.store_margin)
+            .min_turn_time(settings.min_turn_time)
+    }
+
     /// A handler running turns on an agent already shared.
     pub fn from_shared(agent: Arc<dyn Agent>, sinks: Sinks) -> Self {
         Self {

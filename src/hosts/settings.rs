@@ -326,15 +326,6 @@ impl WorkerSettings {
         })
     }
 
-    /// The Lambda handler for `agent` and `sinks`, with these settings' store margin and least
-    /// turn time. A binary that reads a queue adds its [`Requeue`](super::redrive::Requeue).
-    #[cfg(feature = "lambda")]
-    pub fn turn_handler(&self, agent: Arc<dyn Agent>, sinks: Sinks) -> super::lambda::TurnHandler {
-        super::lambda::TurnHandler::from_shared(agent, sinks)
-            .store_margin(self.store_margin)
-            .min_turn_time(self.min_turn_time)
-    }
-
     /// The session store these settings name.
     pub fn store(&self, dynamodb: aws_sdk_dynamodb::Client) -> Result<DynamoStore, SettingsError> {
         let config = DynamoConfig::new(&self.table).map_err(|e| error("TABLE_NAME", e.to_string()))?;

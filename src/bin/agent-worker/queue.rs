@@ -138,7 +138,7 @@ impl WorkerArgs {
             .build(bedrock, dynamodb, files)
             .map_err(|e| e.to_string())?;
         Ok(Worker {
-            handler: settings.turn_handler(agent, sinks),
+            handler: TurnHandler::from_settings(agent, sinks, &settings),
             store,
             aws: shared,
             settings,

@@ -9,7 +9,9 @@ use agent_worker_core::session::{
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::store::MAX_MESSAGE_BYTES;
+/// The largest message item this store writes; an image that would make one larger is replaced
+/// by a line saying it was not kept. DynamoDB's own item limit is 400 KB.
+pub const MAX_MESSAGE_BYTES: usize = 350 * 1024;
 
 pub(super) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())

@@ -36,9 +36,6 @@ use super::keys::*;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 /// The most items one `TransactWriteItems` takes.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
-/// The largest message item this store writes; an image that would make one larger is replaced
-/// by a line saying it was not kept. DynamoDB's own item limit is 400 KB.
-pub const MAX_MESSAGE_BYTES: usize = 350 * 1024;
 /// How many times a completion is retried when another writer moved the session's version.
 const VERSION_RETRIES: u32 = 5;
 

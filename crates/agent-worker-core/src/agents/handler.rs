@@ -9,8 +9,7 @@ use std::sync::Weak;
 use async_trait::async_trait;
 
 use super::definition::SubagentRelationship;
-use super::runner::RuntimeInner;
-use super::subagents::{ChildReply, message_child};
+use super::subagents::{ChildReply, ChildRuntime, message_child};
 use super::thread::{Side, ThreadMessage};
 
 /// Who said a message, from the handler's side: itself (`assistant`) or the other side (`user`).
@@ -47,7 +46,7 @@ impl fmt::Debug for ThreadState {
 
 /// A handler's way to its side's children.
 pub(crate) struct ChildPort {
-    pub(crate) inner: Weak<RuntimeInner>,
+    pub(crate) inner: Weak<dyn ChildRuntime>,
     pub(crate) relationships: Vec<SubagentRelationship>,
     pub(crate) turn_id: String,
 }

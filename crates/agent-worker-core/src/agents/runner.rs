@@ -45,7 +45,7 @@ use super::handler::ChildPort;
 use super::handler::{Handler, HandlerEnd, ThreadState};
 use super::hooks::{Hook, HookContext};
 use super::relay::{RELAY_PIPE, relay_pipe};
-use super::subagents::{PARENT_KEY, Scratchpads, SideScratch, subagent_tool};
+use super::subagents::{ChildRuntime, PARENT_KEY, Scratchpads, SideScratch, subagent_tool};
 use super::thread::{
     ChildLink, ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStore,
     ThreadStoreError,
@@ -424,6 +424,21 @@ struct SideOutcome {
     end: Option<(SessionStatus, SessionEnd)>,
     /// The exposed agent the side handed the thread to.
     handoff: Option<String>,
+}
+
+impl ChildRuntime for RuntimeInner {
+    fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>> {
+        RuntimeInner::scratch(self, session)
+    }
+
+    fn run_child(
+        self: Arc<Self>,
+        agent: String,
+        scope: Scope,
+        prompt: Prompt,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<AgentEvent>> + Send>> {
+        Box::pin(turn_stream(move |out| run_session(self, agent, scope, prompt, out)).collect())
+    }
 }
 
 pub(crate) async fn run_session(

@@ -12,17 +12,32 @@
 //!   child's human side, reusing the newest child that is still alive.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::definition::SubagentRelationship;
-use super::runner::{RuntimeInner, run_session};
 use super::thread::{ChildLink, ParentLink, Side};
 use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
-use crate::engine::turn_stream;
 use crate::protocol::{AgentEvent, Prompt, Scope};
+
+/// What a side's children need of the runtime that runs them: the parent turn's scratch pad, and
+/// a way to run a turn of another agent's session. The session runner implements it; this module
+/// and the handlers see only the trait, so neither depends on the runner (no import cycle).
+pub(crate) trait ChildRuntime: Send + Sync {
+    /// The scratch pad of `session`'s side turn in flight, if one is.
+    fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>>;
+
+    /// Runs one turn of a session of agent `agent` to its end, and gives its events.
+    fn run_child(
+        self: Arc<Self>,
+        agent: String,
+        scope: Scope,
+        prompt: Prompt,
+    ) -> Pin<Box<dyn Future<Output = Vec<AgentEvent>> + Send>>;
+}
 
 /// The scope extension that carries a child's [`ParentLink`].
 pub(crate) const PARENT_KEY: &str = "agentParent";
@@ -62,7 +77,7 @@ impl ChildReply {
 
 /// Starts (or, with `reuse`, continues) a child of `relationship` and runs it until it settles.
 pub(crate) async fn message_child(
-    inner: &Arc<RuntimeInner>,
+    inner: &Arc<dyn ChildRuntime>,
     parent_session: &str,
     side: Side,
     relationship: &SubagentRelationship,
@@ -111,9 +126,9 @@ pub(crate) async fn message_child(
     let scope = Scope::new(&child_session)
         .with_turn_id(turn_id)
         .with(PARENT_KEY, serde_json::to_value(&link).unwrap_or(Value::Null));
-    let (runtime, agent, prompt) = (inner.clone(), relationship.agent.clone(), Prompt::text(text));
-    let events: Vec<AgentEvent> = turn_stream(move |out| run_session(runtime, agent, scope, prompt, out))
-        .collect()
+    let events = inner
+        .clone()
+        .run_child(relationship.agent.clone(), scope, Prompt::text(text))
         .await;
     let said: String = events
         .iter()
@@ -157,7 +172,7 @@ pub(crate) async fn message_child(
 
 /// The tool a prompt side's model calls to start a child of `relationship`.
 pub(crate) fn subagent_tool(
-    inner: Weak<RuntimeInner>,
+    inner: Weak<dyn ChildRuntime>,
     side: Side,
     relationship: SubagentRelationship,
     description: String,
