@@ -30,6 +30,7 @@
 mod agent;
 mod client;
 mod dynamo;
+mod extract;
 mod handler;
 pub mod openapi;
 mod server;

@@ -9,24 +9,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::multipart::{Multipart, MultipartRejection};
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
-use axum::http::{StatusCode, header, request::Parts};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tracing::Instrument;
 
 use super::handler::{StepFault, StepHandler, TaskHandler};
 use super::openapi::{self, Operation};
-use super::store::{MemoryTaskStore, TaskStore, TaskStoreError};
+use super::store::{MemoryTaskStore, TaskStore};
 use super::types::{
-    Artifact, PageRequest, Step, StepRequestBody, StepStatus, Task, TaskArtifactsListResponse,
-    TaskListResponse, TaskRequestBody, TaskStepsListResponse,
+    Artifact, Step, StepRequestBody, StepStatus, Task, TaskArtifactsListResponse, TaskListResponse,
+    TaskRequestBody, TaskStepsListResponse,
 };
 use super::workspace::{DEFAULT_WORKSPACE, Workspace, relative_folder};
+
+use super::extract::{ApiError, ApiPage, ApiPath, JsonBody};
 
 /// The port when none is given, as in the reference SDK.
 pub const DEFAULT_PORT: u16 = 8000;
@@ -243,131 +243,6 @@ pub async fn serve(
     axum::serve(listener, server.router())
         .with_graceful_shutdown(shutdown)
         .await
-}
-
-/// What a request came to, as the specification answers it.
-#[derive(Debug)]
-enum ApiError {
-    /// 404: no such task, step or artifact (or route).
-    NotFound(String),
-    /// 422: the path, query or body does not decode.
-    Unprocessable(String),
-    /// 413: the upload is larger than the server takes.
-    TooLarge(String),
-    /// 500: a handler failed; its message is the caller's to read.
-    Internal(String),
-}
-
-impl From<TaskStoreError> for ApiError {
-    fn from(e: TaskStoreError) -> Self {
-        match e {
-            TaskStoreError::NoTask(id) => Self::NotFound(format!("no task {id}")),
-            TaskStoreError::Unavailable(_) => {
-                tracing::error!(error = %e, "agent protocol: the task store failed");
-                Self::Internal("the task store is unavailable; try again".into())
-            }
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, message) = match self {
-            Self::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
-            Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
-            Self::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
-        };
-        (status, axum::Json(json!({ "message": message }))).into_response()
-    }
-}
-
-/// A path whose parameters failed to decode answers 422.
-struct ApiPath<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Path(value)| Self(value))
-            .map_err(|e| ApiError::Unprocessable(e.body_text()))
-    }
-}
-
-/// `current_page` and `page_size` as sent; validated by [`PageQuery::page`].
-#[derive(Debug, Deserialize)]
-struct PageQuery {
-    current_page: Option<u32>,
-    page_size: Option<u32>,
-}
-
-/// The page a list request asks for: 422 when a number does not decode or is below 1.
-struct ApiPage(PageRequest);
-
-impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Query(query) = Query::<PageQuery>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::Unprocessable(e.body_text()))?;
-        let defaults = PageRequest::default();
-        let page = PageRequest::new(
-            query.current_page.unwrap_or(defaults.current_page),
-            query.page_size.unwrap_or(defaults.page_size),
-        );
-        for (name, value) in [("current_page", page.current_page), ("page_size", page.page_size)] {
-            if value < 1 {
-                return Err(ApiError::Unprocessable(format!(
-                    "{name} must be at least 1, not {value}"
-                )));
-            }
-        }
-        Ok(Self(page))
-    }
-}
-
-/// A JSON body, whatever its content type says; `None` when the body is empty. 422 names the
-/// field that does not decode.
-struct JsonBody<T>(Option<T>);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge(format!(
-                    "the body is larger than the server takes: {}",
-                    e.body_text()
-                ))
-            } else {
-                ApiError::Unprocessable(e.body_text())
-            }
-        })?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self(None));
-        }
-        if bytes.trim_ascii_start().first() != Some(&b'{') {
-            return Err(ApiError::Unprocessable("the body must be a JSON object".into()));
-        }
-        let mut decoder = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut decoder).map_err(|e| {
-            let path = e.path().to_string();
-            let what = if path == "." || path.starts_with('?') {
-                "the body".to_owned()
-            } else {
-                format!("field `{path}`")
-            };
-            ApiError::Unprocessable(format!("{what} does not decode: {}", e.into_inner()))
-        })?;
-        decoder
-            .end()
-            .map_err(|e| ApiError::Unprocessable(format!("the body does not decode: {e}")))?;
-        Ok(Self(Some(value)))
-    }
 }
 
 async fn openapi_json() -> axum::Json<serde_json::Value> {
