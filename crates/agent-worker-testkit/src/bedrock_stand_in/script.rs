@@ -1,0 +1,312 @@
+//! What the stand-in answers: scripted [`Reply`]s, the stream [`Frame`]s they are made of, and
+//! [`StreamScript`], a builder of streams that stall, break or end as a test needs.
+
+use std::time::Duration;
+
+use aws_smithy_eventstream::frame::write_message_to;
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One scripted answer to one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// A 200 event stream of `frames`.
+    Stream {
+        /// The frames, in order.
+        frames: Vec<Frame>,
+        /// A pause before each frame, in milliseconds.
+        #[serde(default)]
+        chunk_delay_ms: u64,
+        /// Keep the connection open after the last frame, sending nothing more.
+        #[serde(default)]
+        hang: bool,
+    },
+    /// An HTTP error, as Bedrock sends one: `x-amzn-errortype` and a JSON body.
+    HttpError {
+        /// The status.
+        status: u16,
+        /// The `x-amzn-errortype` header, e.g. `ThrottlingException`.
+        error_type: String,
+        /// The JSON body, e.g. `{"message": ".."}`.
+        body: Value,
+    },
+    /// A response body replayed byte for byte.
+    Raw {
+        /// The status.
+        status: u16,
+        /// The content type.
+        content_type: String,
+        /// The body, base64-encoded.
+        body_base64: String,
+    },
+    /// A JSON body for the non-streaming Converse API.
+    Converse {
+        /// The response body.
+        body: Value,
+    },
+}
+
+/// One frame of a scripted event stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Frame {
+    /// An event: `:event-type` is `event`, the payload its JSON.
+    Event {
+        /// The event type, e.g. `contentBlockDelta`.
+        event: String,
+        /// The event object.
+        payload: Value,
+    },
+    /// An exception: `:exception-type` is `exception`, the payload its JSON.
+    Exception {
+        /// The exception type, e.g. `throttlingException`.
+        exception: String,
+        /// The exception object, e.g. `{"message": ".."}`.
+        payload: Value,
+    },
+    /// Bytes already framed, base64-encoded (a recorded frame).
+    Raw {
+        /// The frame's bytes, base64-encoded.
+        raw_base64: String,
+    },
+}
+
+impl Frame {
+    /// An event frame.
+    pub fn event(event: &str, payload: Value) -> Self {
+        Self::Event {
+            event: event.to_owned(),
+            payload,
+        }
+    }
+
+    /// The frame's bytes on the wire.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let string = |s: &str| HeaderValue::String(s.to_owned().into());
+        let message = match self {
+            Self::Raw { raw_base64 } => return BASE64.decode(raw_base64).map_err(|e| e.to_string()),
+            Self::Event { event, payload } => Message::new(payload.to_string().into_bytes())
+                .add_header(Header::new(":event-type", string(event)))
+                .add_header(Header::new(":content-type", string("application/json")))
+                .add_header(Header::new(":message-type", string("event"))),
+            Self::Exception { exception, payload } => Message::new(payload.to_string().into_bytes())
+                .add_header(Header::new(":exception-type", string(exception)))
+                .add_header(Header::new(":content-type", string("application/json")))
+                .add_header(Header::new(":message-type", string("exception"))),
+        };
+        let mut bytes = Vec::new();
+        write_message_to(&message, &mut bytes).map_err(|e| e.to_string())?;
+        Ok(bytes)
+    }
+}
+
+impl Reply {
+    /// A streamed answer of `text` in a few chunks, ending the turn.
+    pub fn text(text: &str) -> Self {
+        StreamScript::new()
+            .text(text, 3)
+            .stop("end_turn")
+            .usage(12, 8)
+            .into_reply()
+    }
+
+    /// A streamed call of tool `name` with `input` (JSON text), stopping for its result.
+    pub fn tool_call(id: &str, name: &str, input: &str) -> Self {
+        StreamScript::new()
+            .tool_use(id, name, input, 2)
+            .stop("tool_use")
+            .usage(20, 10)
+            .into_reply()
+    }
+
+    /// An HTTP error with Bedrock's error header and a message body.
+    pub fn http_error(status: u16, error_type: &str, message: &str) -> Self {
+        Self::HttpError {
+            status,
+            error_type: error_type.to_owned(),
+            body: json!({ "message": message }),
+        }
+    }
+
+    /// An event stream re-framed from decoded events, one `{"eventName": payload}` JSON object
+    /// a line (the `.chunks.txt` fixtures).
+    pub fn from_chunk_lines(lines: &str) -> Result<Self, String> {
+        let mut frames = Vec::new();
+        for (n, line) in lines.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let object: serde_json::Map<String, Value> =
+                serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+            let mut entries = object.into_iter();
+            match (entries.next(), entries.next()) {
+                (Some((event, payload)), None) => frames.push(Frame::Event { event, payload }),
+                _ => return Err(format!("line {}: expected one event name", n + 1)),
+            }
+        }
+        Ok(Self::Stream {
+            frames,
+            chunk_delay_ms: 0,
+            hang: false,
+        })
+    }
+}
+
+/// Builds a scripted ConverseStream answer the way Bedrock sends one: `messageStart`, content
+/// blocks (toolUse blocks with a `contentBlockStart`, text and reasoning without), then
+/// `messageStop` and `metadata`.
+#[derive(Debug, Clone)]
+pub struct StreamScript {
+    frames: Vec<Frame>,
+    next_index: u64,
+    chunk_delay_ms: u64,
+    hang: bool,
+}
+
+impl Default for StreamScript {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn chunks(text: &str, pieces: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let size = chars.len().div_ceil(pieces.max(1)).max(1);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+impl StreamScript {
+    /// A stream that has started an assistant message.
+    pub fn new() -> Self {
+        Self {
+            frames: vec![Frame::event("messageStart", json!({"role": "assistant"}))],
+            next_index: 0,
+            chunk_delay_ms: 0,
+            hang: false,
+        }
+    }
+
+    fn block(&mut self) -> u64 {
+        self.next_index += 1;
+        self.next_index - 1
+    }
+
+    fn delta(&mut self, index: u64, delta: Value) {
+        self.frames.push(Frame::event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": index, "delta": delta}),
+        ));
+    }
+
+    fn stop_block(&mut self, index: u64) {
+        self.frames.push(Frame::event(
+            "contentBlockStop",
+            json!({"contentBlockIndex": index}),
+        ));
+    }
+
+    /// A text block sent in `pieces` deltas.
+    #[must_use]
+    pub fn text(mut self, text: &str, pieces: usize) -> Self {
+        let index = self.block();
+        for piece in chunks(text, pieces) {
+            self.delta(index, json!({"text": piece}));
+        }
+        self.stop_block(index);
+        self
+    }
+
+    /// A text block left open: its deltas, without the block's end.
+    #[must_use]
+    pub fn open_text(mut self, text: &str) -> Self {
+        let index = self.block();
+        self.delta(index, json!({"text": text}));
+        self
+    }
+
+    /// A reasoning block in two deltas, closed by a delta carrying only its signature.
+    #[must_use]
+    pub fn reasoning(mut self, text: &str, signature: &str) -> Self {
+        let index = self.block();
+        for piece in chunks(text, 2) {
+            self.delta(index, json!({"reasoningContent": {"text": piece}}));
+        }
+        self.delta(index, json!({"reasoningContent": {"signature": signature}}));
+        self.stop_block(index);
+        self
+    }
+
+    /// A toolUse block whose input JSON text arrives in `fragments` deltas.
+    #[must_use]
+    pub fn tool_use(mut self, id: &str, name: &str, input: &str, fragments: usize) -> Self {
+        let index = self.block();
+        self.frames.push(Frame::event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": index, "start": {"toolUse": {"toolUseId": id, "name": name}}}),
+        ));
+        for piece in chunks(input, fragments) {
+            self.delta(index, json!({"toolUse": {"input": piece}}));
+        }
+        self.stop_block(index);
+        self
+    }
+
+    /// `messageStop` with `reason` (`end_turn`, `tool_use`, `max_tokens`, ...).
+    #[must_use]
+    pub fn stop(mut self, reason: &str) -> Self {
+        self.frames
+            .push(Frame::event("messageStop", json!({"stopReason": reason})));
+        self
+    }
+
+    /// `metadata` with token usage.
+    #[must_use]
+    pub fn usage(mut self, input: u64, output: u64) -> Self {
+        self.frames.push(Frame::event(
+            "metadata",
+            json!({"usage": {"inputTokens": input, "outputTokens": output, "totalTokens": input + output}, "metrics": {"latencyMs": 100}}),
+        ));
+        self
+    }
+
+    /// An exception frame, e.g. `throttlingException`, which ends the stream for the client.
+    #[must_use]
+    pub fn exception(mut self, exception: &str, message: &str) -> Self {
+        self.frames.push(Frame::Exception {
+            exception: exception.to_owned(),
+            payload: json!({"message": message}),
+        });
+        self
+    }
+
+    /// Any frame.
+    #[must_use]
+    pub fn frame(mut self, frame: Frame) -> Self {
+        self.frames.push(frame);
+        self
+    }
+
+    /// A pause before each frame.
+    #[must_use]
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Keeps the connection open after the last frame.
+    #[must_use]
+    pub fn hang(mut self) -> Self {
+        self.hang = true;
+        self
+    }
+
+    /// The reply.
+    pub fn into_reply(self) -> Reply {
+        Reply::Stream {
+            frames: self.frames,
+            chunk_delay_ms: self.chunk_delay_ms,
+            hang: self.hang,
+        }
+    }
+}
