@@ -227,7 +227,7 @@ async fn a_turn_over_http_streams_its_events_in_order_and_a_reconnect_resumes_ex
 
     let resumed = events(&server, "t1", Some(all[0].0)).await;
     assert_eq!(resumed, all[1..].to_vec());
-    assert_eq!(server.ends.lock().unwrap()[0].outcome, "completed");
+    assert_eq!(server.ends.lock().unwrap()[0].outcome.as_str(), "completed");
 }
 
 #[tokio::test]
@@ -286,7 +286,13 @@ async fn shutdown_while_turns_run_loses_none() {
             "{id} was stored"
         );
     }
-    let mut outcomes: Vec<&str> = server.ends.lock().unwrap().iter().map(|e| e.outcome).collect();
+    let mut outcomes: Vec<&str> = server
+        .ends
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.outcome.as_str())
+        .collect();
     outcomes.sort();
     assert_eq!(outcomes, ["completed", "stopped", "stopped"]);
 }

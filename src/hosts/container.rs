@@ -33,8 +33,9 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use super::lambda::{TurnHandler, TurnRun};
+use super::lambda::TurnHandler;
 use super::payload::AgentTurnPayload;
+use crate::engine::TurnStopReason;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
@@ -103,28 +104,51 @@ pub struct TurnEnd {
     pub session: String,
     /// The turn.
     pub turn_id: String,
-    /// `completed`, `stopped`, `failed` or `refused` (a turn that did not run).
-    pub outcome: &'static str,
+    /// How it ended.
+    pub outcome: TurnEndKind,
     /// Its terminal event.
     pub terminal: Option<AgentEvent>,
 }
 
-fn classify(run: &TurnRun) -> &'static str {
-    match &run.terminal {
-        Some(AgentEvent::Completed { data }) => {
-            let reason = data
-                .as_ref()
-                .and_then(|d| d.get("stopReason"))
-                .and_then(|r| r.as_str());
-            match reason {
-                Some("user_stop" | "superseded" | "deadline") => "stopped",
-                _ => "completed",
+/// How a turn ended, in a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TurnEndKind {
+    /// It ran to its end (an early end of its own, such as an approval, included).
+    Completed,
+    /// The person, a newer message, or the deadline stopped it; what it did is stored.
+    Stopped,
+    /// It failed.
+    Failed,
+    /// It did not run: a redelivery, a turn running elsewhere, or one superseded in the queue.
+    Refused,
+}
+
+impl TurnEndKind {
+    /// Its name in logs: `completed`, `stopped`, `failed` or `refused`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+            Self::Refused => "refused",
+        }
+    }
+
+    /// How the turn whose terminal is `terminal` ended.
+    pub fn of(terminal: Option<&AgentEvent>) -> Self {
+        match terminal {
+            Some(AgentEvent::Completed { data }) => {
+                if TurnStopReason::of(data.as_ref()).is_some_and(TurnStopReason::is_stop) {
+                    Self::Stopped
+                } else {
+                    Self::Completed
+                }
             }
+            Some(AgentEvent::Failed { code: Some(code), .. }) if crate::protocol::codes::never_ran(code) => {
+                Self::Refused
+            }
+            _ => Self::Failed,
         }
-        Some(AgentEvent::Failed { code: Some(code), .. }) if crate::protocol::codes::never_ran(code) => {
-            "refused"
-        }
-        _ => "failed",
     }
 }
 
@@ -323,10 +347,10 @@ async fn accept_turn(State(host): State<ContainerHost>, body: Bytes) -> Response
         let end = TurnEnd {
             session: turn.conversation_id.clone(),
             turn_id: turn.turn_id.clone(),
-            outcome: classify(&run),
+            outcome: TurnEndKind::of(run.terminal.as_ref()),
             terminal: run.terminal,
         };
-        tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome, "turn ended");
+        tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
         if let Some(hook) = runner.inner.on_turn_end.get() {
             hook(end);
         }

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use super::handler::{Handler, HandlerError, ThreadState};
+use super::thread::SessionStatus;
 
 /// The built-in relay handler's name.
 pub const RELAY_PIPE: &str = "relay_pipe";
@@ -31,7 +32,7 @@ impl Handler for RelayPipe {
         }
         if reply.ended() {
             let result = reply.message.unwrap_or_default();
-            if reply.status == "failed" {
+            if reply.status == SessionStatus::Failed {
                 state.fail_session(result);
             } else {
                 state.stop_session(result);

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use serde_json::{Value, json};
 
 use super::definition::SubagentRelationship;
-use super::thread::{ChildLink, ParentLink, Side};
+use super::thread::{ChildLink, ParentLink, SessionStatus, Side};
 use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
 use crate::protocol::{AgentEvent, Prompt, Scope};
 
@@ -58,8 +58,8 @@ pub(crate) type Scratchpads = Mutex<HashMap<String, Arc<Mutex<SideScratch>>>>;
 pub struct ChildReply {
     /// The child session.
     pub session: String,
-    /// `completed`, `failed`, `awaiting_human`, or `awaiting_child`.
-    pub status: String,
+    /// Where it stands: ended (`Completed`, `Failed`) or parked.
+    pub status: SessionStatus,
     /// What its sides said in this run.
     pub said: String,
     /// Its result or failure message, once it ended.
@@ -71,7 +71,7 @@ pub struct ChildReply {
 impl ChildReply {
     /// Whether the child session has ended.
     pub fn ended(&self) -> bool {
-        matches!(self.status.as_str(), "completed" | "failed")
+        self.status.is_final()
     }
 }
 
@@ -140,7 +140,7 @@ pub(crate) async fn message_child(
     let reply = match events.last() {
         Some(AgentEvent::Completed { data: Some(data) }) => ChildReply {
             session: child_session.clone(),
-            status: data["sessionStatus"].as_str().unwrap_or("completed").to_owned(),
+            status: serde_json::from_value(data["sessionStatus"].clone()).unwrap_or(SessionStatus::Completed),
             said,
             message: data["end"]["message"].as_str().map(str::to_owned),
             attachments: Some(data["end"]["attachments"].clone()).filter(|a| !a.is_null()),
@@ -148,7 +148,7 @@ pub(crate) async fn message_child(
         Some(AgentEvent::Failed { details, code, .. }) if code.as_deref() == Some(super::SESSION_FAILED) => {
             ChildReply {
                 session: child_session.clone(),
-                status: "failed".into(),
+                status: SessionStatus::Failed,
                 said,
                 message: Some(details.clone()),
                 attachments: None,
@@ -164,7 +164,7 @@ pub(crate) async fn message_child(
         if let Some(link) = pad.children.iter_mut().find(|c| c.session == child_session) {
             link.ended = true;
         }
-    } else if !reuse && reply.status == "awaiting_human" {
+    } else if !reuse && reply.status == SessionStatus::AwaitingHuman {
         pad.parked.push(child_session);
     }
     Ok(reply)
@@ -206,19 +206,19 @@ pub(crate) fn subagent_tool(
             let reply = message_child(&inner, &parent, side, &relationship, message, &turn_id, false)
                 .await
                 .map_err(ToolError::new)?;
-            match reply.status.as_str() {
-                "failed" => Err(ToolError::new(format!(
+            match reply.status {
+                SessionStatus::Failed => Err(ToolError::new(format!(
                     "{} failed: {}",
                     relationship.tool_name(),
                     reply.message.unwrap_or_default()
                 ))),
-                "completed" => Ok(json!({
+                SessionStatus::Completed => Ok(json!({
                     "status": "completed",
                     "message": reply.message,
                     "attachments": reply.attachments,
                 })),
                 waiting => Ok(json!({
-                    "status": waiting,
+                    "status": waiting.as_str(),
                     "session": reply.session,
                     "said": reply.said,
                     "note": "It waits for a person. Its result will come to you as a message when it settles.",

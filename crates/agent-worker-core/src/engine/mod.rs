@@ -29,6 +29,7 @@ mod prompt;
 mod quiet;
 mod retry;
 mod stop;
+mod stop_reason;
 mod think_tags;
 pub mod tools;
 mod turn;
@@ -46,6 +47,7 @@ pub use image_format::ImageFormat;
 pub use model::{BedrockModel, Model};
 pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
+pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSpec, Toolset};
 pub(crate) use turn_stream::{Emitter, turn_stream};
 

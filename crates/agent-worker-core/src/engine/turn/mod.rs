@@ -17,12 +17,12 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
-use super::approvals::{self};
-use super::attachments::{self};
+use super::approvals;
+use super::attachments;
 use super::compaction::History;
-use super::stop::{self};
+use super::stop;
 use super::turn_stream::Emitter;
-use super::{EngineInner, StepContext};
+use super::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::{ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, AttachmentRef, Prompt, Scope, USER_ID_KEY};
 use crate::session::history::repair;
 use crate::session::{ContentBlock, Lease, Message, Role, Stop, TurnOutcome, TurnStatus};
@@ -44,9 +44,17 @@ pub(crate) const MAX_ROUNDS_NOTICE: &str =
 pub(crate) const DEADLINE_NOTICE: &str =
     "\n\n(This turn reached its time limit and stopped here. Ask me to continue.)";
 
-/// How a turn ends, before its messages are stored.
+/// How a turn ends, before its messages are stored. Typed until [`terminal`](Self::terminal)
+/// makes it the terminal event and the stored outcome.
 enum Ending {
-    Completed(Option<Value>),
+    /// The model ended its turn.
+    Completed,
+    /// It ended before the model's own end, for `reason`; `stop_tools` are the calls of tools
+    /// that end a turn, when that was the reason.
+    Ended {
+        reason: TurnStopReason,
+        stop_tools: Option<Value>,
+    },
     /// Stopped before its own end: by the person, a newer message, or the deadline.
     Stopped(Stop),
     Failed {
@@ -57,53 +65,65 @@ enum Ending {
 }
 
 impl Ending {
-    fn stop(reason: &str) -> Self {
-        Self::Completed(Some(json!({ "stopReason": reason })))
+    fn stop(reason: TurnStopReason) -> Self {
+        Self::Ended {
+            reason,
+            stop_tools: None,
+        }
     }
 
     /// The model's last line for a turn that ended on tool results.
     fn closing_line(&self) -> &'static str {
         match self {
-            Self::Completed(Some(data)) if data["stopReason"] == "approval_required" => {
-                "(A call is waiting for the person's approval; it has not run.)"
-            }
+            Self::Ended {
+                reason: TurnStopReason::ApprovalRequired,
+                ..
+            } => "(A call is waiting for the person's approval; it has not run.)",
             Self::Failed { .. } => "(This turn failed here and was not finished.)",
             _ => "(This turn ended here.)",
         }
     }
 
-    /// The terminal event and the stored outcome. A completed turn's data reports the tokens
-    /// its files gave the model (`estimatedFileTokens`), when any did.
+    /// The terminal event and the stored outcome. A completed turn's data says why it ended
+    /// early (`stopReason`, with `stopTools`), and the tokens its files gave the model
+    /// (`estimatedFileTokens`), when any did.
     fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
-        match self {
-            Self::Stopped(stop) => Self::stop(stop.reason.as_str()).terminal(file_tokens),
-            Self::Completed(mut data) => {
-                if file_tokens > 0 {
-                    let object = data.get_or_insert_with(|| json!({}));
-                    if let Some(fields) = object.as_object_mut() {
-                        fields.insert("estimatedFileTokens".into(), file_tokens.into());
-                    }
-                }
-                (
-                    AgentEvent::Completed { data: data.clone() },
-                    TurnOutcome {
-                        status: TurnStatus::Completed,
-                        terminal: data.unwrap_or(Value::Null),
-                    },
-                )
-            }
+        let (reason, stop_tools) = match self {
             Self::Failed {
                 details,
                 retryable,
                 code,
-            } => (
-                AgentEvent::failed(details.clone(), retryable, Some(code)),
-                TurnOutcome {
-                    status: TurnStatus::Failed,
-                    terminal: json!({ "details": details, "retryable": retryable, "code": code }),
-                },
-            ),
+            } => {
+                return (
+                    AgentEvent::failed(details.clone(), retryable, Some(code)),
+                    TurnOutcome {
+                        status: TurnStatus::Failed,
+                        terminal: json!({ "details": details, "retryable": retryable, "code": code }),
+                    },
+                );
+            }
+            Self::Completed => (None, None),
+            Self::Stopped(stop) => (Some(TurnStopReason::from(stop.reason)), None),
+            Self::Ended { reason, stop_tools } => (Some(reason), stop_tools),
+        };
+        let mut fields = serde_json::Map::new();
+        if let Some(reason) = reason {
+            fields.insert("stopReason".into(), reason.as_str().into());
         }
+        if let Some(calls) = stop_tools {
+            fields.insert("stopTools".into(), calls);
+        }
+        if file_tokens > 0 {
+            fields.insert("estimatedFileTokens".into(), file_tokens.into());
+        }
+        let data = (!fields.is_empty()).then_some(Value::Object(fields));
+        (
+            AgentEvent::Completed { data: data.clone() },
+            TurnOutcome {
+                status: TurnStatus::Completed,
+                terminal: data.unwrap_or(Value::Null),
+            },
+        )
     }
 }
 

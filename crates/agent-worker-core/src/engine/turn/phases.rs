@@ -5,9 +5,9 @@
 use serde_json::json;
 
 use super::{Ending, History, TurnAsk, logged_store_error, release};
-use crate::engine::EngineInner;
 use crate::engine::prompt::{InvalidPrompt, user_message};
 use crate::engine::stop;
+use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{Claim, Lease, Message, Role, Stop, StopCause, StoreError, TurnOutcome, TurnStatus};
@@ -113,7 +113,7 @@ pub(super) async fn look_before_start(engine: &EngineInner, ask: &TurnAsk) -> Re
         tracing::info!("superseded before it started; nothing runs");
         let outcome = TurnOutcome {
             status: TurnStatus::Completed,
-            terminal: json!({ "stopReason": "superseded", "ran": false }),
+            terminal: json!({ "stopReason": TurnStopReason::Superseded.as_str(), "ran": false }),
         };
         if let Err(e) = engine
             .store

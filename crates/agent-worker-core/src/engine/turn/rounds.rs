@@ -18,7 +18,7 @@ use crate::engine::retry::backoff;
 use crate::engine::stop::{self, StopFlag};
 use crate::engine::tools::{ToolContext, ToolOutcome};
 use crate::engine::turn_stream::Emitter;
-use crate::engine::{EngineInner, StepContext};
+use crate::engine::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::redact;
 use crate::protocol::{AgentEvent, codes};
 use crate::session::{Message, Stop, StopCause};
@@ -132,7 +132,7 @@ pub(super) async fn run_rounds(
         if let Some(held) = turn.held.take() {
             turn.close_step();
             return match approvals::request(engine, ctx.session, ctx.user_id, ctx.turn_id, held, out).await {
-                Ok(()) => Ending::stop("approval_required"),
+                Ok(()) => Ending::stop(TurnStopReason::ApprovalRequired),
                 Err(e) => Ending::Failed {
                     details: format!("a call needs the person's approval, and it could not be stored: {e}"),
                     retryable: true,
@@ -142,9 +142,10 @@ pub(super) async fn run_rounds(
         }
         if !step.ending.is_empty() {
             turn.close_step();
-            return Ending::Completed(Some(
-                json!({ "stopReason": "stop_tool", "stopTools": step.ending }),
-            ));
+            return Ending::Ended {
+                reason: TurnStopReason::StopTool,
+                stop_tools: Some(json!(step.ending)),
+            };
         }
         if step.called {
             turn.close_step();
@@ -161,26 +162,32 @@ pub(super) async fn run_rounds(
             StopReason::MaxTokens => {
                 turn.close_step();
                 turn.notify(out, OUTPUT_LIMIT_NOTICE);
-                return Ending::stop("output_limit");
+                return Ending::stop(TurnStopReason::OutputLimit);
             }
-            StopReason::GuardrailIntervened | StopReason::ContentFiltered => {
+            StopReason::GuardrailIntervened => {
                 turn.close_step();
-                return Ending::stop(step.stop.as_str());
+                return Ending::stop(TurnStopReason::GuardrailIntervened);
+            }
+            StopReason::ContentFiltered => {
+                turn.close_step();
+                return Ending::stop(TurnStopReason::ContentFiltered);
             }
             _ => {
                 turn.close_step();
                 let nudge = engine.policy.as_ref().and_then(|p| p.continue_after_text(&ctx));
                 match nudge {
-                    None => return Ending::Completed(None),
+                    None => return Ending::Completed,
                     // It answered, so no closing line: the rounds ran out while it went on.
-                    Some(_) if ctx.round >= config.max_rounds => return Ending::stop("max_rounds"),
+                    Some(_) if ctx.round >= config.max_rounds => {
+                        return Ending::stop(TurnStopReason::MaxRounds);
+                    }
                     Some(line) => turn.messages.push(Message::user_text(line)),
                 }
             }
         }
     }
     turn.notify(out, MAX_ROUNDS_NOTICE);
-    Ending::stop("max_rounds")
+    Ending::stop(TurnStopReason::MaxRounds)
 }
 
 pub(super) async fn run_step_with_retries(
