@@ -454,15 +454,17 @@ pub(crate) async fn request(
     } else {
         tracing::info!(approval_id = %approval.id, tool = %approval.tool, args = %approval.args, "a call waits for the person's approval");
     }
-    out.emit(crate::protocol::AgentEvent::Other(json!({
-        "type": "approval_required",
-        "approvalId": approval.id,
-        "callId": held.call_id,
-        "tool": approval.tool,
-        "token": signer.sign(&approval),
-        "expiresAt": approval.expires_at,
-        "preview": preview(spec, &approval.args, &held.files),
-    })));
+    out.emit(
+        super::EngineEvent::ApprovalRequired {
+            token: signer.sign(&approval),
+            preview: preview(spec, &approval.args, &held.files),
+            approval_id: approval.id,
+            call_id: held.call_id,
+            tool: approval.tool,
+            expires_at: approval.expires_at,
+        }
+        .into(),
+    );
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 //! [`SessionStore::load_view`]: crate::session::SessionStore::load_view
 
 use futures_util::StreamExt as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::EngineInner;
 use super::model::{ModelErrorKind, ModelEvent, ModelRequest, ToolChoice};
@@ -311,11 +311,13 @@ pub(super) async fn compact(
         );
         return false;
     };
-    out.emit(AgentEvent::Other(json!({
-        "type": "compacting",
-        "messages": cut,
-        "estimatedTokens": before,
-    })));
+    out.emit(
+        super::EngineEvent::Compacting {
+            messages: cut,
+            estimated_tokens: before,
+        }
+        .into(),
+    );
     let text = match summarize(engine, history.summary.as_ref(), &history.messages[..cut], out).await {
         Ok(text) => text,
         Err(why) => {
@@ -346,19 +348,22 @@ pub(super) async fn compact(
         after,
         "compacted the history"
     );
-    out.emit(AgentEvent::Other(json!({
-        "type": "compacted",
-        "summarized": cut,
-        "kept": history.messages.len(),
-        "estimatedTokensBefore": before,
-        "estimatedTokensAfter": after,
-    })));
+    out.emit(
+        super::EngineEvent::Compacted {
+            summarized: cut,
+            kept: history.messages.len(),
+            estimated_tokens_before: before,
+            estimated_tokens_after: after,
+        }
+        .into(),
+    );
     true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn turn(words: &str, calls: bool) -> Vec<Message> {
         let mut messages = vec![Message::user_text(words)];

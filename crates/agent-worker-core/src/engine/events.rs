@@ -1,0 +1,97 @@
+//! [`EngineEvent`]: the events this engine adds to the contract's (`approval_required`,
+//! `compacting`, `compacted`). Typed inside; they become the contract's open
+//! [`AgentEvent::Other`] variant only as they are emitted.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::protocol::AgentEvent;
+
+/// An event of this engine's own, beside the contract's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EngineEvent {
+    /// A call waits for the person's approval; the turn ends after it.
+    #[serde(rename_all = "camelCase")]
+    ApprovalRequired {
+        /// The stored approval.
+        approval_id: String,
+        /// The model's call it holds.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The token that opens exactly this call, once.
+        token: String,
+        /// When the token expires, in epoch milliseconds.
+        expires_at: u64,
+        /// What the person is shown: title, consequence, fields.
+        preview: Value,
+    },
+    /// The older turns are being summarized.
+    #[serde(rename_all = "camelCase")]
+    Compacting {
+        /// How many messages are summarized.
+        messages: usize,
+        /// The request's estimated tokens before.
+        estimated_tokens: u64,
+    },
+    /// The older turns were summarized.
+    #[serde(rename_all = "camelCase")]
+    Compacted {
+        /// How many messages the summary stands for.
+        summarized: usize,
+        /// How many messages are kept word for word.
+        kept: usize,
+        /// The request's estimated tokens before.
+        estimated_tokens_before: u64,
+        /// And after.
+        estimated_tokens_after: u64,
+    },
+}
+
+impl From<EngineEvent> for AgentEvent {
+    fn from(event: EngineEvent) -> Self {
+        match serde_json::to_value(&event) {
+            Ok(value) => AgentEvent::Other(value),
+            // A derived serializer of strings and numbers does not fail; were it to, the event
+            // is said as a plain line rather than lost.
+            Err(e) => AgentEvent::text(format!("(an event could not be encoded: {e})")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_event_has_the_wire_shape_clients_read() {
+        let compacting: AgentEvent = EngineEvent::Compacting {
+            messages: 12,
+            estimated_tokens: 9000,
+        }
+        .into();
+        assert_eq!(
+            compacting,
+            AgentEvent::Other(json!({"type": "compacting", "messages": 12, "estimatedTokens": 9000}))
+        );
+        let asked: AgentEvent = EngineEvent::ApprovalRequired {
+            approval_id: "ap-1".into(),
+            call_id: "c-1".into(),
+            tool: "pay".into(),
+            token: "t".into(),
+            expires_at: 5,
+            preview: json!({"title": "Pay"}),
+        }
+        .into();
+        assert_eq!(
+            asked,
+            AgentEvent::Other(
+                json!({"type": "approval_required", "approvalId": "ap-1", "callId": "c-1",
+                "tool": "pay", "token": "t", "expiresAt": 5, "preview": {"title": "Pay"}})
+            )
+        );
+    }
+}
