@@ -6,6 +6,21 @@
 //! Bedrock: streaming, the tool loop, retries, deadlines and cancellation, with session state
 //! behind a [`SessionStore`](session::SessionStore).
 //!
+//! Hello world: an engine on Bedrock with sessions in memory, one turn, its answer.
+//!
+//! ```no_run
+//! use agent_worker::{AgentExt as _, BedrockModel, Engine, MemoryStore, Prompt, Scope};
+//!
+//! # async fn hello(bedrock: aws_sdk_bedrockruntime::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = Engine::builder()
+//!     .model(BedrockModel::new(bedrock, "us.anthropic.claude-sonnet-4-6"))
+//!     .store(MemoryStore::new()) // or a DynamoStore, to keep sessions in the table
+//!     .build()?;
+//! let answer = engine.collect(Scope::new("conversation-1"), Prompt::text("Hello!")).await?;
+//! println!("{}", answer.text);
+//! # Ok(()) }
+//! ```
+//!
 //! The crates are the layers, and arrows point inward only (`ARCHITECTURE.md` has the map):
 //!
 //! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance): the
@@ -27,7 +42,11 @@
 #![forbid(unsafe_code)]
 
 pub use agent_worker_aws as aws;
+pub use agent_worker_aws::DynamoStore;
 pub use agent_worker_contract as protocol;
+pub use agent_worker_contract::{Agent, AgentEvent, AgentExt, Prompt, Scope};
+pub use agent_worker_core::engine::{BedrockModel, Engine};
+pub use agent_worker_core::session::{MemoryStore, SessionStore};
 pub use agent_worker_core::{clock, engine};
 pub mod hosts;
 
