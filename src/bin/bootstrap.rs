@@ -39,6 +39,6 @@ async fn start() -> Result<TurnHandler, SettingsError> {
         files,
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
-    let requeue = Requeue::new(aws_sdk_sqs::Client::new(&aws), settings.redrive);
+    let requeue = Requeue::from_config(aws.clone(), settings.redrive);
     Ok(TurnHandler::from_settings(agent, sinks, &settings).requeue(requeue))
 }

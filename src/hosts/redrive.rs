@@ -71,7 +71,7 @@ impl Default for RedriveBackoff {
 #[cfg(feature = "lambda")]
 mod requeue {
     use std::collections::HashMap;
-    use std::sync::Mutex;
+    use std::sync::{Mutex, OnceLock};
 
     use aws_lambda_events::event::sqs::SqsMessage;
     use aws_sdk_sqs::Client;
@@ -96,18 +96,51 @@ mod requeue {
     /// the queue's visibility timeout. Queue URLs are looked up once per queue ARN and kept.
     #[derive(Debug)]
     pub struct Requeue {
-        sqs: Client,
+        sqs: SqsClient,
         backoff: RedriveBackoff,
         urls: Mutex<HashMap<String, String>>,
+    }
+
+    /// The SQS client: given, or made from a configuration when first needed.
+    #[derive(Debug)]
+    enum SqsClient {
+        Given(Client),
+        Lazy {
+            config: Box<aws_config::SdkConfig>,
+            client: OnceLock<Client>,
+        },
     }
 
     impl Requeue {
         /// Requeues through `sqs` with `backoff`.
         pub fn new(sqs: Client, backoff: RedriveBackoff) -> Self {
+            Self::with(SqsClient::Given(sqs), backoff)
+        }
+
+        /// Requeues through an SQS client made from `config` on the first redrive: a function
+        /// instance that never redrives never builds it (nor holds its memory).
+        pub fn from_config(config: aws_config::SdkConfig, backoff: RedriveBackoff) -> Self {
+            Self::with(
+                SqsClient::Lazy {
+                    config: Box::new(config),
+                    client: OnceLock::new(),
+                },
+                backoff,
+            )
+        }
+
+        fn with(sqs: SqsClient, backoff: RedriveBackoff) -> Self {
             Self {
                 sqs,
                 backoff,
                 urls: Mutex::default(),
+            }
+        }
+
+        fn sqs(&self) -> &Client {
+            match &self.sqs {
+                SqsClient::Given(client) => client,
+                SqsClient::Lazy { config, client } => client.get_or_init(|| Client::new(config)),
             }
         }
 
@@ -154,7 +187,7 @@ mod requeue {
                 })
                 .collect();
             match self
-                .sqs
+                .sqs()
                 .change_message_visibility_batch()
                 .queue_url(url)
                 .set_entries(Some(entries))
@@ -178,7 +211,7 @@ mod requeue {
             }
             let queue = QueueArn::parse(arn).ok_or_else(|| format!("{arn:?} is not an SQS queue ARN"))?;
             let url = self
-                .sqs
+                .sqs()
                 .get_queue_url()
                 .queue_name(queue.name)
                 .queue_owner_aws_account_id(queue.account)
