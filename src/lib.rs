@@ -42,12 +42,19 @@
 #![forbid(unsafe_code)]
 
 pub use agent_worker_aws as aws;
+pub use agent_worker_aws::BedrockModel;
 pub use agent_worker_aws::DynamoStore;
 pub use agent_worker_contract as protocol;
 pub use agent_worker_contract::{Agent, AgentEvent, AgentExt, Prompt, Scope};
-pub use agent_worker_core::engine::{BedrockModel, Engine};
+pub use agent_worker_core::clock;
+pub use agent_worker_core::engine::Engine;
 pub use agent_worker_core::session::{MemoryStore, SessionStore};
-pub use agent_worker_core::{clock, engine};
+
+/// The turn engine ([`agent_worker_core::engine`]), with the model on Bedrock beside its seam.
+pub mod engine {
+    pub use agent_worker_aws::{BedrockModel, supports_prompt_caching};
+    pub use agent_worker_core::engine::*;
+}
 pub mod hosts;
 
 /// Standard Agents ([`agent_worker_core::agents`]), with the thread store on the session table.

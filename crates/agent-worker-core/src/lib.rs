@@ -1,16 +1,16 @@
 //! agent-worker's turn core: what runs a turn, whatever hosts it and wherever its state lives.
 //!
 //! - [`engine`]: the turn engine on a [`Model`](engine::Model): the tool loop, retries,
-//!   deadlines, approvals, stops, attachments, compaction. Its Bedrock model is here too, for
-//!   now.
+//!   deadlines, approvals, stops, attachments, compaction. The model on Bedrock is the adapters'
+//!   (`agent-worker-aws`).
 //! - [`session`]: what a turn needs from outside the process ([`SessionStore`](session::SessionStore),
 //!   history invariants, turn claims), with the in-memory store.
 //! - [`agents`]: Standard Agents: definitions, validation, the two-sided session runner.
 //! - [`sinks`]: where a running turn's events go (the trait, stdout, the HTTP emit endpoint).
 //! - [`clock`]: the one clock.
 //!
-//! It uses the contract (re-exported as [`protocol`]) and no DynamoDB, S3 or SQS crate: the
-//! adapters (`agent-worker-aws`) implement its traits on AWS, and the compiler holds the line.
+//! It uses the contract (re-exported as [`protocol`]) and no AWS SDK crate: the adapters
+//! (`agent-worker-aws`) implement its traits on AWS, and the compiler holds the line.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 

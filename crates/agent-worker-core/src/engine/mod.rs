@@ -46,7 +46,7 @@ pub use config::{ConfigError, EngineConfig};
 pub use error::EngineError;
 pub use events::EngineEvent;
 pub use image_format::ImageFormat;
-pub use model::{BedrockModel, Model};
+pub use model::Model;
 pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
@@ -66,14 +66,14 @@ use crate::session::{ApprovalStore, Message, SessionStore};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use agent_worker_core::engine::{tools::examples, BedrockModel, Engine};
+/// use agent_worker_core::engine::{tools::examples, Engine, Model};
 /// use agent_worker_core::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope};
 /// use agent_worker_core::session::MemoryStore;
 /// use futures_util::StreamExt;
 ///
-/// # async fn demo(client: aws_sdk_bedrockruntime::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(model: impl Model + 'static) -> Result<(), Box<dyn std::error::Error>> {
 /// let engine = Engine::builder()
-///     .model(BedrockModel::new(client, "us.anthropic.claude-sonnet-4-6"))
+///     .model(model) // agent_worker_aws::BedrockModel, for one
 ///     .store(MemoryStore::new())
 ///     .system_prompt("You are a concise assistant.")
 ///     .tool(examples::by_name("current_time").unwrap())

@@ -1,14 +1,9 @@
 //! The model seam: [`Model`] streams one response for a [`ModelRequest`].
 //!
-//! The engine speaks this small, provider-neutral vocabulary; [`BedrockModel`] maps it to
-//! Amazon Bedrock's ConverseStream. Tests can script a model at this level, but the engine's
-//! own tests run the real Bedrock client against the wire-level stand-in.
-
-mod bedrock;
-mod document;
-mod stable_json;
-
-pub use bedrock::{BedrockModel, supports_prompt_caching};
+//! The engine speaks this small, provider-neutral vocabulary; the adapters' `BedrockModel`
+//! (crate `agent-worker-aws`) maps it to Amazon Bedrock's ConverseStream. Tests can script a
+//! model at this level, but the engine's own tests run the real Bedrock client against the
+//! wire-level stand-in.
 
 use std::fmt;
 use std::pin::Pin;

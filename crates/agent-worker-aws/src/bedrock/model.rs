@@ -20,14 +20,15 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::stream;
 use serde_json::Value;
 
-use super::document::to_document;
-use super::stable_json::StableJson;
-use super::{
+use agent_worker_core::engine::ImageFormat;
+use agent_worker_core::engine::model::{
     Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage,
     ToolChoice,
 };
-use crate::engine::ImageFormat;
-use crate::session::{ContentBlock, Message, Role};
+use agent_worker_core::session::{ContentBlock, Message, Role};
+
+use super::document::to_document;
+use super::stable_json::StableJson;
 
 /// A Bedrock model reached through `aws-sdk-bedrockruntime`'s ConverseStream.
 ///
@@ -38,7 +39,7 @@ use crate::session::{ContentBlock, Message, Role};
 ///
 /// ```no_run
 /// # async fn demo() {
-/// use agent_worker_core::engine::model::BedrockModel;
+/// use agent_worker_aws::BedrockModel;
 ///
 /// let sdk_config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 /// let client = aws_sdk_bedrockruntime::Client::new(&sdk_config);
@@ -88,7 +89,7 @@ impl BedrockModel {
 
     /// Turns prompt caching on or off: with it, each request carries a `cachePoint` after the
     /// system prompt (and tools) and one after the stored history
-    /// ([`CachePlan`](super::CachePlan)).
+    /// ([`CachePlan`](agent_worker_core::engine::model::CachePlan)).
     #[must_use]
     pub fn with_prompt_caching(mut self, on: bool) -> Self {
         self.prompt_caching = on;
