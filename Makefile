@@ -36,6 +36,8 @@ lint:
 	cargo check --locked --lib --no-default-features --features lambda
 	cargo check --locked --lib --no-default-features --features agent-protocol
 	cargo check --locked -p agent-worker-contract
+	cargo check --locked -p agent-worker-core
+	cargo check --locked -p agent-worker-aws --all-features
 	python3 scripts/module_cycles.py
 
 fmt:

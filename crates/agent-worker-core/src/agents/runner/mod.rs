@@ -49,6 +49,7 @@ use crate::session::SessionStore;
 
 mod builder;
 mod engines;
+mod events;
 mod session;
 mod stop_rules;
 

@@ -4,7 +4,7 @@
 use std::sync::{Arc, PoisonError};
 
 use futures_util::StreamExt as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::agents::definition::{AgentDefinition, HookStage, PromptSide, SideConfig, SubagentRelationship};
 use crate::agents::handler::ChildPort;
@@ -19,17 +19,9 @@ use crate::engine::{Emitter, Engine};
 use crate::protocol::{Agent, AgentEvent, DEADLINE_KEY, Prompt, Scope, codes};
 
 use super::engines::{bound_message, build_engine};
+use super::events::SessionEvent;
 use super::stop_rules::{SideOutcome, apply_stop_rules};
 use super::{RuntimeInner, SESSION_ENDED, SESSION_FAILED};
-
-/// A `session_status` event with `extra` fields.
-pub(super) fn session_status(status: &str, extra: Value) -> AgentEvent {
-    let mut event = json!({ "type": "session_status", "status": status });
-    if let (Some(event), Value::Object(extra)) = (event.as_object_mut(), extra) {
-        event.extend(extra);
-    }
-    AgentEvent::Other(event)
-}
 
 /// A side turn that could not finish: the invocation fails with it.
 pub(super) struct TurnFailure {
@@ -203,10 +195,13 @@ impl Session {
         if parent.status != SessionStatus::Running {
             return;
         }
-        self.out.emit(session_status(
-            "resuming",
-            json!({ "session": link.session, "child": child.session }),
-        ));
+        self.out.emit(
+            SessionEvent::Resuming {
+                session: &link.session,
+                child: &child.session,
+            }
+            .event(),
+        );
         let session = Session {
             inner: self.inner.clone(),
             definition,
@@ -221,15 +216,23 @@ impl Session {
                         Box::pin(session.resume_parent(grandparent, &parent)).await;
                     }
                 }
-                self.out.emit(session_status(
-                    parent.status.as_str(),
-                    json!({ "session": parent.session, "end": parent.end }),
-                ));
+                self.out.emit(
+                    SessionEvent::ParentSettled {
+                        status: parent.status,
+                        session: &parent.session,
+                        end: parent.end.as_ref(),
+                    }
+                    .event(),
+                );
             }
-            Err(failure) => self.out.emit(session_status(
-                "interrupted",
-                json!({ "session": link.session, "details": failure.details, "code": failure.code }),
-            )),
+            Err(failure) => self.out.emit(
+                SessionEvent::Interrupted {
+                    session: &link.session,
+                    details: &failure.details,
+                    code: &failure.code,
+                }
+                .event(),
+            ),
         }
     }
 
@@ -331,10 +334,14 @@ impl Session {
                 record.status = SessionStatus::AwaitingHuman;
                 break;
             }
-            self.out.emit(session_status(
-                "running",
-                json!({ "side": side.as_str(), "label": config.label(), "sideTurn": record.side_turns + 1 }),
-            ));
+            self.out.emit(
+                SessionEvent::SideStarted {
+                    side,
+                    label: config.label(),
+                    side_turn: record.side_turns + 1,
+                }
+                .event(),
+            );
             self.inner.open_scratch(&self.scope.session, &record.children);
             let outcome = match self.hook_context(side, &record).await {
                 Err(failure) => Err(failure),
@@ -425,10 +432,13 @@ impl Session {
             source: Some(format!("handoff:{from}")),
         });
         self.save(&mut record).await?;
-        self.out.emit(session_status(
-            "handoff",
-            json!({ "from": from, "to": definition.name }),
-        ));
+        self.out.emit(
+            SessionEvent::Handoff {
+                from: &from,
+                to: &definition.name,
+            }
+            .event(),
+        );
         let next = self.with_definition(definition);
         Box::pin(next.run_sides(record)).await
     }
@@ -456,15 +466,16 @@ impl Session {
     }
 
     fn finish(&self, record: &ThreadRecord) {
-        let awaiting = (record.status == SessionStatus::AwaitingHuman).then(|| record.next_side.as_str());
-        let end = record
-            .end
-            .as_ref()
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
-        self.out.emit(session_status(
-            record.status.as_str(),
-            json!({ "awaiting": awaiting, "statusText": record.status_text, "end": end }),
-        ));
+        let awaiting = (record.status == SessionStatus::AwaitingHuman).then_some(record.next_side);
+        self.out.emit(
+            SessionEvent::Settled {
+                status: record.status,
+                awaiting,
+                status_text: record.status_text.as_deref(),
+                end: record.end.as_ref(),
+            }
+            .event(),
+        );
         if record.status == SessionStatus::Failed {
             let message = record
                 .end
@@ -480,7 +491,7 @@ impl Session {
         }
         let mut data = json!({ "sessionStatus": record.status.as_str(), "sideTurns": record.side_turns });
         if let Some(side) = awaiting {
-            data["awaiting"] = side.into();
+            data["awaiting"] = side.as_str().into();
         }
         if !record.waiting_on.is_empty() {
             data["waitingOn"] = json!(record.waiting_on);
@@ -489,8 +500,8 @@ impl Session {
             // What Agent Protocol reads as a task's last step.
             data["is_last"] = true.into();
         }
-        if let Some(end) = end {
-            data["end"] = end;
+        if let Some(end) = &record.end {
+            data["end"] = json!(end);
         }
         if let Some(status) = &record.status_text {
             data["statusText"] = status.clone().into();
@@ -535,10 +546,13 @@ impl Session {
                 AgentEvent::ToolStarted { name, args, .. } => {
                     if let Some(binding) = config.session_status.as_ref().filter(|b| &b.name == name) {
                         let status = bound_message(binding, args);
-                        self.out.emit(session_status(
-                            "running",
-                            json!({ "side": side.as_str(), "statusText": status }),
-                        ));
+                        self.out.emit(
+                            SessionEvent::SideStatus {
+                                side,
+                                status_text: &status,
+                            }
+                            .event(),
+                        );
                         outcome.status = Some(status);
                     }
                 }
@@ -621,10 +635,13 @@ impl Session {
             self.out.emit(AgentEvent::text(message.clone()));
         }
         if let Some(status) = &state.status {
-            self.out.emit(session_status(
-                "running",
-                json!({ "side": side.as_str(), "statusText": status }),
-            ));
+            self.out.emit(
+                SessionEvent::SideStatus {
+                    side,
+                    status_text: status,
+                }
+                .event(),
+            );
         }
         let end = state.end.map(|end| match end {
             HandlerEnd::Stop(message) => (
