@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 #[cfg(feature = "lambda")]
-pub use requeue::{Requeue, receive_count};
+pub use requeue::Requeue;
 
 /// The first delay of a redriven record when `REDRIVE_DELAY_MS` is not set.
 pub const DEFAULT_REDRIVE_DELAY: Duration = Duration::from_secs(5);
@@ -84,7 +84,7 @@ mod requeue {
     const SQS_BATCH_LIMIT: usize = 10;
 
     /// How many times SQS has delivered `record` (its `ApproximateReceiveCount`; 1 when absent).
-    pub fn receive_count(record: &SqsMessage) -> u32 {
+    pub(super) fn receive_count(record: &SqsMessage) -> u32 {
         record
             .attributes
             .get("ApproximateReceiveCount")
@@ -142,11 +142,6 @@ mod requeue {
                 SqsClient::Given(client) => client,
                 SqsClient::Lazy { config, client } => client.get_or_init(|| Client::new(config)),
             }
-        }
-
-        /// The backoff this requeue applies.
-        pub fn backoff(&self) -> RedriveBackoff {
-            self.backoff
         }
 
         /// Hides each of `records` for its backoff. Records without a receipt handle or a queue ARN
@@ -283,6 +278,7 @@ mod tests {
     #[cfg(feature = "lambda")]
     #[test]
     fn the_receive_count_comes_from_the_record() {
+        use super::requeue::receive_count;
         let mut record = aws_lambda_events::event::sqs::SqsMessage::default();
         assert_eq!(receive_count(&record), 1);
         record
