@@ -15,7 +15,7 @@ use agent_worker::hosts::agent_protocol::{
     TaskHandler, TaskRequestBody, Workspace, openapi, serve, step_fn, task_fn,
 };
 use agent_worker::hosts::agent_protocol::{
-    DynamoTaskStore, MemoryTaskStore, Step, Task, TaskStore, TaskStoreError,
+    DynamoTaskStore, MAX_STEP_ARTIFACTS, MemoryTaskStore, Step, Task, TaskStore, TaskStoreError,
 };
 use agent_worker::protocol::{AgentEvent, agent_fn};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
@@ -960,7 +960,18 @@ async fn replicas_on_one_dynamodb_table_serve_the_same_tasks() {
         artifacts: Vec::new(),
         is_last: false,
     };
+    let crowded = Step {
+        artifacts: (0..=MAX_STEP_ARTIFACTS)
+            .map(|i| Artifact::agent_created(format!("{i}.txt"), None))
+            .collect(),
+        ..orphan.clone()
+    };
     assert!(matches!(tasks.add_step(orphan).await, Err(TaskStoreError::NoTask(id)) if id == "missing"));
+    // A step with more artifacts than one write holds is refused as such, before anything is written.
+    assert!(matches!(
+        tasks.add_step(crowded).await,
+        Err(TaskStoreError::TooManyArtifacts { limit: MAX_STEP_ARTIFACTS, given }) if given == MAX_STEP_ARTIFACTS + 1
+    ));
     let stray = Artifact::agent_created("x", None);
     assert!(matches!(
         tasks.add_artifact("missing", stray).await,

@@ -49,10 +49,19 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// How often an event stream looks for new events, by default.
 pub const DEFAULT_EVENT_POLL: Duration = Duration::from_millis(200);
 
-/// A container host that cannot be built; the message names the setting.
+/// A container host that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ContainerError(String);
+#[non_exhaustive]
+pub enum ContainerError {
+    /// The API key is missing or too short to be one.
+    #[error(
+        "the API key is required and must be at least {MIN_API_KEY_CHARS} characters (--api-key or AGENT_WORKER_API_KEY)"
+    )]
+    ApiKeyTooShort,
+}
+
+/// The fewest characters an API key may have.
+pub const MIN_API_KEY_CHARS: usize = 16;
 
 /// The container host's settings.
 #[derive(Clone)]
@@ -82,10 +91,8 @@ impl ContainerConfig {
     /// Settings with `api_key`, which is required: a server without a key does not start.
     pub fn new(api_key: impl Into<String>) -> Result<Self, ContainerError> {
         let api_key = api_key.into();
-        if api_key.trim().len() < 16 {
-            return Err(ContainerError(
-                "the API key is required and must be at least 16 characters (--api-key or AGENT_WORKER_API_KEY)".into(),
-            ));
+        if api_key.trim().len() < MIN_API_KEY_CHARS {
+            return Err(ContainerError::ApiKeyTooShort);
         }
         Ok(Self {
             api_key,

@@ -56,7 +56,7 @@ const LONGEST_INVOCATION: Duration = Duration::from_secs(16 * 60);
 /// The runtime's `deadline`, if it can be real at `now`: a deadline already past, or further
 /// away than any invocation lasts (the `cargo lambda` emulator sends the constant `600000`, a
 /// moment of 1970), is `None`.
-pub fn usable_deadline(deadline: SystemTime, now: SystemTime) -> Option<SystemTime> {
+pub(crate) fn usable_deadline(deadline: SystemTime, now: SystemTime) -> Option<SystemTime> {
     let left = deadline.duration_since(now).ok()?;
     (!left.is_zero() && left <= LONGEST_INVOCATION).then_some(deadline)
 }

@@ -3,6 +3,7 @@
 //! redrive policy (sooner with the handler's [`Requeue`](super::redrive::Requeue), as on Lambda).
 //! It serves for local runs and for a long-running worker (ECS, a VM).
 
+use crate::Failure;
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -45,16 +46,20 @@ pub struct PollStats {
     pub failed: u64,
 }
 
-/// The queue could not be read or written.
+/// The queue could not be read or written; the SDK's error is the source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("SQS: {0}")]
-pub struct PollError(pub String);
+pub struct PollError(#[source] Failure);
 
-fn sqs_error<E: std::error::Error + 'static, R: std::fmt::Debug>(
-    what: &str,
-    e: &aws_sdk_sqs::error::SdkError<E, R>,
-) -> PollError {
-    PollError(format!("{what}: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))
+fn sqs_error<E, R>(what: &str, e: aws_sdk_sqs::error::SdkError<E, R>) -> PollError
+where
+    E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    PollError(Failure::caused_by(
+        format!("{what}: {}", super::sdk_error_text(&e)),
+        e,
+    ))
 }
 
 /// Polls `queue_url` until `shutdown` resolves (or, with `until_empty`, the queue is empty).
@@ -72,7 +77,7 @@ pub async fn poll_queue(
         .attribute_names(QueueAttributeName::VisibilityTimeout)
         .send()
         .await
-        .map_err(|e| sqs_error("reading the queue's attributes", &e))?;
+        .map_err(|e| sqs_error("reading the queue's attributes", e))?;
     let attributes = attributes.attributes().cloned().unwrap_or_default();
     let arn = attributes.get(&QueueAttributeName::QueueArn).cloned();
     let visibility = attributes
@@ -93,7 +98,7 @@ pub async fn poll_queue(
             .send();
         let received = tokio::select! {
             () = &mut shutdown => return Ok(stats),
-            received = receive => received.map_err(|e| sqs_error("receiving", &e))?,
+            received = receive => received.map_err(|e| sqs_error("receiving", e))?,
         };
         let messages = received.messages.unwrap_or_default();
         if messages.is_empty() {
@@ -148,7 +153,7 @@ pub async fn poll_queue(
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| sqs_error("deleting handled messages", &e))?;
+                .map_err(|e| sqs_error("deleting handled messages", e))?;
             stats.deleted += deleted.successful().len() as u64;
         }
         stats.failed += failed.len() as u64;

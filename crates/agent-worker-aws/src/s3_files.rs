@@ -3,6 +3,7 @@
 //! `<prefix><owner>/<id>.json`, written by whatever checked the upload. The tokens the
 //! conversation's files gave the model are counted in `<prefix><owner>/.usage`.
 
+use agent_worker_core::Failure;
 use std::ops::Range;
 
 use async_trait::async_trait;
@@ -26,24 +27,31 @@ pub struct S3FileArea {
     prefix: String,
 }
 
-fn store_error<E, R>(e: &SdkError<E, R>) -> Unavailable
+/// An S3 call's failure: a missing object is [`Unavailable::Gone`]; anything else keeps the
+/// service's code and message, with the SDK's error as the source.
+fn store_error<E, R>(e: SdkError<E, R>) -> Unavailable
 where
-    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let code = e.as_service_error().and_then(|s| s.code()).unwrap_or_default();
-    if matches!(code, "NoSuchKey" | "NotFound") {
+    let code = e
+        .as_service_error()
+        .and_then(|s| s.code())
+        .unwrap_or_default()
+        .to_owned();
+    if matches!(code.as_str(), "NoSuchKey" | "NotFound") {
         return Unavailable::Gone;
     }
     let message = e.as_service_error().and_then(|s| s.message()).map_or_else(
-        || aws_sdk_s3::error::DisplayErrorContext(e).to_string(),
+        || aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
         str::to_owned,
     );
-    Unavailable::Store(if code.is_empty() {
+    let context = if code.is_empty() {
         message
     } else {
         format!("{message} ({code})")
-    })
+    };
+    Unavailable::Store(Failure::caused_by(context, e))
 }
 
 impl S3FileArea {
@@ -72,7 +80,8 @@ impl S3FileArea {
         bytes: Vec<u8>,
     ) -> Result<(), Unavailable> {
         let key = self.key(owner, &reference.id)?;
-        let json = serde_json::to_vec(reference).map_err(|e| Unavailable::Store(e.to_string()))?;
+        let json = serde_json::to_vec(reference)
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
         for (key, body, content_type) in [
             (key.clone(), bytes, reference.media_type.clone()),
             (format!("{key}.json"), json, "application/json".to_owned()),
@@ -85,7 +94,7 @@ impl S3FileArea {
                 .body(ByteStream::from(body))
                 .send()
                 .await
-                .map_err(|e| store_error(&e))?;
+                .map_err(store_error)?;
         }
         Ok(())
     }
@@ -98,12 +107,12 @@ impl S3FileArea {
             }
             request = request.range(format!("bytes={}-{}", range.start, range.end - 1));
         }
-        let object = request.send().await.map_err(|e| store_error(&e))?;
+        let object = request.send().await.map_err(store_error)?;
         let bytes = object
             .body
             .collect()
             .await
-            .map_err(|e| Unavailable::Store(e.to_string()))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
         Ok(bytes.into_bytes().to_vec())
     }
 }
@@ -140,7 +149,7 @@ impl FileArea for S3FileArea {
             .send();
         let mut references = Vec::new();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| store_error(&e))?;
+            let page = page.map_err(store_error)?;
             for object in page.contents() {
                 let Some(id) = object
                     .key()
@@ -173,7 +182,7 @@ impl FileArea for S3FileArea {
             ))
             .send()
             .await
-            .map_err(|e| store_error(&e))?;
+            .map_err(store_error)?;
         Ok(())
     }
 }

@@ -8,6 +8,7 @@
 //! - [`agents`]: Standard Agents: definitions, validation, the two-sided session runner.
 //! - [`sinks`]: where a running turn's events go (the trait, stdout, the HTTP emit endpoint).
 //! - [`clock`]: the one clock.
+//! - [`Failure`]: an outside failure kept as the source of the crate's errors.
 //!
 //! It uses the contract (re-exported as [`protocol`]) and no AWS SDK crate: the adapters
 //! (`agent-worker-aws`) implement its traits on AWS, and the compiler holds the line.
@@ -19,5 +20,8 @@ pub use agent_worker_contract as protocol;
 pub mod agents;
 pub mod clock;
 pub mod engine;
+mod failure;
 pub mod session;
 pub mod sinks;
+
+pub use failure::Failure;

@@ -38,9 +38,12 @@ pub enum ClientError {
     /// The request did not reach the server or its answer did not arrive.
     #[error("the request failed: {0}")]
     Transport(#[from] reqwest::Error),
+    /// A request body did not encode.
+    #[error("the request does not encode: {0}")]
+    Encode(#[source] serde_json::Error),
     /// The answer was not what the operation returns.
     #[error("the answer does not decode: {0}")]
-    Decode(String),
+    Decode(#[source] serde_json::Error),
     /// The base URL cannot take a path.
     #[error("the base URL {0} cannot take a path")]
     BaseUrl(String),
@@ -195,7 +198,7 @@ impl AgentProtocolClient {
     ) -> Result<T, ClientError> {
         let mut request = self.http.request(method, self.url(segments, page)?);
         if let Some(body) = body {
-            let text = serde_json::to_vec(body).map_err(|e| ClientError::Decode(e.to_string()))?;
+            let text = serde_json::to_vec(body).map_err(ClientError::Encode)?;
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(text);
@@ -224,5 +227,5 @@ async fn checked(response: reqwest::Response) -> Result<reqwest::Response, Clien
 
 async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, ClientError> {
     let bytes = response.bytes().await?;
-    serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    serde_json::from_slice(&bytes).map_err(ClientError::Decode)
 }

@@ -9,6 +9,7 @@
 //! list them oldest first; totals are counted by the same queries, so they stay right as items
 //! expire. Reads are strongly consistent. A page deep in a long list reads the items before it.
 
+use crate::Failure;
 use async_trait::async_trait;
 
 use super::store::{Page, TaskStore, TaskStoreError};
@@ -69,11 +70,12 @@ impl DynamoTaskStore {
 }
 
 fn unavailable(e: DocumentsError) -> TaskStoreError {
-    TaskStoreError::Unavailable(e.to_string())
+    TaskStoreError::Unavailable(Failure::caused_by(e.to_string(), e))
 }
 
 fn json(value: &impl serde::Serialize) -> Result<serde_json::Value, TaskStoreError> {
-    serde_json::to_value(value).map_err(|e| TaskStoreError::Unavailable(format!("encoding an item: {e}")))
+    serde_json::to_value(value)
+        .map_err(|e| TaskStoreError::Unavailable(Failure::caused_by(format!("encoding an item: {e}"), e)))
 }
 
 /// The documents of `artifacts`, added to task `task_id` now, oldest first.
@@ -146,10 +148,10 @@ impl TaskStore for DynamoTaskStore {
 
     async fn add_step(&self, step: Step) -> Result<(), TaskStoreError> {
         if step.artifacts.len() > MAX_STEP_ARTIFACTS {
-            return Err(TaskStoreError::Unavailable(format!(
-                "a step may add at most {MAX_STEP_ARTIFACTS} artifacts, not {}",
-                step.artifacts.len()
-            )));
+            return Err(TaskStoreError::TooManyArtifacts {
+                limit: MAX_STEP_ARTIFACTS,
+                given: step.artifacts.len(),
+            });
         }
         let mut docs = vec![(
             DocKey::new(ap_task_pk(&step.task_id), ap_step_sk(&step.step_id)),

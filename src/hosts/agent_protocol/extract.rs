@@ -29,6 +29,7 @@ impl From<TaskStoreError> for ApiError {
     fn from(e: TaskStoreError) -> Self {
         match e {
             TaskStoreError::NoTask(id) => Self::NotFound(format!("no task {id}")),
+            TaskStoreError::TooManyArtifacts { .. } => Self::Unprocessable(e.to_string()),
             TaskStoreError::Unavailable(_) => {
                 tracing::error!(error = %e, "agent protocol: the task store failed");
                 Self::Internal("the task store is unavailable; try again".into())

@@ -1,6 +1,7 @@
 //! Where tasks, steps and artifact records are kept: [`TaskStore`], in memory by default
 //! ([`MemoryTaskStore`], as the reference SDK keeps them).
 
+use crate::Failure;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -31,9 +32,17 @@ pub enum TaskStoreError {
     /// There is no task with that id.
     #[error("no task {0}")]
     NoTask(String),
+    /// A step tried to add more artifacts than one step may.
+    #[error("a step may add at most {limit} artifacts, not {given}")]
+    TooManyArtifacts {
+        /// The most a step may add.
+        limit: usize,
+        /// How many it tried to add.
+        given: usize,
+    },
     /// The store could not be read or written.
     #[error("the task store failed: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Failure),
 }
 
 /// Keeps tasks, their steps and their artifact records.

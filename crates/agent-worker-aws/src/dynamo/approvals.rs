@@ -1,5 +1,6 @@
 //! [`ApprovalStore`] on the session table: `approval#<id>` items.
 
+use agent_worker_core::Failure;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
@@ -22,14 +23,15 @@ fn key(session: &str, id: &str) -> HashMap<String, AttributeValue> {
 }
 
 fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!("{what}: {e}"))
+    StoreError::Backend(format!("{what}: {e}").into())
 }
 
 #[async_trait]
 impl ApprovalStore for DynamoStore {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         let mut item = key(&approval.session, &approval.id);
-        let json = serde_json::to_string(approval).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let json = serde_json::to_string(approval)
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
         item.insert("approval".into(), AttributeValue::S(json));
         item.insert(
             "status".into(),
@@ -80,14 +82,14 @@ impl ApprovalStore for DynamoStore {
         let json = item
             .get("approval")
             .and_then(|v| v.as_s().ok())
-            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body")))?;
-        let approval =
-            serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("approval {id}: {e}")))?;
+            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body").into()))?;
+        let approval = serde_json::from_str(json)
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("approval {id}: {e}"), e)))?;
         let status = item
             .get("status")
             .and_then(|v| v.as_s().ok())
             .and_then(|s| serde_json::from_value(serde_json::Value::String(s.clone())).ok())
-            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no valid status")))?;
+            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no valid status").into()))?;
         Ok(Some((approval, status)))
     }
 

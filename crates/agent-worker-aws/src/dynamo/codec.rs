@@ -1,6 +1,7 @@
 //! The item codec of the session table: attribute values in and out, a turn record's item, a
 //! stored message's JSON. The store and its siblings build and read items only through it.
 
+use agent_worker_core::Failure;
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -48,7 +49,9 @@ pub(super) fn parse_status(name: &str) -> Option<TurnStatus> {
 
 /// The message as it is stored: pictures too large for an item become a line saying so.
 pub(super) fn storable(message: &Message) -> Result<String, StoreError> {
-    let encode = |m: &Message| serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()));
+    let encode = |m: &Message| {
+        serde_json::to_string(m).map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))
+    };
     let json = encode(message)?;
     if json.len() <= MAX_MESSAGE_BYTES {
         return Ok(json);
@@ -64,10 +67,13 @@ pub(super) fn storable(message: &Message) -> Result<String, StoreError> {
     }
     let json = encode(&slim)?;
     if json.len() > MAX_MESSAGE_BYTES {
-        return Err(StoreError::Backend(format!(
-            "a message of {} bytes is larger than the {MAX_MESSAGE_BYTES} bytes one item may hold",
-            json.len()
-        )));
+        return Err(StoreError::Backend(
+            format!(
+                "a message of {} bytes is larger than the {MAX_MESSAGE_BYTES} bytes one item may hold",
+                json.len()
+            )
+            .into(),
+        ));
     }
     Ok(json)
 }
@@ -87,11 +93,11 @@ pub(super) fn decode_turn(
 ) -> Result<TurnRecord, StoreError> {
     let status = get_s(item, "status")
         .and_then(parse_status)
-        .ok_or_else(|| StoreError::Corrupt(format!("turn {turn_id} has no valid status")))?;
+        .ok_or_else(|| StoreError::Corrupt(format!("turn {turn_id} has no valid status").into()))?;
     let outcome = get_s(item, "outcome")
         .map(serde_json::from_str::<TurnOutcome>)
         .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("turn {turn_id}'s outcome: {e}")))?;
+        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("turn {turn_id}'s outcome: {e}"), e)))?;
     Ok(TurnRecord {
         turn_id: turn_id.to_owned(),
         status,

@@ -111,7 +111,7 @@ impl Documents {
             {
                 Err(DocumentsError::Exists(key.clone()))
             }
-            Err(e) => Err(store_error("writing a document", &e).into()),
+            Err(e) => Err(store_error("writing a document", e).into()),
         }
     }
 
@@ -127,7 +127,7 @@ impl Documents {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| store_error("reading a document", &e))?;
+            .map_err(|e| store_error("reading a document", e))?;
         out.item().map(decode).transpose()
     }
 
@@ -155,7 +155,7 @@ impl Documents {
         let mut total = 0u64;
         let mut counts = query(Select::Count).into_paginator().send();
         while let Some(page) = counts.next().await {
-            let page = page.map_err(|e| store_error("counting documents", &e))?;
+            let page = page.map_err(|e| store_error("counting documents", e))?;
             total += u64::try_from(page.count()).unwrap_or_default();
         }
         let mut items = Vec::new();
@@ -163,7 +163,7 @@ impl Documents {
             let mut pages = query(Select::AllAttributes).into_paginator().items().send();
             let mut index = 0usize;
             while let Some(item) = pages.next().await {
-                let item = item.map_err(|e| store_error("reading documents", &e))?;
+                let item = item.map_err(|e| store_error("reading documents", e))?;
                 if index >= skip {
                     items.push(decode(&item)?);
                     if items.len() == take {
@@ -226,7 +226,7 @@ impl Documents {
                 if parent_missing {
                     Err(DocumentsError::NoParent(parent.clone()))
                 } else {
-                    Err(store_error("writing documents", &e).into())
+                    Err(store_error("writing documents", e).into())
                 }
             }
         }

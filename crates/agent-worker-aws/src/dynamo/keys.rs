@@ -47,22 +47,22 @@ pub const MESSAGE_PREFIX: &str = "msg#";
 pub const THREAD_SK: &str = "thread";
 
 /// The sort key of an approval waiting for the person's decision.
-pub fn approval_sk(approval_id: &str) -> String {
+pub(crate) fn approval_sk(approval_id: &str) -> String {
     format!("approval#{approval_id}")
 }
 
 /// The sort key of a turn record.
-pub fn turn_sk(turn_id: &str) -> String {
+pub(crate) fn turn_sk(turn_id: &str) -> String {
     format!("turn#{turn_id}")
 }
 
 /// The sort key of event `seq` of a turn's log.
-pub fn event_sk(turn_id: &str, seq: u64) -> String {
+pub(crate) fn event_sk(turn_id: &str, seq: u64) -> String {
     format!("event#{turn_id}#{seq:08}")
 }
 
 /// The sort key prefix of a turn's events.
-pub fn event_prefix(turn_id: &str) -> String {
+pub(crate) fn event_prefix(turn_id: &str) -> String {
     format!("event#{turn_id}#")
 }
 

@@ -20,5 +20,5 @@ mod thread;
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
-pub use store::{DEFAULT_TTL, DynamoConfig, DynamoStore, MAX_TRANSACTION_ITEMS, store_error};
+pub use store::{DEFAULT_TTL, DynamoConfig, DynamoStore, MAX_TRANSACTION_ITEMS};
 pub use thread::DynamoThreadStore;

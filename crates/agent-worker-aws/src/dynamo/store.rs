@@ -13,6 +13,7 @@
 //!   the version first, where no reader looks, then the rest with the version and the completion:
 //!   readers see all of it or none of it.
 
+use agent_worker_core::Failure;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
@@ -81,31 +82,30 @@ impl fmt::Debug for DynamoStore {
 }
 
 /// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
-/// service's code and message (the raw response left out), after `what` was being done.
-pub fn store_error<E, R>(what: &str, error: &SdkError<E, R>) -> StoreError
+/// service's code and message (the raw response left out), after `what` was being done. The SDK's
+/// error is kept as the source.
+pub(crate) fn store_error<E, R>(what: &str, error: SdkError<E, R>) -> StoreError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: fmt::Debug,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: fmt::Debug + Send + Sync + 'static,
 {
-    let code = error.code().unwrap_or_default();
+    let code = error.code().unwrap_or_default().to_owned();
     let detail = format!(
         "{what}: {}",
         error
             .message()
             .map(str::to_owned)
-            .unwrap_or_else(|| { aws_sdk_dynamodb::error::DisplayErrorContext(error).to_string() })
+            .unwrap_or_else(|| { aws_sdk_dynamodb::error::DisplayErrorContext(&error).to_string() })
     );
     if matches!(
-        code,
+        code.as_str(),
         "ThrottlingException" | "ProvisionedThroughputExceededException" | "RequestLimitExceeded"
     ) {
-        StoreError::Throttled(detail)
+        StoreError::Throttled(Failure::caused_by(detail, error))
+    } else if code.is_empty() {
+        StoreError::Backend(Failure::caused_by(detail, error))
     } else {
-        StoreError::Backend(if code.is_empty() {
-            detail
-        } else {
-            format!("{detail} ({code})")
-        })
+        StoreError::Backend(Failure::caused_by(format!("{detail} ({code})"), error))
     }
 }
 
@@ -152,7 +152,7 @@ impl DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| store_error("reading the session's version", &e))?;
+            .map_err(|e| store_error("reading the session's version", e))?;
         let Some(item) = out.item() else {
             return Ok((0, None));
         };
@@ -169,7 +169,7 @@ impl DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| store_error("reading the session's summary", &e))?;
+            .map_err(|e| store_error("reading the session's summary", e))?;
         Ok(out.item().and_then(|item| {
             Some(Summary {
                 text: get_s(item, "summary")?.to_owned(),
@@ -197,11 +197,14 @@ impl DynamoStore {
             .send();
         let mut messages = Vec::with_capacity(usize::try_from(to - from).unwrap_or_default());
         while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| store_error("reading the history", &e))?;
+            let item = item.map_err(|e| store_error("reading the history", e))?;
             let sk = get_s(&item, SK).unwrap_or_default().to_owned();
-            let json =
-                get_s(&item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message")))?;
-            messages.push(serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{sk}: {e}")))?);
+            let json = get_s(&item, "message")
+                .ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
+            messages.push(
+                serde_json::from_str(json)
+                    .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?,
+            );
         }
         Ok(messages)
     }
@@ -242,7 +245,7 @@ impl DynamoStore {
             .get_turn(session, turn_id)
             .send()
             .await
-            .map_err(|e| store_error("reading the turn record", &e))?;
+            .map_err(|e| store_error("reading the turn record", e))?;
         match out.item() {
             // A stop asked before the turn was claimed leaves an item without a status.
             Some(item) if item.contains_key("status") => {
@@ -275,7 +278,7 @@ impl DynamoStore {
             .table_name(&self.config.table)
             .set_item(Some(item))
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 
@@ -333,7 +336,7 @@ impl DynamoStore {
                 .set_expression_attribute_names(Some(names))
                 .set_expression_attribute_values(Some(values))
                 .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
+                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
             let mut items = vec![TransactWriteItem::builder().condition_check(check).build()];
             items.extend_from_slice(chunk);
             match self
@@ -345,7 +348,7 @@ impl DynamoStore {
             {
                 Ok(_) => {}
                 Err(error) if error.code() == Some("TransactionCanceledException") => return Ok(false),
-                Err(error) => return Err(store_error("writing the turn's messages", &error)),
+                Err(error) => return Err(store_error("writing the turn's messages", error)),
             }
         }
 
@@ -363,8 +366,9 @@ impl DynamoStore {
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        let terminal = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+        let terminal = serde_json::to_string(outcome)
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
         let token = write_token();
         let finish = Update::builder()
             .table_name(&self.config.table)
@@ -380,7 +384,7 @@ impl DynamoStore {
             .expression_attribute_values(":outcome", s(terminal))
             .expression_attribute_values(":exp", expires)
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
         let mut items = tail;
         items.push(TransactWriteItem::builder().update(bump).build());
         items.push(TransactWriteItem::builder().update(finish).build());
@@ -411,7 +415,7 @@ impl DynamoStore {
                     ))),
                 }
             }
-            Err(error) => Err(store_error("completing the turn", &error)),
+            Err(error) => Err(store_error("completing the turn", error)),
         }
     }
 }
@@ -443,10 +447,12 @@ impl SessionStore for DynamoStore {
         match claim {
             Ok(_) => return Ok(Claim::Claimed { reclaimed: false }),
             Err(e) if is_conditional_failure(&e) => {}
-            Err(e) => return Err(store_error("claiming the turn", &e)),
+            Err(e) => return Err(store_error("claiming the turn", e)),
         }
         let Some((record, landed)) = self.read_turn_with_token(session, turn_id).await? else {
-            return Err(StoreError::Backend(format!("turn {turn_id} exists and does not")));
+            return Err(StoreError::Backend(
+                format!("turn {turn_id} exists and does not").into(),
+            ));
         };
         if landed.as_deref() == Some(token.as_str()) {
             tracing::info!("the claim landed and its answer was lost; the turn is ours");
@@ -479,12 +485,12 @@ impl SessionStore for DynamoStore {
                     Some((_, Some(landed))) if landed == token => Ok(Claim::Claimed { reclaimed: true }),
                     Some((record, _)) if record.status.is_done() => Ok(Claim::Done(record)),
                     Some((record, _)) => Ok(Claim::Running(record)),
-                    None => Err(StoreError::Backend(format!(
-                        "turn {turn_id} vanished while being claimed"
-                    ))),
+                    None => Err(StoreError::Backend(
+                        format!("turn {turn_id} vanished while being claimed").into(),
+                    )),
                 }
             }
-            Err(e) => Err(store_error("reclaiming the turn", &e)),
+            Err(e) => Err(store_error("reclaiming the turn", e)),
         }
     }
 
@@ -504,7 +510,7 @@ impl SessionStore for DynamoStore {
         let first = upto.min(version);
         let (summary, messages) = tokio::join!(self.summary(session), self.messages(session, first, version));
         let summary = summary?.filter(|s| s.upto == upto).ok_or_else(|| {
-            StoreError::Corrupt(format!("the summary of the first {upto} messages is missing"))
+            StoreError::Corrupt(format!("the summary of the first {upto} messages is missing").into())
         })?;
         Ok(HistoryView {
             summary: Some(summary),
@@ -524,7 +530,7 @@ impl SessionStore for DynamoStore {
                 (EXPIRES_AT.to_owned(), expires),
             ])))
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
         let mark = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, META_SK.to_owned())))
@@ -534,7 +540,7 @@ impl SessionStore for DynamoStore {
             .expression_attribute_names("#version", "version")
             .expression_attribute_values(":upto", n(summary.upto))
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
         let saved = self
             .client
             .transact_write_items()
@@ -545,7 +551,7 @@ impl SessionStore for DynamoStore {
         match saved {
             Ok(_) => Ok(true),
             Err(error) if error.code() == Some("TransactionCanceledException") => Ok(false),
-            Err(error) => Err(store_error("keeping the session's summary", &error)),
+            Err(error) => Err(store_error("keeping the session's summary", error)),
         }
     }
 
@@ -563,9 +569,11 @@ impl SessionStore for DynamoStore {
             }
             tracing::info!("the session's version moved while storing; storing again at the new one");
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::Backend(
+format!(
             "the session's history kept changing; turn {turn_id} was not stored after {VERSION_RETRIES} tries"
-        )))
+        )
+.into()))
     }
 
     async fn request_stop(
@@ -591,7 +599,7 @@ impl SessionStore for DynamoStore {
         match result {
             Ok(_) => Ok(StopOutcome::Recorded),
             Err(e) if is_conditional_failure(&e) => Ok(StopOutcome::AlreadyEnded),
-            Err(e) => Err(store_error("asking the turn to stop", &e)),
+            Err(e) => Err(store_error("asking the turn to stop", e)),
         }
     }
 
@@ -602,7 +610,7 @@ impl SessionStore for DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| store_error("looking for a stop", &e))?;
+            .map_err(|e| store_error("looking for a stop", e))?;
         Ok(out.item().and_then(decode_stop))
     }
 
@@ -622,7 +630,7 @@ impl SessionStore for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             Err(e) if is_conditional_failure(&e) => Ok(()),
-            Err(e) => Err(store_error("releasing the turn", &e)),
+            Err(e) => Err(store_error("releasing the turn", e)),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The table's definition, as `template.yaml` declares it: for local runs and tests.
 
+use agent_worker_core::Failure;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata as _;
 
 use super::DynamoStore;
@@ -20,14 +21,14 @@ impl DynamoStore {
                 .attribute_name(name)
                 .attribute_type(ScalarAttributeType::S)
                 .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))
+                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))
         };
         let key = |name: &str, kind: KeyType| {
             KeySchemaElement::builder()
                 .attribute_name(name)
                 .key_type(kind)
                 .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))
+                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))
         };
         let created = self
             .client
@@ -43,7 +44,7 @@ impl DynamoStore {
         match created {
             Ok(_) => {}
             Err(e) if e.code() == Some("ResourceInUseException") => return Ok(()),
-            Err(e) => return Err(store_error("creating the table", &e)),
+            Err(e) => return Err(store_error("creating the table", e)),
         }
         self.client
             .update_time_to_live()
@@ -53,11 +54,11 @@ impl DynamoStore {
                     .attribute_name(EXPIRES_AT)
                     .enabled(true)
                     .build()
-                    .map_err(|e| StoreError::Backend(e.to_string()))?,
+                    .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?,
             )
             .send()
             .await
-            .map_err(|e| store_error("enabling the table's TTL", &e))?;
+            .map_err(|e| store_error("enabling the table's TTL", e))?;
         Ok(())
     }
 }

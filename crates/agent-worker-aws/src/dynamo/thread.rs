@@ -1,5 +1,6 @@
 //! [`DynamoThreadStore`]: a Standard Agents session's thread record in the session table.
 
+use agent_worker_core::Failure;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -7,6 +8,7 @@ use super::DynamoStore;
 use super::keys::{EXPIRES_AT, PK, SK, THREAD_SK, session_pk};
 use super::store::store_error;
 use agent_worker_core::agents::{ThreadRecord, ThreadStore, ThreadStoreError};
+use agent_worker_core::session::StoreError;
 
 /// Records in the session table: `session#<id>` / `thread`, the record's JSON in `doc`, saved
 /// with a condition on its version. Cheap to clone.
@@ -35,21 +37,27 @@ impl ThreadStore for DynamoThreadStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| {
-                ThreadStoreError::Unavailable(store_error("reading a session's thread", &e).to_string())
-            })?;
+            .map_err(|e| unavailable(store_error("reading a session's thread", e)))?;
         let Some(doc) = out.item().and_then(|i| i.get("doc")).and_then(|d| d.as_s().ok()) else {
             return Ok(None);
         };
-        serde_json::from_str(doc)
-            .map(Some)
-            .map_err(|e| ThreadStoreError::Unavailable(format!("a thread record does not decode: {e}")))
+        serde_json::from_str(doc).map(Some).map_err(|e| {
+            ThreadStoreError::Unavailable(Failure::caused_by(
+                format!("a thread record does not decode: {e}"),
+                e,
+            ))
+        })
     }
 
     async fn save(&self, record: &ThreadRecord) -> Result<u64, ThreadStoreError> {
         let mut next = record.clone();
         next.version += 1;
-        let doc = serde_json::to_string(&next).map_err(|e| ThreadStoreError::Unavailable(e.to_string()))?;
+        let doc = serde_json::to_string(&next).map_err(|e| {
+            ThreadStoreError::Unavailable(Failure::caused_by(
+                format!("a thread record does not encode: {e}"),
+                e,
+            ))
+        })?;
         let mut request = self
             .store
             .client()
@@ -75,9 +83,12 @@ impl ThreadStore for DynamoThreadStore {
             {
                 Err(ThreadStoreError::Conflict)
             }
-            Err(e) => Err(ThreadStoreError::Unavailable(
-                store_error("saving a session's thread", &e).to_string(),
-            )),
+            Err(e) => Err(unavailable(store_error("saving a session's thread", e))),
         }
     }
+}
+
+/// The thread store could not reach the table: the store's error, kept as the source.
+fn unavailable(error: StoreError) -> ThreadStoreError {
+    ThreadStoreError::Unavailable(Failure::caused_by(error.to_string(), error))
 }

@@ -1,6 +1,7 @@
 //! A two-sided session's state between turns: whose turn it is, what each side said, and how
 //! it ended. Kept in a [`ThreadStore`], so any worker resumes any parked session.
 
+use crate::Failure;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -251,7 +252,7 @@ pub enum ThreadStoreError {
     Conflict,
     /// The store could not be read or written.
     #[error("the thread store failed: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Failure),
 }
 
 /// Keeps [`ThreadRecord`]s.

@@ -128,7 +128,7 @@ pub(crate) fn verdict(spec: &ToolSpec, decision: ToolDecision) -> Verdict {
 /// JSON in the canonical form of RFC 8785: no white space, object members sorted by their
 /// names' UTF-16 code units, strings and numbers as `serde_json` writes them (which matches
 /// RFC 8785 for integers and for the fractions tools take).
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out
@@ -165,7 +165,7 @@ fn write_canonical(value: &Value, out: &mut String) {
 }
 
 /// SHA-256, in hex, of the canonical JSON of `args`.
-pub fn args_hash(args: &Value) -> String {
+pub(crate) fn args_hash(args: &Value) -> String {
     Sha256::digest(canonical_json(args).as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -31,7 +31,7 @@ pub const SUMMARY_MAX_TOKENS: u32 = 4_096;
 
 /// The tokens `messages` are estimated to take: one for four characters of their text and
 /// JSON, without writing them out.
-pub fn estimated_tokens(messages: &[Message]) -> u64 {
+pub(crate) fn estimated_tokens(messages: &[Message]) -> u64 {
     let chars: usize = messages
         .iter()
         .flat_map(|m| &m.content)
@@ -75,7 +75,7 @@ fn starts_turn(message: &Message) -> bool {
 /// Where to cut `messages` so that what is kept is at most `keep_tokens` and `keep_messages`:
 /// the earliest turn start that leaves that little. At least the last turn is kept; `None` when
 /// there is no earlier turn to summarize.
-pub fn cut_point(messages: &[Message], keep_tokens: u64, keep_messages: usize) -> Option<usize> {
+pub(crate) fn cut_point(messages: &[Message], keep_tokens: u64, keep_messages: usize) -> Option<usize> {
     let starts: Vec<usize> = (1..messages.len())
         .filter(|&i| starts_turn(&messages[i]))
         .collect();

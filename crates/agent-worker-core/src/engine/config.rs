@@ -153,69 +153,71 @@ impl Default for EngineConfig {
     }
 }
 
-/// A tuning value out of range; the message names the field.
+/// A tuning value out of range: which field, and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(String);
+#[error("{field} must be {requirement}")]
+pub struct ConfigError {
+    /// The field's name, as in [`EngineConfig`].
+    pub field: &'static str,
+    /// What the field must be, with the value it has where that helps.
+    pub requirement: String,
+}
 
 impl EngineConfig {
     /// Checks every field, naming the first one out of range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let fail = |msg: String| Err(ConfigError(msg));
+        let fail = |field: &'static str, requirement: String| Err(ConfigError { field, requirement });
+        let longer_than_zero = |field: &'static str, value: Duration| {
+            if value.is_zero() {
+                fail(field, "longer than zero".into())
+            } else {
+                Ok(())
+            }
+        };
         if self.max_rounds == 0 {
-            return fail("max_rounds must be at least 1".into());
+            return fail("max_rounds", "at least 1".into());
         }
         if self.max_tokens == 0 || self.max_tokens > i32::MAX as u32 {
-            return fail(format!(
-                "max_tokens must be between 1 and {}, not {}",
-                i32::MAX,
-                self.max_tokens
-            ));
+            return fail(
+                "max_tokens",
+                format!("between 1 and {}, not {}", i32::MAX, self.max_tokens),
+            );
         }
         if !(0.0..=1.0).contains(&self.temperature) {
-            return fail(format!(
-                "temperature must be between 0 and 1, not {}",
-                self.temperature
-            ));
+            return fail(
+                "temperature",
+                format!("between 0 and 1, not {}", self.temperature),
+            );
         }
-        if self.tool_timeout.is_zero() {
-            return fail("tool_timeout must be longer than zero".into());
-        }
-        if self.turn_deadline.is_zero() {
-            return fail("turn_deadline must be longer than zero".into());
-        }
-        if self.first_chunk_timeout.is_zero() || self.chunk_timeout.is_zero() {
-            return fail("first_chunk_timeout and chunk_timeout must be longer than zero".into());
-        }
+        longer_than_zero("tool_timeout", self.tool_timeout)?;
+        longer_than_zero("turn_deadline", self.turn_deadline)?;
+        longer_than_zero("first_chunk_timeout", self.first_chunk_timeout)?;
+        longer_than_zero("chunk_timeout", self.chunk_timeout)?;
         if self.retries > 10 {
-            return fail(format!("retries must be at most 10, not {}", self.retries));
+            return fail("retries", format!("at most 10, not {}", self.retries));
         }
-        if self.stop_poll_interval.is_zero() {
-            return fail("stop_poll_interval must be longer than zero".into());
-        }
+        longer_than_zero("stop_poll_interval", self.stop_poll_interval)?;
         if self.approval_ttl.is_zero() || self.approval_ttl > MAX_APPROVAL_TTL {
-            return fail(format!(
-                "approval_ttl must be between 0 and {} minutes",
-                MAX_APPROVAL_TTL.as_secs() / 60
-            ));
+            return fail(
+                "approval_ttl",
+                format!("between 0 and {} minutes", MAX_APPROVAL_TTL.as_secs() / 60),
+            );
         }
-        if self.store_timeout.is_zero() {
-            return fail("store_timeout must be longer than zero".into());
-        }
+        longer_than_zero("store_timeout", self.store_timeout)?;
         if self.context_tokens < 1_000 {
-            return fail(format!(
-                "context_tokens must be at least 1000, not {}",
-                self.context_tokens
-            ));
+            return fail(
+                "context_tokens",
+                format!("at least 1000, not {}", self.context_tokens),
+            );
         }
         if self.compact_after_messages < 4 {
-            return fail(format!(
-                "compact_after_messages must be at least 4, not {}",
-                self.compact_after_messages
-            ));
+            return fail(
+                "compact_after_messages",
+                format!("at least 4, not {}", self.compact_after_messages),
+            );
         }
         if self.retry_base_delay > self.retry_max_delay {
-            return fail("retry_base_delay must not be longer than retry_max_delay".into());
+            return fail("retry_base_delay", "no longer than retry_max_delay".into());
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ mod turn_stream;
 
 pub use approvals::{
     APPROVAL_REQUIRED, AdmitClasses, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy,
-    ToolPolicyContext, WeakKey, args_hash, canonical_json,
+    ToolPolicyContext, WeakKey,
 };
 use attachments::FILES_ARE_DATA;
 pub use attachments::{FileArea, LocalFileArea};

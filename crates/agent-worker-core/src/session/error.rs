@@ -1,6 +1,7 @@
 //! [`StoreError`]: what a [`SessionStore`](super::SessionStore) call can fail with.
 
 use super::history::HistoryError;
+use crate::Failure;
 
 /// A session store call that failed. Nothing was half-written: a write either happened whole
 /// or not at all.
@@ -9,13 +10,13 @@ use super::history::HistoryError;
 pub enum StoreError {
     /// The backend throttled the call, and kept doing so through the store's own retries.
     #[error("the session store is throttling: {0}")]
-    Throttled(String),
+    Throttled(#[source] Failure),
     /// The backend could not be reached or failed.
     #[error("the session store failed: {0}")]
-    Backend(String),
+    Backend(#[source] Failure),
     /// What was stored cannot be read back.
     #[error("stored session data is corrupt: {0}")]
-    Corrupt(String),
+    Corrupt(#[source] Failure),
     /// A write was refused because it would break a history invariant.
     #[error("refused to store a broken history: {0}")]
     InvalidHistory(#[from] HistoryError),

@@ -203,10 +203,9 @@ impl ApprovalStore for MemoryStore {
         let mut approvals = self.approvals()?;
         let key = (approval.session.clone(), approval.id.clone());
         if approvals.contains_key(&key) {
-            return Err(StoreError::Backend(format!(
-                "approval {} exists already",
-                approval.id
-            )));
+            return Err(StoreError::Backend(
+                format!("approval {} exists already", approval.id).into(),
+            ));
         }
         approvals.insert(key, (approval.clone(), ApprovalStatus::Pending));
         Ok(())

@@ -17,7 +17,8 @@ pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
-pub use summary::{HistoryView, Summary, summary_messages};
+pub(crate) use summary::summary_messages;
+pub use summary::{HistoryView, Summary};
 pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
 
 use std::fmt;

@@ -37,7 +37,7 @@ const CLOSE: &str = "</conversation_summary";
 /// The two messages that stand for a summary at the head of the history the model is sent: the
 /// summary as the person's message, and the assistant's acknowledgement, so roles alternate.
 /// The same summary always gives the same messages, so the prompt cache can keep them.
-pub fn summary_messages(summary: &Summary) -> [Message; 2] {
+pub(crate) fn summary_messages(summary: &Summary) -> [Message; 2] {
     let text = summary.text.replace(CLOSE, "<\\/conversation_summary");
     [
         Message::new(

@@ -50,10 +50,9 @@ impl AgentRuntimeBuilder {
     /// The agents and prompts of `folder` (`agents/`, `prompts/`), checked against the tools,
     /// handlers and hooks registered so far; fails listing every error.
     pub fn catalog_dir(self, folder: &Path) -> Result<Self, RuntimeError> {
-        let (catalog, issues) =
-            Catalog::load(folder, &self.known()).map_err(|e| RuntimeError(e.to_string()))?;
+        let (catalog, issues) = Catalog::load(folder, &self.known())?;
         if has_errors(&issues) {
-            return Err(listed(&issues));
+            return Err(RuntimeError::Definitions(issues));
         }
         Ok(self.catalog(catalog))
     }
@@ -135,24 +134,27 @@ impl AgentRuntimeBuilder {
     pub fn build(mut self) -> Result<AgentRuntime, RuntimeError> {
         let issues = self.catalog.validate(&self.known());
         if has_errors(&issues) {
-            return Err(listed(&issues));
+            return Err(RuntimeError::Definitions(issues));
         }
         if let Some(name) = &self.default_agent {
             if self.catalog.get_agent(name).is_none() {
-                return Err(RuntimeError(format!("default agent `{name}` is not defined")));
+                return Err(RuntimeError::UnknownDefault(name.clone()));
             }
         }
-        let (default_model, models) = self
-            .models
-            .ok_or_else(|| RuntimeError("models are required (AgentRuntimeBuilder::models)".into()))?;
+        let (default_model, models) = self.models.ok_or(RuntimeError::Missing {
+            what: "models are",
+            method: "models",
+        })?;
         self.handlers
             .entry(RELAY_PIPE.to_owned())
             .or_insert_with(|| Arc::new(relay_pipe()));
-        let sessions = self.sessions.ok_or_else(|| {
-            RuntimeError("a session store is required (AgentRuntimeBuilder::session_store)".into())
+        let sessions = self.sessions.ok_or(RuntimeError::Missing {
+            what: "a session store is",
+            method: "session_store",
         })?;
-        let threads = self.threads.ok_or_else(|| {
-            RuntimeError("a thread store is required (AgentRuntimeBuilder::thread_store)".into())
+        let threads = self.threads.ok_or(RuntimeError::Missing {
+            what: "a thread store is",
+            method: "thread_store",
         })?;
         Ok(AgentRuntime {
             inner: Arc::new_cyclic(|me| RuntimeInner {
@@ -175,11 +177,8 @@ impl AgentRuntimeBuilder {
     }
 }
 
-/// The error listing a catalog's issues.
-pub(super) fn listed(issues: &[Issue]) -> RuntimeError {
+/// A catalog's issues, one a line.
+pub(super) fn listed(issues: &[Issue]) -> String {
     let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
-    RuntimeError(format!(
-        "the agent definitions have errors:\n{}",
-        lines.join("\n")
-    ))
+    lines.join("\n")
 }

@@ -36,11 +36,12 @@ use futures_util::StreamExt as _;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use crate::agents::catalog::Catalog;
+use crate::agents::catalog::{Catalog, CatalogError};
 use crate::agents::handler::Handler;
 use crate::agents::hooks::Hook;
 use crate::agents::subagents::{ChildRuntime, Scratchpads, SideScratch};
 use crate::agents::thread::{ChildLink, Side, ThreadRecord, ThreadStore, ThreadStoreError};
+use crate::agents::validate::Issue;
 use crate::engine::model::Model;
 use crate::engine::tools::Tool;
 use crate::engine::{Emitter, Engine, EngineConfig, turn_stream};
@@ -72,10 +73,31 @@ const GO_ON: &str = "Your turn is not over: go on, and end it by calling";
 /// Makes the model a prompt names.
 pub type ModelSource = Arc<dyn Fn(&str) -> Arc<dyn Model> + Send + Sync>;
 
-/// A runtime that cannot be built; the message names what is missing or wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RuntimeError(String);
+/// A runtime that cannot be built, or an agent it does not have.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The definitions' folder cannot be read.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The definitions have errors; every one is listed.
+    #[error("the agent definitions have errors:\n{}", builder::listed(.0))]
+    Definitions(Vec<Issue>),
+    /// No agent of that name is defined.
+    #[error("no agent `{0}` is defined")]
+    UnknownAgent(String),
+    /// The default agent named is not defined.
+    #[error("default agent `{0}` is not defined")]
+    UnknownDefault(String),
+    /// A part the runtime cannot do without was not given: `what` is it, `method` gives it.
+    #[error("{what} required (AgentRuntimeBuilder::{method})")]
+    Missing {
+        /// What is missing, as a sentence's subject: `models are`, `a session store is`.
+        what: &'static str,
+        /// The builder method that gives it.
+        method: &'static str,
+    },
+}
 
 /// Serves the agents of a [`Catalog`]. Cheap to clone.
 #[derive(Clone)]
@@ -159,7 +181,7 @@ impl AgentRuntime {
     /// The agent `name` as an [`Agent`]: each `invoke` is a message into one of its sessions.
     pub fn agent(&self, name: &str) -> Result<DefinedAgent, RuntimeError> {
         if self.inner.catalog.get_agent(name).is_none() {
-            return Err(RuntimeError(format!("no agent `{name}` is defined")));
+            return Err(RuntimeError::UnknownAgent(name.to_owned()));
         }
         Ok(DefinedAgent {
             runtime: self.clone(),

@@ -1,6 +1,7 @@
 //! [`FileArea`]: where the host keeps the files people attach, and [`LocalFileArea`], the
 //! embedded default in a local directory.
 
+use crate::Failure;
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ pub enum Unavailable {
     /// It is there, but not something the model can be given; the text says why.
     Unsupported(String),
     /// The file area failed.
-    Store(String),
+    Store(Failure),
 }
 
 impl fmt::Display for Unavailable {
@@ -165,7 +166,8 @@ pub fn plain_segment(name: &str) -> Option<&str> {
 
 /// A stored reference (`<id>.json`), decoded.
 pub fn decode_reference(bytes: &[u8]) -> Result<AttachmentRef, Unavailable> {
-    serde_json::from_slice(bytes).map_err(|e| Unavailable::Store(format!("a reference does not decode: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| Unavailable::Store(Failure::caused_by(format!("a reference does not decode: {e}"), e)))
 }
 
 /// The reference when its file has passed its check; why not otherwise.
@@ -177,11 +179,11 @@ fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
     }
 }
 
-fn read_error(e: &std::io::Error) -> Unavailable {
+fn read_error(e: std::io::Error) -> Unavailable {
     if e.kind() == std::io::ErrorKind::NotFound {
         Unavailable::Gone
     } else {
-        Unavailable::Store(e.to_string())
+        Unavailable::Store(Failure::caused_by(e.to_string(), e))
     }
 }
 
@@ -193,7 +195,7 @@ impl FileArea for LocalFileArea {
             .zip(plain_segment(id))
             .map(|(f, id)| f.join(format!("{id}.json")))
             .ok_or(Unavailable::Gone)?;
-        let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
+        let bytes = tokio::fs::read(&path).await.map_err(read_error)?;
         decode_reference(&bytes)
     }
 
@@ -209,7 +211,7 @@ impl FileArea for LocalFileArea {
             .zip(plain_segment(id))
             .map(|(f, id)| f.join(id))
             .ok_or(Unavailable::Gone)?;
-        let bytes = tokio::fs::read(&path).await.map_err(|e| read_error(&e))?;
+        let bytes = tokio::fs::read(&path).await.map_err(read_error)?;
         Ok(match range {
             Some(range) => {
                 let end = (range.end as usize).min(bytes.len());
@@ -225,13 +227,13 @@ impl FileArea for LocalFileArea {
         let mut entries = match tokio::fs::read_dir(&folder).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Unavailable::Store(e.to_string())),
+            Err(e) => return Err(Unavailable::Store(Failure::caused_by(e.to_string(), e))),
         };
         let mut references = Vec::new();
         while let Some(entry) = entries
             .next_entry()
             .await
-            .map_err(|e| Unavailable::Store(e.to_string()))?
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?
         {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "json") {
@@ -255,9 +257,9 @@ impl FileArea for LocalFileArea {
         let used = self.conversation_usage(owner).await.unwrap_or(0);
         tokio::fs::create_dir_all(&folder)
             .await
-            .map_err(|e| Unavailable::Store(e.to_string()))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
         tokio::fs::write(folder.join(USAGE_FILE), used.saturating_add(tokens).to_string())
             .await
-            .map_err(|e| Unavailable::Store(e.to_string()))
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))
     }
 }

@@ -118,7 +118,7 @@ impl Given {
 
 /// The tokens blocks are estimated to cost the model: a picture `width × height / 750`, text
 /// one token for four characters.
-pub fn estimated_tokens(blocks: &[ContentBlock]) -> u64 {
+pub(crate) fn estimated_tokens(blocks: &[ContentBlock]) -> u64 {
     blocks
         .iter()
         .map(|block| match block {

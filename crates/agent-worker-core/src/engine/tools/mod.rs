@@ -477,7 +477,7 @@ impl Toolset {
 
 /// Parses the model's argument text: empty means no arguments; anything but a JSON object is
 /// an error the model reads.
-pub fn parse_arguments(raw: &str) -> Result<Value, String> {
+pub(crate) fn parse_arguments(raw: &str) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(json!({}));
     }
