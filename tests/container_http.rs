@@ -227,6 +227,16 @@ async fn a_turn_over_http_streams_its_events_in_order_and_a_reconnect_resumes_ex
 
     let resumed = events(&server, "t1", Some(all[0].0)).await;
     assert_eq!(resumed, all[1..].to_vec());
+    // Resumed at the terminal, or past it, the stream ends at once with nothing in it (it polled
+    // forever before).
+    let terminal = all.last().unwrap().0;
+    for cursor in [terminal, terminal + 5, u64::MAX] {
+        assert_eq!(
+            events(&server, "t1", Some(cursor)).await,
+            Vec::new(),
+            "cursor {cursor}"
+        );
+    }
     assert_eq!(server.ends.lock().unwrap()[0].outcome.as_str(), "completed");
 }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agent_worker::protocol::AgentEvent;
 use agent_worker::session::history::check;
 use agent_worker::session::{
     Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError,
@@ -211,4 +212,60 @@ async fn a_stop_is_kept_across_the_claim_and_refused_once_the_turn_ended() {
         StopOutcome::AlreadyEnded
     );
     assert_eq!(store.stop_requested("s", "t2").await.unwrap(), None);
+}
+
+/// Writes `events` as turn `turn_id`'s log, through the sink as a turn does.
+async fn log_turn(
+    log: &agent_worker::sinks::DynamoEventLog,
+    session: &str,
+    turn_id: &str,
+    events: &[AgentEvent],
+) {
+    use agent_worker::sinks::{Sink, TurnRef};
+    let mut sink = log.open(&TurnRef {
+        session: session.into(),
+        turn_id: turn_id.into(),
+    });
+    for event in events {
+        sink.event(event).await.unwrap();
+    }
+    sink.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_turns_event_log_holds_its_own_events_whatever_the_ids_hold() {
+    let log = agent_worker::sinks::DynamoEventLog::new(store().await);
+    log_turn(
+        &log,
+        "s",
+        "tp",
+        &[AgentEvent::text("mine"), AgentEvent::completed()],
+    )
+    .await;
+    log_turn(
+        &log,
+        "s",
+        "tp#x",
+        &[AgentEvent::text("theirs"), AgentEvent::completed()],
+    )
+    .await;
+    log_turn(&log, "s", "q#1", &[AgentEvent::completed()]).await;
+
+    let mine: Vec<AgentEvent> = log
+        .read("s", "tp", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.event)
+        .collect();
+    assert_eq!(mine, [AgentEvent::text("mine"), AgentEvent::completed()]);
+    let theirs = log.read("s", "tp#x", None).await.unwrap();
+    assert_eq!(theirs.len(), 2, "{theirs:?}");
+    assert!(
+        log.read("s", "q", None).await.unwrap().is_empty(),
+        "turn q was never posted"
+    );
+    // A cursor at the end, or at the last position there is, reads nothing and never wraps.
+    assert!(log.read("s", "tp", Some(1)).await.unwrap().is_empty());
+    assert!(log.read("s", "tp", Some(u64::MAX)).await.unwrap().is_empty());
 }

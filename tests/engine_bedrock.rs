@@ -12,7 +12,7 @@ use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope, codes};
 use agent_worker::session::history::{INTERRUPTED_CALL, check};
 use agent_worker::session::{ContentBlock, MemoryStore, Message, Role, SessionStore};
-use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Frame, Reply, StreamScript};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::*;
@@ -456,19 +456,156 @@ async fn a_stream_that_breaks_after_output_is_not_replayed() {
     bedrock.push(Reply::text("never sent"));
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
-    let (details, retryable, code) = failure(&events);
+    cut(&events);
+    assert!(
+        text_of(&events).starts_with("The first half\n\n(My answer was cut off here"),
+        "nothing was streamed twice"
+    );
+    assert_eq!(bedrock.requests().len(), 1);
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert_eq!(history[0], Message::user_text("Hi"));
+    assert_eq!(
+        history[1].content[0],
+        ContentBlock::Text {
+            text: "The first half".into()
+        }
+    );
+    assert!(cut_marked(&history), "{history:#?}");
+}
+
+/// The details of a turn that failed because the model's response was cut: retryable, and
+/// coded as such.
+fn cut(events: &[AgentEvent]) -> String {
+    let (details, retryable, code) = failure(events);
     assert!(retryable, "{details}");
     assert_eq!(code.as_deref(), Some(codes::MODEL_STREAM_INTERRUPTED));
-    assert_eq!(text_of(&events), "The first half", "nothing was streamed twice");
-    assert_eq!(bedrock.requests().len(), 1);
+    details
+}
+
+/// Whether the history ends saying that the answer before it was cut.
+fn cut_marked(history: &[Message]) -> bool {
+    history.last().is_some_and(|m| {
+        m.role == Role::Assistant
+            && matches!(m.content.last(), Some(ContentBlock::Text { text }) if text.starts_with("(My answer was cut off here"))
+    })
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_message_stop_fails_retryable_and_is_never_a_finished_answer() {
+    let bedrock = stand_in().await;
+    // A whole text block, then the connection ends: no messageStop, so no answer.
+    bedrock.push(StreamScript::new().text("Half an answer", 2).into_reply());
+    bedrock.push(Reply::text("never sent"));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+    let details = cut(&events);
+    assert!(details.contains("without a stop reason"), "{details}");
+    assert_eq!(
+        bedrock.requests().len(),
+        1,
+        "what was streamed is not streamed twice"
+    );
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert!(cut_marked(&history), "{history:#?}");
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_any_output_is_retried_and_announced() {
+    let bedrock = stand_in().await;
+    bedrock.push(StreamScript::new().into_reply());
+    bedrock.push(Reply::text("Whole."));
+    let store = MemoryStore::new();
+    let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Retrying { attempt: 1, .. })),
+        "{events:#?}"
+    );
+    assert_eq!(text_of(&events), "Whole.");
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    assert_eq!(bedrock.requests().len(), 2);
     let history = store.load_history("s1").await.unwrap();
     assert_eq!(
         history,
-        vec![
-            Message::user_text("Hi"),
-            Message::assistant_text("The first half")
-        ]
+        vec![Message::user_text("Hi"), Message::assistant_text("Whole.")]
     );
+}
+
+#[tokio::test]
+async fn a_tool_call_whose_block_never_closes_is_named_and_never_run() {
+    let bedrock = stand_in().await;
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let tool = Arc::new(tool_fn(
+        ToolSpec::new("lookup", "Looks a thing up", json!({"type": "object"})),
+        move |_args, _ctx| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(json!("found")) }
+        },
+    )) as Arc<dyn Tool>;
+    // Text, then a toolUse block whose contentBlockStop never comes, then messageStop.
+    bedrock.push(
+        StreamScript::new()
+            .text("Let me look.", 1)
+            .frame(Frame::event(
+                "contentBlockStart",
+                json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "t-open", "name": "lookup"}}}),
+            ))
+            .frame(Frame::event(
+                "contentBlockDelta",
+                json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "{\"q\":"}}}),
+            ))
+            .stop("tool_use")
+            .into_reply(),
+    );
+    bedrock.push(Reply::text("never sent"));
+    let store = MemoryStore::new();
+    let events = run(
+        &engine(&bedrock, &store, config(), vec![tool]),
+        "s1",
+        "Look it up",
+    )
+    .await;
+    let details = cut(&events);
+    assert!(
+        details.contains("`lookup`") && details.contains("t-open"),
+        "{details}"
+    );
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the call never ran"
+    );
+    assert_eq!(bedrock.requests().len(), 1);
+    let history = store.load_history("s1").await.unwrap();
+    check(&history).unwrap();
+    assert!(cut_marked(&history), "{history:#?}");
+}
+
+#[tokio::test]
+async fn a_guardrail_or_a_content_filter_ends_the_turn_saying_which() {
+    for reason in ["guardrail_intervened", "content_filtered"] {
+        let bedrock = stand_in().await;
+        bedrock.push(
+            StreamScript::new()
+                .text("I cannot help with", 1)
+                .stop(reason)
+                .into_reply(),
+        );
+        let store = MemoryStore::new();
+        let events = run(&engine(&bedrock, &store, config(), vec![]), "s1", "Hi").await;
+        assert_eq!(
+            terminal(&events),
+            &AgentEvent::completed_with(json!({"stopReason": reason})),
+            "{reason}"
+        );
+        let history = store.load_history("s1").await.unwrap();
+        check(&history).unwrap();
+        assert_eq!(history[0], Message::user_text("Hi"), "{reason}");
+    }
 }
 
 #[tokio::test]

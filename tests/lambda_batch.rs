@@ -501,6 +501,54 @@ async fn a_store_that_fails_returns_the_record_to_the_queue() {
     );
 }
 
+#[tokio::test]
+async fn a_turn_the_model_refuses_goes_towards_the_dlq_and_its_redeliveries_call_no_model() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::http_error(
+        400,
+        "ValidationException",
+        "The provided model identifier is invalid.",
+    ));
+    let handler = world.handler();
+    let delivery = || batch(vec![record("m1", &body("turn-1", "conv-1", "Hi"))]);
+    let response = handler.handle_batch(delivery(), in_an_hour()).await.unwrap();
+    assert_eq!(
+        failures(&response),
+        ["m1"],
+        "an operator must see it: the DLQ takes it"
+    );
+    assert_eq!(world.bedrock.requests().len(), 1);
+    // The failure is stored with the turn, and the client was told.
+    let claim = world
+        .store()
+        .claim_turn("conv-1", "turn-1", Lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let Claim::Done(record) = claim else {
+        panic!("the refused turn has no record: {claim:?}")
+    };
+    assert_eq!(record.status, TurnStatus::Failed);
+    let told = DynamoEventLog::new(world.store())
+        .read("conv-1", "turn-1", None)
+        .await
+        .unwrap();
+    assert!(
+        matches!(told.last().map(|l| &l.event), Some(AgentEvent::Failed { code: Some(code), .. }) if code == "model_rejected"),
+        "{told:?}"
+    );
+    // Each redelivery goes back to the queue as well, and the model is not called again.
+    for _ in 0..2 {
+        let again = handler.handle_batch(delivery(), in_an_hour()).await.unwrap();
+        assert_eq!(failures(&again), ["m1"]);
+    }
+    assert_eq!(
+        world.bedrock.requests().len(),
+        1,
+        "no redelivery called the model"
+    );
+    assert!(world.store().load_history("conv-1").await.unwrap().is_empty());
+}
+
 /// Settings as the function reads them, with `AGENTS_DIR` holding the approval gate.
 fn agent_settings(world: &World, folder: &std::path::Path) -> agent_worker::hosts::WorkerSettings {
     let values: HashMap<&str, String> = HashMap::from([

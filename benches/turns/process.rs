@@ -186,23 +186,28 @@ async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
         assert_eq!(answer, json!({"batchItemFailures": []}));
     }
     let rss_many = peak_rss_kib(pid);
+    let (anon, file) = (status_kib(pid, "RssAnon"), status_kib(pid, "RssFile"));
     let _ = function.kill().await;
     walls.sort();
     let p50 = walls[walls.len() / 2];
     println!(
         "Lambda function: process start to the first answer {:.1} ms; a warm invocation of one turn (DynamoDB on moto) p50 {:.2} ms; \
-         peak RSS {:.1} MiB after one invocation, {:.1} MiB after {}",
+         peak RSS {:.1} MiB after one invocation, {:.1} MiB after {} (now {:.1} MiB heap and stacks, {:.1} MiB of the binary and libraries)",
         ms(cold),
         ms(p50),
         rss_one as f64 / 1024.0,
         rss_many as f64 / 1024.0,
-        INVOCATIONS + 1
+        INVOCATIONS + 1,
+        anon as f64 / 1024.0,
+        file as f64 / 1024.0,
     );
     json!({
         "coldStartToFirstAnswerMs": ms(cold),
         "warmInvocationP50Ms": ms(p50),
         "peakRssMiBAfterOne": rss_one as f64 / 1024.0,
         "peakRssMiBAfterMany": rss_many as f64 / 1024.0,
+        "rssAnonMiB": anon as f64 / 1024.0,
+        "rssFileMiB": file as f64 / 1024.0,
         "invocations": INVOCATIONS + 1,
     })
 }

@@ -474,6 +474,7 @@ fn follow(
         queued: std::collections::VecDeque<crate::sinks::LoggedEvent>,
         done: bool,
         first: bool,
+        whole_read: bool,
     }
     let state = Follow {
         log,
@@ -483,6 +484,7 @@ fn follow(
         queued: Default::default(),
         done: false,
         first: true,
+        whole_read: false,
     };
     futures_util::stream::unfold(state, move |mut state| async move {
         loop {
@@ -502,8 +504,20 @@ fn follow(
             if !state.first {
                 tokio::time::sleep(poll).await;
             }
+            // The first read takes the whole log, so that a stream resumed at or after the
+            // turn's terminal ends at once instead of waiting for events that will never come.
             state.first = false;
-            match state.log.read(&state.session, &state.turn_id, state.after).await {
+            let from = if state.whole_read { state.after } else { None };
+            match state.log.read(&state.session, &state.turn_id, from).await {
+                Ok(events) if !state.whole_read => {
+                    state.whole_read = true;
+                    let after = state.after;
+                    let seen = |seq: u64| after.is_some_and(|a| seq <= a);
+                    if events.iter().any(|e| e.event.is_terminal() && seen(e.seq)) {
+                        return None;
+                    }
+                    state.queued.extend(events.into_iter().filter(|e| !seen(e.seq)));
+                }
                 Ok(events) => state.queued.extend(events),
                 Err(e) => tracing::warn!(error = %e, "could not read the event log; trying again"),
             }

@@ -91,9 +91,16 @@ pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
                 Disposition::Acknowledge("a duplicate delivery; nothing ran".into())
             }
             Some(codes::TURN_IN_PROGRESS) => Disposition::Defer(details.clone()),
-            Some(codes::STORE_FAILED | codes::INTERNAL | codes::INVALID_PROMPT) | None => {
-                Disposition::Redrive(details.clone())
-            }
+            // What cannot run now, and what can never run: the queue keeps it, and its redrive
+            // policy moves it to the dead-letter queue, where an operator sees it.
+            Some(
+                codes::STORE_FAILED
+                | codes::INTERNAL
+                | codes::INVALID_PROMPT
+                | codes::MODEL_REJECTED
+                | codes::FAILED_BEFORE,
+            )
+            | None => Disposition::Redrive(details.clone()),
             Some(other) => Disposition::Acknowledge(format!("failed ({other}), and the client was told")),
         },
         Some(_) | None => Disposition::Redrive("the turn ended without a terminal event".into()),
@@ -440,7 +447,6 @@ mod tests {
         )));
         assert!(!redrives(&failed(codes::MODEL_UNAVAILABLE, true)));
         assert!(!redrives(&failed(codes::MODEL_STREAM_INTERRUPTED, true)));
-        assert!(!redrives(&failed(codes::MODEL_REJECTED, false)));
         assert!(!redrives(&failed(codes::DUPLICATE_TURN, false)));
         assert!(redrives(&failed(codes::STORE_FAILED, true)));
         assert!(redrives(&failed(codes::TURN_IN_PROGRESS, true)));
@@ -453,6 +459,8 @@ mod tests {
             Disposition::Redrive(_)
         ));
         assert!(redrives(&failed(codes::INVALID_PROMPT, false)));
+        assert!(redrives(&failed(codes::MODEL_REJECTED, false)));
+        assert!(redrives(&failed(codes::FAILED_BEFORE, false)));
         assert!(redrives(&failed(codes::INTERNAL, false)));
         assert!(redrives(&AgentEvent::failed("no code", false, None)));
         assert!(disposition(None).is_redrive());

@@ -139,8 +139,9 @@ async fn next_event(mut state: State) -> Option<(Result<ModelEvent, ModelError>,
             },
             State::Streaming(mut receiver, mut assembly) => match receiver.recv().await {
                 Ok(Some(output)) => match translate(output, &mut assembly) {
-                    Some(event) => return Some((Ok(event), State::Streaming(receiver, assembly))),
-                    None => State::Streaming(receiver, assembly),
+                    Ok(Some(event)) => return Some((Ok(event), State::Streaming(receiver, assembly))),
+                    Ok(None) => State::Streaming(receiver, assembly),
+                    Err(error) => return Some((Err(error), State::Done)),
                 },
                 Ok(None) => return None,
                 Err(error) => return Some((Err(classify_stream_error(&error)), State::Done)),
@@ -149,7 +150,26 @@ async fn next_event(mut state: State) -> Option<(Result<ModelEvent, ModelError>,
     }
 }
 
-fn translate(output: ConverseStreamOutput, assembly: &mut Assembly) -> Option<ModelEvent> {
+/// One stream event as the engine's, if it is one; an error when the message stops with a tool
+/// call still open (its input never closed): that call is named, never dropped.
+fn translate(
+    output: ConverseStreamOutput,
+    assembly: &mut Assembly,
+) -> Result<Option<ModelEvent>, ModelError> {
+    if let ConverseStreamOutput::MessageStop(_) = &output {
+        if let Some((index, (id, name, _))) = assembly.tools.iter().min_by_key(|(index, _)| **index) {
+            return Err(ModelError::new(
+                ModelErrorKind::StreamInterrupted,
+                format!(
+                    "the model's response stopped inside its call of `{name}` ({id}, block {index}): the call's input was never closed"
+                ),
+            ));
+        }
+    }
+    Ok(event_of(output, assembly))
+}
+
+fn event_of(output: ConverseStreamOutput, assembly: &mut Assembly) -> Option<ModelEvent> {
     match output {
         ConverseStreamOutput::ContentBlockStart(start) => {
             if let Some(ContentBlockStart::ToolUse(tool)) = start.start() {

@@ -9,7 +9,7 @@ use agent_worker_core::protocol::AgentEvent;
 use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
-use super::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, session_pk};
+use super::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, is_event_of, session_pk};
 
 /// Text deltas are gathered into one item until this many bytes, or until another event comes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
@@ -49,8 +49,10 @@ impl DynamoEventLog {
         turn_id: &str,
         after: Option<u64>,
     ) -> Result<Vec<LoggedEvent>, SinkError> {
-        let from = match after {
-            Some(seq) => event_sk(turn_id, seq + 1),
+        let from = match after.map(|seq| seq.checked_add(1)) {
+            Some(Some(next)) => event_sk(turn_id, next),
+            // Nothing comes after the last position there is.
+            Some(None) => return Ok(Vec::new()),
             None => event_prefix(turn_id),
         };
         let mut pages = self
@@ -69,7 +71,14 @@ impl DynamoEventLog {
         let mut events = Vec::new();
         while let Some(item) = pages.next().await {
             let item = item.map_err(|e| SinkError(format!("reading the event log: {e}")))?;
-            events.push(decode(&item)?);
+            // The range also holds the events of turns whose ids begin with this one's and `#`.
+            if item
+                .get(SK)
+                .and_then(|sk| sk.as_s().ok())
+                .is_some_and(|sk| is_event_of(sk, turn_id))
+            {
+                events.push(decode(&item)?);
+            }
         }
         Ok(events)
     }

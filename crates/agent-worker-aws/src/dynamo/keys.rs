@@ -61,9 +61,19 @@ pub(crate) fn event_sk(turn_id: &str, seq: u64) -> String {
     format!("event#{turn_id}#{seq:08}")
 }
 
-/// The sort key prefix of a turn's events.
+/// The sort key prefix of a turn's events. Another turn's keys may share it (turn `a`'s prefix
+/// begins turn `a#1`'s keys): [`is_event_of`] tells them apart.
 pub(crate) fn event_prefix(turn_id: &str) -> String {
     format!("event#{turn_id}#")
+}
+
+/// Whether sort key `sk` is one of turn `turn_id`'s events: its prefix followed by the sequence
+/// number alone, whatever `#` the turn ids hold.
+pub(crate) fn is_event_of(sk: &str, turn_id: &str) -> bool {
+    sk.strip_prefix("event#")
+        .and_then(|rest| rest.strip_prefix(turn_id))
+        .and_then(|rest| rest.strip_prefix('#'))
+        .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The partition of every Agent Protocol task.
@@ -98,6 +108,16 @@ pub fn ap_artifact_sk(at_ms: u64, n: usize, artifact_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turns_events_are_its_own_whatever_its_id_holds() {
+        assert!(is_event_of(&event_sk("tp", 3), "tp"));
+        assert!(!is_event_of(&event_sk("tp#x", 3), "tp"));
+        assert!(!is_event_of(&event_sk("q#1", 0), "q"));
+        assert!(!is_event_of(&event_sk("tp", 3), "tp#"));
+        assert!(is_event_of(&event_sk("a#b", 12), "a#b"));
+        assert!(!is_event_of("event#tp#", "tp"));
+    }
 
     #[test]
     fn sort_keys_order_as_numbers_do() {

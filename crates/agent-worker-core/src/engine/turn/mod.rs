@@ -40,6 +40,9 @@ pub(crate) const OUTPUT_LIMIT_NOTICE: &str =
 /// Told to the person when the tool loop ran out of rounds.
 pub(crate) const MAX_ROUNDS_NOTICE: &str =
     "\n\n(I stopped after the most tool rounds one turn may take, before finishing. Ask me to continue.)";
+/// Told to the person when the model's answer was cut in the middle.
+pub(crate) const CUT_NOTICE: &str =
+    "\n\n(My answer was cut off here: the connection to the model broke. Ask me to continue.)";
 /// Told to the person when the turn ran out of time.
 pub(crate) const DEADLINE_NOTICE: &str =
     "\n\n(This turn reached its time limit and stopped here. Ask me to continue.)";

@@ -10,7 +10,9 @@ use crate::engine::stop;
 use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
-use crate::session::{Claim, Lease, Message, Role, Stop, StopCause, StoreError, TurnOutcome, TurnStatus};
+use crate::session::{
+    Claim, Lease, Message, Role, Stop, StopCause, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+};
 
 /// Why a turn ends before its rounds run.
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub(super) enum Refusal {
     ClaimFailed(StoreError),
     /// A redelivery of a turn that ran to its end.
     AlreadyRan,
+    /// A redelivery of a turn that failed in a way no retry can help; its details.
+    FailedBefore(String),
     /// The turn runs on another worker, under a live lease.
     RunningElsewhere,
     /// The person's next message replaced the turn before it started.
@@ -44,6 +48,11 @@ impl Refusal {
             Self::ClaimFailed(e) | Self::HistoryUnreadable(e) => {
                 AgentEvent::failed(e.client_message(), true, Some(codes::STORE_FAILED))
             }
+            Self::FailedBefore(details) => AgentEvent::failed(
+                format!("turn {turn_id} failed before and was not run again: {details}"),
+                false,
+                Some(codes::FAILED_BEFORE),
+            ),
             Self::AlreadyRan => AgentEvent::failed(
                 format!("turn {turn_id} already ran to its end; it was not run again"),
                 false,
@@ -89,7 +98,10 @@ pub(super) async fn claim(engine: &EngineInner, ask: &TurnAsk, lease: Lease) -> 
         }
         Ok(Claim::Done(record)) => {
             tracing::info!(status = ?record.status, "duplicate delivery of a finished turn; not run again");
-            Err(Refusal::AlreadyRan)
+            Err(match failed_for_good(&record) {
+                Some(details) => Refusal::FailedBefore(details),
+                None => Refusal::AlreadyRan,
+            })
         }
         Ok(Claim::Running(_)) => Err(Refusal::RunningElsewhere),
         Ok(Claim::Claimed { reclaimed }) => {
@@ -228,4 +240,23 @@ pub(super) async fn store(
             )
         }
     }
+}
+
+/// The details of a turn that ended failed in a way no retry can help (the model refused it), if
+/// that is how `record` ended: its redeliveries are refused as such, so the queue keeps them for
+/// an operator.
+fn failed_for_good(record: &TurnRecord) -> Option<String> {
+    let outcome = record
+        .outcome
+        .as_ref()
+        .filter(|o| o.status == TurnStatus::Failed)?;
+    let code = outcome.terminal.get("code").and_then(|c| c.as_str());
+    (code == Some(codes::MODEL_REJECTED)).then(|| {
+        outcome
+            .terminal
+            .get("details")
+            .and_then(|d| d.as_str())
+            .unwrap_or("the model refused it")
+            .to_owned()
+    })
 }

@@ -24,7 +24,7 @@ use crate::protocol::{AgentEvent, codes};
 use crate::session::{Message, Stop, StopCause};
 
 use super::state::TurnState;
-use super::{DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
+use super::{CUT_NOTICE, DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
 
 /// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
 /// its way finish for `stop_grace`; then what is still running is cut off, and each call keeps
@@ -210,6 +210,8 @@ pub(super) async fn run_step_with_retries(
             // Replaying would repeat what the caller already has: keep it and stop here.
             tracing::warn!(error = %error, "the model's stream broke after output");
             turn.interrupt(out, "the model's stream broke");
+            // What was said stays, marked as cut: the history never holds it as a whole answer.
+            turn.notify(out, CUT_NOTICE);
             return Err(Ending::Failed {
                 details: format!(
                     "the model's stream broke after it had started answering; what it produced is kept: {}",
@@ -423,12 +425,20 @@ pub(super) async fn run_step(
             () = quiet.elapsed() => return Err(quiet.error()),
         }
     }
+    let Some(stop) = stop else {
+        // A response that ends without saying why it stopped was cut (a dropped connection, a
+        // proxy's timeout): what arrived is not an answer, whatever it looks like.
+        return Err(ModelError::new(
+            ModelErrorKind::StreamInterrupted,
+            "the model's stream ended without a stop reason: the response was cut",
+        ));
+    };
     turn.flush_text(out);
     while let Some((index, outcome)) = running.next().await {
         turn.finish_call(index, outcome, out);
     }
     Ok(StepEnd {
-        stop: stop.unwrap_or(StopReason::EndTurn),
+        stop,
         called: !turn.step.calls.is_empty(),
         said: turn.step.said,
         ending,

@@ -136,6 +136,11 @@ fn each_refusal_is_a_failed_terminal_with_its_code() {
             true,
         ),
         (Refusal::AlreadyRan, codes::DUPLICATE_TURN, false),
+        (
+            Refusal::FailedBefore("the model refused it".into()),
+            codes::FAILED_BEFORE,
+            false,
+        ),
         (Refusal::RunningElsewhere, codes::TURN_IN_PROGRESS, true),
         (Refusal::Superseded, codes::SUPERSEDED, false),
     ];
