@@ -1,5 +1,7 @@
 //! The recorded live Bedrock responses in tests/fixtures/bedrock, replayed by the stand-in
-//! (raw bodies byte for byte, `.chunks.txt` re-framed) through the real SDK and the engine.
+//! through the real SDK and the engine: the two raw captures (the live ConverseStream body and
+//! the exception frame) byte for byte; the `.chunks.txt` event lists re-framed; the Converse
+//! response and the HTTP error as their recorded JSON.
 
 mod support;
 
@@ -221,8 +223,82 @@ async fn the_recorded_validation_error_fails_the_turn_with_its_message() {
     );
 }
 
+/// The recorded Converse response, streamed as ConverseStream sends the same message: each text
+/// block in deltas, each toolUse with its start, its input in fragments and its stop, then
+/// `messageStop` with the recorded reason.
+fn converse_as_stream(recorded: &Value) -> Reply {
+    let mut script = agent_worker_testkit::StreamScript::new();
+    for block in recorded["output"]["message"]["content"].as_array().unwrap() {
+        if let Some(text) = block["text"].as_str() {
+            script = script.text(text, 3);
+        } else if let Some(tool) = block.get("toolUse") {
+            script = script.tool_use(
+                tool["toolUseId"].as_str().unwrap(),
+                tool["name"].as_str().unwrap(),
+                &tool["input"].to_string(),
+                2,
+            );
+        }
+    }
+    script
+        .stop(recorded["stopReason"].as_str().unwrap())
+        .usage(
+            recorded["usage"]["inputTokens"].as_u64().unwrap(),
+            recorded["usage"]["outputTokens"].as_u64().unwrap(),
+        )
+        .into_reply()
+}
+
 #[tokio::test]
-async fn the_recorded_converse_response_parses_through_the_sdk() {
+async fn the_recorded_parallel_calls_run_through_the_engine_and_return_in_call_order() {
+    let recorded: Value = serde_json::from_str(&fixture("parallel-tool-calls.converse.json")).unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(converse_as_stream(&recorded));
+    bedrock.push(Reply::text("R1 and C1 are looked up."));
+    let store = MemoryStore::new();
+    let tools = vec![echo_tool("get_resistor_value"), echo_tool("get_capacitor_value")];
+    let events = run(
+        &engine(&bedrock, &store, config(), tools),
+        "s1",
+        "Look up R1 and C1",
+    )
+    .await;
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+    let started: Vec<(String, Value)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolStarted { name, args, .. } => Some((name.clone(), args.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        started,
+        [
+            ("get_resistor_value".to_owned(), json!({"ref": "R1"})),
+            ("get_capacitor_value".to_owned(), json!({"ref": "C1"}))
+        ]
+    );
+    // The second request carries both results, in the order of the calls.
+    let results: Vec<Value> = bedrock.requests()[1].body["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["toolResult"]["toolUseId"].clone())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            json!("tooluse_hr5juciYZJwUHpRczsw13R"),
+            json!("tooluse_AZHw3Ym0S07qOv5NlXj9iJ")
+        ]
+    );
+    agent_worker::session::history::check(&store.load_history("s1").await.unwrap()).unwrap();
+}
+
+/// The engine streams, so it never calls Converse: this proves only that the stand-in serves the
+/// recorded response as the service does, for the SDK to parse.
+#[tokio::test]
+async fn the_stand_in_serves_the_recorded_converse_response_as_the_sdk_expects() {
     let recorded: Value = serde_json::from_str(&fixture("parallel-tool-calls.converse.json")).unwrap();
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(Reply::Converse { body: recorded });

@@ -19,7 +19,7 @@ fn fast_limits() -> Limits {
     Limits {
         case_timeout: Duration::from_secs(10),
         first_event_timeout: Duration::from_secs(5),
-        cleanup_within: Duration::from_millis(500),
+        cleanup_within: Duration::from_secs(5),
     }
 }
 

@@ -271,9 +271,13 @@ async fn shutdown_while_turns_run_loses_none() {
         assert_eq!(status, 202);
     }
     // Every turn has reached the model before the shutdown begins.
-    while server.bedrock.requests().len() < 3 {
-        tokio::task::yield_now().await;
-    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while server.bedrock.requests().len() < 3 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("every turn reached the model");
     server.stop.take().unwrap().send(()).unwrap();
     server.served.await.unwrap().unwrap();
 

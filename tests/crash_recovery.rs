@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::session_audit::audit;
-use agent_worker_testkit::{BedrockStandIn, Fallback, moto};
+use agent_worker_testkit::{BedrockStandIn, Fallback, StreamScript, moto};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -16,6 +16,18 @@ use tokio::process::{Child, Command};
 const SESSIONS: usize = 8;
 const TURNS_PER_SESSION: usize = 3;
 const KILLS: usize = 6;
+/// Model replies that take 0.7 s each (seven frames, 100 ms apart): turns are running, not
+/// waiting, most of the time a worker lives, so the kills land inside turns. Later requests get
+/// the stand-in's quick echo.
+const SLOW_REPLIES: usize = 40;
+
+/// The seed of the kill times: `CRASH_SEED` replays a run, otherwise a fresh one (printed).
+fn seed() -> u64 {
+    std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..))
+}
 
 fn worker(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
@@ -90,9 +102,21 @@ async fn dead_letters(sqs: &aws_sdk_sqs::Client, url: &str) -> BTreeSet<String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
+    let seed = seed();
+    println!("crash recovery: CRASH_SEED={seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
     let bedrock = BedrockStandIn::bind("127.0.0.1:0".parse().unwrap(), Fallback::Echo)
         .await
         .unwrap();
+    for _ in 0..SLOW_REPLIES {
+        bedrock.push(
+            StreamScript::new()
+                .text("It is noon.", 4)
+                .stop("end_turn")
+                .chunk_delay(Duration::from_millis(100))
+                .into_reply(),
+        );
+    }
     let name = format!("crash-{}", uuid::Uuid::new_v4().simple());
     let setup = worker(&[
         "setup",
@@ -141,7 +165,7 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
     let mut kills = 0;
     for _ in 0..KILLS {
         let mut child = poller(&queue_url, &name, &bedrock);
-        let runs_for = Duration::from_millis(fastrand::u64(150..1500));
+        let runs_for = Duration::from_millis(rng.u64(600..1500));
         let exited = tokio::time::timeout(runs_for, child.wait()).await;
         assert!(exited.is_err(), "the poller exited on its own: {exited:?}");
         child.kill().await.unwrap();
@@ -166,9 +190,11 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&name).unwrap());
     let audit = audit(&store, &accepted, &dead).await.unwrap();
     println!(
-        "crash recovery: {} turns sent, {kills} workers killed, {} turns ended ({} taken over from a killed worker), {} dead-lettered, {} sessions checked, {} violations",
+        "crash recovery (CRASH_SEED={seed}): {} turns sent, {kills} workers killed, {} turns ended ({} completed, {} failed; {} taken over from a killed worker), {} dead-lettered, {} sessions checked, {} violations",
         accepted.len(),
         audit.ended,
+        audit.completed,
+        audit.failed,
         audit.taken_over,
         dead.len(),
         audit.sessions,
@@ -180,5 +206,10 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
         audit.ended + dead.len(),
         accepted.len(),
         "every turn ended or was dead-lettered, once"
+    );
+    assert_eq!(audit.completed + audit.failed, audit.ended);
+    assert!(
+        audit.taken_over >= 1,
+        "no kill landed inside a running turn (CRASH_SEED={seed}): the test proved nothing"
     );
 }

@@ -785,9 +785,10 @@ async fn dropping_the_stream_closes_the_model_connection_promptly() {
     assert_eq!(events.next().await, Some(AgentEvent::text("Thinking about")));
     assert_eq!(*closed.borrow(), 0);
     drop(events);
-    tokio::time::timeout(Duration::from_millis(100), closed.wait_for(|n| *n == 1))
+    // A bound that only limits a failure: the close is awaited, not timed.
+    tokio::time::timeout(Duration::from_secs(5), closed.wait_for(|n| *n == 1))
         .await
-        .expect("the stand-in saw the connection close within 100 ms")
+        .expect("the stand-in saw the connection close")
         .unwrap();
 }
 
@@ -831,7 +832,7 @@ async fn dropping_the_stream_aborts_running_tools() {
         _ = started_rx => {}
     }
     drop(events);
-    tokio::time::timeout(Duration::from_millis(100), probe.wait())
+    tokio::time::timeout(Duration::from_secs(5), probe.wait())
         .await
         .expect("the running tool was dropped");
 }

@@ -168,12 +168,22 @@ fn mutate_json(value: &mut Value, rng: &mut fastrand::Rng, rounds: usize) {
     }
 }
 
-fn config(cases: u32) -> ProptestConfig {
+/// How many cases a target runs: `floor`, or more when `PROPTEST_CASES` asks. Fewer than the
+/// floor, or a value that is not a number, is refused: a run that quietly checks less (or
+/// nothing, with `0`) must not pass as one that checked.
+fn cases(floor: u32) -> u32 {
+    match std::env::var("PROPTEST_CASES") {
+        Err(_) => floor,
+        Ok(value) => match value.parse::<u32>() {
+            Ok(n) if n >= floor => n,
+            _ => panic!("PROPTEST_CASES={value:?}: this target runs at least {floor} cases"),
+        },
+    }
+}
+
+fn config(floor: u32) -> ProptestConfig {
     ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(cases),
+        cases: cases(floor),
         ..ProptestConfig::default()
     }
 }
@@ -305,10 +315,7 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
         .unwrap();
     let task_id = task["task_id"].as_str().unwrap().to_owned();
 
-    let cases: u64 = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
+    let cases = u64::from(cases(400));
     let segments = [
         "ap",
         "v1",

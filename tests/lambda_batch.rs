@@ -549,6 +549,43 @@ async fn a_turn_the_model_refuses_goes_towards_the_dlq_and_its_redeliveries_call
     assert!(world.store().load_history("conv-1").await.unwrap().is_empty());
 }
 
+#[tokio::test]
+async fn what_the_table_cannot_keep_is_refused_before_anything_runs() {
+    let world = World::new().await;
+    let handler = world.handler();
+    let long_id = "t".repeat(10_000);
+    let huge_text = "word ".repeat(180_000);
+    let records = vec![
+        // A prompt larger than one item holds: it ran, then failed storing, before.
+        record("m-big", &body("turn-big", "conv-1", &huge_text)),
+        // Ids DynamoDB cannot key: accepted, then lost without a trace, before.
+        record("m-turn", &body(&long_id, "conv-2", "Hi")),
+        record("m-session", &body("turn-3", &long_id, "Hi")),
+        record("m-nul", &body("turn\u{0}4", "conv-4", "Hi")),
+    ];
+    let response = handler.handle_batch(batch(records), in_an_hour()).await.unwrap();
+    // Each can never run: back to the queue, towards the DLQ.
+    assert_eq!(failures(&response), ["m-big", "m-turn", "m-session", "m-nul"]);
+    assert!(world.bedrock.requests().is_empty(), "no model was called");
+    let store = world.store();
+    assert!(store.load_history("conv-1").await.unwrap().is_empty());
+    // The refusal names the field and the limit: the client is told through the event log.
+    let told = DynamoEventLog::new(world.store())
+        .read("conv-1", "turn-big", None)
+        .await
+        .unwrap();
+    let details = match told.last().map(|l| &l.event) {
+        Some(AgentEvent::Failed { details, code, .. }) if code.as_deref() == Some("invalid_prompt") => {
+            details.clone()
+        }
+        other => panic!("not refused as an invalid prompt: {other:?}"),
+    };
+    assert!(
+        details.contains("prompt.text") && details.contains("358400"),
+        "{details}"
+    );
+}
+
 /// Settings as the function reads them, with `AGENTS_DIR` holding the approval gate.
 fn agent_settings(world: &World, folder: &std::path::Path) -> agent_worker::hosts::WorkerSettings {
     let values: HashMap<&str, String> = HashMap::from([

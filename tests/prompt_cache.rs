@@ -132,7 +132,9 @@ async fn models_that_do_not_cache_and_caching_turned_off_get_no_checkpoints() {
     );
     bedrock.push(Reply::text("Hi again."));
     turn(&off, "t2", "Hello again").await;
-    for request in bedrock.requests() {
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 2, "each engine called the model once");
+    for request in requests {
         assert!(checkpoints(&request.body).is_empty(), "{}", request.body);
         assert_eq!(request.prompt_cache, Default::default());
     }

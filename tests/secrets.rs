@@ -10,7 +10,7 @@ use std::sync::Arc;
 use agent_worker::engine::tools::{Effect, ToolSpec, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
-use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
+use agent_worker::session::{ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -71,24 +71,52 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
     );
     let events: Vec<AgentEvent> = engine.invoke(decided, Prompt::text("")).collect().await;
     assert_eq!(events.last(), Some(&AgentEvent::completed()));
-    // A forged token too: its refusal is logged, the token is not.
-    let forged = format!("{}x", &token[..token.len() - 1]);
+    // A forged token too, for a second approval still waiting: of its length and alphabet, so
+    // that only the MAC check can catch it. Its refusal is logged, the token is not.
+    bedrock.push(Reply::tool_call("call-pay-2", "pay", &args));
+    let events: Vec<AgentEvent> = engine
+        .invoke(scope("t3"), Prompt::text("Pay them again"))
+        .collect()
+        .await;
+    let second: Value = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+            _ => None,
+        })
+        .expect("a second approval");
+    let real = second["token"].as_str().unwrap();
+    // One character in the middle changed (the last may carry only padding bits).
+    let middle = real.len() / 2;
+    let swapped = if &real[middle..=middle] == "A" { "B" } else { "A" };
+    let forged = format!("{}{swapped}{}", &real[..middle], &real[middle + 1..]);
+    assert_eq!(forged.len(), real.len());
     bedrock.push(Reply::text("Refused."));
     let _: Vec<AgentEvent> = engine
         .invoke(
-            scope("t3").with(
+            scope("t4").with(
                 "approval",
-                json!({"approvalId": approval["approvalId"], "decision": "approve", "token": forged}),
+                json!({"approvalId": second["approvalId"], "decision": "approve", "token": forged}),
             ),
             Prompt::text(""),
         )
         .collect()
         .await;
+    let (_, status) = store
+        .get_approval("s1", second["approvalId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .expect("the second approval");
+    assert_eq!(status, ApprovalStatus::Pending, "the forgery redeemed nothing");
+    assert!(
+        logs.text().contains("the token does not open this call"),
+        "the MAC check refused it"
+    );
 
     let logged = logs.text();
     assert!(logged.lines().count() > 5, "the logs were captured: {logged}");
     assert!(logged.contains("t2"), "the turn's span is in the logs: {logged}");
-    for secret in [token.as_str(), forged.as_str(), PAYEE] {
+    for secret in [token.as_str(), real, forged.as_str(), PAYEE] {
         assert!(!logged.contains(secret), "{secret} is in the logs:\n{logged}");
     }
 }

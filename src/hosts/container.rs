@@ -11,6 +11,7 @@
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
 //! then stops the rest through the stop path, so that they are stored and marked.
 
+use crate::hosts::http_serve::{ConnectionLimits, serve_within};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
@@ -75,6 +76,8 @@ pub struct ContainerConfig {
     pub shutdown_grace: Duration,
     /// How often an event stream looks for new events.
     pub event_poll: Duration,
+    /// The limits every connection is served within (timeouts, the most open at once).
+    pub connections: ConnectionLimits,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -83,6 +86,7 @@ impl fmt::Debug for ContainerConfig {
             .field("max_concurrent_turns", &self.max_concurrent_turns)
             .field("body_limit", &self.body_limit)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("connections", &self.connections)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +104,7 @@ impl ContainerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             event_poll: DEFAULT_EVENT_POLL,
+            connections: ConnectionLimits::default(),
         })
     }
 }
@@ -533,11 +538,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = host.clone();
-    axum::serve(listener, host.router())
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new turns; running ones finish or are stopped");
-            draining.drain().await;
-        })
-        .await
+    let limits = host.inner.config.connections;
+    serve_within(listener, host.router(), limits, async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new turns; running ones finish or are stopped");
+        draining.drain().await;
+    })
+    .await
 }

@@ -9,6 +9,7 @@
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
+//! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 mod payload;
@@ -26,6 +27,8 @@ pub mod agent_protocol;
 pub use agent_worker_aws::S3FileArea;
 #[cfg(feature = "container")]
 pub mod container;
+#[cfg(any(feature = "container", feature = "agent-protocol"))]
+pub mod http_serve;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 #[cfg(feature = "lambda")]

@@ -23,6 +23,10 @@ pub struct Audit {
     pub turns: usize,
     /// Turns that ended (`completed` or `failed`).
     pub ended: usize,
+    /// Of those, the turns that completed.
+    pub completed: usize,
+    /// Of those, the turns that failed.
+    pub failed: usize,
     /// Turns claimed more than once: taken over after their worker died or gave up.
     pub taken_over: usize,
     /// Messages in the stored histories.
@@ -112,11 +116,16 @@ pub async fn audit(
         audit.sessions += 1;
         audit.taken_over += found.taken_over;
         audit.turns += found.turns.values().filter(|s| s.is_some()).count();
-        audit.ended += found
-            .turns
-            .values()
-            .filter(|s| matches!(s.as_deref(), Some("completed" | "failed")))
-            .count();
+        let count = |status: &str| {
+            found
+                .turns
+                .values()
+                .filter(|s| s.as_deref() == Some(status))
+                .count()
+        };
+        audit.completed += count("completed");
+        audit.failed += count("failed");
+        audit.ended = audit.completed + audit.failed;
         let history = store
             .load_history(session)
             .await

@@ -1,6 +1,7 @@
 //! The Agent Protocol v1 REST server: the nine operations of [`Operation`], `GET /openapi.json`,
 //! and errors as the specification gives them (404 and 422 with `{"message": …}`).
 
+use crate::hosts::http_serve::{ConnectionLimits, serve_within};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -49,6 +50,8 @@ pub struct ServerConfig {
     /// How many tasks' step handlers to keep. Past it, the longest-held idle ones are dropped;
     /// a dropped task's next step starts its handler again ([`TaskHandler::start`]).
     pub max_step_handlers: usize,
+    /// The limits every connection is served within (timeouts, the most open at once).
+    pub connections: ConnectionLimits,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +68,7 @@ impl ServerConfig {
             upload_limit: DEFAULT_UPLOAD_LIMIT,
             json_limit: DEFAULT_JSON_LIMIT,
             max_step_handlers: DEFAULT_MAX_STEP_HANDLERS,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -240,9 +244,8 @@ pub async fn serve(
     server: AgentProtocolServer,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, server.router())
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = server.inner.config.connections;
+    serve_within(listener, server.router(), limits, shutdown).await
 }
 
 async fn openapi_json() -> axum::Json<serde_json::Value> {

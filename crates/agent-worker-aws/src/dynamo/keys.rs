@@ -51,6 +51,10 @@ pub(crate) fn approval_sk(approval_id: &str) -> String {
     format!("approval#{approval_id}")
 }
 
+/// The longest session or turn id the table keys, in bytes: DynamoDB refuses a sort key over
+/// 1,024 bytes and a partition key over 2,048, and `event#<turnId>#<seq>` must fit.
+pub const MAX_ID_BYTES: usize = 512;
+
 /// The sort key of a turn record.
 pub(crate) fn turn_sk(turn_id: &str) -> String {
     format!("turn#{turn_id}")

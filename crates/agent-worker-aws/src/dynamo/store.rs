@@ -422,6 +422,14 @@ impl DynamoStore {
 
 #[async_trait]
 impl SessionStore for DynamoStore {
+    fn max_message_bytes(&self) -> Option<usize> {
+        Some(MAX_MESSAGE_BYTES)
+    }
+
+    fn max_id_bytes(&self) -> Option<usize> {
+        Some(MAX_ID_BYTES)
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = now_ms();
         let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));

@@ -56,6 +56,19 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// is claimed again.
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError>;
 
+    /// The largest message this store keeps, in bytes of its JSON (pictures that do not fit are
+    /// kept as a line saying so, and do not count); `None` when any size fits. A turn whose own
+    /// message is larger is refused before anything runs: run, it could not be stored.
+    fn max_message_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// The longest id (session or turn) this store can key, in bytes; `None` for no limit. A turn
+    /// with a longer one is refused before anything runs.
+    fn max_id_bytes(&self) -> Option<usize> {
+        None
+    }
+
     /// The session's stored messages, oldest first, as they were written. Callers
     /// [`repair`](history::repair) them before use.
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError>;
@@ -106,6 +119,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         (**self).claim_turn(session, turn_id, lease).await
+    }
+
+    fn max_message_bytes(&self) -> Option<usize> {
+        (**self).max_message_bytes()
+    }
+
+    fn max_id_bytes(&self) -> Option<usize> {
+        (**self).max_id_bytes()
     }
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {

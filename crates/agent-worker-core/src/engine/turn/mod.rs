@@ -200,7 +200,7 @@ async fn run_phases(
     budget: Duration,
     out: &Emitter,
 ) -> Result<AgentEvent, Refusal> {
-    let mut user = phases::admit(ask, prompt)?;
+    let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
     phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
     let early_stop = phases::look_before_start(engine, ask).await?;
     let TurnAsk {

@@ -11,7 +11,8 @@ use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, Lease, Message, Role, Stop, StopCause, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+    Claim, ContentBlock, Lease, Message, Role, SessionStore, Stop, StopCause, StoreError, TurnOutcome,
+    TurnRecord, TurnStatus,
 };
 
 /// Why a turn ends before its rounds run.
@@ -72,20 +73,70 @@ impl Refusal {
     }
 }
 
-/// The turn's user message, if the ask and its prompt can run: a session, and a prompt the
-/// model can take (a turn that carries an approval decision may come without words).
-pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt) -> Result<Message, Refusal> {
+/// The turn's user message, if the ask and its prompt can run: a session, ids the store can key,
+/// and a prompt the model can take and the store can keep (a turn that carries an approval
+/// decision may come without words).
+pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) -> Result<Message, Refusal> {
     if ask.session.trim().is_empty() {
         return Err(Refusal::EmptySession);
+    }
+    let refused = |invalid: InvalidPrompt| {
+        tracing::info!(%invalid, "refused the prompt");
+        Refusal::InvalidPrompt(invalid)
+    };
+    for (field, id) in [("scope.session", &ask.session), ("scope.turnId", &ask.turn_id)] {
+        check_id(field, id, store.max_id_bytes()).map_err(refused)?;
     }
     let decision_only = ask.approval.is_some() && prompt.text.trim().is_empty() && prompt.images.is_empty();
     if decision_only {
         return Ok(Message::new(Role::User, Vec::new()));
     }
-    user_message(prompt).map_err(|invalid| {
-        tracing::info!(%invalid, "refused the prompt");
-        Refusal::InvalidPrompt(invalid)
-    })
+    let message = user_message(prompt).map_err(refused)?;
+    if let Some(limit) = store.max_message_bytes() {
+        let size = kept_size(&message);
+        if size > limit {
+            return Err(refused(InvalidPrompt {
+                field: "prompt.text".into(),
+                reason: format!(
+                    "makes a message of {size} bytes; the session store keeps at most {limit} bytes a message"
+                ),
+            }));
+        }
+    }
+    Ok(message)
+}
+
+/// An id the store can key: no control character (NUL included), and not longer than `limit`.
+fn check_id(field: &str, id: &str, limit: Option<usize>) -> Result<(), InvalidPrompt> {
+    let invalid = |reason: String| InvalidPrompt {
+        field: field.to_owned(),
+        reason,
+    };
+    if let Some(at) = id.chars().position(char::is_control) {
+        return Err(invalid(format!("holds a control character (at {at})")));
+    }
+    match limit {
+        Some(limit) if id.len() > limit => Err(invalid(format!(
+            "is {} bytes, over the limit of {limit}",
+            id.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The bytes `message` takes as a store keeps it: its JSON, with pictures counted as the short
+/// line a store puts in place of one too large to keep.
+fn kept_size(message: &Message) -> usize {
+    const PICTURE_LINE: usize = 256;
+    let mut slim = message.clone();
+    let mut pictures = 0;
+    for block in &mut slim.content {
+        if let ContentBlock::Image { data, .. } = block {
+            data.clear();
+            pictures += 1;
+        }
+    }
+    serde_json::to_string(&slim).map_or(0, |json| json.len()) + pictures * PICTURE_LINE
 }
 
 /// Claims the turn for `lease`: a redelivery of a turn done, or one running elsewhere, is

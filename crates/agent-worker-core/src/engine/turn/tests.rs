@@ -52,24 +52,34 @@ const LEASE: Lease = Lease(Duration::from_secs(60));
 #[test]
 fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
     assert!(matches!(
-        phases::admit(&ask(" ", "t"), &Prompt::text("Hi")),
+        phases::admit(&ask(" ", "t"), &Prompt::text("Hi"), &MemoryStore::new()),
         Err(Refusal::EmptySession)
     ));
     assert!(matches!(
-        phases::admit(&ask("s", "t"), &Prompt::text("  ")),
+        phases::admit(&ask("s", "t"), &Prompt::text("  "), &MemoryStore::new()),
         Err(Refusal::InvalidPrompt(_))
     ));
-    let user = phases::admit(&ask("s", "t"), &Prompt::text("Hi")).unwrap();
+    let user = phases::admit(&ask("s", "t"), &Prompt::text("Hi"), &MemoryStore::new()).unwrap();
     assert_eq!(user.text(), "Hi");
     // A decision on an approval may come without words.
     let mut decision = ask("s", "t");
     decision.approval = Some(json!({"approvalId": "ap-1", "decision": "decline"}));
     assert!(
-        phases::admit(&decision, &Prompt::text(""))
+        phases::admit(&decision, &Prompt::text(""), &MemoryStore::new())
             .unwrap()
             .content
             .is_empty()
     );
+}
+
+#[test]
+fn admit_refuses_ids_with_control_characters_wherever_the_turn_is_stored() {
+    for (session, turn, field) in [("s\0", "t", "scope.session"), ("s", "t\n1", "scope.turnId")] {
+        match phases::admit(&ask(session, turn), &Prompt::text("Hi"), &MemoryStore::new()) {
+            Err(Refusal::InvalidPrompt(invalid)) => assert_eq!(invalid.field, field),
+            other => panic!("{session:?}/{turn:?} was admitted: {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]
