@@ -357,6 +357,8 @@ async fn requests_that_do_not_decode_answer_422_with_a_message() {
         (http.get(format!("{tasks}?current_page=abc")), "current_page"),
         (http.get(format!("{tasks}?page_size=-3")), "page_size"),
         (http.get(format!("{steps}?page_size=0")), "page_size"),
+        // A page is read whole: past the cap, it is refused (it was 2,000 reads at once).
+        (http.get(format!("{tasks}?page_size=3000")), "page_size"),
         (
             http.get(format!("{tasks}/{}/artifacts?current_page=x", task.task_id)),
             "current_page",
@@ -425,7 +427,16 @@ async fn uploads_are_checked_before_anything_is_written() {
     let not_multipart = http.post(&url).body("hello").send().await.unwrap();
     assert_eq!(not_multipart.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
-    for relative in ["/etc", "../outside", "a/../../outside", "..", "a\\..\\b"] {
+    let long = "a/".repeat(2_500);
+    for relative in [
+        "/etc",
+        "../outside",
+        "a/../../outside",
+        "..",
+        "a\\..\\b",
+        "new\nline",
+        long.as_str(),
+    ] {
         let message = unprocessable(
             client
                 .upload_agent_task_artifacts(
@@ -436,7 +447,7 @@ async fn uploads_are_checked_before_anything_is_written() {
         );
         assert!(message.contains("relative_path"), "{relative}: {message}");
     }
-    for name in ["..", "a/b.txt"] {
+    for name in ["..", "a/b.txt", "tab\tname.txt"] {
         unprocessable(
             client
                 .upload_agent_task_artifacts(&task.task_id, ArtifactUpload::new(name, "x"))
@@ -444,6 +455,39 @@ async fn uploads_are_checked_before_anything_is_written() {
         );
     }
 
+    // A second upload to the same place (however the folder is spelled) keeps the first's bytes.
+    let first = client
+        .upload_agent_task_artifacts(
+            &task.task_id,
+            ArtifactUpload::new("same.txt", "first").with_relative_path("dup"),
+        )
+        .await
+        .unwrap();
+    for relative in ["dup", "dup/."] {
+        let message = unprocessable(
+            client
+                .upload_agent_task_artifacts(
+                    &task.task_id,
+                    ArtifactUpload::new("same.txt", "second").with_relative_path(relative),
+                )
+                .await,
+        );
+        assert!(message.contains("already has"), "{relative}: {message}");
+    }
+    assert_eq!(
+        &client
+            .download_agent_task_artifact(&task.task_id, &first.artifact_id)
+            .await
+            .unwrap()[..],
+        b"first"
+    );
+
+    // A file of exactly the limit is taken: the limit is the file's, not the envelope's.
+    let exact = client
+        .upload_agent_task_artifacts(&task.task_id, ArtifactUpload::new("exact.bin", vec![b'x'; 1024]))
+        .await
+        .unwrap();
+    assert_eq!(exact.file_name, "exact.bin");
     let big = vec![b'x'; 4096];
     let response = http
         .post(&url)
@@ -459,19 +503,25 @@ async fn uploads_are_checked_before_anything_is_written() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(message.contains("1024 bytes"), "{message}");
+    assert!(message.contains("at most 1024"), "{message}");
 
-    // None of it was recorded or written.
-    assert!(
-        client
-            .get_agent_task(&task.task_id)
-            .await
-            .unwrap()
-            .artifacts
-            .is_empty()
-    );
-    let written: Vec<_> = walk(&server.workspace);
-    assert!(written.is_empty(), "files written: {written:?}");
+    // None of the refused ones was recorded or written: only the two that were taken.
+    let mut recorded: Vec<String> = client
+        .get_agent_task(&task.task_id)
+        .await
+        .unwrap()
+        .artifacts
+        .into_iter()
+        .map(|a| a.file_name)
+        .collect();
+    recorded.sort();
+    assert_eq!(recorded, ["exact.bin", "same.txt"]);
+    let mut written: Vec<String> = walk(&server.workspace)
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
+        .collect();
+    written.sort();
+    assert_eq!(written, ["exact.bin", "same.txt"], "files written");
     assert!(!server.workspace.parent().unwrap().join("outside").exists());
 }
 

@@ -4,7 +4,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
@@ -13,7 +13,9 @@ use agent_worker::engine::{
 };
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::history::check;
-use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
+use agent_worker::session::{
+    ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore, SessionStore,
+};
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -120,6 +122,184 @@ fn decide(turn: &str, event: &Value, decision: &str, token: Option<&str>) -> Sco
     scope(turn).with("approval", approval)
 }
 
+/// `token` with one character in its middle changed: it passes every check of shape and
+/// length, so only the MAC can refuse it.
+fn same_length_forgery(token: &str) -> String {
+    let middle = token.len() / 2;
+    let swapped = if &token[middle..=middle] == "A" { "B" } else { "A" };
+    format!("{}{swapped}{}", &token[..middle], &token[middle + 1..])
+}
+
+/// What the model was told at the start of request `index`: the last message it was sent.
+fn told(bedrock: &BedrockStandIn, index: usize) -> String {
+    bedrock.requests()[index].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string()
+}
+
+/// Runs turn `scope` with no words (a decision), the model answering with one line.
+async fn decision_turn(bedrock: &BedrockStandIn, engine: &Engine, scope: Scope) -> Vec<AgentEvent> {
+    bedrock.push(Reply::text("Noted."));
+    engine.invoke(scope, Prompt::text("")).collect().await
+}
+
+#[tokio::test]
+async fn forged_borrowed_missing_and_malformed_decisions_run_nothing() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = engine_with(&bedrock, &store, &tools, config());
+    let first = ask_to_pay(&bedrock, &engine).await;
+    // A second approval, for another amount, in the same conversation.
+    bedrock.push(Reply::tool_call(
+        "call-pay-2",
+        "pay",
+        r#"{"amount": 900, "to": "mallory"}"#,
+    ));
+    let events: Vec<_> = engine
+        .invoke(scope("t2"), Prompt::text("Pay mallory 900"))
+        .collect()
+        .await;
+    let second = approval_event(&events);
+    let first_token = first["token"].as_str().unwrap();
+    let cases: Vec<(&str, Scope, &str)> = vec![
+        (
+            "a valid token taken from another approval",
+            decide("t3", &second, "approve", Some(first_token)),
+            "the token does not open this call",
+        ),
+        (
+            "a token of the right length whose MAC is wrong",
+            decide("t4", &first, "approve", Some(&same_length_forgery(first_token))),
+            "the token does not open this call",
+        ),
+        (
+            "approve without a token",
+            decide("t5", &first, "approve", None),
+            "the token does not open this call",
+        ),
+        (
+            "an unknown approval id",
+            scope("t6").with(
+                "approval",
+                json!({"approvalId": "ap-unknown", "decision": "approve", "token": first_token}),
+            ),
+            "there is no such approval",
+        ),
+        (
+            "an unknown decision word",
+            decide("t7", &first, "yes please", Some(first_token)),
+            "is not a decision",
+        ),
+    ];
+    // Requests 0 and 1 asked for the two approvals; each case is the next.
+    for (asked, (name, scope, expected)) in (2..).zip(cases) {
+        decision_turn(&bedrock, &engine, scope).await;
+        assert_eq!(tools.paid.load(Ordering::SeqCst), 0, "{name}");
+        let told = told(&bedrock, asked);
+        assert!(told.contains(expected), "{name}: {told}");
+    }
+    // A decision that carries arguments of its own runs exactly the stored call.
+    let smuggled = scope("t8").with(
+        "approval",
+        json!({"approvalId": first["approvalId"], "decision": "approve", "token": first_token,
+            "args": {"amount": 99999, "to": "mallory"}}),
+    );
+    decision_turn(&bedrock, &engine, smuggled).await;
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        *tools.last_args.lock().unwrap(),
+        Some(json!({"amount": 12, "to": "acme"}))
+    );
+    check(&store.load_history("s1").await.unwrap()).unwrap();
+}
+
+/// Denies payments once switched on.
+#[derive(Debug, Default, Clone)]
+struct PaymentsSwitch(Arc<AtomicBool>);
+
+impl ToolPolicy for PaymentsSwitch {
+    fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision {
+        if call.tool.name == "pay" && self.0.load(Ordering::SeqCst) {
+            ToolDecision::Deny("payments were switched off".into())
+        } else {
+            ToolDecision::Allow
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_deny_wins_over_an_approval_given_before_it() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let switch = PaymentsSwitch::default();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), signer())
+        .tool_policy(switch.clone())
+        .tools(tools.list())
+        .config(config())
+        .build()
+        .unwrap();
+    let event = ask_to_pay(&bedrock, &engine).await;
+    // The policy changes while the card is shown; the person then approves.
+    switch.0.store(true, Ordering::SeqCst);
+    decision_turn(
+        &bedrock,
+        &engine,
+        decide("t2", &event, "approve", event["token"].as_str()),
+    )
+    .await;
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 0, "the policy is asked again");
+    let told = told(&bedrock, 1);
+    assert!(told.contains("the tool policy now denies this call"), "{told}");
+    let (_, status) = store
+        .get_approval("s1", event["approvalId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, ApprovalStatus::Declined);
+}
+
+#[tokio::test]
+async fn a_barge_in_withdraws_the_waiting_approval() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = engine_with(&bedrock, &store, &tools, config());
+    let event = ask_to_pay(&bedrock, &engine).await;
+    // The person writes again instead of deciding: the new turn replaces the one that asked.
+    bedrock.push(Reply::text("All right, I will not pay."));
+    let _: Vec<_> = engine
+        .invoke(
+            scope("t2").with("supersedes", json!(["t1"])),
+            Prompt::text("Never mind"),
+        )
+        .collect()
+        .await;
+    let (_, status) = store
+        .get_approval("s1", event["approvalId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, ApprovalStatus::Expired);
+    // The card, approved afterwards with its own valid token, runs nothing.
+    decision_turn(
+        &bedrock,
+        &engine,
+        decide("t3", &event, "approve", event["token"].as_str()),
+    )
+    .await;
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 0);
+    let told = told(&bedrock, 2);
+    assert!(told.contains("already expired"), "{told}");
+}
+
 #[tokio::test]
 async fn a_transaction_waits_for_approval_and_the_model_never_sees_the_token() {
     let bedrock = BedrockStandIn::start().await.unwrap();
@@ -221,7 +401,7 @@ async fn a_decline_a_tampered_token_a_foreign_person_and_an_expired_approval_run
                     "t2",
                     e,
                     "approve",
-                    Some(&format!("{}x", e["token"].as_str().unwrap())),
+                    Some(&same_length_forgery(e["token"].as_str().unwrap())),
                 )
             }),
             "the token does not open this call",

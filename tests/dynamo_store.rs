@@ -269,3 +269,48 @@ async fn a_turns_event_log_holds_its_own_events_whatever_the_ids_hold() {
     assert!(log.read("s", "tp", Some(1)).await.unwrap().is_empty());
     assert!(log.read("s", "tp", Some(u64::MAX)).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
+    use agent_worker::session::{ApprovalStatus, ApprovalStore, PendingApproval};
+    let store = store().await;
+    let approval = |id: &str, turn: &str| PendingApproval {
+        id: id.into(),
+        session: "s".into(),
+        user_id: "ada".into(),
+        turn_id: turn.into(),
+        tool: "pay".into(),
+        args: json!({"amount": 1}),
+        args_hash: "h".into(),
+        created_at: 0,
+        expires_at: u64::MAX / 2,
+    };
+    for (id, turn) in [("a1", "t1"), ("a2", "t1"), ("a3", "t1#2"), ("a4", "t2")] {
+        store.put_approval(&approval(id, turn)).await.unwrap();
+    }
+    // One of t1's was already decided: it stays as it was.
+    assert!(
+        store
+            .settle_approval("s", "a2", ApprovalStatus::Redeemed)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.withdraw_turn_approvals("s", "t1").await.unwrap(), 1);
+    let status = |id: &'static str| {
+        let store = store.clone();
+        async move { store.get_approval("s", id).await.unwrap().unwrap().1 }
+    };
+    assert_eq!(status("a1").await, ApprovalStatus::Expired);
+    assert_eq!(status("a2").await, ApprovalStatus::Redeemed);
+    assert_eq!(
+        status("a3").await,
+        ApprovalStatus::Pending,
+        "another turn's, whatever its id begins with"
+    );
+    assert_eq!(status("a4").await, ApprovalStatus::Pending);
+    assert_eq!(
+        store.withdraw_turn_approvals("s", "t1").await.unwrap(),
+        0,
+        "nothing twice"
+    );
+}

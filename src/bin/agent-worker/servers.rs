@@ -8,9 +8,45 @@ use agent_worker::hosts::agent_protocol::{
 };
 use agent_worker::sinks::DynamoEventLog;
 
+use agent_worker::hosts::http_serve::{self, ConnectionLimits};
+
 use crate::queue::WorkerArgs;
 use crate::run::EngineArgs;
 use crate::{aws_config, shutdown_signal};
+
+/// The limits each connection of a server is served within.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConnectionArgs {
+    /// Milliseconds a connection may take to send a request head.
+    #[arg(long, env = "HTTP_HEADER_TIMEOUT_MS", default_value_t = millis(http_serve::DEFAULT_HEADER_READ_TIMEOUT))]
+    pub(crate) header_timeout_ms: u64,
+    /// Milliseconds a request body may take to arrive whole.
+    #[arg(long, env = "HTTP_BODY_TIMEOUT_MS", default_value_t = millis(http_serve::DEFAULT_BODY_READ_TIMEOUT))]
+    pub(crate) body_timeout_ms: u64,
+    /// Milliseconds an answer may wait for its client to take a byte.
+    #[arg(long, env = "HTTP_SEND_TIMEOUT_MS", default_value_t = millis(http_serve::DEFAULT_SEND_TIMEOUT))]
+    pub(crate) send_timeout_ms: u64,
+    /// The most connections open at once.
+    #[arg(long, env = "HTTP_MAX_CONNECTIONS", default_value_t = http_serve::DEFAULT_MAX_CONNECTIONS)]
+    pub(crate) max_connections: usize,
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ConnectionArgs {
+    /// The limits, each at least a millisecond and one connection.
+    pub(crate) fn limits(&self) -> ConnectionLimits {
+        let ms = |n: u64| std::time::Duration::from_millis(n.max(1));
+        ConnectionLimits {
+            header_read_timeout: ms(self.header_timeout_ms),
+            body_read_timeout: ms(self.body_timeout_ms),
+            send_timeout: ms(self.send_timeout_ms),
+            max_connections: self.max_connections.max(1),
+        }
+    }
+}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -30,6 +66,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 30)]
     pub(crate) shutdown_grace: u64,
     #[command(flatten)]
+    pub(crate) connections: ConnectionArgs,
+    #[command(flatten)]
     pub(crate) worker: WorkerArgs,
 }
 
@@ -48,6 +86,8 @@ pub(crate) struct AgentProtocolArgs {
     #[arg(long, default_value_t = agent_protocol::DEFAULT_UPLOAD_LIMIT)]
     pub(crate) upload_limit: usize,
     #[command(flatten)]
+    pub(crate) connections: ConnectionArgs,
+    #[command(flatten)]
     pub(crate) engine: EngineArgs,
 }
 
@@ -56,6 +96,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
     let mut config = ContainerConfig::new(args.api_key).map_err(|e| e.to_string())?;
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    config.connections = args.connections.limits();
     let worker = args.worker.worker().await?;
     let settings = worker.settings;
     let store = worker.store;
@@ -84,6 +125,7 @@ pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(),
     let agent = args.engine.agent().await?;
     let mut config = ServerConfig::new(Workspace::new(&args.workspace));
     config.upload_limit = args.upload_limit;
+    config.connections = args.connections.limits();
     let handler = AgentTaskHandler::new(agent);
     // With a table, tasks live beside the sessions, so replicas share them.
     let (server, kept) = match &args.engine.table {

@@ -11,6 +11,7 @@
 
 use crate::Failure;
 use async_trait::async_trait;
+use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::store::{Page, TaskStore, TaskStoreError};
 use super::types::{Artifact, PageRequest, Pagination, Step, Task};
@@ -21,6 +22,9 @@ use crate::session::dynamo::keys::{
     ap_task_sk,
 };
 use crate::session::dynamo::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
+
+/// How many tasks of a page are read at once.
+const TASK_READS_AT_ONCE: usize = 8;
 
 /// The most artifact records one step may add (a write holds the step and its artifacts).
 pub const MAX_STEP_ARTIFACTS: usize = MAX_DOCUMENTS_PER_WRITE - 1;
@@ -139,7 +143,12 @@ impl TaskStore for DynamoTaskStore {
             .page::<Task>(AP_TASKS_PK, AP_TASK_PREFIX, skip, take)
             .await
             .map_err(unavailable)?;
-        let items = futures_util::future::try_join_all(tasks.into_iter().map(|t| self.full_task(t))).await?;
+        // Each task's artifacts are one read; a few at a time, so a page is not a burst.
+        let items = futures_util::stream::iter(tasks)
+            .map(|t| self.full_task(t))
+            .buffered(TASK_READS_AT_ONCE)
+            .try_collect()
+            .await?;
         Ok(Page {
             items,
             pagination: pagination(page, total),

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::store::TaskStoreError;
-use super::types::PageRequest;
+use super::types::{MAX_PAGE_SIZE, PageRequest};
 
 /// What a request came to, as the specification answers it.
 #[derive(Debug)]
@@ -92,6 +92,12 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
                     "{name} must be at least 1, not {value}"
                 )));
             }
+        }
+        if page.page_size > MAX_PAGE_SIZE {
+            return Err(ApiError::Unprocessable(format!(
+                "page_size must be at most {MAX_PAGE_SIZE}, not {}",
+                page.page_size
+            )));
         }
         Ok(Self(page))
     }

@@ -51,7 +51,7 @@ pub use server::{
 };
 pub use store::{MemoryTaskStore, Page, TaskStore, TaskStoreError};
 pub use types::{
-    Artifact, ArtifactUpload, PageRequest, Pagination, Step, StepRequestBody, StepStatus, Task,
-    TaskArtifactsListResponse, TaskListResponse, TaskRequestBody, TaskStepsListResponse,
+    Artifact, ArtifactUpload, MAX_PAGE_SIZE, PageRequest, Pagination, Step, StepRequestBody, StepStatus,
+    Task, TaskArtifactsListResponse, TaskListResponse, TaskRequestBody, TaskStepsListResponse,
 };
 pub use workspace::{DEFAULT_WORKSPACE, PathRejected, Workspace};

@@ -38,6 +38,10 @@ pub const DEFAULT_JSON_LIMIT: usize = 1024 * 1024;
 /// How many tasks' step handlers a server keeps by default.
 pub const DEFAULT_MAX_STEP_HANDLERS: usize = 10_000;
 
+/// What an upload's body may hold beyond its file: the multipart envelope, the `relative_path`
+/// field and the part headers.
+const UPLOAD_ENVELOPE_BYTES: usize = 16 * 1024;
+
 /// The server's settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -194,7 +198,13 @@ impl AgentProtocolServer {
             Operation::GetAgentTaskStep => get(get_agent_task_step),
             Operation::ListAgentTaskArtifacts => get(list_agent_task_artifacts),
             Operation::UploadAgentTaskArtifacts => {
-                post(upload_agent_task_artifacts).layer(DefaultBodyLimit::max(self.inner.config.upload_limit))
+                // The limit is the file's: the body may also carry the envelope and the path.
+                post(upload_agent_task_artifacts).layer(DefaultBodyLimit::max(
+                    self.inner
+                        .config
+                        .upload_limit
+                        .saturating_add(UPLOAD_ENVELOPE_BYTES),
+                ))
             }
             Operation::DownloadAgentTaskArtifact => get(download_agent_task_artifact),
         }
@@ -420,6 +430,12 @@ async fn upload_agent_task_artifacts(
                     .map(str::to_owned)
                     .ok_or_else(|| ApiError::Unprocessable("the `file` part has no filename".into()))?;
                 let bytes = field.bytes().await.map_err(|e| multipart_error(&e, limit))?;
+                if bytes.len() > limit {
+                    return Err(ApiError::TooLarge(format!(
+                        "the file is {} bytes; the server takes at most {limit}",
+                        bytes.len()
+                    )));
+                }
                 file = Some((name, bytes));
             }
             Some("relative_path") => {
@@ -442,7 +458,12 @@ async fn upload_agent_task_artifacts(
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     write_file(&path, &content).await.map_err(|e| {
         use std::io::ErrorKind::{AlreadyExists, IsADirectory, NotADirectory};
-        if matches!(e.kind(), NotADirectory | IsADirectory | AlreadyExists) {
+        if e.kind() == AlreadyExists {
+            return ApiError::Unprocessable(format!(
+                "the task already has a file or folder named {file_name:?} there; upload it under another name or relative_path"
+            ));
+        }
+        if matches!(e.kind(), NotADirectory | IsADirectory) {
             // The caller's paths collide: a folder where a file is, or the other way round.
             return ApiError::Unprocessable(
                 "the artifact's path runs through a file, or names a folder, the task already has".into(),
@@ -465,20 +486,17 @@ async fn upload_agent_task_artifacts(
     Ok(axum::Json(artifact))
 }
 
-/// Writes beside the target, then renames, so a reader never sees half a file.
+/// Writes beside the target, then links it into place, so a reader never sees half a file and
+/// a file already there is never replaced (`AlreadyExists`): each artifact keeps its own bytes.
 async fn write_file(path: &std::path::Path, content: &[u8]) -> std::io::Result<()> {
     if let Some(folder) = path.parent() {
         tokio::fs::create_dir_all(folder).await?;
     }
     let partial = path.with_extension(format!("upload-{}", uuid::Uuid::new_v4().simple()));
     tokio::fs::write(&partial, content).await?;
-    match tokio::fs::rename(&partial, path).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&partial).await;
-            Err(e)
-        }
-    }
+    let linked = tokio::fs::hard_link(&partial, path).await;
+    let _ = tokio::fs::remove_file(&partial).await;
+    linked
 }
 
 async fn download_agent_task_artifact(

@@ -299,6 +299,9 @@ pub struct PageRequest {
 pub const DEFAULT_CURRENT_PAGE: u32 = 1;
 /// The page size when none is asked for.
 pub const DEFAULT_PAGE_SIZE: u32 = 10;
+/// The largest page a list answers: a page is read whole, so its size bounds the work one
+/// request can cause.
+pub const MAX_PAGE_SIZE: u32 = 100;
 
 impl Default for PageRequest {
     fn default() -> Self {

@@ -46,12 +46,18 @@ impl Workspace {
     }
 }
 
+/// The longest file or folder name, in bytes (most file systems' limit).
+const MAX_SEGMENT_BYTES: usize = 255;
+/// The longest `relative_path`, in bytes.
+const MAX_RELATIVE_PATH_BYTES: usize = 1024;
+
 /// A single path segment: not empty, not `.` or `..`, no separator, no NUL.
 fn plain_name<'a>(what: &str, name: &'a str) -> Result<&'a str, PathRejected> {
-    let plain = crate::engine::attachments::plain_segment(name).filter(|n| n.len() <= 255);
+    let plain = crate::engine::attachments::plain_segment(name)
+        .filter(|n| n.len() <= MAX_SEGMENT_BYTES && !n.contains(char::is_control));
     if plain.is_none() {
         return Err(PathRejected(format!(
-            "{what} {name:?} must be a plain file name (no '/', '\\', '..', at most 255 bytes)"
+            "{what} {name:?} must be a plain file name (no '/', '\\', '..', no control character, at most {MAX_SEGMENT_BYTES} bytes)"
         )));
     }
     Ok(name)
@@ -68,9 +74,21 @@ pub(super) fn relative_folder(relative: &str) -> Result<PathBuf, PathRejected> {
     if relative.contains(['\0', '\\']) {
         return reject("holds a NUL or a backslash");
     }
+    if relative.contains(char::is_control) {
+        return reject("holds a control character");
+    }
+    if relative.len() > MAX_RELATIVE_PATH_BYTES {
+        return Err(PathRejected(format!(
+            "relative_path is {} bytes, over the limit of {MAX_RELATIVE_PATH_BYTES}",
+            relative.len()
+        )));
+    }
     let mut folder = PathBuf::new();
     for component in Path::new(relative).components() {
         match component {
+            Component::Normal(part) if part.len() > MAX_SEGMENT_BYTES => {
+                return reject("has a folder name over 255 bytes");
+            }
             Component::Normal(part) => folder.push(part),
             Component::CurDir => {}
             Component::ParentDir => return reject("has a '..' segment"),

@@ -10,7 +10,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use agent_worker_core::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
 
 use super::DynamoStore;
-use super::keys::{EXPIRES_AT, PK, SK, approval_sk, session_pk};
+use super::keys::{APPROVAL_PREFIX, EXPIRES_AT, PK, SK, approval_sk, session_pk};
+use super::store::store_error;
 
 /// How long an approval item outlives its expiry, for the record.
 const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
@@ -20,10 +21,6 @@ fn key(session: &str, id: &str) -> HashMap<String, AttributeValue> {
         (PK.to_owned(), AttributeValue::S(session_pk(session))),
         (SK.to_owned(), AttributeValue::S(approval_sk(id))),
     ])
-}
-
-fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!("{what}: {e}").into())
 }
 
 #[async_trait]
@@ -48,12 +45,7 @@ impl ApprovalStore for DynamoStore {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await
-            .map_err(|e| {
-                backend(
-                    "storing the approval",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(|e| store_error("storing the approval", e))?;
         Ok(())
     }
 
@@ -70,27 +62,11 @@ impl ApprovalStore for DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| {
-                backend(
-                    "reading the approval",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(|e| store_error("reading the approval", e))?;
         let Some(item) = out.item() else {
             return Ok(None);
         };
-        let json = item
-            .get("approval")
-            .and_then(|v| v.as_s().ok())
-            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body").into()))?;
-        let approval = serde_json::from_str(json)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("approval {id}: {e}"), e)))?;
-        let status = item
-            .get("status")
-            .and_then(|v| v.as_s().ok())
-            .and_then(|s| serde_json::from_value(serde_json::Value::String(s.clone())).ok())
-            .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no valid status").into()))?;
-        Ok(Some((approval, status)))
+        decode(item, id).map(Some)
     }
 
     async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
@@ -112,10 +88,62 @@ impl ApprovalStore for DynamoStore {
         match result {
             Ok(_) => Ok(true),
             Err(e) if e.code() == Some("ConditionalCheckFailedException") => Ok(false),
-            Err(e) => Err(backend(
-                "settling the approval",
-                aws_sdk_dynamodb::error::DisplayErrorContext(e),
-            )),
+            Err(e) => Err(store_error("settling the approval", e)),
         }
     }
+
+    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError> {
+        let mut pages = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", AttributeValue::S(session_pk(session)))
+            .expression_attribute_values(":prefix", AttributeValue::S(APPROVAL_PREFIX.into()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut waiting = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| store_error("reading the session's approvals", e))?;
+            let id = item
+                .get(SK)
+                .and_then(|v| v.as_s().ok())
+                .and_then(|sk| sk.strip_prefix(APPROVAL_PREFIX))
+                .unwrap_or_default()
+                .to_owned();
+            let (approval, status) = decode(&item, &id)?;
+            if approval.turn_id == turn_id && status == ApprovalStatus::Pending {
+                waiting.push(approval.id);
+            }
+        }
+        let mut withdrawn = 0;
+        for id in waiting {
+            withdrawn += usize::from(
+                self.settle_approval(session, &id, ApprovalStatus::Expired)
+                    .await?,
+            );
+        }
+        Ok(withdrawn)
+    }
+}
+
+/// An approval item's body and status.
+fn decode(
+    item: &HashMap<String, AttributeValue>,
+    id: &str,
+) -> Result<(PendingApproval, ApprovalStatus), StoreError> {
+    let json = item
+        .get("approval")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body").into()))?;
+    let approval = serde_json::from_str(json)
+        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("approval {id}: {e}"), e)))?;
+    let status = item
+        .get("status")
+        .and_then(|v| v.as_s().ok())
+        .and_then(|s| serde_json::from_value(serde_json::Value::String(s.clone())).ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no valid status").into()))?;
+    Ok((approval, status))
 }

@@ -46,9 +46,12 @@ pub const MESSAGE_PREFIX: &str = "msg#";
 /// The sort key of a Standard Agents session's thread record, beside its messages.
 pub const THREAD_SK: &str = "thread";
 
+/// The sort key prefix of approvals.
+pub(crate) const APPROVAL_PREFIX: &str = "approval#";
+
 /// The sort key of an approval waiting for the person's decision.
 pub(crate) fn approval_sk(approval_id: &str) -> String {
-    format!("approval#{approval_id}")
+    format!("{APPROVAL_PREFIX}{approval_id}")
 }
 
 /// The longest session or turn id the table keys, in bytes: DynamoDB refuses a sort key over

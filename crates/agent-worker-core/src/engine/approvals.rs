@@ -468,6 +468,25 @@ pub(crate) async fn request(
     Ok(())
 }
 
+/// Withdraws the waiting approvals of the turns `superseded` replaces: a barge-in takes back
+/// the cards of the turn it cut short, so none of them can run anything later.
+pub(crate) async fn withdraw(engine: &super::EngineInner, session: &str, superseded: &[&str]) {
+    let Some((store, _)) = &engine.approvals else {
+        return;
+    };
+    for turn_id in superseded {
+        match store.withdraw_turn_approvals(session, turn_id).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(superseded = %turn_id, withdrawn = n, "withdrew the replaced turn's waiting approvals")
+            }
+            Err(e) => {
+                tracing::warn!(superseded = %turn_id, error = %e, "could not withdraw the replaced turn's waiting approvals")
+            }
+        }
+    }
+}
+
 /// Acts on the person's decision: runs exactly the stored call once if it is approved with a
 /// valid token, and returns the `<approval>` block that tells the model what happened.
 pub(crate) async fn redeem(
@@ -550,6 +569,16 @@ pub(crate) async fn redeem(
         .is_some_and(|token| signer.verify(&approval, token));
     if !token_ok || approval.args_hash != args_hash(&approval.args) {
         return refuse(&tool, "the token does not open this call");
+    }
+    // A deny wins over an approval too: the policy is asked again, as it stands now.
+    if let Verdict::Denied(reason) = engine.verdict(session, user_id, &tool, &approval.args) {
+        if let Err(e) = store
+            .settle_approval(session, &approval.id, ApprovalStatus::Declined)
+            .await
+        {
+            tracing::warn!(error = %e, "could not settle an approval the policy now denies");
+        }
+        return refuse(&tool, &format!("the tool policy now denies this call ({reason})"));
     }
     // One conditional write: of two turns racing with this token, one runs the call.
     match store

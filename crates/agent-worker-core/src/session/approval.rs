@@ -73,4 +73,9 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Moves the approval from `Pending` to `to`; `false` when it was no longer pending (someone
     /// else settled it first).
     async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError>;
+
+    /// Expires every approval of turn `turn_id` still waiting for its decision: the person's next
+    /// message replaced that turn, so its cards must no longer run anything. Returns how many
+    /// were withdrawn.
+    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError>;
 }

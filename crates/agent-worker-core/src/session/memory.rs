@@ -230,4 +230,16 @@ impl ApprovalStore for MemoryStore {
             _ => Ok(false),
         }
     }
+
+    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError> {
+        let mut approvals = self.approvals()?;
+        let mut withdrawn = 0;
+        for ((of, _), (approval, status)) in approvals.iter_mut() {
+            if of == session && approval.turn_id == turn_id && *status == ApprovalStatus::Pending {
+                *status = ApprovalStatus::Expired;
+                withdrawn += 1;
+            }
+        }
+        Ok(withdrawn)
+    }
 }

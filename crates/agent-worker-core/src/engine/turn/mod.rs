@@ -221,6 +221,7 @@ async fn run_phases(
         config.supersede_wait,
     )
     .await;
+    approvals::withdraw(engine, session, &superseded).await;
     if let Some(decision) = approval {
         let told = approvals::redeem(
             engine,
