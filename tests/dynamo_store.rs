@@ -314,3 +314,25 @@ async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
         "nothing twice"
     );
 }
+
+#[tokio::test]
+async fn a_turn_that_logs_again_continues_its_own_log_not_a_neighbours() {
+    let log = agent_worker::sinks::DynamoEventLog::new(store().await);
+    let usage = |n: u64| AgentEvent::usage(n, 1);
+    let first: Vec<AgentEvent> = (0..10).map(usage).collect();
+    log_turn(&log, "s", "t", &first).await;
+    // A turn whose id begins with `t#`: its keys sort after `t`'s, newest first.
+    log_turn(&log, "s", "t#1", &[usage(100), usage(101), usage(102)]).await;
+    // `t` logs again (a worker that took it over): it goes on from its own last position.
+    log_turn(&log, "s", "t", &[usage(10), usage(11)]).await;
+    let logged = log.read("s", "t", None).await.unwrap();
+    let seqs: Vec<u64> = logged.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, (0..12).collect::<Vec<u64>>());
+    let events: Vec<AgentEvent> = logged.into_iter().map(|l| l.event).collect();
+    assert_eq!(
+        events,
+        (0..12).map(usage).collect::<Vec<_>>(),
+        "nothing of t's was overwritten"
+    );
+    assert_eq!(log.read("s", "t#1", None).await.unwrap().len(), 3);
+}

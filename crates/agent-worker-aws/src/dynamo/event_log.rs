@@ -70,7 +70,7 @@ impl DynamoEventLog {
             .send();
         let mut events = Vec::new();
         while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| SinkError(format!("reading the event log: {e}")))?;
+            let item = item.map_err(|e| SinkError::caused_by("reading the event log", e))?;
             // The range also holds the events of turns whose ids begin with this one's and `#`.
             if item
                 .get(SK)
@@ -83,8 +83,12 @@ impl DynamoEventLog {
         Ok(events)
     }
 
+    /// The last position of the turn's log. The prefix also begins other turns' keys (`t` begins
+    /// `t#2`'s), and those may sort after this turn's: keys are read newest first until one of
+    /// this turn's comes, so the log never continues from another turn's position (and
+    /// overwrites its own events).
     async fn last_seq(&self, turn: &TurnRef) -> Result<Option<u64>, SinkError> {
-        let out = self
+        let mut pages = self
             .store
             .client()
             .query()
@@ -92,31 +96,45 @@ impl DynamoEventLog {
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
             .expression_attribute_values(":pk", AttributeValue::S(session_pk(&turn.session)))
             .expression_attribute_values(":prefix", AttributeValue::S(event_prefix(&turn.turn_id)))
+            .projection_expression("sk, seq")
             .scan_index_forward(false)
-            .limit(1)
+            .limit(LAST_SEQ_PAGE)
             .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| SinkError(format!("reading the event log: {e}")))?;
-        out.items()
-            .first()
-            .map(decode)
-            .transpose()
-            .map(|e| e.map(|e| e.seq))
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| SinkError::caused_by("reading the event log", e))?;
+            if item
+                .get(SK)
+                .and_then(|sk| sk.as_s().ok())
+                .is_some_and(|sk| is_event_of(sk, &turn.turn_id))
+            {
+                return seq_of(&item).map(Some);
+            }
+        }
+        Ok(None)
     }
 }
 
-fn decode(item: &HashMap<String, AttributeValue>) -> Result<LoggedEvent, SinkError> {
-    let seq = item
-        .get("seq")
+/// How many keys a look for the last position reads at a time.
+const LAST_SEQ_PAGE: i32 = 25;
+
+fn seq_of(item: &HashMap<String, AttributeValue>) -> Result<u64, SinkError> {
+    item.get("seq")
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| SinkError("an event item has no seq".into()))?;
+        .ok_or_else(|| SinkError::new("an event item has no seq"))
+}
+
+fn decode(item: &HashMap<String, AttributeValue>) -> Result<LoggedEvent, SinkError> {
+    let seq = seq_of(item)?;
     let json = item
         .get("event")
         .and_then(|v| v.as_s().ok())
-        .ok_or_else(|| SinkError("an event item has no event".into()))?;
-    let event = serde_json::from_str(json).map_err(|e| SinkError(format!("event {seq}: {e}")))?;
+        .ok_or_else(|| SinkError::new("an event item has no event"))?;
+    let event = serde_json::from_str(json)
+        .map_err(|e| SinkError::caused_by(format!("event {seq} does not decode"), e))?;
     Ok(LoggedEvent { seq, event })
 }
 
@@ -153,7 +171,8 @@ impl TurnLog {
             Some(seq) => seq,
             None => self.log.last_seq(&self.turn).await?.map_or(0, |s| s + 1),
         };
-        let json = serde_json::to_string(event).map_err(|e| SinkError(e.to_string()))?;
+        let json =
+            serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
         let item = HashMap::from([
             (PK.to_owned(), AttributeValue::S(session_pk(&self.turn.session))),
             (
@@ -175,7 +194,7 @@ impl TurnLog {
             .set_item(Some(item))
             .send()
             .await
-            .map_err(|e| SinkError(format!("writing event {seq}: {e}")))?;
+            .map_err(|e| SinkError::caused_by(format!("writing event {seq}"), e))?;
         self.next = Some(seq + 1);
         Ok(())
     }
@@ -200,7 +219,7 @@ impl TurnLog {
     async fn drain(&mut self) -> Result<(), SinkError> {
         while let Some(event) = self.pending.front().cloned() {
             self.write(&event).await.map_err(|e| {
-                SinkError(format!(
+                SinkError::new(format!(
                     "{e}; {} event(s) kept to write with the next",
                     self.pending.len()
                 ))
@@ -209,7 +228,7 @@ impl TurnLog {
         }
         if self.dropped > 0 {
             let dropped = std::mem::take(&mut self.dropped);
-            return Err(SinkError(format!(
+            return Err(SinkError::new(format!(
                 "{dropped} event(s) were dropped while the table refused writes"
             )));
         }

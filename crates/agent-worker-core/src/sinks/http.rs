@@ -40,18 +40,18 @@ impl HttpEmitSink {
     pub fn new(base_url: &str, api_key: impl Into<String>) -> Result<Self, SinkError> {
         let base = base_url.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(SinkError(format!(
+            return Err(SinkError::new(format!(
                 "the emit URL {base_url:?} must start with http:// or https://"
             )));
         }
         let api_key = api_key.into();
         if api_key.trim().is_empty() {
-            return Err(SinkError("the emit API key is empty".into()));
+            return Err(SinkError::new("the emit API key is empty"));
         }
         let client = reqwest::Client::builder()
             .timeout(EMIT_TIMEOUT)
             .build()
-            .map_err(|e| SinkError(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| SinkError::caused_by("cannot build the HTTP client", e))?;
         Ok(Self {
             client,
             endpoint: format!("{base}/api/emit"),
@@ -85,9 +85,9 @@ impl TurnSink for HttpTurn {
         let tx = self
             .tx
             .as_ref()
-            .ok_or_else(|| SinkError("the sink is closed".into()))?;
+            .ok_or_else(|| SinkError::new("the sink is closed"))?;
         tx.send(event.clone())
-            .map_err(|_| SinkError("the emit task stopped".into()))
+            .map_err(|_| SinkError::new("the emit task stopped"))
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {
@@ -97,7 +97,7 @@ impl TurnSink for HttpTurn {
         };
         match tokio::time::timeout(EMIT_DRAIN, task).await {
             Ok(_) => Ok(()),
-            Err(_) => Err(SinkError(format!(
+            Err(_) => Err(SinkError::new(format!(
                 "events were still being sent {} s after the turn ended; the rest are dropped",
                 EMIT_DRAIN.as_secs()
             ))),

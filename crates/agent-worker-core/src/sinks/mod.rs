@@ -14,6 +14,8 @@ pub use stdout::StdoutSink;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::Failure;
+
 use async_trait::async_trait;
 
 use crate::protocol::AgentEvent;
@@ -27,10 +29,28 @@ pub struct TurnRef {
     pub turn_id: String,
 }
 
-/// A sink that failed to take an event; logged by [`Sinks`], never fatal to a turn.
+/// A sink that failed to take an event; logged by [`Sinks`], never fatal to a turn. What it
+/// says is what was being done; the failure underneath (an SDK's, an HTTP client's) is its
+/// source, and its text follows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SinkError(pub String);
+pub struct SinkError(#[source] Failure);
+
+impl SinkError {
+    /// A sink error that says `context` alone.
+    pub fn new(context: impl Into<String>) -> Self {
+        Self(Failure::new(context))
+    }
+
+    /// A sink error: `context` failed with `source`, whose text is kept beside it.
+    pub fn caused_by(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let context = format!("{}: {source}", context.into());
+        Self(Failure::caused_by(context, source))
+    }
+}
 
 /// A destination for turns' events.
 ///

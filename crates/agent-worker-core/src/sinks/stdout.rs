@@ -28,6 +28,6 @@ impl TurnSink for StdoutTurn {
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
         let line = json!({ "session": self.turn.session, "turnId": self.turn.turn_id, "event": event });
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{line}").map_err(|e| SinkError(format!("stdout: {e}")))
+        writeln!(out, "{line}").map_err(|e| SinkError::caused_by("stdout", e))
     }
 }
