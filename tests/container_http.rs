@@ -144,8 +144,23 @@ async fn each_status_code() {
             .contains("missing field `userId`"),
         "{error}"
     );
+    assert_eq!(error["field"], "userId", "the missing field is named");
     let huge = json!({"turnId": "t", "conversationId": "c", "userId": "u", "accountId": "a", "content": "x".repeat(2 * 1024 * 1024)});
-    assert_eq!(post(&url, Some(KEY), &huge.to_string()).await.0, 413);
+    let (status, error) = post(&url, Some(KEY), &huge.to_string()).await;
+    assert_eq!(status, 413);
+    assert!(
+        error["error"].as_str().is_some_and(|e| e.contains("bytes")),
+        "a JSON error: {error}"
+    );
+    // Ids a store cannot key are refused at the edge, naming the field.
+    for (turn, session, field) in [
+        ("t".repeat(10_000), "c".to_owned(), "turnId"),
+        ("t".to_owned(), "c\u{0}".to_owned(), "conversationId"),
+    ] {
+        let body = json!({"turnId": turn, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"});
+        let (status, error) = post(&url, Some(KEY), &body.to_string()).await;
+        assert_eq!((status, error["field"].as_str()), (400, Some(field)), "{error}");
+    }
 
     // A turn that hangs keeps the one slot busy.
     server
@@ -183,6 +198,23 @@ async fn each_status_code() {
 
     let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
     assert_eq!(post(&stop_url, Some(KEY), r#"{"reason":"now"}"#).await.0, 400);
+    // A long reason is not echoed back whole.
+    let long = json!({"reason": "r".repeat(100_000)}).to_string();
+    let (status, error) = post(&stop_url, Some(KEY), &long).await;
+    assert_eq!(status, 400);
+    assert!(
+        error.to_string().len() < 1_000,
+        "{} bytes echoed",
+        error.to_string().len()
+    );
+    // No turn id, or no session: refused, nothing written under an empty key.
+    for url in [
+        format!("{}/turns//stop?session=conv-1", server.url),
+        format!("{}/turns/t1/stop?session=", server.url),
+    ] {
+        let (status, error) = post(&url, Some(KEY), "").await;
+        assert_eq!(status, 400, "{url}: {error}");
+    }
     assert_eq!(
         post(&stop_url, Some(KEY), r#"{"reason":"user_stop"}"#).await.0,
         202

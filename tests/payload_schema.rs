@@ -53,6 +53,22 @@ fn schema_and_decoder_agree_on_bodies_that_are_not_turns() {
     let mut blank = minimal.clone();
     blank["turnId"] = json!("  ");
     cases.push((blank, false));
+    // Ids a store cannot key: too long, or holding a control character.
+    for (field, id) in [
+        ("turnId", "t".repeat(513)),
+        ("conversationId", "c\u{0}1".to_owned()),
+        ("userId", "u\n1".to_owned()),
+    ] {
+        let mut refused = minimal.clone();
+        refused[field] = json!(id);
+        cases.push((refused, false));
+    }
+    let mut longest = minimal.clone();
+    longest["turnId"] = json!("t".repeat(512));
+    cases.push((longest, true));
+    let mut superseding_nul = minimal.clone();
+    superseding_nul["supersedes"] = json!(["t\u{0}"]);
+    cases.push((superseding_nul, false));
     let mut wrong = minimal.clone();
     wrong["images"] = json!([{"mimeType": "image/png"}]);
     cases.push((wrong, false));

@@ -255,6 +255,33 @@ async fn a_barge_in_stops_the_running_turn_and_reads_history_once_it_is_stored()
     check(&store.load_history("s1").await.unwrap()).unwrap();
 }
 
+#[tokio::test]
+async fn a_turn_that_lists_itself_as_superseded_does_not_wait_for_itself() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Hello."));
+    let store = MemoryStore::new();
+    // Were it to wait for itself, it would wait the whole ten minutes.
+    let patient = EngineConfig {
+        supersede_wait: Duration::from_secs(600),
+        ..quick_stops()
+    };
+    let engine = engine(&bedrock, &store, patient, vec![]);
+    let events = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine
+            .invoke(
+                Scope::new("s1")
+                    .with_turn_id("t1")
+                    .with("supersedes", json!(["t1"])),
+                Prompt::text("Hi"),
+            )
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the turn did not wait for itself");
+    assert_eq!(terminal(&events), &AgentEvent::completed());
+}
+
 /// Counts the events a sink receives.
 #[derive(Debug, Default, Clone)]
 struct Counting(Arc<AtomicUsize>);

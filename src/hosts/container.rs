@@ -320,10 +320,26 @@ fn unavailable(message: &str) -> Response {
     response
 }
 
-async fn accept_turn(State(host): State<ContainerHost>, body: Bytes) -> Response {
+async fn accept_turn(
+    State(host): State<ContainerHost>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     if !host.inner.accepting.load(Ordering::SeqCst) {
         return unavailable("shutting down");
     }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the body is larger than the {} bytes a turn may be",
+                    host.inner.config.body_limit
+                ),
+            );
+        }
+        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+    };
     let Ok(text) = std::str::from_utf8(&body) else {
         return error(StatusCode::BAD_REQUEST, "the body is not UTF-8");
     };
@@ -407,6 +423,11 @@ async fn stop_turn(
     Query(query): Query<SessionQuery>,
     body: Bytes,
 ) -> Response {
+    for (field, value) in [("turnId", &turn_id), ("session", &query.session)] {
+        if value.trim().is_empty() {
+            return error(StatusCode::BAD_REQUEST, format!("{field} must not be empty"));
+        }
+    }
     let reason = if body.is_empty() {
         None
     } else {
@@ -419,9 +440,11 @@ async fn stop_turn(
         None | Some("user_stop") => StopCause::UserStop,
         Some("superseded") => StopCause::Superseded,
         Some(other) => {
+            let shown: String = other.chars().take(64).collect();
+            let more = if shown.len() < other.len() { "…" } else { "" };
             return error(
                 StatusCode::BAD_REQUEST,
-                format!("reason {other:?} is not user_stop or superseded"),
+                format!("reason {shown:?}{more} is not user_stop or superseded"),
             );
         }
     };

@@ -11,9 +11,10 @@
 //! assert_eq!(turn.prompt().text, "Hi");
 //!
 //! let err = AgentTurnPayload::decode(r#"{"turnId":"t-1","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"Hi","images":[{"mimeType":"image/png"}]}"#).unwrap_err();
-//! assert_eq!(err.to_string(), "images[0]: missing field `data`");
+//! assert_eq!(err.to_string(), "images[0].data: missing field `data`");
 //! ```
 
+use agent_worker_aws::dynamo::keys::MAX_ID_BYTES;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -66,6 +67,25 @@ pub struct PayloadError {
     pub message: String,
 }
 
+/// An id any store of this crate can key: no control character (NUL included), and at most
+/// [`MAX_ID_BYTES`] bytes.
+fn check_id(path: &str, id: &str) -> Result<(), PayloadError> {
+    let refused = |message: String| PayloadError {
+        path: path.to_owned(),
+        message,
+    };
+    if id.contains(char::is_control) {
+        return Err(refused("must not hold a control character".into()));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(refused(format!(
+            "is {} bytes, over the limit of {MAX_ID_BYTES}",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
 impl AgentTurnPayload {
     /// Decodes and checks a body, naming the field at fault.
     pub fn decode(body: &str) -> Result<Self, PayloadError> {
@@ -86,8 +106,18 @@ impl AgentTurnPayload {
                     message.truncate(at);
                 }
             }
+            // A missing field is reported at the object that lacks it: name the field instead.
+            let missing = message
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split('`').next())
+                .map(str::to_owned);
             PayloadError {
-                path: if path == "." { String::new() } else { path },
+                path: match (missing, path.as_str()) {
+                    (Some(field), ".") => field,
+                    (Some(field), _) => format!("{path}.{field}"),
+                    (None, ".") => String::new(),
+                    (None, _) => path,
+                },
                 message,
             }
         })?;
@@ -103,6 +133,10 @@ impl AgentTurnPayload {
                     message: "must not be empty".into(),
                 });
             }
+            check_id(path, value)?;
+        }
+        for (i, id) in payload.supersedes.iter().enumerate() {
+            check_id(&format!("supersedes[{i}]"), id)?;
         }
         Ok(payload)
     }

@@ -212,7 +212,12 @@ async fn run_phases(
         supersedes,
     } = ask;
     let config = &engine.config;
-    let superseded: Vec<&str> = supersedes.iter().map(String::as_str).collect();
+    // A turn that lists itself would wait for its own end: it replaces only others.
+    let superseded: Vec<&str> = supersedes
+        .iter()
+        .map(String::as_str)
+        .filter(|id| id != turn_id)
+        .collect();
     stop::supersede(
         engine.store.as_ref(),
         session,
