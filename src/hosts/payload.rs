@@ -100,17 +100,17 @@ impl AgentTurnPayload {
         let payload: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let path = e.path().to_string();
             let mut message = e.into_inner().to_string();
-            if path != "." {
-                // The field names the place; serde's "at line 1 column 80" adds nothing to it.
-                if let Some(at) = message.rfind(" at line ") {
-                    message.truncate(at);
-                }
-            }
             // A missing field is reported at the object that lacks it: name the field instead.
             let missing = message
                 .strip_prefix("missing field `")
                 .and_then(|rest| rest.split('`').next())
                 .map(str::to_owned);
+            if path != "." || missing.is_some() {
+                // The field names the place; serde's "at line 1 column 80" adds nothing to it.
+                if let Some(at) = message.rfind(" at line ") {
+                    message.truncate(at);
+                }
+            }
             PayloadError {
                 path: match (missing, path.as_str()) {
                     (Some(field), ".") => field,
@@ -211,7 +211,10 @@ mod tests {
                 "\"text\"",
                 "invalid type: string \"text\", expected struct AgentTurnPayload",
             ),
-            (r#"{"turnId":"t"}"#, "missing field `conversationId`"),
+            (
+                r#"{"turnId":"t"}"#,
+                "conversationId: missing field `conversationId`",
+            ),
             (
                 r#"{"turnId":7,"conversationId":"c","userId":"u","accountId":"a","content":"x"}"#,
                 "turnId: invalid type: integer `7`, expected a string",
@@ -229,5 +232,16 @@ mod tests {
             let err = AgentTurnPayload::decode(body).unwrap_err().to_string();
             assert!(err.starts_with(expected), "{body}: {err}");
         }
+        let too_long = format!(
+            r#"{{"turnId":"{}","conversationId":"c","userId":"u","accountId":"a","content":"x"}}"#,
+            "t".repeat(513)
+        );
+        let err = AgentTurnPayload::decode(&too_long).unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            ("turnId", "is 513 bytes, over the limit of 512")
+        );
+        let nul = r#"{"turnId":"t","conversationId":"c","userId":"u","accountId":"a","content":"x","supersedes":["a\u0000"]}"#;
+        assert_eq!(AgentTurnPayload::decode(nul).unwrap_err().path, "supersedes[0]");
     }
 }

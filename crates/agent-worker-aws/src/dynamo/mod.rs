@@ -16,9 +16,11 @@ pub mod keys;
 mod store;
 mod table;
 mod thread;
+mod transact;
 
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
-pub use store::{DEFAULT_TTL, DynamoConfig, DynamoStore, MAX_TRANSACTION_ITEMS};
+pub use store::{DEFAULT_TTL, DynamoConfig, DynamoStore};
 pub use thread::DynamoThreadStore;
+pub use transact::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS};

@@ -32,11 +32,14 @@ use agent_worker_core::session::{
 
 use super::codec::*;
 use super::keys::*;
+use super::transact::{item_size, plan};
+
+/// What the version bump and the turn's end add to the last transaction, generously: the
+/// outcome is the terminal event's data.
+const TAIL_BYTES: usize = 64 * 1024;
 
 /// How long stored items live before the table's TTL removes them, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
-/// The most items one `TransactWriteItems` takes.
-pub const MAX_TRANSACTION_ITEMS: usize = 100;
 /// How many times a completion is retried when another writer moved the session's version.
 const VERSION_RETRIES: u32 = 5;
 
@@ -263,23 +266,25 @@ impl DynamoStore {
             .map(|(record, _)| record))
     }
 
+    /// The write of one message, and its size as DynamoDB counts it.
     fn message_put(
         &self,
         session: &str,
         turn_id: &str,
         seq: u64,
         message: &Message,
-    ) -> Result<TransactWriteItem, StoreError> {
+    ) -> Result<(TransactWriteItem, usize), StoreError> {
         let mut item = self.key(session, message_sk(seq));
         item.insert("message".into(), s(storable(message)?));
         item.insert("turnId".into(), s(turn_id));
         item.insert(EXPIRES_AT.into(), n(self.expires_at()));
+        let size = item_size(&item);
         let put = Put::builder()
             .table_name(&self.config.table)
             .set_item(Some(item))
             .build()
             .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
-        Ok(TransactWriteItem::builder().put(put).build())
+        Ok((TransactWriteItem::builder().put(put).build(), size))
     }
 
     /// A condition that holds while the session's version is `version`.
@@ -315,19 +320,21 @@ impl DynamoStore {
         outcome: &TurnOutcome,
     ) -> Result<bool, StoreError> {
         let version = self.version(session).await?;
-        let mut puts = messages
+        let (puts, sizes): (Vec<TransactWriteItem>, Vec<usize>) = messages
             .iter()
             .enumerate()
             .map(|(i, m)| self.message_put(session, turn_id, version + i as u64, m))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
 
-        // Messages beyond what the last transaction holds are written first, past the version,
-        // where no reader looks until the version moves. Each chunk checks that the version is
-        // still ours, so it can only overwrite leftovers of an earlier failed write.
-        let last_room = MAX_TRANSACTION_ITEMS - 2;
-        let head_len = puts.len().saturating_sub(last_room);
-        let tail = puts.split_off(head_len);
-        for chunk in puts.chunks(MAX_TRANSACTION_ITEMS - 1) {
+        // Messages beyond what the last transaction holds (by count and by bytes) are written
+        // first, past the version, where no reader looks until the version moves. Each chunk
+        // checks that the version is still ours, so it can only overwrite leftovers of an
+        // earlier failed write.
+        let (earlier, last) = plan(&sizes, 2, TAIL_BYTES);
+        for range in earlier {
+            let chunk = &puts[range];
             let (condition, names, values) = self.version_condition(version);
             let check = ConditionCheck::builder()
                 .table_name(&self.config.table)
@@ -385,7 +392,7 @@ impl DynamoStore {
             .expression_attribute_values(":exp", expires)
             .build()
             .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
-        let mut items = tail;
+        let mut items = puts[last].to_vec();
         items.push(TransactWriteItem::builder().update(bump).build());
         items.push(TransactWriteItem::builder().update(finish).build());
         match self

@@ -5,6 +5,7 @@
 //! - [`rounds`]: the model steps, their retries and tool calls, under the stop watch.
 //! - [`state`]: what the turn has produced so far.
 
+mod fit;
 mod phases;
 mod rounds;
 mod state;
@@ -251,6 +252,7 @@ async fn run_phases(
         })
         .collect();
     let mut turn = TurnState::new(history, user);
+    turn.message_limit = engine.store.max_message_bytes();
     // The conversation's count is read only by a turn that can give the model a file: one
     // with files of its own, or one with the attachment tools.
     let can_show_files = !attached.is_empty()

@@ -51,6 +51,8 @@ pub(super) struct TurnState {
     /// The estimated tokens of each file given and each showing, counted once, by
     /// `file:<id>` or `call:<id>`.
     pub(super) file_tokens: BTreeMap<String, u64>,
+    /// The largest message the store keeps: a step's results are cut to fit it.
+    pub(super) message_limit: Option<usize>,
 }
 
 impl TurnState {
@@ -65,6 +67,7 @@ impl TurnState {
             shown: BTreeMap::new(),
             file_limit: u64::MAX,
             file_tokens: BTreeMap::new(),
+            message_limit: None,
         }
     }
 
@@ -271,7 +274,7 @@ impl TurnState {
             self.messages.push(Message::new(Role::Assistant, step.content));
         }
         if !step.calls.is_empty() {
-            let results = step
+            let mut results: Vec<ContentBlock> = step
                 .calls
                 .into_iter()
                 .zip(step.results)
@@ -287,6 +290,16 @@ impl TurnState {
                     }
                 })
                 .collect();
+            if let Some(limit) = self.message_limit {
+                let cut = super::fit::fit_results(&mut results, limit);
+                if cut > 0 {
+                    tracing::warn!(
+                        cut,
+                        limit,
+                        "tool results were cut to fit the message that keeps them"
+                    );
+                }
+            }
             self.messages.push(Message::new(Role::User, results));
         }
     }
