@@ -21,9 +21,11 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::*;
 
-/// The tools: `pay` (a transaction), `lookup` (a read); `pay` counts its runs and keeps its args.
+/// The tools: `pay` (a transaction), `lookup` (a read), `record` (a change); `pay` and `record`
+/// count their runs, `pay` keeps its args.
 struct Tools {
     paid: Arc<AtomicUsize>,
+    recorded: Arc<AtomicUsize>,
     last_args: Arc<std::sync::Mutex<Option<Value>>>,
 }
 
@@ -31,6 +33,7 @@ impl Tools {
     fn new() -> Self {
         Self {
             paid: Arc::new(AtomicUsize::new(0)),
+            recorded: Arc::new(AtomicUsize::new(0)),
             last_args: Arc::default(),
         }
     }
@@ -64,7 +67,18 @@ impl Tools {
             ToolSpec::new("lookup", "Reads.", json!({"type": "object"})),
             |_, _| async { Ok(json!({"found": true})) },
         );
-        vec![Arc::new(pay), Arc::new(lookup)]
+        let recorded = self.recorded.clone();
+        let record = tool_fn(
+            ToolSpec::new("record", "Writes a note.", json!({"type": "object"})).effect(Effect::Mutate),
+            move |_, _| {
+                let recorded = recorded.clone();
+                async move {
+                    recorded.fetch_add(1, Ordering::SeqCst);
+                    Ok(json!({"recorded": true}))
+                }
+            },
+        );
+        vec![Arc::new(pay), Arc::new(lookup), Arc::new(record)]
     }
 }
 
@@ -508,8 +522,10 @@ async fn no_other_call_of_that_response_runs() {
     let store = MemoryStore::new();
     let tools = Tools::new();
     let engine = engine_with(&bedrock, &store, &tools, config());
+    // A change asked before the payment, and a read after it.
     bedrock.push(
         StreamScript::new()
+            .tool_use("c-record", "record", "{}", 1)
             .tool_use("c-pay", "pay", r#"{"amount": 5, "to": "b"}"#, 1)
             .tool_use("c-look", "lookup", "{}", 1)
             .stop("tool_use")
@@ -535,6 +551,19 @@ async fn no_other_call_of_that_response_runs() {
                 .as_str()
                 .unwrap()
                 .contains("waiting for the person's approval")
+    );
+    // The change that came first did not run either (it used to start at once).
+    assert_eq!(tools.recorded.load(Ordering::SeqCst), 0);
+    let recorded = events.iter().find_map(|e| match e {
+        AgentEvent::ToolEnded { id, content, .. } if id == "c-record" => Some(content.clone()),
+        _ => None,
+    });
+    assert!(
+        recorded.is_some_and(|c| c["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("waiting for the person's approval")),
+        "{events:#?}"
     );
     check(&store.load_history("s1").await.unwrap()).unwrap();
 }

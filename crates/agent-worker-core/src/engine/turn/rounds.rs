@@ -16,7 +16,7 @@ use crate::engine::model::{ModelError, ModelEvent, StopReason};
 use crate::engine::quiet::Quiet;
 use crate::engine::retry::backoff;
 use crate::engine::stop::{self, StopFlag};
-use crate::engine::tools::{ToolContext, ToolOutcome};
+use crate::engine::tools::{Effect, ToolContext, ToolOutcome};
 use crate::engine::turn_stream::Emitter;
 use crate::engine::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::redact;
@@ -275,6 +275,34 @@ pub(super) fn retry_reason(error: &ModelError) -> String {
 
 type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
 
+/// A step's tool calls: the reads, started as soon as their input is complete, and the calls
+/// that change something, held until the response ends. When one call of a response needs the
+/// person's approval, none of that response's calls that change something runs, the earlier
+/// ones included.
+#[derive(Default)]
+pub(super) struct StepCalls {
+    running: FuturesUnordered<RunningCall>,
+    held_back: Vec<(usize, RunningCall)>,
+}
+
+impl StepCalls {
+    /// Starts the calls held back, or, when a call of the response waits for approval, answers
+    /// each with why it did not run.
+    fn release(&mut self, turn: &mut TurnState, out: &Emitter) {
+        let held_back = std::mem::take(&mut self.held_back);
+        if turn.held.is_some() {
+            for (index, _) in held_back {
+                let not_run = ToolOutcome::error(
+                    "not run: another call of this response is waiting for the person's approval",
+                );
+                turn.finish_call(index, not_run, out);
+            }
+        } else {
+            self.running.extend(held_back.into_iter().map(|(_, call)| call));
+        }
+    }
+}
+
 /// A tool call as the model made it.
 pub(super) struct Call {
     pub(super) id: String,
@@ -290,7 +318,7 @@ pub(super) async fn start_call(
     turn: &mut TurnState,
     out: &Emitter,
     flag: &StopFlag,
-    running: &mut FuturesUnordered<RunningCall>,
+    calls: &mut StepCalls,
     call: Call,
 ) -> Option<Value> {
     let Call { id, name, input } = call;
@@ -319,6 +347,10 @@ pub(super) async fn start_call(
         turn.finish_call(index, not_run, out);
         return ends;
     }
+    let reads_only = engine
+        .tools
+        .spec(&name)
+        .is_none_or(|spec| spec.effect == Effect::View && !spec.destructive);
     let files = match engine.tools.spec(&name) {
         Some(spec) => {
             let area = engine.file_area.as_deref();
@@ -368,16 +400,22 @@ pub(super) async fn start_call(
                 user_id: ctx.user_id.map(str::to_owned),
                 account_id: ctx.account_id.map(str::to_owned),
             };
-            running.push(Box::pin(async move {
+            let call: RunningCall = Box::pin(async move {
                 (index, tools.run(&name, &args, call_ctx, timeout).await)
-            }));
+            });
+            if reads_only {
+                calls.running.push(call);
+            } else {
+                calls.held_back.push((index, call));
+            }
         }
     }
     ends
 }
 
-/// One model response: streams its output, starts each tool call as soon as its input is
-/// complete, and waits for every call to end.
+/// One model response: streams its output, starts each read as soon as its input is complete
+/// and every other call once the response has ended (none, if one of them waits for approval),
+/// and waits for every call to end.
 pub(super) async fn run_step(
     engine: &EngineInner,
     ctx: &StepContext<'_>,
@@ -387,14 +425,14 @@ pub(super) async fn run_step(
     flag: &StopFlag,
 ) -> Result<StepEnd, ModelError> {
     let mut stream = engine.model.stream(request);
-    let mut running: FuturesUnordered<RunningCall> = FuturesUnordered::new();
+    let mut calls = StepCalls::default();
     let mut stop = None;
     let mut ending = Vec::new();
     let mut quiet = Quiet::new(&engine.config);
     loop {
         tokio::select! {
             biased;
-            Some((index, outcome)) = running.next(), if !running.is_empty() => turn.finish_call(index, outcome, out),
+            Some((index, outcome)) = calls.running.next(), if !calls.running.is_empty() => turn.finish_call(index, outcome, out),
             event = stream.next() => match event {
                 None => break,
                 Some(Err(error)) => return Err(error),
@@ -406,7 +444,7 @@ pub(super) async fn run_step(
                         ModelEvent::ReasoningSignature(signature) => turn.sign_reasoning(signature),
                         ModelEvent::RedactedReasoning(bytes) => turn.add_redacted(&bytes),
                         ModelEvent::ToolUse { id, name, input } => {
-                            if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut running, Call { id, name, input }).await {
+                            if let Some(ended) = start_call(engine, ctx, turn, out, flag, &mut calls, Call { id, name, input }).await {
                                 ending.push(ended);
                             }
                         }
@@ -434,7 +472,8 @@ pub(super) async fn run_step(
         ));
     };
     turn.flush_text(out);
-    while let Some((index, outcome)) = running.next().await {
+    calls.release(turn, out);
+    while let Some((index, outcome)) = calls.running.next().await {
         turn.finish_call(index, outcome, out);
     }
     Ok(StepEnd {
