@@ -302,3 +302,49 @@ async fn invoke_runs_a_standard_agent_from_a_folder() {
     .await;
     assert_eq!(code, Some(2), "--agents-dir needs --agent: {stderr}");
 }
+
+#[tokio::test]
+async fn handle_returns_a_record_the_model_refuses_and_its_redelivery_calls_no_model() {
+    let moto = agent_worker_testkit::moto();
+    let table = format!("cli-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::http_error(
+        400,
+        "ValidationException",
+        "The provided model identifier is invalid.",
+    ));
+    let event = std::env::temp_dir().join(format!("refused-{}.json", uuid::Uuid::new_v4().simple()));
+    let body = serde_json::json!({"turnId": "t-refused", "conversationId": "c1", "userId": "u", "accountId": "a", "content": "Hi"});
+    let record = serde_json::json!({"Records": [{
+        "messageId": "m-1", "receiptHandle": "rh", "body": body.to_string(),
+        "attributes": {"ApproximateReceiveCount": "1"}, "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:turns", "awsRegion": "us-east-1"
+    }]});
+    std::fs::write(&event, record.to_string()).unwrap();
+    let handle = || {
+        Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+            .args(["handle", event.to_str().unwrap(), "--table", &table])
+            .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
+            .env("AWS_ENDPOINT_URL_SQS", moto.endpoint())
+            .env("AWS_ACCESS_KEY_ID", "anything")
+            .env("AWS_SECRET_ACCESS_KEY", "anything")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+    };
+    for delivery in 1..=2 {
+        let output = handle().await.unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        // The turn's events go to stdout as JSON lines (the default sink); the answer is last.
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let answer: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m-1"}]}),
+            "delivery {delivery}"
+        );
+    }
+    assert_eq!(bedrock.requests().len(), 1, "the redelivery called no model");
+}
