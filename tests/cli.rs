@@ -336,10 +336,15 @@ async fn handle_returns_a_record_the_model_refuses_and_its_redelivery_calls_no_m
     };
     for delivery in 1..=2 {
         let output = handle().await.unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         // The turn's events go to stdout as JSON lines (the default sink); the answer is last.
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let answer: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+        let answer: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
         assert_eq!(
             answer,
             serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m-1"}]}),

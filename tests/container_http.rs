@@ -28,6 +28,15 @@ struct Server {
 }
 
 async fn server(capacity: usize, engine_config: EngineConfig, grace: Duration) -> Server {
+    server_with(capacity, engine_config, grace, |_| {}).await
+}
+
+async fn server_with(
+    capacity: usize,
+    engine_config: EngineConfig,
+    grace: Duration,
+    tune: impl FnOnce(&mut ContainerConfig),
+) -> Server {
     let table = format!("container-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
@@ -44,6 +53,7 @@ async fn server(capacity: usize, engine_config: EngineConfig, grace: Duration) -
     settings.max_concurrent_turns = capacity;
     settings.shutdown_grace = grace;
     settings.event_poll = Duration::from_millis(20);
+    tune(&mut settings);
     let ends = Arc::new(Mutex::new(Vec::new()));
     let seen = ends.clone();
     let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
@@ -193,7 +203,8 @@ async fn each_status_code() {
     .unwrap();
     assert_eq!(
         health,
-        json!({"status": "ok", "runningTurns": 1, "capacity": 1, "model": MODEL_ID})
+        json!({"status": "ok", "runningTurns": 1, "capacity": 1, "model": MODEL_ID,
+            "eventStreams": 0, "eventReaders": 0})
     );
 
     let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
@@ -341,4 +352,78 @@ async fn shutdown_while_turns_run_loses_none() {
         .collect();
     outcomes.sort();
     assert_eq!(outcomes, ["completed", "stopped", "stopped"]);
+}
+
+async fn health(server: &Server) -> Value {
+    reqwest::get(format!("{}/health", server.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
+    let server = server_with(1, config(), Duration::from_secs(5), |c| c.max_event_streams = 3).await;
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Thinking").hang().into_reply());
+    let url = format!("{}/turns", server.url);
+    assert_eq!(
+        post(&url, Some(KEY), &turn("t1", "conv-1").to_string()).await.0,
+        202
+    );
+    let events_url = format!("{}/turns/t1/events?session=conv-1", server.url);
+    let client = reqwest::Client::new();
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let response = client
+            .get(&events_url)
+            .header("x-api-key", KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        open.push(response);
+    }
+    let now = health(&server).await;
+    assert_eq!(
+        (now["eventStreams"].as_u64(), now["eventReaders"].as_u64()),
+        (Some(3), Some(1)),
+        "{now}"
+    );
+    let refused = client
+        .get(&events_url)
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503, "past the cap");
+
+    // The turn ends: every subscriber gets the same whole stream, ending with the terminal.
+    let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
+    assert_eq!(post(&stop_url, Some(KEY), "").await.0, 202);
+    let mut bodies = Vec::new();
+    for response in open {
+        let body = tokio::time::timeout(Duration::from_secs(20), response.text())
+            .await
+            .expect("the stream ended after the terminal")
+            .unwrap();
+        bodies.push(sse_events(&body));
+    }
+    assert!(bodies.iter().all(|b| b == &bodies[0]), "{bodies:?}");
+    assert_eq!(bodies[0].last().unwrap().1["type"], "completed");
+    // Once they are gone, so is the reader.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let now = health(&server).await;
+            if now["eventStreams"] == 0 && now["eventReaders"] == 0 {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the streams and their reader were released");
 }

@@ -65,6 +65,9 @@ pub(crate) struct ServeArgs {
     /// Seconds running turns may go on after SIGTERM before they are stopped.
     #[arg(long, default_value_t = 30)]
     pub(crate) shutdown_grace: u64,
+    /// The most event streams open at once.
+    #[arg(long, env = "MAX_EVENT_STREAMS", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS)]
+    pub(crate) max_event_streams: usize,
     #[command(flatten)]
     pub(crate) connections: ConnectionArgs,
     #[command(flatten)]
@@ -97,6 +100,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.connections = args.connections.limits();
+    config.max_event_streams = args.max_event_streams;
     let worker = args.worker.worker().await?;
     let settings = worker.settings;
     let store = worker.store;

@@ -13,7 +13,6 @@
 
 use crate::hosts::http_serve::{ConnectionLimits, serve_within};
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,14 +24,16 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+
+mod events;
+
+pub use events::DEFAULT_MAX_EVENT_STREAMS;
 
 use super::lambda::TurnHandler;
 use super::payload::AgentTurnPayload;
@@ -78,6 +79,8 @@ pub struct ContainerConfig {
     pub event_poll: Duration,
     /// The limits every connection is served within (timeouts, the most open at once).
     pub connections: ConnectionLimits,
+    /// The most event streams open at once; past it, `GET /turns/{id}/events` answers 503.
+    pub max_event_streams: usize,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -105,6 +108,7 @@ impl ContainerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             event_poll: DEFAULT_EVENT_POLL,
             connections: ConnectionLimits::default(),
+            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
         })
     }
 }
@@ -182,6 +186,7 @@ struct Inner {
     accepting: AtomicBool,
     idle: Notify,
     on_turn_end: std::sync::OnceLock<TurnEndHook>,
+    followers: events::Followers,
 }
 
 impl fmt::Debug for ContainerHost {
@@ -203,11 +208,13 @@ impl ContainerHost {
         model: impl Into<String>,
         config: ContainerConfig,
     ) -> Self {
+        let followers = events::Followers::new(config.max_event_streams);
         Self {
             inner: Arc::new(Inner {
                 handler,
                 store,
                 log,
+                followers,
                 config,
                 model: model.into(),
                 running: Mutex::new(HashMap::new()),
@@ -239,7 +246,7 @@ impl ContainerHost {
             .route("/turns", post(accept_turn))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
-            .route("/turns/{turn_id}/events", get(turn_events))
+            .route("/turns/{turn_id}/events", get(events::turn_events))
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
@@ -397,11 +404,14 @@ async fn health(State(host): State<ContainerHost>) -> Response {
     } else {
         "draining"
     };
+    let (event_streams, event_readers) = host.inner.followers.counts();
     axum::Json(json!({
         "status": status,
         "runningTurns": running,
         "capacity": host.inner.config.max_concurrent_turns,
         "model": host.inner.model,
+        "eventStreams": event_streams,
+        "eventReaders": event_readers,
     }))
     .into_response()
 }
@@ -464,93 +474,6 @@ async fn stop_turn(
         }
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
-}
-
-async fn turn_events(
-    State(host): State<ContainerHost>,
-    Path(turn_id): Path<String>,
-    Query(query): Query<SessionQuery>,
-    headers: HeaderMap,
-) -> Response {
-    let Some(log) = host.inner.log.clone() else {
-        return error(StatusCode::NOT_FOUND, "this worker keeps no event log");
-    };
-    let resume = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .or(query.cursor);
-    let poll = host.inner.config.event_poll;
-    Sse::new(follow(log, query.session, turn_id, resume, poll))
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-/// The turn's logged events after `after`, live, ending after the terminal.
-fn follow(
-    log: DynamoEventLog,
-    session: String,
-    turn_id: String,
-    after: Option<u64>,
-    poll: Duration,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    struct Follow {
-        log: DynamoEventLog,
-        session: String,
-        turn_id: String,
-        after: Option<u64>,
-        queued: std::collections::VecDeque<crate::sinks::LoggedEvent>,
-        done: bool,
-        first: bool,
-        whole_read: bool,
-    }
-    let state = Follow {
-        log,
-        session,
-        turn_id,
-        after,
-        queued: Default::default(),
-        done: false,
-        first: true,
-        whole_read: false,
-    };
-    futures_util::stream::unfold(state, move |mut state| async move {
-        loop {
-            if let Some(logged) = state.queued.pop_front() {
-                state.after = Some(logged.seq);
-                state.done = logged.event.is_terminal();
-                let data = serde_json::to_string(&logged.event).unwrap_or_default();
-                let event = Event::default()
-                    .id(logged.seq.to_string())
-                    .event(logged.event.type_name())
-                    .data(data);
-                return Some((Ok(event), state));
-            }
-            if state.done {
-                return None;
-            }
-            if !state.first {
-                tokio::time::sleep(poll).await;
-            }
-            // The first read takes the whole log, so that a stream resumed at or after the
-            // turn's terminal ends at once instead of waiting for events that will never come.
-            state.first = false;
-            let from = if state.whole_read { state.after } else { None };
-            match state.log.read(&state.session, &state.turn_id, from).await {
-                Ok(events) if !state.whole_read => {
-                    state.whole_read = true;
-                    let after = state.after;
-                    let seen = |seq: u64| after.is_some_and(|a| seq <= a);
-                    if events.iter().any(|e| e.event.is_terminal() && seen(e.seq)) {
-                        return None;
-                    }
-                    state.queued.extend(events.into_iter().filter(|e| !seen(e.seq)));
-                }
-                Ok(events) => state.queued.extend(events),
-                Err(e) => tracing::warn!(error = %e, "could not read the event log; trying again"),
-            }
-        }
-    })
 }
 
 /// Serves `host` on `listener` until `shutdown` resolves, then drains: no new turns, running
