@@ -287,6 +287,21 @@ fn store_cases() -> Vec<StoreCase> {
                 times: 1,
                 redriven: false,
             },
+            // The answer cut in the middle: inside its head, and a little way into its body.
+            StoreCase {
+                step,
+                matches: matches.clone(),
+                fault: Fault::CutResponse { after: 40 },
+                times: 1,
+                redriven: false,
+            },
+            StoreCase {
+                step,
+                matches: matches.clone(),
+                fault: Fault::CutResponse { after: 260 },
+                times: 1,
+                redriven: false,
+            },
         ]);
     }
     cases.push(StoreCase {
@@ -420,6 +435,29 @@ async fn bedrock_faults_end_as_the_outcome_table_says() {
     assert_eq!(code(&seen.terminals[0]), Some("model_stream_interrupted"));
     assert_eq!(seen.redriven, 0);
 
+    // The event stream cut inside its HTTP head, before any event: retried, completed.
+    world
+        .model
+        .inject(Rule::new(stream.clone(), Fault::CutResponse { after: 40 }));
+    world.bedrock.push(Reply::text("never seen"));
+    world.bedrock.push(Reply::text("Whole this time."));
+    let seen = deliver(&world, &turn(), 1).await;
+    assert_eq!(seen.terminals, vec![AgentEvent::completed()]);
+
+    // The event stream cut in the middle, after a whole text event: what arrived is kept and
+    // marked, `model_stream_interrupted` (retryable), never a finished answer.
+    let long = "word ".repeat(400);
+    world
+        .model
+        .inject(Rule::new(stream.clone(), Fault::CutResponse { after: 3_000 }));
+    world
+        .bedrock
+        .push(StreamScript::new().text(&long, 4).stop("end_turn").into_reply());
+    let seen = deliver(&world, &turn(), 1).await;
+    let (details, retryable, code_of) = support::failure(&seen.terminals);
+    assert_eq!(code_of.as_deref(), Some("model_stream_interrupted"), "{details}");
+    assert!(retryable, "{details}");
+
     // A stream that stalls before its first event: the first-chunk timeout, then a retry.
     world.bedrock.push(StreamScript::new().hang().into_reply());
     world.bedrock.push(Reply::text("Sorry for the wait."));
@@ -437,7 +475,7 @@ async fn bedrock_faults_end_as_the_outcome_table_says() {
 
     let audit = world.audit(&accepted).await;
     assert_eq!(audit.violations, Vec::<String>::new());
-    assert_eq!(audit.sessions, 6);
+    assert_eq!(audit.sessions, 8);
     assert_eq!(world.bedrock.pending_replies(), 0);
 }
 

@@ -103,6 +103,13 @@ pub enum Fault {
     /// As [`LoseResponse`](Self::LoseResponse), but the connection stays open and silent: the
     /// caller learns nothing until its own timeout.
     StallResponse,
+    /// The request reaches the upstream; the first `after` bytes of its answer reach the
+    /// client, then the connection is reset: an answer cut in the middle (of a head, a body, an
+    /// event stream).
+    CutResponse {
+        /// How many bytes of the answer the client gets.
+        after: usize,
+    },
 }
 
 impl Fault {
@@ -192,6 +199,7 @@ impl Fault {
             Self::Reset => "reset".into(),
             Self::LoseResponse => "lost response".into(),
             Self::StallResponse => "stalled response".into(),
+            Self::CutResponse { after } => format!("response cut after {after} bytes"),
         }
     }
 }
@@ -464,7 +472,7 @@ async fn serve(mut client: TcpStream, shared: Arc<Shared>) {
         };
         let fault = shared.fault_for(&request);
         let kept = match fault {
-            None => forward(&request, &mut client, &mut buffer, &shared, true).await,
+            None => forward(&request, &mut client, &mut buffer, &shared, Relay::All).await,
             Some(Fault::Respond {
                 status,
                 headers,
@@ -475,13 +483,19 @@ async fn serve(mut client: TcpStream, shared: Arc<Shared>) {
                 return;
             }
             Some(Fault::LoseResponse) => {
-                if forward(&request, &mut client, &mut buffer, &shared, false).await {
+                if forward(&request, &mut client, &mut buffer, &shared, Relay::Nothing).await {
                     reset(client);
                 }
                 return;
             }
+            Some(Fault::CutResponse { after }) => {
+                // Whatever the relay ends with, the connection goes: cut there.
+                forward(&request, &mut client, &mut buffer, &shared, Relay::First(after)).await;
+                reset(client);
+                return;
+            }
             Some(Fault::StallResponse) => {
-                if forward(&request, &mut client, &mut buffer, &shared, false).await {
+                if forward(&request, &mut client, &mut buffer, &shared, Relay::Nothing).await {
                     // Silent until the client hangs up.
                     let mut sink = [0u8; 1024];
                     while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
@@ -495,14 +509,25 @@ async fn serve(mut client: TcpStream, shared: Arc<Shared>) {
     }
 }
 
-/// Sends `request` upstream; with `relay`, streams the answer to the client as it comes,
-/// otherwise reads it whole and drops it. Whether the client connection can go on.
+/// How much of an upstream answer reaches the client.
+#[derive(Debug, Clone, Copy)]
+enum Relay {
+    /// All of it, as it comes.
+    All,
+    /// None: it is read whole and dropped.
+    Nothing,
+    /// Its first bytes, as they come; the rest is not sent.
+    First(usize),
+}
+
+/// Sends `request` upstream and relays its answer as `relay` says. Whether the client
+/// connection can go on (never, once a [`Relay::First`] limit is reached).
 async fn forward(
     request: &Request,
     client: &mut TcpStream,
     buffer: &mut Vec<u8>,
     shared: &Shared,
-    relay: bool,
+    relay: Relay,
 ) -> bool {
     let Ok(mut upstream) = TcpStream::connect(shared.upstream).await else {
         let _ = respond(client, 502, &[], "the fault proxy could not reach its upstream").await;
@@ -515,13 +540,23 @@ async fn forward(
     let (mut client_read, mut client_write) = client.split();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut early = [0u8; 8192];
-    let mut listening = relay;
+    let mut listening = !matches!(relay, Relay::Nothing);
+    let mut left = match relay {
+        Relay::First(after) => after,
+        Relay::All | Relay::Nothing => usize::MAX,
+    };
     loop {
         tokio::select! {
             read = upstream.read(&mut chunk) => match read {
                 Ok(0) => return true,
-                Ok(n) if relay => {
-                    if client_write.write_all(&chunk[..n]).await.is_err() {
+                Ok(n) if !matches!(relay, Relay::Nothing) => {
+                    let sent = n.min(left);
+                    if client_write.write_all(&chunk[..sent]).await.is_err() {
+                        return false;
+                    }
+                    left -= sent;
+                    if left == 0 {
+                        let _ = client_write.flush().await;
                         return false;
                     }
                 }
