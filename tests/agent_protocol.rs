@@ -424,6 +424,20 @@ async fn uploads_are_checked_before_anything_is_written() {
             .contains("file")
     );
 
+    // A relative_path that is not UTF-8 is refused, not quietly mended.
+    let not_utf8 = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(b"x".to_vec()).file_name("x.txt"),
+        )
+        .part(
+            "relative_path",
+            reqwest::multipart::Part::bytes(vec![b'a', 0xff, 0xfe]),
+        );
+    let response = http.post(&url).multipart(not_utf8).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(response.text().await.unwrap().contains("not UTF-8"));
+
     let not_multipart = http.post(&url).body("hello").send().await.unwrap();
     assert_eq!(not_multipart.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
@@ -859,6 +873,39 @@ async fn any_agent_is_served_and_is_last_comes_from_its_completed_data() {
         .await
         .unwrap();
     assert!(last.is_last);
+}
+
+#[tokio::test]
+async fn a_step_too_large_to_keep_is_a_422_before_the_model_runs() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let (store, _) = dynamo_task_store().await;
+    let engine = agent_worker::engine::Engine::builder()
+        .model(agent_worker::engine::BedrockModel::new(
+            bedrock.client(),
+            support::MODEL_ID,
+        ))
+        .store(store)
+        .config(support::config())
+        .build()
+        .unwrap();
+    let server = start(AgentTaskHandler::new(engine), |_| {}).await;
+    let client = &server.client;
+    let task = client
+        .create_agent_task(&TaskRequestBody::new("Hello"))
+        .await
+        .unwrap();
+    // 600 KB of input: within the JSON limit, beyond what one stored message holds.
+    let huge = "word ".repeat(120_000);
+    let message = unprocessable(
+        client
+            .execute_agent_task_step(&task.task_id, Some(&StepRequestBody::new(huge)))
+            .await,
+    );
+    assert!(
+        message.contains("invalid_prompt") && message.contains("prompt.text"),
+        "{message}"
+    );
+    assert!(bedrock.requests().is_empty(), "the model was not called");
 }
 
 #[tokio::test]

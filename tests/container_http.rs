@@ -162,6 +162,14 @@ async fn each_status_code() {
         error["error"].as_str().is_some_and(|e| e.contains("bytes")),
         "a JSON error: {error}"
     );
+    // Words the table could not keep: refused at once, naming the field, nothing run.
+    let wordy = json!({"turnId": "t-wordy", "conversationId": "c", "userId": "u", "accountId": "a", "content": "w".repeat(500_000)});
+    let (status, error) = post(&url, Some(KEY), &wordy.to_string()).await;
+    assert_eq!(
+        (status, error["field"].as_str()),
+        (413, Some("content")),
+        "{error}"
+    );
     // Ids a store cannot key are refused at the edge, naming the field.
     for (turn, session, field) in [
         ("t".repeat(10_000), "c".to_owned(), "turnId"),

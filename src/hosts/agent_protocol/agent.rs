@@ -18,7 +18,7 @@ use async_trait::async_trait;
 
 use super::handler::{StepFailed, StepHandler, StepResult, TaskFailed, TaskHandler};
 use super::types::{StepRequestBody, Task};
-use crate::protocol::{Agent, CollectError, Prompt, Scope, collect};
+use crate::protocol::{Agent, CollectError, Prompt, Scope, codes, collect};
 
 /// The key of `completed.data` that marks a task's last step.
 pub const IS_LAST_KEY: &str = "is_last";
@@ -83,6 +83,10 @@ impl<A: Agent + 'static> StepHandler for AgentSteps<A> {
         let collected = collect(self.agent.invoke(scope, Prompt::text(text)))
             .await
             .map_err(|e| match e {
+                // The input cannot run (too large to keep, say): the caller's to fix, a 422.
+                CollectError::Failed(failure) if failure.code.as_deref() == Some(codes::INVALID_PROMPT) => {
+                    StepFailed::invalid_input(format!("{} ({})", failure.details, codes::INVALID_PROMPT))
+                }
                 CollectError::Failed(failure) => StepFailed::new(format!(
                     "{} ({})",
                     failure.details,

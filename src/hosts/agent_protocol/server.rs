@@ -439,7 +439,10 @@ async fn upload_agent_task_artifacts(
                 file = Some((name, bytes));
             }
             Some("relative_path") => {
-                let text = field.text().await.map_err(|e| multipart_error(&e, limit))?;
+                // Its bytes, not `text()`: that would replace what is not UTF-8 without a word.
+                let bytes = field.bytes().await.map_err(|e| multipart_error(&e, limit))?;
+                let text = String::from_utf8(bytes.to_vec())
+                    .map_err(|_| ApiError::Unprocessable("relative_path is not UTF-8".into()))?;
                 relative_path = Some(text).filter(|t| !t.trim().is_empty());
             }
             _ => {}

@@ -360,6 +360,20 @@ async fn accept_turn(
                 .into_response();
         }
     };
+    // Words the store could not keep are refused here, before anything runs (the engine would
+    // refuse them too, after the 202).
+    if let Some(limit) = host.inner.store.max_message_bytes() {
+        if turn.content.len() > limit {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(json!({
+                    "error": format!("content is {} bytes; a turn's message may hold at most {limit}", turn.content.len()),
+                    "field": "content",
+                })),
+            )
+                .into_response();
+        }
+    }
     {
         let Ok(mut running) = host.inner.running.lock() else {
             return error(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned");
