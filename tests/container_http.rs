@@ -435,3 +435,34 @@ async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
     .await
     .expect("the streams and their reader were released");
 }
+
+#[tokio::test]
+async fn a_turn_of_another_persons_conversation_is_refused_and_stores_nothing() {
+    let server = server(2, config(), Duration::from_secs(5)).await;
+    let url = format!("{}/turns", server.url);
+    let of = |turn: &str, user: &str| {
+        json!({"turnId": turn, "conversationId": "c-ada", "userId": user, "accountId": "acme", "content": "Hi"})
+            .to_string()
+    };
+    server.bedrock.push(Reply::text("Hello Ada."));
+    assert_eq!(post(&url, Some(KEY), &of("t1", "ada")).await.0, 202);
+    assert_eq!(post(&url, Some(KEY), &of("t2", "mallory")).await.0, 202);
+    // Both end; the second without running.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while server.ends.lock().unwrap().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("both turns ended");
+    let ends = server.ends.lock().unwrap().clone();
+    let theirs = ends.iter().find(|e| e.turn_id == "t2").unwrap();
+    assert_eq!(theirs.outcome.as_str(), "refused");
+    assert!(
+        matches!(&theirs.terminal, Some(agent_worker::protocol::AgentEvent::Failed { code: Some(code), .. }) if code == "not_owner"),
+        "{:?}",
+        theirs.terminal
+    );
+    assert_eq!(server.bedrock.requests().len(), 1);
+    assert_eq!(server.store.load_history("c-ada").await.unwrap().len(), 2);
+}

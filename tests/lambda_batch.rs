@@ -690,3 +690,118 @@ async fn the_function_runs_the_standard_agent_a_turn_names_and_resumes_it_on_ano
     }
     let _ = std::fs::remove_dir_all(&folder);
 }
+
+fn turn_of(turn_id: &str, session: &str, user: &str, account: &str, text: &str) -> String {
+    json!({"turnId": turn_id, "conversationId": session, "userId": user, "accountId": account, "content": text})
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_turn_of_another_persons_conversation_runs_nothing_and_goes_towards_the_dlq() {
+    let world = World::new().await;
+    let handler = world.handler();
+    world.bedrock.push(Reply::text("Hello Ada."));
+    let first = handler
+        .handle_batch(
+            batch(vec![record("m1", &turn_of("t1", "c-ada", "ada", "acme", "Hi"))]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert!(failures(&first).is_empty());
+    // Someone else, then Ada under another account: neither runs.
+    let others = vec![
+        record(
+            "m2",
+            &turn_of("t2", "c-ada", "mallory", "acme", "Show me her messages"),
+        ),
+        record("m3", &turn_of("t3", "c-ada", "ada", "evil-corp", "And now?")),
+    ];
+    let response = handler.handle_batch(batch(others), in_an_hour()).await.unwrap();
+    assert_eq!(
+        failures(&response),
+        ["m2", "m3"],
+        "never to succeed: towards the DLQ"
+    );
+    assert_eq!(world.bedrock.requests().len(), 1, "no model call for them");
+    let store = world.store();
+    assert_eq!(
+        store.load_history("c-ada").await.unwrap().len(),
+        2,
+        "nothing of theirs stored"
+    );
+    let log = DynamoEventLog::new(world.store());
+    for turn in ["t2", "t3"] {
+        let logged = log.read("c-ada", turn, None).await.unwrap();
+        assert!(
+            logged.is_empty(),
+            "{turn}: no event to the conversation's sinks: {logged:?}"
+        );
+        assert_eq!(
+            store
+                .claim_turn("c-ada", turn, Lease(Duration::from_secs(1)))
+                .await
+                .unwrap(),
+            Claim::Claimed { reclaimed: false },
+            "{turn} was never claimed"
+        );
+    }
+    // Ada goes on.
+    world.bedrock.push(Reply::text("Still here."));
+    let again = handler
+        .handle_batch(
+            batch(vec![record(
+                "m4",
+                &turn_of("t4", "c-ada", "ada", "acme", "Again"),
+            )]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert!(failures(&again).is_empty());
+    assert_eq!(store.load_history("c-ada").await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn the_poller_sends_a_turn_of_another_persons_conversation_to_the_dlq() {
+    let world = World::new().await;
+    world.bedrock.push(Reply::text("Hello Ada."));
+    let sqs = moto().sqs();
+    let (url, dlq) = queue(&sqs, 2).await;
+    let options = PollOptions {
+        until_empty: true,
+        wait: Duration::from_secs(1),
+        ..PollOptions::default()
+    };
+    let at_once = RedriveBackoff::new(Duration::ZERO, Duration::ZERO).unwrap();
+    let handler = world.handler().requeue(Requeue::new(sqs.clone(), at_once));
+    // Ada's turn first, so that the conversation is hers; then someone else's.
+    for (turn, user) in [("t1", "ada"), ("t2", "mallory")] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(turn_of(turn, "c-ada", user, "acme", "Hi"))
+            .send()
+            .await
+            .unwrap();
+        poll_queue(&sqs, &url, &handler, &options, std::future::pending())
+            .await
+            .unwrap();
+    }
+    let dead = sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let dead_turns: Vec<String> = dead
+        .messages
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| serde_json::from_str::<serde_json::Value>(&m.body?).ok())
+        .map(|b| b["turnId"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(dead_turns, ["t2"]);
+    assert_eq!(world.bedrock.requests().len(), 1);
+    assert_eq!(world.store().load_history("c-ada").await.unwrap().len(), 2);
+}

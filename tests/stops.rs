@@ -338,6 +338,13 @@ struct HangingWrites(MemoryStore);
 
 #[async_trait]
 impl SessionStore for HangingWrites {
+    async fn claim_owner(
+        &self,
+        session: &str,
+        owner: &agent_worker::session::Owner,
+    ) -> Result<agent_worker::session::OwnerCheck, StoreError> {
+        self.0.claim_owner(session, owner).await
+    }
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         self.0.claim_turn(session, turn_id, lease).await
     }

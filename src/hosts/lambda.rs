@@ -98,7 +98,8 @@ pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
                 | codes::INTERNAL
                 | codes::INVALID_PROMPT
                 | codes::MODEL_REJECTED
-                | codes::FAILED_BEFORE,
+                | codes::FAILED_BEFORE
+                | codes::NOT_OWNER,
             )
             | None => Disposition::Redrive(details.clone()),
             Some(other) => Disposition::Acknowledge(format!("failed ({other}), and the client was told")),
@@ -461,6 +462,7 @@ mod tests {
         assert!(redrives(&failed(codes::INVALID_PROMPT, false)));
         assert!(redrives(&failed(codes::MODEL_REJECTED, false)));
         assert!(redrives(&failed(codes::FAILED_BEFORE, false)));
+        assert!(redrives(&failed(codes::NOT_OWNER, false)));
         assert!(redrives(&failed(codes::INTERNAL, false)));
         assert!(redrives(&AgentEvent::failed("no code", false, None)));
         assert!(disposition(None).is_redrive());

@@ -26,19 +26,23 @@ pub const SUPERSEDED: &str = "superseded";
 /// A redelivery of a turn that already failed in a way no retry can help ([`MODEL_REJECTED`]):
 /// nothing ran again, and the record goes back to its queue until the dead-letter queue takes it.
 pub const FAILED_BEFORE: &str = "failed_before";
+/// A turn of a conversation that belongs to another person (its `userId` or `accountId` is not
+/// the one its first turn recorded): nothing ran, and nothing of it is stored.
+pub const NOT_OWNER: &str = "not_owner";
 /// A turn that reached its deadline and could not store what it did in time: nothing of it was
 /// kept.
 pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";
 
 /// Whether a `failed` event with `code` says the turn never ran: a redelivery of a turn that
-/// ran to its end ([`DUPLICATE_TURN`]) or failed for good ([`FAILED_BEFORE`]), one running
+/// ran to its end ([`DUPLICATE_TURN`]) or failed for good ([`FAILED_BEFORE`]), one of another
+/// person's conversation ([`NOT_OWNER`]), one running
 /// elsewhere ([`TURN_IN_PROGRESS`]), or one the person's next message replaced before it started
 /// ([`SUPERSEDED`]). A host sends such a
 /// refusal to no sink, so it cannot disturb what the run it repeats wrote.
 pub fn never_ran(code: &str) -> bool {
     matches!(
         code,
-        DUPLICATE_TURN | FAILED_BEFORE | TURN_IN_PROGRESS | SUPERSEDED
+        DUPLICATE_TURN | FAILED_BEFORE | NOT_OWNER | TURN_IN_PROGRESS | SUPERSEDED
     )
 }
 
@@ -48,7 +52,13 @@ mod tests {
 
     #[test]
     fn only_refusals_before_the_run_say_it_never_ran() {
-        for code in [DUPLICATE_TURN, FAILED_BEFORE, TURN_IN_PROGRESS, SUPERSEDED] {
+        for code in [
+            DUPLICATE_TURN,
+            FAILED_BEFORE,
+            NOT_OWNER,
+            TURN_IN_PROGRESS,
+            SUPERSEDED,
+        ] {
             assert!(never_ran(code), "{code}");
         }
         for code in [

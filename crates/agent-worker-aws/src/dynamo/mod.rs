@@ -13,6 +13,7 @@ mod codec;
 mod documents;
 mod event_log;
 pub mod keys;
+mod owner;
 mod store;
 mod table;
 mod thread;

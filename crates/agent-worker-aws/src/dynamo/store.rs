@@ -26,8 +26,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::history::check;
 use agent_worker_core::session::{
-    Claim, HistoryView, Lease, Message, SessionStore, Stop, StopOutcome, StoreError, Summary, TurnOutcome,
-    TurnRecord, TurnStatus,
+    Claim, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop, StopOutcome, StoreError,
+    Summary, TurnOutcome, TurnRecord, TurnStatus,
 };
 
 use super::codec::*;
@@ -435,6 +435,10 @@ impl SessionStore for DynamoStore {
 
     fn max_id_bytes(&self) -> Option<usize> {
         Some(MAX_ID_BYTES)
+    }
+
+    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        super::owner::claim(self, session, owner).await
     }
 
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::history::check;
 use super::{
-    ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease, Message, PendingApproval, SessionStore, Stop,
-    StopOutcome, StoreError, Summary, TurnOutcome, TurnRecord, TurnStatus,
+    ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval,
+    SessionStore, Stop, StopOutcome, StoreError, Summary, TurnOutcome, TurnRecord, TurnStatus,
 };
 
 /// A session store held in memory: for tests, the command line and embedding.
@@ -34,6 +34,7 @@ struct SessionData {
     summary: Option<Summary>,
     turns: HashMap<String, TurnRecord>,
     stops: HashMap<String, Stop>,
+    owner: Option<Owner>,
 }
 
 impl MemoryStore {
@@ -65,6 +66,19 @@ impl MemoryStore {
 
 #[async_trait]
 impl SessionStore for MemoryStore {
+    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        Ok(match &data.owner {
+            None => {
+                data.owner = Some(owner.clone());
+                OwnerCheck::Claimed
+            }
+            Some(known) if known == owner => OwnerCheck::Same,
+            Some(other) => OwnerCheck::Other(other.clone()),
+        })
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;

@@ -10,6 +10,7 @@ mod error;
 pub mod history;
 mod memory;
 mod message;
+mod owner;
 mod summary;
 mod turn;
 
@@ -17,6 +18,7 @@ pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
+pub use owner::{Owner, OwnerCheck};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
 pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
@@ -62,6 +64,11 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     fn max_message_bytes(&self) -> Option<usize> {
         None
     }
+
+    /// Records `owner` as the person `session` belongs to, unless it belongs to someone
+    /// already: then says who. One conditional write; a turn of someone else's conversation runs
+    /// nothing.
+    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError>;
 
     /// The longest id (session or turn) this store can key, in bytes; `None` for no limit. A turn
     /// with a longer one is refused before anything runs.
@@ -123,6 +130,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     fn max_message_bytes(&self) -> Option<usize> {
         (**self).max_message_bytes()
+    }
+
+    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        (**self).claim_owner(session, owner).await
     }
 
     fn max_id_bytes(&self) -> Option<usize> {

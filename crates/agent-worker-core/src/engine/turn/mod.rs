@@ -202,6 +202,7 @@ async fn run_phases(
     out: &Emitter,
 ) -> Result<AgentEvent, Refusal> {
     let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
+    phases::check_owner(engine, ask).await?;
     phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
     let early_stop = phases::look_before_start(engine, ask).await?;
     let TurnAsk {

@@ -11,8 +11,8 @@ use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, ContentBlock, Lease, Message, Role, SessionStore, Stop, StopCause, StoreError, TurnOutcome,
-    TurnRecord, TurnStatus,
+    Claim, ContentBlock, Lease, Message, Owner, OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError,
+    TurnOutcome, TurnRecord, TurnStatus,
 };
 
 /// Why a turn ends before its rounds run.
@@ -28,6 +28,8 @@ pub(super) enum Refusal {
     AlreadyRan,
     /// A redelivery of a turn that failed in a way no retry can help; its details.
     FailedBefore(String),
+    /// The conversation belongs to another person.
+    NotOwner,
     /// The turn runs on another worker, under a live lease.
     RunningElsewhere,
     /// The person's next message replaced the turn before it started.
@@ -49,6 +51,11 @@ impl Refusal {
             Self::ClaimFailed(e) | Self::HistoryUnreadable(e) => {
                 AgentEvent::failed(e.client_message(), true, Some(codes::STORE_FAILED))
             }
+            Self::NotOwner => AgentEvent::failed(
+                "this conversation belongs to another person; nothing ran",
+                false,
+                Some(codes::NOT_OWNER),
+            ),
             Self::FailedBefore(details) => AgentEvent::failed(
                 format!("turn {turn_id} failed before and was not run again: {details}"),
                 false,
@@ -137,6 +144,33 @@ fn kept_size(message: &Message) -> usize {
         }
     }
     serde_json::to_string(&slim).map_or(0, |json| json.len()) + pictures * PICTURE_LINE
+}
+
+/// Checks that the conversation is the asker's, recording them as its owner on its first turn
+/// (or the first since owners are recorded). A turn without both ids is not checked: a library
+/// caller that names no person owns nothing.
+pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Refusal> {
+    let (Some(user_id), Some(account_id)) = (&ask.user_id, &ask.account_id) else {
+        return Ok(());
+    };
+    let owner = Owner::new(user_id.as_str(), account_id.as_str());
+    match engine.store.claim_owner(&ask.session, &owner).await {
+        Ok(OwnerCheck::Claimed | OwnerCheck::Same) => Ok(()),
+        Ok(OwnerCheck::Other(holder)) => {
+            tracing::warn!(
+                user_id = %owner.user_id,
+                account_id = %owner.account_id,
+                owner_user_id = %holder.user_id,
+                owner_account_id = %holder.account_id,
+                "a turn of another person's conversation; nothing runs"
+            );
+            Err(Refusal::NotOwner)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not check the conversation's owner");
+            Err(Refusal::ClaimFailed(e))
+        }
+    }
 }
 
 /// Claims the turn for `lease`: a redelivery of a turn done, or one running elsewhere, is

@@ -152,6 +152,7 @@ fn each_refusal_is_a_failed_terminal_with_its_code() {
             false,
         ),
         (Refusal::RunningElsewhere, codes::TURN_IN_PROGRESS, true),
+        (Refusal::NotOwner, codes::NOT_OWNER, false),
         (Refusal::Superseded, codes::SUPERSEDED, false),
     ];
     for (refusal, code, retryable) in cases {

@@ -1,0 +1,35 @@
+//! [`Owner`]: the person a conversation belongs to, recorded by its first turn.
+
+use serde::{Deserialize, Serialize};
+
+/// The person a conversation belongs to: the `userId` and `accountId` its first turn carried.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    /// The person.
+    pub user_id: String,
+    /// Their account.
+    pub account_id: String,
+}
+
+impl Owner {
+    /// The owner `user_id` of `account_id`.
+    pub fn new(user_id: impl Into<String>, account_id: impl Into<String>) -> Self {
+        Self {
+            user_id: user_id.into(),
+            account_id: account_id.into(),
+        }
+    }
+}
+
+/// What [`SessionStore::claim_owner`](super::SessionStore::claim_owner) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerCheck {
+    /// The conversation had no owner; it has this one now (a new conversation, or one stored
+    /// before owners were recorded).
+    Claimed,
+    /// It belongs to this person already.
+    Same,
+    /// It belongs to someone else, named here.
+    Other(Owner),
+}
