@@ -353,3 +353,71 @@ async fn handle_returns_a_record_the_model_refuses_and_its_redelivery_calls_no_m
     }
     assert_eq!(bedrock.requests().len(), 1, "the redelivery called no model");
 }
+
+/// The failure `events` end with: (code, retryable, details).
+fn failed_with(events: &[AgentEvent]) -> (String, bool, String) {
+    match events.last() {
+        Some(AgentEvent::Failed {
+            details,
+            retryable,
+            code,
+        }) => (code.clone().unwrap_or_default(), *retryable, details.clone()),
+        other => panic!("not a failure: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn through_the_binary_a_stream_without_message_stop_fails_retryable() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(
+        agent_worker_testkit::StreamScript::new()
+            .text("Half an answer", 2)
+            .into_reply(),
+    );
+    let (events, _, code) = invoke(&bedrock, &["--session", "s1", "--text", "Hi"]).await;
+    assert_eq!(code, Some(1));
+    let (failure, retryable, details) = failed_with(&events);
+    assert_eq!(failure, "model_stream_interrupted", "{details}");
+    assert!(
+        retryable && details.contains("without a stop reason"),
+        "{details}"
+    );
+}
+
+#[tokio::test]
+async fn through_the_binary_an_unclosed_tool_call_is_named_not_dropped() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(
+        agent_worker_testkit::StreamScript::new()
+            .text("Let me check.", 1)
+            .frame(agent_worker_testkit::Frame::event(
+                "contentBlockStart",
+                serde_json::json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "t-open", "name": "current_time"}}}),
+            ))
+            .stop("tool_use")
+            .into_reply(),
+    );
+    let (events, _, code) = invoke(
+        &bedrock,
+        &[
+            "--session",
+            "s1",
+            "--text",
+            "What time is it?",
+            "--tool",
+            "current_time",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(1));
+    let (failure, _, details) = failed_with(&events);
+    assert_eq!(failure, "model_stream_interrupted", "{details}");
+    assert!(
+        details.contains("`current_time`") && details.contains("t-open"),
+        "{details}"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, AgentEvent::ToolStarted { .. })),
+        "the call never ran"
+    );
+}
