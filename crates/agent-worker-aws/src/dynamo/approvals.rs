@@ -11,7 +11,7 @@ use agent_worker_core::session::{ApprovalStatus, ApprovalStore, PendingApproval,
 
 use super::DynamoStore;
 use super::keys::{APPROVAL_PREFIX, EXPIRES_AT, PK, SK, approval_sk, session_pk};
-use super::store::store_error;
+use super::sdk_error::store_error;
 
 /// How long an approval item outlives its expiry, for the record.
 const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;

@@ -17,7 +17,7 @@ use agent_worker_core::session::StoreError;
 use super::DynamoStore;
 use super::codec::s;
 use super::keys::{EXPIRES_AT, PK, SK};
-use super::store::store_error;
+use super::sdk_error::store_error;
 
 /// The attribute that holds an item's JSON.
 const DOC: &str = "doc";

@@ -14,6 +14,7 @@ mod documents;
 mod event_log;
 pub mod keys;
 mod owner;
+mod sdk_error;
 mod store;
 mod table;
 mod thread;

@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
 use super::keys::{EXPIRES_AT, META_SK, PK, SK, session_pk};
-use super::store::store_error;
+use super::sdk_error::store_error;
 
 /// The attribute of the person a conversation belongs to.
 const OWNER_USER: &str = "ownerUserId";

@@ -32,6 +32,7 @@ use agent_worker_core::session::{
 
 use super::codec::*;
 use super::keys::*;
+use super::sdk_error::store_error;
 use super::transact::{item_size, plan};
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
@@ -81,34 +82,6 @@ impl fmt::Debug for DynamoStore {
         f.debug_struct("DynamoStore")
             .field("table", &self.config.table)
             .finish_non_exhaustive()
-    }
-}
-
-/// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
-/// service's code and message (the raw response left out), after `what` was being done. The SDK's
-/// error is kept as the source.
-pub(crate) fn store_error<E, R>(what: &str, error: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: fmt::Debug + Send + Sync + 'static,
-{
-    let code = error.code().unwrap_or_default().to_owned();
-    let detail = format!(
-        "{what}: {}",
-        error
-            .message()
-            .map(str::to_owned)
-            .unwrap_or_else(|| { aws_sdk_dynamodb::error::DisplayErrorContext(&error).to_string() })
-    );
-    if matches!(
-        code.as_str(),
-        "ThrottlingException" | "ProvisionedThroughputExceededException" | "RequestLimitExceeded"
-    ) {
-        StoreError::Throttled(Failure::caused_by(detail, error))
-    } else if code.is_empty() {
-        StoreError::Backend(Failure::caused_by(detail, error))
-    } else {
-        StoreError::Backend(Failure::caused_by(format!("{detail} ({code})"), error))
     }
 }
 

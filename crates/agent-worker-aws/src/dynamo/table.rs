@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata as _;
 
 use super::DynamoStore;
 use super::keys::{EXPIRES_AT, PK, SK};
-use super::store::store_error;
+use super::sdk_error::store_error;
 use agent_worker_core::session::StoreError;
 
 impl DynamoStore {

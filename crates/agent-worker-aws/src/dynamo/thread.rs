@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
 use super::keys::{EXPIRES_AT, PK, SK, THREAD_SK, session_pk};
-use super::store::store_error;
+use super::sdk_error::store_error;
 use agent_worker_core::agents::{ThreadRecord, ThreadStore, ThreadStoreError};
 use agent_worker_core::session::StoreError;
 
