@@ -235,14 +235,41 @@ async fn forged_borrowed_missing_and_malformed_decisions_run_nothing() {
 #[derive(Debug, Default, Clone)]
 struct PaymentsSwitch(Arc<AtomicBool>);
 
+impl PaymentsSwitch {
+    /// A switch that denies payments from the start.
+    fn off() -> Self {
+        let switch = Self::default();
+        switch.0.store(true, Ordering::SeqCst);
+        switch
+    }
+}
+
 impl ToolPolicy for PaymentsSwitch {
     fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision {
         if call.tool.name == "pay" && self.0.load(Ordering::SeqCst) {
-            ToolDecision::Deny("payments were switched off".into())
+            ToolDecision::Deny("payments are switched off".into())
         } else {
             ToolDecision::Allow
         }
     }
+}
+
+/// An engine with approvals and `policy`.
+fn engine_with_policy(
+    bedrock: &BedrockStandIn,
+    store: &MemoryStore,
+    tools: &Tools,
+    policy: PaymentsSwitch,
+) -> Engine {
+    Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .approvals(store.clone(), signer())
+        .tool_policy(policy)
+        .tools(tools.list())
+        .config(config())
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -251,15 +278,7 @@ async fn a_deny_wins_over_an_approval_given_before_it() {
     let store = MemoryStore::new();
     let tools = Tools::new();
     let switch = PaymentsSwitch::default();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .approvals(store.clone(), signer())
-        .tool_policy(switch.clone())
-        .tools(tools.list())
-        .config(config())
-        .build()
-        .unwrap();
+    let engine = engine_with_policy(&bedrock, &store, &tools, switch.clone());
     let event = ask_to_pay(&bedrock, &engine).await;
     // The policy changes while the card is shown; the person then approves.
     switch.0.store(true, Ordering::SeqCst);
@@ -469,33 +488,12 @@ async fn a_decline_a_tampered_token_a_foreign_person_and_an_expired_approval_run
     assert!(told.contains("expired"), "{told}");
 }
 
-#[derive(Debug)]
-struct NoPayments;
-
-impl ToolPolicy for NoPayments {
-    fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision {
-        if call.tool.name == "pay" {
-            ToolDecision::Deny("payments are switched off".into())
-        } else {
-            ToolDecision::Allow
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_deny_wins_and_without_a_store_such_a_call_is_refused() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let denied = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .approvals(store.clone(), signer())
-        .tool_policy(NoPayments)
-        .tools(tools.list())
-        .config(config())
-        .build()
-        .unwrap();
+    let denied = engine_with_policy(&bedrock, &store, &tools, PaymentsSwitch::off());
     bedrock.push(Reply::tool_call("c1", "pay", r#"{"amount": 1, "to": "x"}"#));
     bedrock.push(Reply::text("Cannot pay."));
     let events = run(&denied, "s1", "Pay").await;

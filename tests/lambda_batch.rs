@@ -117,6 +117,22 @@ async fn queue(sqs: &aws_sdk_sqs::Client, max_receive_count: u32) -> (String, St
     (url, dlq)
 }
 
+/// The bodies in the dead-letter queue at `dlq`.
+async fn dead_letters(sqs: &aws_sdk_sqs::Client, dlq: &str) -> Vec<String> {
+    let dead = sqs
+        .receive_message()
+        .queue_url(dlq)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    dead.messages
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.body)
+        .collect()
+}
+
 #[tokio::test]
 async fn a_turn_goes_from_sqs_through_the_handler_into_dynamodb() {
     let world = World::new().await;
@@ -321,20 +337,7 @@ async fn a_poison_message_lands_in_the_dlq_and_nothing_else_is_lost() {
         "the poison message was tried maxReceiveCount times"
     );
 
-    let dead = sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .unwrap();
-    let bodies: Vec<String> = dead
-        .messages
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| m.body)
-        .collect();
-    assert_eq!(bodies, ["{poison"]);
+    assert_eq!(dead_letters(&sqs, &dlq).await, ["{poison"]);
     let store = world.store();
     assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
     assert_eq!(store.load_history("conv-2").await.unwrap().len(), 2);
@@ -787,18 +790,10 @@ async fn the_poller_sends_a_turn_of_another_persons_conversation_to_the_dlq() {
             .await
             .unwrap();
     }
-    let dead = sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .max_number_of_messages(10)
-        .send()
+    let dead_turns: Vec<String> = dead_letters(&sqs, &dlq)
         .await
-        .unwrap();
-    let dead_turns: Vec<String> = dead
-        .messages
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| serde_json::from_str::<serde_json::Value>(&m.body?).ok())
+        .iter()
+        .filter_map(|body| serde_json::from_str::<serde_json::Value>(body).ok())
         .map(|b| b["turnId"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(dead_turns, ["t2"]);
