@@ -110,7 +110,10 @@ fn sse_events(body: &str) -> Vec<(u64, Value)> {
 
 async fn events(server: &Server, turn_id: &str, last: Option<u64>) -> Vec<(u64, Value)> {
     let mut request = reqwest::Client::new()
-        .get(format!("{}/turns/{turn_id}/events?session=conv-1", server.url))
+        .get(format!(
+            "{}/turns/{turn_id}/events?session=conv-1&userId=u&accountId=a",
+            server.url
+        ))
         .header("x-api-key", KEY);
     if let Some(last) = last {
         request = request.header("last-event-id", last.to_string());
@@ -133,8 +136,14 @@ async fn each_status_code() {
     // Every route but the health check is behind the key.
     let client = reqwest::Client::new();
     for (method, path) in [
-        (reqwest::Method::POST, "/turns/t1/stop?session=conv-1"),
-        (reqwest::Method::GET, "/turns/t1/events?session=conv-1"),
+        (
+            reqwest::Method::POST,
+            "/turns/t1/stop?session=conv-1&userId=u&accountId=a",
+        ),
+        (
+            reqwest::Method::GET,
+            "/turns/t1/events?session=conv-1&userId=u&accountId=a",
+        ),
     ] {
         let refused = client
             .request(method, format!("{}{path}", server.url))
@@ -215,7 +224,7 @@ async fn each_status_code() {
             "eventStreams": 0, "eventReaders": 0})
     );
 
-    let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
+    let stop_url = format!("{}/turns/t1/stop?session=conv-1&userId=u&accountId=a", server.url);
     assert_eq!(post(&stop_url, Some(KEY), r#"{"reason":"now"}"#).await.0, 400);
     // A long reason is not echoed back whole.
     let long = json!({"reason": "r".repeat(100_000)}).to_string();
@@ -228,8 +237,8 @@ async fn each_status_code() {
     );
     // No turn id, or no session: refused, nothing written under an empty key.
     for url in [
-        format!("{}/turns//stop?session=conv-1", server.url),
-        format!("{}/turns/t1/stop?session=", server.url),
+        format!("{}/turns//stop?session=conv-1&userId=u&accountId=a", server.url),
+        format!("{}/turns/t1/stop?session=&userId=u&accountId=a", server.url),
     ] {
         let (status, error) = post(&url, Some(KEY), "").await;
         assert_eq!(status, 400, "{url}: {error}");
@@ -382,7 +391,10 @@ async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
         post(&url, Some(KEY), &turn("t1", "conv-1").to_string()).await.0,
         202
     );
-    let events_url = format!("{}/turns/t1/events?session=conv-1", server.url);
+    let events_url = format!(
+        "{}/turns/t1/events?session=conv-1&userId=u&accountId=a",
+        server.url
+    );
     let client = reqwest::Client::new();
     let mut open = Vec::new();
     for _ in 0..3 {
@@ -410,7 +422,7 @@ async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
     assert_eq!(refused.status(), 503, "past the cap");
 
     // The turn ends: every subscriber gets the same whole stream, ending with the terminal.
-    let stop_url = format!("{}/turns/t1/stop?session=conv-1", server.url);
+    let stop_url = format!("{}/turns/t1/stop?session=conv-1&userId=u&accountId=a", server.url);
     assert_eq!(post(&stop_url, Some(KEY), "").await.0, 202);
     let mut bodies = Vec::new();
     for response in open {
@@ -465,4 +477,61 @@ async fn a_turn_of_another_persons_conversation_is_refused_and_stores_nothing() 
     );
     assert_eq!(server.bedrock.requests().len(), 1);
     assert_eq!(server.store.load_history("c-ada").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn only_the_owner_reads_or_stops_a_conversation() {
+    let server = server(1, config(), Duration::from_secs(5)).await;
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Thinking").hang().into_reply());
+    let body = json!({"turnId": "t1", "conversationId": "c-ada", "userId": "ada", "accountId": "acme", "content": "Hi"});
+    assert_eq!(
+        post(&format!("{}/turns", server.url), Some(KEY), &body.to_string())
+            .await
+            .0,
+        202
+    );
+    // The owner is recorded once the turn has started: wait for the model to be asked.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while server.bedrock.requests().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the turn started");
+    let client = reqwest::Client::new();
+    let events = |who: &str| format!("{}/turns/t1/events?session=c-ada&{who}", server.url);
+    let stop = |who: &str| format!("{}/turns/t1/stop?session=c-ada&{who}", server.url);
+    for who in ["userId=mallory&accountId=acme", "userId=ada&accountId=evil-corp"] {
+        let read = client
+            .get(events(who))
+            .header("x-api-key", KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 404, "{who} reads");
+        assert_eq!(post(&stop(who), Some(KEY), "").await.0, 404, "{who} stops");
+    }
+    // Without the person's ids: 400, naming the one missing.
+    let (status, error) = post(&stop("userId=ada"), Some(KEY), "").await;
+    assert_eq!(status, 400);
+    assert!(error.to_string().contains("accountId"), "{error}");
+    // The owner can.
+    assert_eq!(
+        post(&stop("userId=ada&accountId=acme"), Some(KEY), "").await.0,
+        202
+    );
+    let read = client
+        .get(events("userId=ada&accountId=acme"))
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(20), read.text())
+        .await
+        .expect("the stream ended after the terminal")
+        .unwrap();
+    assert_eq!(sse_events(&body).last().unwrap().1["type"], "completed");
 }

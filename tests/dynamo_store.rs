@@ -336,3 +336,37 @@ async fn a_turn_that_logs_again_continues_its_own_log_not_a_neighbours() {
     );
     assert_eq!(log.read("s", "t#1", None).await.unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn a_conversation_belongs_to_the_person_of_its_first_turn() {
+    use agent_worker::session::{Owner, OwnerCheck};
+    let store = store().await;
+    let ada = Owner::new("ada", "acme");
+    assert_eq!(store.owner("s").await.unwrap(), None);
+    assert_eq!(store.claim_owner("s", &ada).await.unwrap(), OwnerCheck::Claimed);
+    assert_eq!(store.claim_owner("s", &ada).await.unwrap(), OwnerCheck::Same);
+    for other in [Owner::new("mallory", "acme"), Owner::new("ada", "evil-corp")] {
+        assert_eq!(
+            store.claim_owner("s", &other).await.unwrap(),
+            OwnerCheck::Other(ada.clone())
+        );
+    }
+    assert_eq!(store.owner("s").await.unwrap(), Some(ada.clone()));
+    // A conversation stored before owners were recorded is claimed by its next turn, and its
+    // history and version are untouched by the claim.
+    store.claim_turn("old", "t1", MINUTE).await.unwrap();
+    let exchange = [Message::user_text("hi"), Message::assistant_text("hello")];
+    store
+        .complete_turn("old", "t1", &exchange, &completed())
+        .await
+        .unwrap();
+    assert_eq!(store.claim_owner("old", &ada).await.unwrap(), OwnerCheck::Claimed);
+    assert_eq!(store.load_history("old").await.unwrap(), exchange);
+    store.claim_turn("old", "t2", MINUTE).await.unwrap();
+    let more = [Message::user_text("again"), Message::assistant_text("still here")];
+    store
+        .complete_turn("old", "t2", &more, &completed())
+        .await
+        .unwrap();
+    assert_eq!(store.load_history("old").await.unwrap().len(), 4);
+}

@@ -345,6 +345,9 @@ impl SessionStore for HangingWrites {
     ) -> Result<agent_worker::session::OwnerCheck, StoreError> {
         self.0.claim_owner(session, owner).await
     }
+    async fn owner(&self, session: &str) -> Result<Option<agent_worker::session::Owner>, StoreError> {
+        self.0.owner(session).await
+    }
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         self.0.claim_turn(session, turn_id, lease).await
     }

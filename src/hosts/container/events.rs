@@ -122,6 +122,9 @@ pub(super) async fn turn_events(
     let Some(log) = host.inner.log.clone() else {
         return error(StatusCode::NOT_FOUND, "this worker keeps no event log");
     };
+    if let Err(refused) = query.check_person(&host, &turn_id).await {
+        return refused;
+    }
     let resume = match headers.get("last-event-id").map(|v| v.to_str()) {
         Some(Ok(text)) => match text.trim().parse::<u64>() {
             Ok(cursor) => Some(cursor),

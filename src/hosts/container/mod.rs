@@ -4,8 +4,8 @@
 //! | --- | --- |
 //! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 409 that turn is running; 413 too large; 503 with `Retry-After` at capacity or shutting down |
 //! | `GET /health` | status, running turns, capacity, model |
-//! | `POST /turns/{turnId}/stop?session=S` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended |
-//! | `GET /turns/{turnId}/events?session=S` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal |
+//! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
+//! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
@@ -39,7 +39,7 @@ use super::lambda::TurnHandler;
 use super::payload::AgentTurnPayload;
 use crate::engine::TurnStopReason;
 use crate::protocol::AgentEvent;
-use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
+use crate::session::{Owner, SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
 
 /// How many turns run at once by default.
@@ -431,9 +431,56 @@ async fn health(State(host): State<ContainerHost>) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct SessionQuery {
     session: String,
     cursor: Option<u64>,
+    /// The person asking, as the product's backend vouches for them.
+    user_id: Option<String>,
+    /// Their account.
+    account_id: Option<String>,
+}
+
+impl SessionQuery {
+    /// Whether the asking person may read or stop the conversation: both their ids are given,
+    /// and the conversation is theirs (or no one's yet). Otherwise the answer to send: 400 for
+    /// a missing id, 404 for someone else's conversation (never 403: that would say it exists).
+    async fn check_person(&self, host: &ContainerHost, turn_id: &str) -> Result<(), Response> {
+        for (field, value) in [
+            ("turnId", Some(turn_id)),
+            ("session", Some(self.session.as_str())),
+            ("userId", self.user_id.as_deref()),
+            ("accountId", self.account_id.as_deref()),
+        ] {
+            if value.is_none_or(|v| v.trim().is_empty()) {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    format!("{field} must not be empty"),
+                ));
+            }
+        }
+        let asking = Owner::new(
+            self.user_id.clone().unwrap_or_default(),
+            self.account_id.clone().unwrap_or_default(),
+        );
+        match host.inner.store.owner(&self.session).await {
+            Ok(Some(owner)) if owner != asking => {
+                tracing::warn!(
+                    user_id = %asking.user_id,
+                    account_id = %asking.account_id,
+                    owner_user_id = %owner.user_id,
+                    owner_account_id = %owner.account_id,
+                    "a request for another person's conversation"
+                );
+                Err(error(
+                    StatusCode::NOT_FOUND,
+                    format!("no turn {turn_id} in a conversation of yours"),
+                ))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(error(StatusCode::SERVICE_UNAVAILABLE, e.client_message())),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -447,10 +494,8 @@ async fn stop_turn(
     Query(query): Query<SessionQuery>,
     body: Bytes,
 ) -> Response {
-    for (field, value) in [("turnId", &turn_id), ("session", &query.session)] {
-        if value.trim().is_empty() {
-            return error(StatusCode::BAD_REQUEST, format!("{field} must not be empty"));
-        }
+    if let Err(refused) = query.check_person(&host, &turn_id).await {
+        return refused;
     }
     let reason = if body.is_empty() {
         None

@@ -1,7 +1,7 @@
 //! A conversation's owner, on its meta item (`pk = session#<id>`, `sk = meta`).
 
 use agent_worker_core::session::{Owner, OwnerCheck, StoreError};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::DynamoStore;
 use super::keys::{EXPIRES_AT, META_SK, PK, SK, session_pk};
@@ -30,10 +30,10 @@ pub(super) async fn claim(
         .expression_attribute_names("#user", OWNER_USER)
         .expression_attribute_names("#account", OWNER_ACCOUNT)
         .expression_attribute_names("#exp", EXPIRES_AT)
-        .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
         .expression_attribute_values(":user", AttributeValue::S(owner.user_id.clone()))
         .expression_attribute_values(":account", AttributeValue::S(owner.account_id.clone()))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedOld)
+        .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
+        .return_values(ReturnValue::AllOld)
         .send()
         .await;
     match written {
@@ -46,28 +46,36 @@ pub(super) async fn claim(
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            let item = store
-                .client()
-                .get_item()
-                .table_name(store.table())
-                .key(PK, AttributeValue::S(session_pk(session)))
-                .key(SK, AttributeValue::S(META_SK.to_owned()))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| store_error("reading the conversation's owner", e))?;
-            let text = |name: &str| {
-                item.item()
-                    .and_then(|i| i.get(name))
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            Ok(OwnerCheck::Other(Owner::new(
-                text(OWNER_USER),
-                text(OWNER_ACCOUNT),
-            )))
+            // Refused, then gone (deleted in between): nobody's now, and still not this turn's.
+            let holder = read(store, session)
+                .await?
+                .unwrap_or_else(|| Owner::new(String::new(), String::new()));
+            Ok(OwnerCheck::Other(holder))
         }
         Err(e) => Err(store_error("recording the conversation's owner", e)),
     }
+}
+
+/// The owner recorded on `session`'s meta item, if any.
+pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Owner>, StoreError> {
+    let out = store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key(PK, AttributeValue::S(session_pk(session)))
+        .key(SK, AttributeValue::S(META_SK.to_owned()))
+        .projection_expression("#user, #account")
+        .expression_attribute_names("#user", OWNER_USER)
+        .expression_attribute_names("#account", OWNER_ACCOUNT)
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| store_error("reading the conversation's owner", e))?;
+    let text = |name: &str| {
+        out.item()
+            .and_then(|item| item.get(name))
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+    };
+    Ok(text(OWNER_USER).map(|user| Owner::new(user, text(OWNER_ACCOUNT).unwrap_or_default())))
 }

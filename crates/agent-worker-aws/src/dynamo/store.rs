@@ -414,6 +414,10 @@ impl SessionStore for DynamoStore {
         super::owner::claim(self, session, owner).await
     }
 
+    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
+        super::owner::read(self, session).await
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = now_ms();
         let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));

@@ -79,6 +79,10 @@ impl SessionStore for MemoryStore {
         })
     }
 
+    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
+        Ok(self.lock()?.get(session).and_then(|data| data.owner.clone()))
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;

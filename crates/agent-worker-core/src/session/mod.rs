@@ -70,6 +70,9 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// nothing.
     async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError>;
 
+    /// The person `session` belongs to, if one was recorded.
+    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError>;
+
     /// The longest id (session or turn) this store can key, in bytes; `None` for no limit. A turn
     /// with a longer one is refused before anything runs.
     fn max_id_bytes(&self) -> Option<usize> {
@@ -134,6 +137,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
         (**self).claim_owner(session, owner).await
+    }
+
+    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
+        (**self).owner(session).await
     }
 
     fn max_id_bytes(&self) -> Option<usize> {
