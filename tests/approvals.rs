@@ -86,7 +86,10 @@ fn signer() -> ApprovalSigner {
     ApprovalSigner::new(*b"0123456789abcdef0123456789abcdef").unwrap()
 }
 
-fn engine_with(bedrock: &BedrockStandIn, store: &MemoryStore, tools: &Tools, config: EngineConfig) -> Engine {
+fn engine_with<S>(bedrock: &BedrockStandIn, store: &S, tools: &Tools, config: EngineConfig) -> Engine
+where
+    S: SessionStore + ApprovalStore + Clone + 'static,
+{
     Engine::builder()
         .model(BedrockModel::new(bedrock.client(), MODEL_ID))
         .store(store.clone())
@@ -101,24 +104,15 @@ fn scope(turn: &str) -> Scope {
     Scope::new("s1").with_turn_id(turn).with("userId", "ada")
 }
 
-fn approval_event(events: &[AgentEvent]) -> Value {
-    events
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no approval_required in {events:#?}"))
+async fn ask_to_pay(bedrock: &BedrockStandIn, engine: &Engine) -> Value {
+    ask_for_payment(bedrock, engine, "t1", r#"{"amount": 12, "to": "acme"}"#).await
 }
 
-async fn ask_to_pay(bedrock: &BedrockStandIn, engine: &Engine) -> Value {
-    bedrock.push(Reply::tool_call(
-        "call-pay",
-        "pay",
-        r#"{"amount": 12, "to": "acme"}"#,
-    ));
+/// Turn `turn` in which the model asks to pay with `args`: the approval it waits for.
+async fn ask_for_payment(bedrock: &BedrockStandIn, engine: &Engine, turn: &str, args: &str) -> Value {
+    bedrock.push(Reply::tool_call(&format!("call-pay-{turn}"), "pay", args));
     let events: Vec<_> = engine
-        .invoke(scope("t1"), Prompt::text("Pay acme 12 euros"))
+        .invoke(scope(turn), Prompt::text("Pay them"))
         .collect()
         .await;
     assert_eq!(
@@ -134,14 +128,6 @@ fn decide(turn: &str, event: &Value, decision: &str, token: Option<&str>) -> Sco
         approval["token"] = json!(token);
     }
     scope(turn).with("approval", approval)
-}
-
-/// `token` with one character in its middle changed: it passes every check of shape and
-/// length, so only the MAC can refuse it.
-fn same_length_forgery(token: &str) -> String {
-    let middle = token.len() / 2;
-    let swapped = if &token[middle..=middle] == "A" { "B" } else { "A" };
-    format!("{}{swapped}{}", &token[..middle], &token[middle + 1..])
 }
 
 /// What the model was told at the start of request `index`: the last message it was sent.
@@ -168,16 +154,7 @@ async fn forged_borrowed_missing_and_malformed_decisions_run_nothing() {
     let engine = engine_with(&bedrock, &store, &tools, config());
     let first = ask_to_pay(&bedrock, &engine).await;
     // A second approval, for another amount, in the same conversation.
-    bedrock.push(Reply::tool_call(
-        "call-pay-2",
-        "pay",
-        r#"{"amount": 900, "to": "mallory"}"#,
-    ));
-    let events: Vec<_> = engine
-        .invoke(scope("t2"), Prompt::text("Pay mallory 900"))
-        .collect()
-        .await;
-    let second = approval_event(&events);
+    let second = ask_for_payment(&bedrock, &engine, "t2", r#"{"amount": 900, "to": "mallory"}"#).await;
     let first_token = first["token"].as_str().unwrap();
     let cases: Vec<(&str, Scope, &str)> = vec![
         (
@@ -573,14 +550,7 @@ async fn two_turns_redeeming_one_token_at_once_run_the_call_once() {
     store.create_table().await.unwrap();
     let bedrock = BedrockStandIn::start().await.unwrap();
     let tools = Tools::new();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .approvals(store.clone(), signer())
-        .tools(tools.list())
-        .config(config())
-        .build()
-        .unwrap();
+    let engine = engine_with(&bedrock, &store, &tools, config());
     bedrock.push(Reply::tool_call(
         "call-pay",
         "pay",
@@ -719,14 +689,7 @@ async fn arguments_tampered_in_the_table_after_the_card_was_shown_run_nothing() 
         let bedrock = BedrockStandIn::start().await.unwrap();
         let tools = Tools::new();
         let client = Captured::default();
-        let engine = Engine::builder()
-            .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-            .store(store.clone())
-            .approvals(store.clone(), signer())
-            .tools(tools.list())
-            .config(config())
-            .build()
-            .unwrap();
+        let engine = engine_with(&bedrock, &store, &tools, config());
         let handler = TurnHandler::new(engine, Sinks::new().with(client.clone()));
         let session = format!("s-{rehash}");
         bedrock.push(Reply::tool_call(

@@ -13,8 +13,8 @@ use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
-use support::{LogCapture, MODEL_ID, config, failure};
+use serde_json::json;
+use support::{LogCapture, MODEL_ID, approval_event, config, failure, same_length_forgery};
 
 const PAYEE: &str = "payee-IBAN-DE89370400440532013000";
 
@@ -55,13 +55,7 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
         .invoke(scope("t1"), Prompt::text("Pay them"))
         .collect()
         .await;
-    let approval: Value = events
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
-            _ => None,
-        })
-        .expect("an approval");
+    let approval = approval_event(&events);
     let token = approval["token"].as_str().unwrap().to_owned();
 
     bedrock.push(Reply::text("Paid."));
@@ -78,18 +72,9 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
         .invoke(scope("t3"), Prompt::text("Pay them again"))
         .collect()
         .await;
-    let second: Value = events
-        .iter()
-        .find_map(|e| match e {
-            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
-            _ => None,
-        })
-        .expect("a second approval");
+    let second = approval_event(&events);
     let real = second["token"].as_str().unwrap();
-    // One character in the middle changed (the last may carry only padding bits).
-    let middle = real.len() / 2;
-    let swapped = if &real[middle..=middle] == "A" { "B" } else { "A" };
-    let forged = format!("{}{swapped}{}", &real[..middle], &real[middle + 1..]);
+    let forged = same_length_forgery(real);
     assert_eq!(forged.len(), real.len());
     bedrock.push(Reply::text("Refused."));
     let _: Vec<AgentEvent> = engine

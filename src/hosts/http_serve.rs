@@ -126,6 +126,10 @@ pub async fn serve_within(
 /// Passes the request on with a body that fails once `limit` has passed since its head: a body
 /// that trickles in is cut off, not waited for.
 async fn body_within(request: Request, next: Next, limit: Duration) -> Response {
+    // A request without a body (a GET, a `Content-Length: 0`) has nothing to wait for.
+    if axum::body::HttpBody::is_end_stream(request.body()) {
+        return next.run(request).await;
+    }
     let deadline = Instant::now() + limit;
     let (parts, body) = request.into_parts();
     let mut data = body.into_data_stream();

@@ -15,6 +15,7 @@
 //! ```
 
 use agent_worker_aws::dynamo::keys::MAX_ID_BYTES;
+use agent_worker_core::session::id_problem;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -70,20 +71,13 @@ pub struct PayloadError {
 /// An id any store of this crate can key: no control character (NUL included), and at most
 /// [`MAX_ID_BYTES`] bytes.
 fn check_id(path: &str, id: &str) -> Result<(), PayloadError> {
-    let refused = |message: String| PayloadError {
-        path: path.to_owned(),
-        message,
-    };
-    if id.contains(char::is_control) {
-        return Err(refused("must not hold a control character".into()));
+    match id_problem(id, Some(MAX_ID_BYTES)) {
+        Some(message) => Err(PayloadError {
+            path: path.to_owned(),
+            message,
+        }),
+        None => Ok(()),
     }
-    if id.len() > MAX_ID_BYTES {
-        return Err(refused(format!(
-            "is {} bytes, over the limit of {MAX_ID_BYTES}",
-            id.len()
-        )));
-    }
-    Ok(())
 }
 
 impl AgentTurnPayload {

@@ -143,3 +143,22 @@ impl LogCapture {
             .finish()
     }
 }
+
+/// The `approval_required` event among `events`: the card a person is shown.
+pub fn approval_event(events: &[AgentEvent]) -> serde_json::Value {
+    events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no approval_required in {events:#?}"))
+}
+
+/// `token` with one character in its middle changed: it passes every check of shape and
+/// length, so only the MAC can refuse it (the last character may carry only padding bits).
+pub fn same_length_forgery(token: &str) -> String {
+    let middle = token.len() / 2;
+    let swapped = if &token[middle..=middle] == "A" { "B" } else { "A" };
+    format!("{}{swapped}{}", &token[..middle], &token[middle + 1..])
+}

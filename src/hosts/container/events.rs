@@ -96,9 +96,7 @@ impl TurnReader {
                     Ok(new) => {
                         let ended = new.iter().any(|e| e.event.is_terminal());
                         reader.read.send_modify(|read| {
-                            let mut events = Vec::clone(&read.events);
-                            events.extend(new);
-                            read.events = Arc::new(events);
+                            Arc::make_mut(&mut read.events).extend(new);
                             read.ended = ended;
                         });
                         if ended {

@@ -465,13 +465,7 @@ impl SessionQuery {
         );
         match host.inner.store.owner(&self.session).await {
             Ok(Some(owner)) if owner != asking => {
-                tracing::warn!(
-                    user_id = %asking.user_id,
-                    account_id = %asking.account_id,
-                    owner_user_id = %owner.user_id,
-                    owner_account_id = %owner.account_id,
-                    "a request for another person's conversation"
-                );
+                asking.warn_refused(&owner, "a read or a stop");
                 Err(error(
                     StatusCode::NOT_FOUND,
                     format!("no turn {turn_id} in a conversation of yours"),

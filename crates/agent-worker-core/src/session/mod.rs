@@ -27,6 +27,18 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+/// Why `id` cannot name a conversation or a turn, if it cannot: it holds a control character
+/// (NUL included), or is longer than `limit` bytes. Every host checks ids with this, at its edge
+/// and again in the engine, against the store's own limit.
+pub fn id_problem(id: &str, limit: Option<usize>) -> Option<String> {
+    if let Some(at) = id.chars().position(char::is_control) {
+        return Some(format!("holds a control character (at {at})"));
+    }
+    limit
+        .filter(|&limit| id.len() > limit)
+        .map(|limit| format!("is {} bytes, over the limit of {limit}", id.len()))
+}
+
 /// Where a session's state lives, so that any worker can serve any turn (portable conformance).
 ///
 /// The engine calls it in this order for a turn: [`claim_turn`](Self::claim_turn), then

@@ -20,6 +20,18 @@ impl Owner {
             account_id: account_id.into(),
         }
     }
+
+    /// Logs, at warn, that this person asked for `what` of `holder`'s conversation: both ids,
+    /// never the content.
+    pub fn warn_refused(&self, holder: &Owner, what: &str) {
+        tracing::warn!(
+            user_id = %self.user_id,
+            account_id = %self.account_id,
+            owner_user_id = %holder.user_id,
+            owner_account_id = %holder.account_id,
+            "refused {what} of another person's conversation"
+        );
+    }
 }
 
 /// What [`SessionStore::claim_owner`](super::SessionStore::claim_owner) found.

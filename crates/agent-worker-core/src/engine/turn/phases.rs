@@ -12,7 +12,7 @@ use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
     Claim, ContentBlock, Lease, Message, Owner, OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError,
-    TurnOutcome, TurnRecord, TurnStatus,
+    TurnOutcome, TurnRecord, TurnStatus, id_problem,
 };
 
 /// Why a turn ends before its rounds run.
@@ -115,19 +115,12 @@ pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) ->
 
 /// An id the store can key: no control character (NUL included), and not longer than `limit`.
 fn check_id(field: &str, id: &str, limit: Option<usize>) -> Result<(), InvalidPrompt> {
-    let invalid = |reason: String| InvalidPrompt {
-        field: field.to_owned(),
-        reason,
-    };
-    if let Some(at) = id.chars().position(char::is_control) {
-        return Err(invalid(format!("holds a control character (at {at})")));
-    }
-    match limit {
-        Some(limit) if id.len() > limit => Err(invalid(format!(
-            "is {} bytes, over the limit of {limit}",
-            id.len()
-        ))),
-        _ => Ok(()),
+    match id_problem(id, limit) {
+        Some(reason) => Err(InvalidPrompt {
+            field: field.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -135,15 +128,20 @@ fn check_id(field: &str, id: &str, limit: Option<usize>) -> Result<(), InvalidPr
 /// line a store puts in place of one too large to keep.
 fn kept_size(message: &Message) -> usize {
     const PICTURE_LINE: usize = 256;
-    let mut slim = message.clone();
-    let mut pictures = 0;
-    for block in &mut slim.content {
-        if let ContentBlock::Image { data, .. } = block {
-            data.clear();
-            pictures += 1;
-        }
-    }
-    serde_json::to_string(&slim).map_or(0, |json| json.len()) + pictures * PICTURE_LINE
+    let pictures = message
+        .content
+        .iter()
+        .filter(|b| matches!(b, ContentBlock::Image { .. }))
+        .count();
+    // The words alone, as JSON; the pictures' bytes are never copied to be measured.
+    let words: Vec<ContentBlock> = message
+        .content
+        .iter()
+        .filter(|b| !matches!(b, ContentBlock::Image { .. }))
+        .cloned()
+        .collect();
+    serde_json::to_string(&Message::new(message.role, words)).map_or(0, |json| json.len())
+        + pictures * PICTURE_LINE
 }
 
 /// Checks that the conversation is the asker's, recording them as its owner on its first turn
@@ -157,13 +155,7 @@ pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(
     match engine.store.claim_owner(&ask.session, &owner).await {
         Ok(OwnerCheck::Claimed | OwnerCheck::Same) => Ok(()),
         Ok(OwnerCheck::Other(holder)) => {
-            tracing::warn!(
-                user_id = %owner.user_id,
-                account_id = %owner.account_id,
-                owner_user_id = %holder.user_id,
-                owner_account_id = %holder.account_id,
-                "a turn of another person's conversation; nothing runs"
-            );
+            owner.warn_refused(&holder, "a turn");
             Err(Refusal::NotOwner)
         }
         Err(e) => {
