@@ -2,7 +2,7 @@
 # The main job on local defaults, no AWS account: moto's server (DynamoDB + SQS) and the Bedrock
 # stand-in (scripted to use a tool) start, or are reused when already running; the table and a
 # FIFO queue are created; a turn is sent through SQS and run by the real handler; its streamed
-# events print, then the stored session. With BEDROCK=aws the model is real Bedrock (your
+# events print, then the stored session and the person's list of conversations. With BEDROCK=aws the model is real Bedrock (your
 # credentials, MODEL_ID).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,12 @@ section "agent-worker poll --until-empty: the handler runs the turn; its events 
 
 section "the stored session (agent-worker history)"
 "$bin" history --session demo-conversation
+
+section "the person's conversations, most recent first, as a chat UI lists them (agent-worker conversations list)"
+"$bin" conversations list --user local-user --account local-account
+
+section "the conversation as a chat UI shows it (agent-worker conversations get)"
+"$bin" conversations get demo-conversation --user local-user --account local-account
 
 section "the turn's event log, read back from DynamoDB (agent-worker events)"
 "$bin" events --session demo-conversation --turn-id demo-turn-1

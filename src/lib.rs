@@ -48,6 +48,7 @@ pub use agent_worker_contract as protocol;
 pub use agent_worker_contract::{Agent, AgentEvent, AgentExt, Prompt, Scope};
 pub use agent_worker_core::Failure;
 pub use agent_worker_core::clock;
+pub use agent_worker_core::conversations;
 pub use agent_worker_core::engine::Engine;
 pub use agent_worker_core::session::{MemoryStore, SessionStore};
 

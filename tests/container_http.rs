@@ -57,7 +57,8 @@ async fn server_with(
     let ends = Arc::new(Mutex::new(Vec::new()));
     let seen = ends.clone();
     let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
-        .on_turn_end(move |end| seen.lock().unwrap().push(end));
+        .on_turn_end(move |end| seen.lock().unwrap().push(end))
+        .conversations(agent_worker::conversations::Conversations::new(store.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -534,4 +535,169 @@ async fn only_the_owner_reads_or_stops_a_conversation() {
         .expect("the stream ended after the terminal")
         .unwrap();
     assert_eq!(sse_events(&body).last().unwrap().1["type"], "completed");
+}
+
+/// The ends seen so far, once there are `count` of them.
+async fn ends(server: &Server, count: usize) -> Vec<TurnEnd> {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while server.ends.lock().unwrap().len() < count {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the turns ended");
+    server.ends.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_persons_conversations_are_listed_read_and_deleted_for_them_alone() {
+    let server = server(2, config(), Duration::from_secs(5)).await;
+    let of = |turn: &str, conversation: &str| {
+        json!({"turnId": turn, "conversationId": conversation, "userId": "ada", "accountId": "acme", "content": format!("About {conversation}")})
+            .to_string()
+    };
+    server.bedrock.push(Reply::text("First answer."));
+    server.bedrock.push(Reply::text("Second answer."));
+    let turns = format!("{}/turns", server.url);
+    assert_eq!(post(&turns, Some(KEY), &of("t1", "c-1")).await.0, 202);
+    ends(&server, 1).await;
+    assert_eq!(post(&turns, Some(KEY), &of("t2", "c-2")).await.0, 202);
+    ends(&server, 2).await;
+
+    let client = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str| {
+        client
+            .request(method, format!("{}{path}", server.url))
+            .header("x-api-key", KEY)
+            .send()
+    };
+    let list = call(reqwest::Method::GET, "/conversations?userId=ada&accountId=acme")
+        .await
+        .unwrap();
+    assert_eq!(list.status(), 200);
+    let list: Value = list.json().await.unwrap();
+    let listed: Vec<(&str, &str, &str)> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap(),
+                c["title"].as_str().unwrap(),
+                c["preview"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("c-2", "About c-2", "Second answer."),
+            ("c-1", "About c-1", "First answer.")
+        ],
+        "most recent first"
+    );
+    let got: Value = call(
+        reqwest::Method::GET,
+        "/conversations/c-1?userId=ada&accountId=acme",
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let texts: Vec<&str> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["About c-1", "First answer."]);
+
+    // Another person, or nobody: 404 and 400, never a confirmation that it exists.
+    for path in [
+        "/conversations/c-1?userId=mallory&accountId=acme",
+        "/conversations/c-1?userId=ada&accountId=evil-corp",
+    ] {
+        assert_eq!(
+            call(reqwest::Method::GET, path).await.unwrap().status(),
+            404,
+            "{path}"
+        );
+        assert_eq!(
+            call(reqwest::Method::DELETE, path).await.unwrap().status(),
+            404,
+            "{path}"
+        );
+    }
+    let none: Value = call(
+        reqwest::Method::GET,
+        "/conversations?userId=mallory&accountId=acme",
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(none["conversations"], json!([]));
+    assert_eq!(
+        call(reqwest::Method::GET, "/conversations?userId=ada")
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+    assert_eq!(
+        call(
+            reqwest::Method::GET,
+            "/conversations?userId=ada&accountId=acme&limit=500"
+        )
+        .await
+        .unwrap()
+        .status(),
+        400
+    );
+    let unkeyed = client
+        .get(format!("{}/conversations?userId=ada&accountId=acme", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unkeyed.status(), 401);
+
+    // Deleted: counted, gone from the list, and a later turn of it runs nothing.
+    let deleted = call(
+        reqwest::Method::DELETE,
+        "/conversations/c-1?userId=ada&accountId=acme",
+    )
+    .await
+    .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let deleted: Value = deleted.json().await.unwrap();
+    assert_eq!(
+        (deleted["messages"].as_u64(), deleted["turns"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(deleted["events"].as_u64().unwrap() > 0);
+    assert_eq!(
+        call(
+            reqwest::Method::GET,
+            "/conversations/c-1?userId=ada&accountId=acme"
+        )
+        .await
+        .unwrap()
+        .status(),
+        404
+    );
+    assert_eq!(post(&turns, Some(KEY), &of("t3", "c-1")).await.0, 202);
+    let end = ends(&server, 3).await.pop().unwrap();
+    assert!(
+        matches!(&end.terminal, Some(agent_worker::protocol::AgentEvent::Failed { code: Some(code), .. }) if code == "conversation_deleted"),
+        "{:?}",
+        end.terminal
+    );
+    assert_eq!(
+        server.bedrock.requests().len(),
+        2,
+        "the deleted conversation's turn asked no model"
+    );
+    assert!(server.store.load_history("c-1").await.unwrap().is_empty());
 }

@@ -343,11 +343,14 @@ async fn a_conversation_belongs_to_the_person_of_its_first_turn() {
     let store = store().await;
     let ada = Owner::new("ada", "acme");
     assert_eq!(store.owner("s").await.unwrap(), None);
-    assert_eq!(store.claim_owner("s", &ada).await.unwrap(), OwnerCheck::Claimed);
-    assert_eq!(store.claim_owner("s", &ada).await.unwrap(), OwnerCheck::Same);
+    assert_eq!(
+        store.claim_owner("s", "t", &ada).await.unwrap(),
+        OwnerCheck::Claimed
+    );
+    assert_eq!(store.claim_owner("s", "t", &ada).await.unwrap(), OwnerCheck::Same);
     for other in [Owner::new("mallory", "acme"), Owner::new("ada", "evil-corp")] {
         assert_eq!(
-            store.claim_owner("s", &other).await.unwrap(),
+            store.claim_owner("s", "t", &other).await.unwrap(),
             OwnerCheck::Other(ada.clone())
         );
     }
@@ -360,7 +363,10 @@ async fn a_conversation_belongs_to_the_person_of_its_first_turn() {
         .complete_turn("old", "t1", &exchange, &completed())
         .await
         .unwrap();
-    assert_eq!(store.claim_owner("old", &ada).await.unwrap(), OwnerCheck::Claimed);
+    assert_eq!(
+        store.claim_owner("old", "t", &ada).await.unwrap(),
+        OwnerCheck::Claimed
+    );
     assert_eq!(store.load_history("old").await.unwrap(), exchange);
     store.claim_turn("old", "t2", MINUTE).await.unwrap();
     let more = [Message::user_text("again"), Message::assistant_text("still here")];

@@ -800,3 +800,46 @@ async fn the_poller_sends_a_turn_of_another_persons_conversation_to_the_dlq() {
     assert_eq!(world.bedrock.requests().len(), 1);
     assert_eq!(world.store().load_history("c-ada").await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_turn_of_a_deleted_conversation_runs_nothing_and_is_acknowledged() {
+    use agent_worker::conversations::Conversations;
+    use agent_worker::session::Owner;
+    let world = World::new().await;
+    let handler = world.handler();
+    world.bedrock.push(Reply::text("Hello Ada."));
+    let first = handler
+        .handle_batch(
+            batch(vec![record("m1", &turn_of("t1", "c-ada", "ada", "acme", "Hi"))]),
+            in_an_hour(),
+        )
+        .await
+        .unwrap();
+    assert!(failures(&first).is_empty());
+    let deleted = Conversations::new(world.store())
+        .delete(&Owner::new("ada", "acme"), "c-ada")
+        .await
+        .unwrap();
+    assert_eq!(deleted.messages, 2);
+    // A late delivery (a duplicate of the first turn, or a turn sent before the delete): it can
+    // never run, and nothing is lost by dropping it, so the queue is not asked to keep it.
+    let late = vec![
+        record("m1", &turn_of("t1", "c-ada", "ada", "acme", "Hi")),
+        record("m2", &turn_of("t2", "c-ada", "ada", "acme", "Still there?")),
+    ];
+    let response = handler.handle_batch(batch(late), in_an_hour()).await.unwrap();
+    assert!(failures(&response).is_empty(), "acknowledged: {response:?}");
+    assert_eq!(
+        world.bedrock.requests().len(),
+        1,
+        "no model call after the delete"
+    );
+    assert!(world.store().load_history("c-ada").await.unwrap().is_empty());
+    let log = DynamoEventLog::new(world.store());
+    for turn in ["t1", "t2"] {
+        assert!(
+            log.read("c-ada", turn, None).await.unwrap().is_empty(),
+            "{turn}: nothing logged"
+        );
+    }
+}

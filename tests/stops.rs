@@ -341,9 +341,10 @@ impl SessionStore for HangingWrites {
     async fn claim_owner(
         &self,
         session: &str,
+        turn_id: &str,
         owner: &agent_worker::session::Owner,
     ) -> Result<agent_worker::session::OwnerCheck, StoreError> {
-        self.0.claim_owner(session, owner).await
+        self.0.claim_owner(session, turn_id, owner).await
     }
     async fn owner(&self, session: &str) -> Result<Option<agent_worker::session::Owner>, StoreError> {
         self.0.owner(session).await

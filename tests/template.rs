@@ -627,3 +627,67 @@ fn sam_build_packages_the_agent_definitions_layer() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[tokio::test]
+async fn the_owner_index_is_the_one_the_store_creates() {
+    use agent_worker::session::{DynamoConfig, DynamoStore};
+    let table = template()["Resources"]["SessionsTable"]["Properties"].clone();
+    let declared = table["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .expect("the table declares its index")
+        .iter()
+        .find(|i| i["IndexName"] == "byOwner")
+        .expect("byOwner")
+        .clone();
+    let keys = |schema: &Value| -> Vec<(String, String)> {
+        schema
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["AttributeName"].as_str().unwrap().to_owned(),
+                    k["KeyType"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let declared_keys = keys(&declared["KeySchema"]);
+    let mut declared_projected: Vec<String> = declared["Projection"]["NonKeyAttributes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    declared_projected.sort();
+
+    // The same index, as `agent-worker setup` makes it (moto's DynamoDB).
+    let name = format!("template-{}", uuid::Uuid::new_v4().simple());
+    let client = agent_worker_testkit::moto().dynamodb();
+    DynamoStore::new(client.clone(), DynamoConfig::new(&name).unwrap())
+        .create_table()
+        .await
+        .unwrap();
+    let described = client.describe_table().table_name(&name).send().await.unwrap();
+    let index = described
+        .table()
+        .unwrap()
+        .global_secondary_indexes()
+        .iter()
+        .find(|i| i.index_name() == Some("byOwner"))
+        .expect("setup creates byOwner");
+    let made_keys: Vec<(String, String)> = index
+        .key_schema()
+        .iter()
+        .map(|k| (k.attribute_name().to_owned(), k.key_type().as_str().to_owned()))
+        .collect();
+    assert_eq!(made_keys, declared_keys);
+    let mut made_projected = index.projection().unwrap().non_key_attributes().to_vec();
+    made_projected.sort();
+    assert_eq!(made_projected, declared_projected);
+
+    // Whatever serves conversations may query it.
+    let policy = &template()["Resources"]["ConversationsApiPolicy"]["Properties"]["PolicyDocument"];
+    let text = serde_yaml::to_string(policy).unwrap();
+    assert!(text.contains("/index/byOwner"), "{text}");
+}

@@ -6,6 +6,8 @@
 //! - As a process (`agent-worker invoke --repeat`): cold start to the first event, CPU and wall
 //!   time per turn with the model's time taken out, peak resident memory (`process`).
 //! - DynamoDB requests and bytes per turn against conversation length (`storage`).
+//! - DynamoDB requests per call of the conversations API: a list of 1,000, a get of a
+//!   10,000-message conversation (`conversations`).
 //! - Turns per second through `agent-worker poll` on moto's SQS (`poller`).
 //! - Load over a long run, as processes: the container host and the poller on moto, many
 //!   sessions at once: throughput, p99 and resident memory per window (`load`).
@@ -13,6 +15,7 @@
 //! Results are printed, and written to `benchmarks/results.json` with a plot,
 //! `benchmarks/dynamodb-per-turn.svg`.
 
+mod conversations;
 mod inprocess;
 mod load;
 mod plot;
@@ -53,6 +56,9 @@ async fn main() {
         std::fs::write(out.join("dynamodb-per-turn.svg"), plot::storage_svg(&storage))
             .expect("the plot is written");
         results.insert("storage".into(), serde_json::to_value(&storage).expect("JSON"));
+    }
+    if wants("conversations") {
+        results.insert("conversations".into(), conversations::run().await);
     }
     if wants("poller") {
         results.insert("poller".into(), poller::run().await);

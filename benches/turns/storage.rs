@@ -29,20 +29,29 @@ const SUMMARY: &str = "The person keeps a list of items and asks for their statu
 
 /// What the DynamoDB client sent and received.
 #[derive(Debug, Clone, Default)]
-struct Counts {
-    requests: u64,
-    sent: u64,
-    received: u64,
+pub struct Counts {
+    /// Requests sent.
+    pub requests: u64,
+    /// Bytes sent.
+    pub sent: u64,
+    /// Bytes received.
+    pub received: u64,
     /// Requests by operation (`GetItem`, `Query`, ...).
-    operations: std::collections::BTreeMap<String, u64>,
+    pub operations: std::collections::BTreeMap<String, u64>,
 }
 
 /// Counts each DynamoDB request and its bytes both ways.
 #[derive(Debug, Clone, Default)]
-struct Meter(Arc<Mutex<Counts>>);
+pub struct Meter(Arc<Mutex<Counts>>);
 
 impl Meter {
-    fn take(&self) -> Counts {
+    /// A client like `plain`, metered by this meter.
+    pub fn client(&self, plain: &aws_sdk_dynamodb::Client) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(plain.config().to_builder().interceptor(self.clone()).build())
+    }
+
+    /// What was counted since the last take.
+    pub fn take(&self) -> Counts {
         std::mem::take(&mut *self.0.lock().expect("the meter's lock"))
     }
 }
@@ -124,7 +133,7 @@ fn sqs_record(turn: &str, session: &str) -> SqsEvent {
 /// A session of `length` messages, questions and answers of a realistic size, written with
 /// `BatchWriteItem` in the store's layout. (Writing them through the store would take one
 /// transaction per 100 messages, and moto copies the whole table for each transaction.)
-async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, length: u64) {
+pub async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, length: u64) {
     use agent_worker::session::dynamo::keys::{EXPIRES_AT, META_SK, PK, SK, message_sk, session_pk};
     use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
     let expires = AttributeValue::N(
@@ -165,6 +174,15 @@ async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, len
         META_SK.to_owned(),
         vec![("version", AttributeValue::N(length.to_string()))],
     ));
+    write_all(client, table, &writes).await;
+}
+
+/// Writes `writes` into `table` with `BatchWriteItem`, 25 at a time, until none is unprocessed.
+pub async fn write_all(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    writes: &[aws_sdk_dynamodb::types::WriteRequest],
+) {
     for chunk in writes.chunks(25) {
         let mut pending = std::collections::HashMap::from([(table.to_owned(), chunk.to_vec())]);
         while !pending.is_empty() {
@@ -173,7 +191,7 @@ async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, len
                 .set_request_items(Some(pending))
                 .send()
                 .await
-                .expect("the history is written");
+                .expect("the items are written");
             pending = out.unprocessed_items.unwrap_or_default();
             pending.retain(|_, v| !v.is_empty());
         }
@@ -185,8 +203,7 @@ pub async fn run() -> Vec<StorageRow> {
     println!("\n## DynamoDB per turn (moto), one SQS record through the Lambda handler\n");
     let meter = Meter::default();
     let plain = moto().dynamodb();
-    let metered =
-        aws_sdk_dynamodb::Client::from_conf(plain.config().to_builder().interceptor(meter.clone()).build());
+    let metered = meter.client(&plain);
     let bedrock = BedrockStandIn::start().await.expect("the stand-in");
     let deadline = || Some(SystemTime::now() + Duration::from_secs(600));
 

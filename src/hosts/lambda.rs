@@ -463,6 +463,7 @@ mod tests {
         assert!(redrives(&failed(codes::MODEL_REJECTED, false)));
         assert!(redrives(&failed(codes::FAILED_BEFORE, false)));
         assert!(redrives(&failed(codes::NOT_OWNER, false)));
+        assert!(!redrives(&failed(codes::CONVERSATION_DELETED, false)));
         assert!(redrives(&failed(codes::INTERNAL, false)));
         assert!(redrives(&AgentEvent::failed("no code", false, None)));
         assert!(disposition(None).is_redrive());

@@ -354,6 +354,28 @@ impl WorkerSettings {
         Ok((agent, sinks))
     }
 
+    /// The conversations API on `store`: the tools these settings run with say whose arguments
+    /// a conversation may show, and `files` (the file area of [`build`](Self::build)) lose a
+    /// deleted conversation's files.
+    pub fn conversations(
+        &self,
+        store: DynamoStore,
+        files: Option<Arc<dyn FileArea>>,
+    ) -> crate::conversations::Conversations {
+        let tools = self.example_tools();
+        let mut conversations =
+            crate::conversations::Conversations::new(store).tools(tools.iter().map(|t| t.spec()));
+        if let Some(files) = files {
+            conversations = conversations.file_area(files);
+        }
+        conversations
+    }
+
+    /// The example tools `TOOLS` names.
+    fn example_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.iter().filter_map(|t| examples::by_name(t)).collect()
+    }
+
     /// The S3 file area `FILES_BUCKET` names, on `s3`.
     #[cfg(feature = "s3")]
     pub fn s3_file_area(&self, s3: aws_sdk_s3::Client) -> Option<Arc<dyn FileArea>> {
@@ -393,7 +415,7 @@ impl WorkerSettings {
         store: DynamoStore,
         files: Option<Arc<dyn FileArea>>,
     ) -> Result<Engine, SettingsError> {
-        let tools: Vec<Arc<dyn Tool>> = self.tools.iter().filter_map(|t| examples::by_name(t)).collect();
+        let tools = self.example_tools();
         let mut builder = Engine::builder()
             .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
             .store(store.clone())

@@ -71,6 +71,23 @@ impl S3FileArea {
         }
     }
 
+    /// The key prefix of `owner`'s files.
+    fn owner_prefix(&self, owner: &str) -> Result<String, Unavailable> {
+        Ok(format!(
+            "{}{}/",
+            self.prefix,
+            plain_segment(owner).ok_or(Unavailable::Gone)?
+        ))
+    }
+
+    /// A listing of the objects under `prefix`.
+    fn listing(
+        &self,
+        prefix: &str,
+    ) -> aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder {
+        self.client.list_objects_v2().bucket(&self.bucket).prefix(prefix)
+    }
+
     /// Stores `bytes` as file `reference.id` of `owner`, and its reference beside it (for hosts
     /// that check uploads, and for tests).
     pub async fn put(
@@ -135,18 +152,8 @@ impl FileArea for S3FileArea {
     }
 
     async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
-        let owner_prefix = format!(
-            "{}{}/",
-            self.prefix,
-            plain_segment(owner).ok_or(Unavailable::Gone)?
-        );
-        let mut pages = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(&owner_prefix)
-            .into_paginator()
-            .send();
+        let owner_prefix = self.owner_prefix(owner)?;
+        let mut pages = self.listing(&owner_prefix).into_paginator().send();
         let mut references = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(store_error)?;
@@ -167,6 +174,54 @@ impl FileArea for S3FileArea {
     async fn conversation_usage(&self, owner: &str) -> Option<u64> {
         let bytes = self.get(self.key(owner, USAGE_OBJECT).ok()?, None).await.ok()?;
         std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+    }
+
+    async fn remove_conversation(&self, owner: &str) -> Result<u64, Unavailable> {
+        use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+        let owner_prefix = self.owner_prefix(owner)?;
+        let mut pages = self.listing(&owner_prefix).into_paginator().send();
+        let mut files = 0;
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(store_error)?;
+            let keys: Vec<&str> = page.contents().iter().filter_map(|o| o.key()).collect();
+            files += keys
+                .iter()
+                .filter(|k| !k.ends_with(".json") && !k.ends_with(USAGE_OBJECT))
+                .count() as u64;
+            // A listing page holds at most 1,000 keys: one DeleteObjects call each.
+            let objects = keys
+                .iter()
+                .map(|k| ObjectIdentifier::builder().key(*k).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            if objects.is_empty() {
+                continue;
+            }
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(store_error)?;
+            if let Some(failed) = out.errors().first() {
+                return Err(Unavailable::Store(
+                    format!(
+                        "{} of the conversation's files were not deleted (first: {})",
+                        out.errors().len(),
+                        failed.message().unwrap_or("no reason given")
+                    )
+                    .into(),
+                ));
+            }
+        }
+        Ok(files)
     }
 
     async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {

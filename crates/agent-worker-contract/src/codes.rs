@@ -29,20 +29,23 @@ pub const FAILED_BEFORE: &str = "failed_before";
 /// A turn of a conversation that belongs to another person (its `userId` or `accountId` is not
 /// the one its first turn recorded): nothing ran, and nothing of it is stored.
 pub const NOT_OWNER: &str = "not_owner";
+/// A turn of a conversation its person deleted: nothing ran, nothing of it is stored, and the
+/// record is acknowledged (it can never run, and nothing is lost by dropping it).
+pub const CONVERSATION_DELETED: &str = "conversation_deleted";
 /// A turn that reached its deadline and could not store what it did in time: nothing of it was
 /// kept.
 pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";
 
 /// Whether a `failed` event with `code` says the turn never ran: a redelivery of a turn that
 /// ran to its end ([`DUPLICATE_TURN`]) or failed for good ([`FAILED_BEFORE`]), one of another
-/// person's conversation ([`NOT_OWNER`]), one running
+/// person's conversation ([`NOT_OWNER`]) or of a deleted one ([`CONVERSATION_DELETED`]), one running
 /// elsewhere ([`TURN_IN_PROGRESS`]), or one the person's next message replaced before it started
 /// ([`SUPERSEDED`]). A host sends such a
 /// refusal to no sink, so it cannot disturb what the run it repeats wrote.
 pub fn never_ran(code: &str) -> bool {
     matches!(
         code,
-        DUPLICATE_TURN | FAILED_BEFORE | NOT_OWNER | TURN_IN_PROGRESS | SUPERSEDED
+        DUPLICATE_TURN | FAILED_BEFORE | NOT_OWNER | CONVERSATION_DELETED | TURN_IN_PROGRESS | SUPERSEDED
     )
 }
 
@@ -56,6 +59,7 @@ mod tests {
             DUPLICATE_TURN,
             FAILED_BEFORE,
             NOT_OWNER,
+            CONVERSATION_DELETED,
             TURN_IN_PROGRESS,
             SUPERSEDED,
         ] {

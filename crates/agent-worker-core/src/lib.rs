@@ -19,6 +19,7 @@ pub use agent_worker_contract as protocol;
 
 pub mod agents;
 pub mod clock;
+pub mod conversations;
 pub mod engine;
 mod failure;
 pub mod session;

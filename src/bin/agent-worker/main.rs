@@ -27,12 +27,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod conversations;
 mod queue;
 mod run;
 mod servers;
 mod session;
 mod validate;
 
+use conversations::ConversationsArgs;
 use queue::{HandleArgs, PollArgs, SendArgs, SetupArgs};
 use run::InvokeArgs;
 use servers::{AgentProtocolArgs, ServeArgs};
@@ -71,6 +73,8 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Asks a turn to stop, whether it is running or still waiting in the queue.
     Stop(StopArgs),
+    /// A person's conversations: list, get (as a chat UI shows one) or delete.
+    Conversations(ConversationsArgs),
     /// Serves turns over HTTP: the container host.
     Serve(ServeArgs),
     /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
@@ -96,6 +100,7 @@ pub(crate) fn main() -> ExitCode {
             | Command::History(_)
             | Command::Events(_)
             | Command::Stop(_)
+            | Command::Conversations(_)
     );
     let runtime = if one_thread {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -119,6 +124,9 @@ pub(crate) fn main() -> ExitCode {
             Command::History(args) => session::history(args).await.map(|()| ExitCode::SUCCESS),
             Command::Events(args) => session::events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => session::stop(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Conversations(args) => conversations::conversations(args)
+                .await
+                .map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => servers::serve(args).await.map(|()| ExitCode::SUCCESS),
             Command::AgentProtocol(args) => servers::agent_protocol_server(args)
                 .await

@@ -135,10 +135,11 @@ impl WorkerArgs {
         let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
         let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
         let (agent, sinks) = settings
-            .build(bedrock, dynamodb, files)
+            .build(bedrock, dynamodb, files.clone())
             .map_err(|e| e.to_string())?;
         Ok(Worker {
             handler: TurnHandler::from_settings(agent, sinks, &settings),
+            conversations: settings.conversations(store.clone(), files),
             store,
             aws: shared,
             settings,
@@ -152,6 +153,8 @@ pub(crate) struct Worker {
     pub(crate) handler: TurnHandler,
     /// The session store, on the worker's DynamoDB client.
     pub(crate) store: DynamoStore,
+    /// A person's conversations, on the same store and file area.
+    pub(crate) conversations: agent_worker::conversations::Conversations,
     /// The AWS configuration, loaded once.
     pub(crate) aws: aws_config::SdkConfig,
     /// The settings it was built from.

@@ -111,7 +111,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
         log,
         &settings.model_id,
         config,
-    );
+    )
+    .conversations(worker.conversations);
     let addr = SocketAddr::from((args.host, args.port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -6,6 +6,7 @@
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
+//! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
@@ -31,6 +32,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+mod conversations;
 mod events;
 
 pub use events::DEFAULT_MAX_EVENT_STREAMS;
@@ -39,7 +41,7 @@ use super::lambda::TurnHandler;
 use super::payload::AgentTurnPayload;
 use crate::engine::TurnStopReason;
 use crate::protocol::AgentEvent;
-use crate::session::{Owner, SessionStore, Stop, StopCause, StopOutcome};
+use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
 
 /// How many turns run at once by default.
@@ -186,6 +188,7 @@ struct Inner {
     accepting: AtomicBool,
     idle: Notify,
     on_turn_end: std::sync::OnceLock<TurnEndHook>,
+    conversations: std::sync::OnceLock<crate::conversations::Conversations>,
     followers: events::Followers,
 }
 
@@ -221,6 +224,7 @@ impl ContainerHost {
                 accepting: AtomicBool::new(true),
                 idle: Notify::new(),
                 on_turn_end: std::sync::OnceLock::new(),
+                conversations: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -230,6 +234,16 @@ impl ContainerHost {
     pub fn on_turn_end(self, hook: impl Fn(TurnEnd) + Send + Sync + 'static) -> Self {
         if self.inner.on_turn_end.set(Arc::new(hook)).is_err() {
             tracing::warn!("on_turn_end was set twice; the first hook stays");
+        }
+        self
+    }
+
+    /// Serves `conversations` on `/conversations` (without them those routes answer 404). One
+    /// set per host: a second call keeps the first.
+    #[must_use]
+    pub fn conversations(self, conversations: crate::conversations::Conversations) -> Self {
+        if self.inner.conversations.set(conversations).is_err() {
+            tracing::warn!("conversations were set twice; the first stay");
         }
         self
     }
@@ -247,6 +261,11 @@ impl ContainerHost {
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
+            .route("/conversations", get(conversations::list))
+            .route(
+                "/conversations/{id}",
+                get(conversations::get).delete(conversations::delete),
+            )
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
@@ -446,23 +465,16 @@ impl SessionQuery {
     /// and the conversation is theirs (or no one's yet). Otherwise the answer to send: 400 for
     /// a missing id, 404 for someone else's conversation (never 403: that would say it exists).
     async fn check_person(&self, host: &ContainerHost, turn_id: &str) -> Result<(), Response> {
-        for (field, value) in [
-            ("turnId", Some(turn_id)),
-            ("session", Some(self.session.as_str())),
-            ("userId", self.user_id.as_deref()),
-            ("accountId", self.account_id.as_deref()),
-        ] {
-            if value.is_none_or(|v| v.trim().is_empty()) {
+        for (field, value) in [("turnId", turn_id), ("session", self.session.as_str())] {
+            if value.trim().is_empty() {
                 return Err(error(
                     StatusCode::BAD_REQUEST,
                     format!("{field} must not be empty"),
                 ));
             }
         }
-        let asking = Owner::new(
-            self.user_id.clone().unwrap_or_default(),
-            self.account_id.clone().unwrap_or_default(),
-        );
+        let asking = conversations::person(self.user_id.as_deref(), self.account_id.as_deref())
+            .map_err(IntoResponse::into_response)?;
         match host.inner.store.owner(&self.session).await {
             Ok(Some(owner)) if owner != asking => {
                 asking.warn_refused(&owner, "a read or a stop");

@@ -13,6 +13,13 @@
 //! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |
 //!
 //! Every item carries `expiresAt` (epoch seconds) for the table's TTL.
+//!
+//! The meta item of a conversation with an owner also carries what its person's list shows
+//! (`ownerKey`, `lastActiveAt`, `title`, `preview`, `turns`, `activeTurn`, `endedTurn`), and the
+//! global secondary index [`OWNER_INDEX`] (`ownerKey` / `lastActiveAt`) lists a person's
+//! conversations most recent first. A deleted conversation's meta item is a tombstone
+//! (`deletedAt`, `deletedBy`: a digest, never the ids) until the TTL removes it, so that a late
+//! delivery of one of its turns runs nothing.
 
 /// The partition key attribute.
 pub const PK: &str = "pk";
@@ -23,6 +30,23 @@ pub const EXPIRES_AT: &str = "expiresAt";
 /// On a turn item: the token of the claim or commit that last wrote it, so that a write whose
 /// answer was lost can tell, on the SDK's retry, that it landed.
 pub const WRITE_TOKEN: &str = "writeToken";
+
+/// The index of conversations by owner, most recent first.
+pub const OWNER_INDEX: &str = "byOwner";
+/// On a meta item: the person the conversation belongs to.
+pub const OWNER_USER: &str = "ownerUserId";
+/// On a meta item: their account.
+pub const OWNER_ACCOUNT: &str = "ownerAccountId";
+/// On a meta item: the owner's key ([`owner_key`](agent_worker_core::session::conversations::owner_key)), the index's partition key.
+pub const OWNER_KEY: &str = "ownerKey";
+/// On a meta item: when the conversation last had a turn (milliseconds), the index's sort key.
+pub const LAST_ACTIVE_AT: &str = "lastActiveAt";
+/// On a meta item: the latest turn to start.
+pub const ACTIVE_TURN: &str = "activeTurn";
+/// On a meta item: the latest turn to end.
+pub const ENDED_TURN: &str = "endedTurn";
+/// On a meta item: set when the conversation was deleted.
+pub const DELETED_AT: &str = "deletedAt";
 
 /// The partition key of `session`.
 pub fn session_pk(session: &str) -> String {

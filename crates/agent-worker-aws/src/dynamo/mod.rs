@@ -3,15 +3,18 @@
 //!
 //! - [`keys`]: the layout, every `pk` / `sk` the table holds.
 //! - [`DynamoStore`]: sessions, turns, stops and summaries ([`SessionStore`](agent_worker_core::session::SessionStore)),
-//!   approvals ([`ApprovalStore`](agent_worker_core::session::ApprovalStore)).
+//!   approvals ([`ApprovalStore`](agent_worker_core::session::ApprovalStore)), and a person's
+//!   conversations ([`ConversationStore`](agent_worker_core::session::ConversationStore)).
 //! - [`DynamoEventLog`]: a turn's events, read back from a cursor.
 //! - [`DynamoThreadStore`]: a Standard Agents session's thread record.
 //! - [`Documents`]: typed JSON documents at keys of the table (the Agent Protocol task store's).
 
 mod approvals;
 mod codec;
+mod conversations;
 mod documents;
 mod event_log;
+mod history;
 pub mod keys;
 mod owner;
 mod sdk_error;
@@ -23,6 +26,6 @@ mod transact;
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
-pub use store::{DEFAULT_TTL, DynamoConfig, DynamoStore};
+pub use store::{DEFAULT_STOP_WAIT, DEFAULT_TTL, DynamoConfig, DynamoStore};
 pub use thread::DynamoThreadStore;
 pub use transact::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS};

@@ -1,22 +1,24 @@
 //! A conversation's owner, on its meta item (`pk = session#<id>`, `sk = meta`).
 
+use agent_worker_core::clock::now_ms;
+use agent_worker_core::session::conversations::owner_key;
 use agent_worker_core::session::{Owner, OwnerCheck, StoreError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::DynamoStore;
-use super::keys::{EXPIRES_AT, META_SK, PK, SK, session_pk};
+use super::keys::{
+    ACTIVE_TURN, DELETED_AT, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, OWNER_ACCOUNT, OWNER_KEY, OWNER_USER, PK,
+    SK, session_pk,
+};
 use super::sdk_error::store_error;
 
-/// The attribute of the person a conversation belongs to.
-const OWNER_USER: &str = "ownerUserId";
-/// The attribute of their account.
-const OWNER_ACCOUNT: &str = "ownerAccountId";
-
-/// Records `owner` on `session`'s meta item unless someone else is there: one conditional write,
-/// then, only when it is refused, one read to say who.
+/// Records `owner` on `session`'s meta item unless someone else is there or it was deleted, and
+/// `turn_id` as its latest activity (what the person's list shows): one conditional write, then,
+/// only when it is refused, one read to say why.
 pub(super) async fn claim(
     store: &DynamoStore,
     session: &str,
+    turn_id: &str,
     owner: &Owner,
 ) -> Result<OwnerCheck, StoreError> {
     let written = store
@@ -25,13 +27,26 @@ pub(super) async fn claim(
         .table_name(store.table())
         .key(PK, AttributeValue::S(session_pk(session)))
         .key(SK, AttributeValue::S(META_SK.to_owned()))
-        .update_expression("SET #user = :user, #account = :account, #exp = if_not_exists(#exp, :exp)")
-        .condition_expression("attribute_not_exists(#user) OR (#user = :user AND #account = :account)")
+        .update_expression(
+            "SET #user = :user, #account = :account, #okey = :okey, #last = :now, #active = :turn, \
+             #exp = if_not_exists(#exp, :exp)",
+        )
+        .condition_expression(
+            "attribute_not_exists(#deleted) AND \
+             (attribute_not_exists(#user) OR (#user = :user AND #account = :account))",
+        )
         .expression_attribute_names("#user", OWNER_USER)
         .expression_attribute_names("#account", OWNER_ACCOUNT)
+        .expression_attribute_names("#okey", OWNER_KEY)
+        .expression_attribute_names("#last", LAST_ACTIVE_AT)
+        .expression_attribute_names("#active", ACTIVE_TURN)
+        .expression_attribute_names("#deleted", DELETED_AT)
         .expression_attribute_names("#exp", EXPIRES_AT)
         .expression_attribute_values(":user", AttributeValue::S(owner.user_id.clone()))
         .expression_attribute_values(":account", AttributeValue::S(owner.account_id.clone()))
+        .expression_attribute_values(":okey", AttributeValue::S(owner_key(owner)))
+        .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+        .expression_attribute_values(":turn", AttributeValue::S(turn_id.to_owned()))
         .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
         .return_values(ReturnValue::AllOld)
         .send()
@@ -46,36 +61,60 @@ pub(super) async fn claim(
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            // Refused, then gone (deleted in between): nobody's now, and still not this turn's.
-            let holder = read(store, session)
-                .await?
-                .unwrap_or_else(|| Owner::new(String::new(), String::new()));
-            Ok(OwnerCheck::Other(holder))
+            Ok(match read_meta(store, session).await? {
+                Meta { deleted: true, .. } => OwnerCheck::Deleted,
+                // Refused, then gone in between: nobody's now, and still not this turn's.
+                Meta { owner, .. } => {
+                    OwnerCheck::Other(owner.unwrap_or_else(|| Owner::new(String::new(), String::new())))
+                }
+            })
         }
         Err(e) => Err(store_error("recording the conversation's owner", e)),
     }
 }
 
-/// The owner recorded on `session`'s meta item, if any.
-pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Owner>, StoreError> {
+/// What the meta item says of who may use the conversation.
+pub(super) struct Meta {
+    /// Its owner, if one was recorded.
+    pub(super) owner: Option<Owner>,
+    /// Whether it was deleted.
+    pub(super) deleted: bool,
+}
+
+/// The owner recorded on `session`'s meta item, and whether it was deleted.
+pub(super) async fn read_meta(store: &DynamoStore, session: &str) -> Result<Meta, StoreError> {
     let out = store
         .client()
         .get_item()
         .table_name(store.table())
         .key(PK, AttributeValue::S(session_pk(session)))
         .key(SK, AttributeValue::S(META_SK.to_owned()))
-        .projection_expression("#user, #account")
+        .projection_expression("#user, #account, #deleted")
         .expression_attribute_names("#user", OWNER_USER)
         .expression_attribute_names("#account", OWNER_ACCOUNT)
+        .expression_attribute_names("#deleted", DELETED_AT)
         .consistent_read(true)
         .send()
         .await
         .map_err(|e| store_error("reading the conversation's owner", e))?;
+    let item = out.item();
     let text = |name: &str| {
-        out.item()
-            .and_then(|item| item.get(name))
+        item.and_then(|item| item.get(name))
             .and_then(|v| v.as_s().ok())
             .cloned()
     };
-    Ok(text(OWNER_USER).map(|user| Owner::new(user, text(OWNER_ACCOUNT).unwrap_or_default())))
+    Ok(Meta {
+        owner: text(OWNER_USER).map(|user| Owner::new(user, text(OWNER_ACCOUNT).unwrap_or_default())),
+        deleted: item.is_some_and(|item| item.contains_key(DELETED_AT)),
+    })
+}
+
+/// The owner recorded on `session`'s meta item, if any. A deleted conversation belongs to an
+/// owner with empty ids: no one who asks (hosts refuse empty ids) is it.
+pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Owner>, StoreError> {
+    let meta = read_meta(store, session).await?;
+    if meta.deleted {
+        return Ok(Some(Owner::new(String::new(), String::new())));
+    }
+    Ok(meta.owner)
 }

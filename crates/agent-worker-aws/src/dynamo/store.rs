@@ -24,6 +24,7 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
+use agent_worker_core::session::conversations::{preview_of, title_of};
 use agent_worker_core::session::history::check;
 use agent_worker_core::session::{
     Claim, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop, StopOutcome, StoreError,
@@ -41,6 +42,8 @@ const TAIL_BYTES: usize = 64 * 1024;
 
 /// How long stored items live before the table's TTL removes them, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
+/// How long deleting a conversation waits for a turn it stopped to end, by default.
+pub const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(10);
 /// How many times a completion is retried when another writer moved the session's version.
 const VERSION_RETRIES: u32 = 5;
 
@@ -51,6 +54,9 @@ pub struct DynamoConfig {
     pub table: String,
     /// How long items live (the TTL attribute's offset).
     pub ttl: Duration,
+    /// How long deleting a conversation waits for a turn it stopped to end, so that what the
+    /// turn stores at its end goes too.
+    pub stop_wait: Duration,
 }
 
 impl DynamoConfig {
@@ -63,6 +69,7 @@ impl DynamoConfig {
         Ok(Self {
             table,
             ttl: DEFAULT_TTL,
+            stop_wait: DEFAULT_STOP_WAIT,
         })
     }
 }
@@ -110,16 +117,36 @@ impl DynamoStore {
         (now_ms() / 1000).saturating_add(self.config.ttl.as_secs())
     }
 
-    fn key(&self, session: &str, sk: String) -> HashMap<String, AttributeValue> {
+    /// The key of item `sk` of `session`.
+    pub(super) fn key(&self, session: &str, sk: String) -> HashMap<String, AttributeValue> {
         HashMap::from([(PK.to_owned(), s(session_pk(session))), (SK.to_owned(), s(sk))])
     }
 
+    /// The session's version, for a write: refused when the conversation was deleted.
     async fn version(&self, session: &str) -> Result<u64, StoreError> {
-        Ok(self.meta(session).await?.0)
+        let out = self.meta_item(session).await?;
+        match out {
+            Some(item) if item.contains_key(DELETED_AT) => Err(StoreError::Deleted(format!(
+                "conversation {session} was deleted while a turn of it ran"
+            ))),
+            Some(item) => Ok(get_n(&item, "version").unwrap_or(0)),
+            None => Ok(0),
+        }
     }
 
     /// The session's version, and how many messages its summary stands for.
     async fn meta(&self, session: &str) -> Result<(u64, Option<u64>), StoreError> {
+        let Some(item) = self.meta_item(session).await? else {
+            return Ok((0, None));
+        };
+        Ok((get_n(&item, "version").unwrap_or(0), get_n(&item, "summaryUpto")))
+    }
+
+    /// The session's meta item, read strongly.
+    pub(super) async fn meta_item(
+        &self,
+        session: &str,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -129,10 +156,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| store_error("reading the session's version", e))?;
-        let Some(item) = out.item() else {
-            return Ok((0, None));
-        };
-        Ok((get_n(item, "version").unwrap_or(0), get_n(item, "summaryUpto")))
+        Ok(out.item)
     }
 
     /// The session's summary item.
@@ -152,37 +176,6 @@ impl DynamoStore {
                 upto: get_n(item, "upto")?,
             })
         }))
-    }
-
-    /// Messages `from..to` of the session, in one paged, strongly consistent query.
-    async fn messages(&self, session: &str, from: u64, to: u64) -> Result<Vec<Message>, StoreError> {
-        if from >= to {
-            return Ok(Vec::new());
-        }
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.config.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(session_pk(session)))
-            .expression_attribute_values(":first", s(message_sk(from)))
-            .expression_attribute_values(":last", s(message_sk(to - 1)))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
-        let mut messages = Vec::with_capacity(usize::try_from(to - from).unwrap_or_default());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| store_error("reading the history", e))?;
-            let sk = get_s(&item, SK).unwrap_or_default().to_owned();
-            let json = get_s(&item, "message")
-                .ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
-            messages.push(
-                serde_json::from_str(json)
-                    .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?,
-            );
-        }
-        Ok(messages)
     }
 
     /// An update of a turn item; `#status` names its status attribute.
@@ -269,16 +262,19 @@ impl DynamoStore {
         HashMap<String, String>,
         HashMap<String, AttributeValue>,
     ) {
-        let names = HashMap::from([("#version".to_owned(), "version".to_owned())]);
+        let names = HashMap::from([
+            ("#version".to_owned(), "version".to_owned()),
+            ("#deleted".to_owned(), DELETED_AT.to_owned()),
+        ]);
         if version == 0 {
             (
-                "attribute_not_exists(#version) OR #version = :old",
+                "(attribute_not_exists(#version) OR #version = :old) AND attribute_not_exists(#deleted)",
                 names,
                 HashMap::from([(":old".to_owned(), n(0))]),
             )
         } else {
             (
-                "#version = :old",
+                "#version = :old AND attribute_not_exists(#deleted)",
                 names,
                 HashMap::from([(":old".to_owned(), n(version))]),
             )
@@ -338,10 +334,27 @@ impl DynamoStore {
         names.insert("#exp".into(), EXPIRES_AT.into());
         values.insert(":new".into(), n(new_version));
         values.insert(":exp".into(), expires.clone());
+        // What the person's list shows of the conversation, kept beside the version.
+        let mut bump_expression =
+            String::from("SET #version = :new, #exp = :exp, #last = :now, #ended = :turn");
+        names.insert("#last".into(), LAST_ACTIVE_AT.into());
+        names.insert("#ended".into(), ENDED_TURN.into());
+        values.insert(":now".into(), n(now_ms()));
+        values.insert(":turn".into(), s(turn_id));
+        if let Some(title) = title_of(messages) {
+            bump_expression.push_str(", title = if_not_exists(title, :title)");
+            values.insert(":title".into(), s(title));
+        }
+        if let Some(preview) = preview_of(messages) {
+            bump_expression.push_str(", preview = :preview");
+            values.insert(":preview".into(), s(preview));
+        }
+        bump_expression.push_str(" ADD turns :one");
+        values.insert(":one".into(), n(1));
         let bump = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, META_SK.to_owned())))
-            .update_expression("SET #version = :new, #exp = :exp")
+            .update_expression(bump_expression)
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
@@ -410,8 +423,13 @@ impl SessionStore for DynamoStore {
         Some(MAX_ID_BYTES)
     }
 
-    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
-        super::owner::claim(self, session, owner).await
+    async fn claim_owner(
+        &self,
+        session: &str,
+        turn_id: &str,
+        owner: &Owner,
+    ) -> Result<OwnerCheck, StoreError> {
+        super::owner::claim(self, session, turn_id, owner).await
     }
 
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
@@ -491,7 +509,8 @@ impl SessionStore for DynamoStore {
     }
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
-        let version = self.version(session).await?;
+        // A deleted conversation's tombstone has no version: its history is empty.
+        let (version, _) = self.meta(session).await?;
         self.messages(session, 0, version).await
     }
 

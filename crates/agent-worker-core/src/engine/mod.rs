@@ -36,6 +36,7 @@ pub mod tools;
 mod turn;
 mod turn_stream;
 
+pub(crate) use approvals::preview as approval_preview;
 pub use approvals::{
     APPROVAL_REQUIRED, AdmitClasses, ApprovalDecision, ApprovalSigner, ToolDecision, ToolPolicy,
     ToolPolicyContext, WeakKey,

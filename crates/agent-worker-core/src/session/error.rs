@@ -23,6 +23,9 @@ pub enum StoreError {
     /// A conditional write lost: someone else holds or finished the turn.
     #[error("the turn is no longer held by this worker: {0}")]
     LostLease(String),
+    /// The conversation was deleted while the turn ran: nothing of the turn is kept.
+    #[error("the conversation was deleted: {0}")]
+    Deleted(String),
 }
 
 impl StoreError {
@@ -35,6 +38,7 @@ impl StoreError {
             Self::Corrupt(_) => "the stored session could not be read".into(),
             Self::InvalidHistory(e) => format!("refused to store a broken history: {e}"),
             Self::LostLease(_) => "the turn is no longer held by this worker".into(),
+            Self::Deleted(_) => "the conversation was deleted".into(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
 mod approval;
+pub mod conversations;
 mod error;
 pub mod history;
 mod memory;
@@ -15,6 +16,7 @@ mod summary;
 mod turn;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
+pub use conversations::{ConversationError, ConversationStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
@@ -78,9 +80,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     }
 
     /// Records `owner` as the person `session` belongs to, unless it belongs to someone
-    /// already: then says who. One conditional write; a turn of someone else's conversation runs
-    /// nothing.
-    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError>;
+    /// already (then says who) or was deleted, and marks turn `turn_id` as its latest activity.
+    /// One conditional write; a turn of someone else's conversation runs nothing.
+    async fn claim_owner(
+        &self,
+        session: &str,
+        turn_id: &str,
+        owner: &Owner,
+    ) -> Result<OwnerCheck, StoreError>;
 
     /// The person `session` belongs to, if one was recorded.
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError>;
@@ -147,8 +154,13 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
         (**self).max_message_bytes()
     }
 
-    async fn claim_owner(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
-        (**self).claim_owner(session, owner).await
+    async fn claim_owner(
+        &self,
+        session: &str,
+        turn_id: &str,
+        owner: &Owner,
+    ) -> Result<OwnerCheck, StoreError> {
+        (**self).claim_owner(session, turn_id, owner).await
     }
 
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {

@@ -44,4 +44,6 @@ pub enum OwnerCheck {
     Same,
     /// It belongs to someone else, named here.
     Other(Owner),
+    /// It was deleted: no turn of it runs again.
+    Deleted,
 }

@@ -83,6 +83,10 @@ pub trait FileArea: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Removes every file of the conversation, with their references and its count: it was
+    /// deleted. Returns how many files went; a conversation with none is `Ok(0)`.
+    async fn remove_conversation(&self, owner: &str) -> Result<u64, Unavailable>;
+
     /// Adds a finished turn's estimated file tokens to the conversation's count. The default
     /// keeps no count.
     async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
@@ -117,6 +121,10 @@ impl<T: FileArea + ?Sized> FileArea for std::sync::Arc<T> {
 
     async fn conversation_usage(&self, owner: &str) -> Option<u64> {
         (**self).conversation_usage(owner).await
+    }
+
+    async fn remove_conversation(&self, owner: &str) -> Result<u64, Unavailable> {
+        (**self).remove_conversation(owner).await
     }
 
     async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {
@@ -250,6 +258,26 @@ impl FileArea for LocalFileArea {
         let path = self.folder(owner)?.join(USAGE_FILE);
         let text = tokio::fs::read_to_string(path).await.ok()?;
         text.trim().parse().ok()
+    }
+
+    async fn remove_conversation(&self, owner: &str) -> Result<u64, Unavailable> {
+        let folder = self.folder(owner).ok_or(Unavailable::Gone)?;
+        let failed = |e: std::io::Error| Unavailable::Store(Failure::caused_by(e.to_string(), e));
+        let mut entries = match tokio::fs::read_dir(&folder).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(failed(e)),
+        };
+        let mut files = 0;
+        while let Some(entry) = entries.next_entry().await.map_err(failed)? {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !name.ends_with(".json") && name != USAGE_FILE {
+                files += 1;
+            }
+        }
+        tokio::fs::remove_dir_all(&folder).await.map_err(failed)?;
+        Ok(files)
     }
 
     async fn record_usage(&self, owner: &str, tokens: u64) -> Result<(), Unavailable> {

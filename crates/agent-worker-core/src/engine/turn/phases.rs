@@ -30,6 +30,8 @@ pub(super) enum Refusal {
     FailedBefore(String),
     /// The conversation belongs to another person.
     NotOwner,
+    /// The conversation was deleted.
+    Deleted,
     /// The turn runs on another worker, under a live lease.
     RunningElsewhere,
     /// The person's next message replaced the turn before it started.
@@ -55,6 +57,11 @@ impl Refusal {
                 "this conversation belongs to another person; nothing ran",
                 false,
                 Some(codes::NOT_OWNER),
+            ),
+            Self::Deleted => AgentEvent::failed(
+                "this conversation was deleted; nothing ran",
+                false,
+                Some(codes::CONVERSATION_DELETED),
             ),
             Self::FailedBefore(details) => AgentEvent::failed(
                 format!("turn {turn_id} failed before and was not run again: {details}"),
@@ -152,11 +159,15 @@ pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(
         return Ok(());
     };
     let owner = Owner::new(user_id.as_str(), account_id.as_str());
-    match engine.store.claim_owner(&ask.session, &owner).await {
+    match engine.store.claim_owner(&ask.session, &ask.turn_id, &owner).await {
         Ok(OwnerCheck::Claimed | OwnerCheck::Same) => Ok(()),
         Ok(OwnerCheck::Other(holder)) => {
             owner.warn_refused(&holder, "a turn");
             Err(Refusal::NotOwner)
+        }
+        Ok(OwnerCheck::Deleted) => {
+            tracing::info!("a turn of a deleted conversation; nothing runs");
+            Err(Refusal::Deleted)
         }
         Err(e) => {
             tracing::error!(error = %e, "could not check the conversation's owner");

@@ -153,6 +153,7 @@ fn each_refusal_is_a_failed_terminal_with_its_code() {
         ),
         (Refusal::RunningElsewhere, codes::TURN_IN_PROGRESS, true),
         (Refusal::NotOwner, codes::NOT_OWNER, false),
+        (Refusal::Deleted, codes::CONVERSATION_DELETED, false),
         (Refusal::Superseded, codes::SUPERSEDED, false),
     ];
     for (refusal, code, retryable) in cases {

@@ -1,0 +1,71 @@
+//! A conversation's messages read back by key range: what a turn's history and a page of a
+//! conversation read.
+
+use agent_worker_core::Failure;
+use agent_worker_core::session::conversations::StoredMessage;
+use agent_worker_core::session::{Message, StoreError};
+
+use super::DynamoStore;
+use super::codec::{get_s, s};
+use super::keys::{MESSAGE_PREFIX, SK, message_sk, session_pk};
+use super::sdk_error::store_error;
+
+impl DynamoStore {
+    /// Messages `from..to` of the session, in one paged, strongly consistent query.
+    pub(super) async fn messages(
+        &self,
+        session: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Message>, StoreError> {
+        Ok(self
+            .message_page(session, from..to)
+            .await?
+            .into_iter()
+            .map(|stored| stored.message)
+            .collect())
+    }
+
+    /// Messages `range` of the session, with their places and turns: one paged, strongly
+    /// consistent query of exactly that key range.
+    pub(super) async fn message_page(
+        &self,
+        session: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pages = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(message_sk(range.start)))
+            .expression_attribute_values(":last", s(message_sk(range.end - 1)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut messages = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or_default());
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| store_error("reading the history", e))?;
+            let sk = get_s(&item, SK).unwrap_or_default();
+            let seq = sk
+                .strip_prefix(MESSAGE_PREFIX)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("{sk} is not a message's key").into()))?;
+            let json = get_s(&item, "message")
+                .ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
+            let message = serde_json::from_str(json)
+                .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?;
+            messages.push(StoredMessage {
+                seq,
+                turn_id: get_s(&item, "turnId").map(str::to_owned),
+                message,
+            });
+        }
+        Ok(messages)
+    }
+}
