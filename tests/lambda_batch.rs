@@ -613,7 +613,12 @@ async fn the_function_runs_the_standard_agent_a_turn_names_and_resumes_it_on_ano
     }
     let worker = || async {
         let (agent, sinks) = agent_settings(&world, &folder)
-            .build(world.bedrock.client(), moto().dynamodb(), None)
+            .build(
+                world.bedrock.client(),
+                moto().dynamodb(),
+                None,
+                &agent_worker::hosts::config::Configured::default(),
+            )
             .unwrap();
         TurnHandler::new(agent, sinks)
     };

@@ -293,6 +293,7 @@ fn ctx(user: Option<&str>) -> ToolContext {
         call_id: "c".into(),
         user_id: user.map(str::to_owned),
         account_id: None,
+        user_token: None,
     }
 }
 

@@ -598,15 +598,15 @@ fn the_files_bucket_and_its_key_reach_the_function_and_its_policy() {
 }
 
 /// `sam build` packages the bundled agent definitions as the layer Lambda unpacks into /opt.
-#[test]
-fn sam_build_packages_the_agent_definitions_layer() {
-    let out = std::env::temp_dir().join(format!("agent-layer-{}", std::process::id()));
+/// `sam build RESOURCE` with `parameter` set, into a build folder of its own.
+fn sam_build(resource: &str, parameter: &str) -> PathBuf {
+    let out = std::env::temp_dir().join(format!("{resource}-{}", std::process::id()));
     run(Command::new(tool("sam"))
         .args([
             "build",
-            "AgentDefinitionsLayer",
+            resource,
             "--parameter-overrides",
-            "AgentDefinitions=bundled",
+            parameter,
             "--build-dir",
         ])
         .arg(&out)
@@ -616,6 +616,12 @@ fn sam_build_packages_the_agent_definitions_layer() {
         .env("AWS_REGION", "us-east-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("SAM_CLI_TELEMETRY", "0"));
+    out
+}
+
+#[test]
+fn sam_build_packages_the_agent_definitions_layer() {
+    let out = sam_build("AgentDefinitionsLayer", "AgentDefinitions=bundled");
     let layer = out.join("AgentDefinitionsLayer");
     for folder in ["agents", "prompts"] {
         let built: Vec<_> = std::fs::read_dir(layer.join(folder)).unwrap().collect();
@@ -690,4 +696,18 @@ async fn the_owner_index_is_the_one_the_store_creates() {
     let policy = &template()["Resources"]["ConversationsApiPolicy"]["Properties"]["PolicyDocument"];
     let text = serde_yaml::to_string(policy).unwrap();
     assert!(text.contains("/index/byOwner"), "{text}");
+}
+
+#[test]
+fn sam_build_packages_the_configuration_layer_where_the_function_reads_it() {
+    let out = sam_build("AgentConfigLayer", "AgentConfig=bundled");
+    let built = out.join("AgentConfigLayer").join("config");
+    for file in ["agent-worker.yaml", "desk.openapi.json"] {
+        assert!(built.join(file).is_file(), "{file} is in the layer");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    // The function is told where Lambda unpacks it.
+    let variables = &template()["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"];
+    let config = serde_yaml::to_string(&variables["AGENT_WORKER_CONFIG"]).unwrap();
+    assert!(config.contains("/opt/config/agent-worker.yaml"), "{config}");
 }

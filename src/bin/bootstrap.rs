@@ -5,6 +5,9 @@
 //! the SDK's standard `AWS_ENDPOINT_URL_*`. A missing or invalid value stops the function at
 //! start-up, naming it.
 
+use std::path::Path;
+
+use agent_worker::hosts::config::{CONFIG_ENV, Configured, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::secrets::read_secret_settings;
 use agent_worker::hosts::settings::dynamodb_client;
@@ -32,11 +35,25 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let secrets = read_secret_settings(env, || aws_sdk_secretsmanager::Client::new(&aws)).await?;
     let settings = WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| env(name)))?;
-    let files = settings.s3_file_area(aws_sdk_s3::Client::new(&aws));
+    let s3 = aws_sdk_s3::Client::new(&aws);
+    let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
+        Some(path) => Configured::load(
+            Path::new(&path),
+            &Remote::new(reqwest::Client::new(), Some(s3.clone())),
+        )
+        .await
+        .map_err(|e| SettingsError {
+            name: CONFIG_ENV.into(),
+            problem: e.to_string(),
+        })?,
+        None => Configured::default(),
+    };
+    let files = settings.s3_file_area(s3);
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
         dynamodb_client(&aws, settings.store_attempt_timeout),
         files,
+        &configured,
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
     let requeue = Requeue::from_config(aws.clone(), settings.redrive);

@@ -5,13 +5,15 @@
 //! - [`lambda`]: the SQS-triggered Lambda handler (feature `lambda`).
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
-//!   Secrets Manager (feature `lambda`).
+//!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
+//!   tools, policy and persona.
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
 //! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
+pub mod config;
 mod payload;
 pub mod redrive;
 #[cfg(feature = "lambda")]

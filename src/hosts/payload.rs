@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::protocol::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
-    USER_ID_KEY,
+    USER_ID_KEY, UserToken,
 };
 
 /// One turn: who sent it, in which conversation, and what they said.
@@ -56,6 +56,11 @@ pub struct AgentTurnPayload {
     /// The agent definition to run, when a host serves several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The person's own credential for the product's API: it reaches the turn's tools (sent as
+    /// the header the configuration names) and nothing else; never logged, stored, put in an
+    /// event or shown to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_token: Option<UserToken>,
 }
 
 /// A body that is not a turn; `path` names the field at fault (empty for the body itself).
@@ -144,6 +149,9 @@ impl AgentTurnPayload {
             .with(ACCOUNT_ID_KEY, self.account_id.clone());
         if let Some(context) = &self.context {
             scope = scope.with("context", Value::Object(context.clone()));
+        }
+        if let Some(token) = &self.user_token {
+            scope = scope.with_user_token(token.clone());
         }
         if !self.supersedes.is_empty() {
             scope = scope.with(SUPERSEDES_KEY, self.supersedes.clone());

@@ -9,7 +9,8 @@
 //! | `TABLE_NAME` | yes | the DynamoDB table of sessions and event logs |
 //! | `MODEL_ID` | yes | the Bedrock model id or inference profile |
 //! | `TOOLS` | no | comma-separated example tools to enable (`current_time,add,word_count`) |
-//! | `SYSTEM_PROMPT` | no | the assistant's identity and rules |
+//! | `SYSTEM_PROMPT` | no | the assistant's identity and rules (wins over the configuration file's persona) |
+//! | `AGENT_WORKER_CONFIG` | no | the configuration file of the product's tools, policy and persona ([`config`](super::config)); read by the binaries, which pass what it yields to [`build`](WorkerSettings::build) |
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
@@ -32,12 +33,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::config::Configured;
 use super::redrive::RedriveBackoff;
 use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
-use crate::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, ToolClass};
+use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig, ToolClass};
 use crate::protocol::Agent;
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
@@ -336,11 +338,16 @@ impl WorkerSettings {
     /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents. `files` is the
     /// file area `FILES_BUCKET` names (see [`S3FileArea`](crate::hosts::S3FileArea)); it is
     /// required when that is set.
+    ///
+    /// `configured` is what the configuration file gives ([`Configured::load`]; the default
+    /// when there is none): its tools join the example tools `TOOLS` names, its system prompt
+    /// stands where `SYSTEM_PROMPT` is not set, and its policy decides each call.
     pub fn build(
         &self,
         bedrock: aws_sdk_bedrockruntime::Client,
         dynamodb: aws_sdk_dynamodb::Client,
         files: Option<Arc<dyn FileArea>>,
+        configured: &Configured,
     ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
         if self.files.is_some() && files.is_none() {
             return Err(error("FILES_BUCKET", "is set, and no file area was given for it"));
@@ -348,8 +355,8 @@ impl WorkerSettings {
         let store = self.store(dynamodb)?;
         let sinks = self.sinks(&store)?;
         let agent: Arc<dyn Agent> = match &self.agents_dir {
-            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store)?),
-            None => Arc::new(self.engine(bedrock, store, files)?),
+            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store, configured)?),
+            None => Arc::new(self.engine(bedrock, store, files, configured)?),
         };
         Ok((agent, sinks))
     }
@@ -361,8 +368,9 @@ impl WorkerSettings {
         &self,
         store: DynamoStore,
         files: Option<Arc<dyn FileArea>>,
+        configured: &Configured,
     ) -> crate::conversations::Conversations {
-        let tools = self.example_tools();
+        let tools = self.tools_with(configured);
         let mut conversations =
             crate::conversations::Conversations::new(store).tools(tools.iter().map(|t| t.spec()));
         if let Some(files) = files {
@@ -374,6 +382,17 @@ impl WorkerSettings {
     /// The example tools `TOOLS` names.
     fn example_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.tools.iter().filter_map(|t| examples::by_name(t)).collect()
+    }
+
+    /// The tools a turn runs with: `configured`'s, and the example tools `TOOLS` adds to them.
+    pub fn tools_with(&self, configured: &Configured) -> Vec<Arc<dyn Tool>> {
+        let mut tools = configured.tools.clone();
+        for tool in self.example_tools() {
+            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
+                tools.push(tool);
+            }
+        }
+        tools
     }
 
     /// The S3 file area `FILES_BUCKET` names, on `s3`.
@@ -391,10 +410,18 @@ impl WorkerSettings {
         folder: &Path,
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
+        configured: &Configured,
     ) -> Result<AgentRuntime, SettingsError> {
         let prompt_caching = self.prompt_caching;
+        let configured_names: Vec<&str> = configured.tools.iter().map(|t| t.spec().name.as_str()).collect();
         let mut builder = AgentRuntime::builder()
-            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .tools(
+                examples::NAMES
+                    .iter()
+                    .filter(|n| !configured_names.contains(n))
+                    .filter_map(|n| examples::by_name(n)),
+            )
+            .tools(configured.tools.iter().cloned())
             .catalog_dir(folder)
             .map_err(|e| error("AGENTS_DIR", e.to_string()))?
             .models(&self.model_id, move |id| {
@@ -414,14 +441,14 @@ impl WorkerSettings {
         bedrock: aws_sdk_bedrockruntime::Client,
         store: DynamoStore,
         files: Option<Arc<dyn FileArea>>,
+        configured: &Configured,
     ) -> Result<Engine, SettingsError> {
-        let tools = self.example_tools();
         let mut builder = Engine::builder()
             .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
             .store(store.clone())
-            .tools(tools)
+            .tools(self.tools_with(configured))
             .config(self.engine.clone());
-        if let Some(prompt) = &self.system_prompt {
+        if let Some(prompt) = self.system_prompt.as_ref().or(configured.system_prompt.as_ref()) {
             builder = builder.system_prompt(prompt.clone());
         }
         if let Some(secret) = &self.approval_secret {
@@ -432,9 +459,11 @@ impl WorkerSettings {
         if let Some(area) = files {
             builder = builder.file_area(area);
         }
+        let mut policy = configured.policy.clone();
         if self.attachment_tools {
-            builder = builder.tool_policy(AdmitClasses(vec![ToolClass::Attachment]));
+            policy = policy.admitting(ToolClass::Attachment);
         }
+        builder = builder.tool_policy(policy);
         builder.build().map_err(|e| error("engine", e.to_string()))
     }
 

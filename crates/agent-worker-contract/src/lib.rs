@@ -33,5 +33,5 @@ pub use event::AgentEvent;
 pub use redact::redact;
 pub use scope::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
-    TURN_ID_KEY, USER_ID_KEY,
+    TURN_ID_KEY, USER_ID_KEY, UserToken,
 };

@@ -31,6 +31,44 @@ pub struct Scope {
     /// Extension fields, in the order they came.
     #[serde(flatten)]
     pub extensions: Map<String, Value>,
+    /// The person's own credential for the product's API, for this turn's tools only: never
+    /// serialized with the scope (so never stored or sent on), never shown by `Debug`.
+    #[serde(skip)]
+    pub user_token: Option<UserToken>,
+}
+
+/// A person's credential for the product's API (the payload's `userToken`), carried to the tools
+/// of the turn it came with and nowhere else: `Debug` shows `UserToken(..)`, and a [`Scope`]
+/// never serializes it (a payload does: that is how it reaches the worker). Tools read it with
+/// [`expose`](Self::expose).
+///
+/// ```
+/// use agent_worker_contract::UserToken;
+///
+/// let token = UserToken::new("secret-123");
+/// assert_eq!(format!("{token:?}"), "UserToken(..)");
+/// assert_eq!(token.expose(), "secret-123");
+/// ```
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserToken(String);
+
+impl UserToken {
+    /// A token of `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The token itself, to put in a request's header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for UserToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UserToken(..)")
+    }
 }
 
 /// The extension key that carries a turn's id, when the caller has one.
@@ -55,7 +93,15 @@ impl Scope {
         Self {
             session: session.into(),
             extensions: Map::new(),
+            user_token: None,
         }
+    }
+
+    /// This scope, carrying the person's token to the turn's tools.
+    #[must_use]
+    pub fn with_user_token(mut self, token: UserToken) -> Self {
+        self.user_token = Some(token);
+        self
     }
 
     /// Adds or replaces the extension `key`.

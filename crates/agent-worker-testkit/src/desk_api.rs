@@ -9,7 +9,9 @@
 //! | `ana` | `tickets:read`, `tickets:refund`, `reports:export` |
 //! | `bo` | `tickets:read` |
 //!
-//! Nobody has `audit:read` or `tickets:delete`, so those routes answer 403.
+//! Nobody has `audit:read` or `tickets:delete`, so those routes answer 403. A caller is
+//! `x-desk-user`, or the person an `Authorization: Bearer` token ([`DeskApi::token_of`]) belongs
+//! to.
 
 use std::collections::HashMap;
 use std::io;
@@ -39,6 +41,8 @@ pub struct DeskCall {
     pub user: Option<String>,
     /// `x-desk-account`, if sent.
     pub account: Option<String>,
+    /// `authorization`, if sent.
+    pub authorization: Option<String>,
 }
 
 #[derive(Debug)]
@@ -113,6 +117,11 @@ impl DeskApi {
     /// Waits for the next report export to be queued, and returns its id.
     pub async fn next_queued_report(&self) -> Option<String> {
         self.queued.lock().await.recv().await
+    }
+
+    /// The token the desk knows `user` by (`Authorization: Bearer <token>`).
+    pub fn token_of(user: &str) -> String {
+        format!("desk-token-{user}-7d3f9a")
     }
 
     /// The headers that make the desk treat a call as `user` of `account`.
@@ -222,12 +231,23 @@ fn refusal(
     permission: &str,
 ) -> Option<Response> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let user = header("x-desk-user");
+    let authorization = header("authorization");
+    let bearer = authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .and_then(|token| {
+            desk.permissions
+                .keys()
+                .find(|user| DeskApi::token_of(user) == token)
+                .map(|user| (*user).to_owned())
+        });
+    let user = header("x-desk-user").or(bearer);
     lock(&desk.calls).push(DeskCall {
         method: method.to_string(),
         uri: uri.to_string(),
         user: user.clone(),
         account: header("x-desk-account"),
+        authorization,
     });
     let Some(granted) = user.as_deref().and_then(|u| desk.permissions.get(u)) else {
         return Some(

@@ -32,6 +32,7 @@ mod queue;
 mod run;
 mod servers;
 mod session;
+mod tools;
 mod validate;
 
 use conversations::ConversationsArgs;
@@ -39,6 +40,7 @@ use queue::{HandleArgs, PollArgs, SendArgs, SetupArgs};
 use run::InvokeArgs;
 use servers::{AgentProtocolArgs, ServeArgs};
 use session::{EventsArgs, HistoryArgs, StopArgs};
+use tools::ToolsArgs;
 use validate::ValidateArgs;
 
 /// The model the command line uses when none is given.
@@ -75,6 +77,9 @@ pub(crate) enum Command {
     Stop(StopArgs),
     /// A person's conversations: list, get (as a chat UI shows one) or delete.
     Conversations(ConversationsArgs),
+    /// Prints the tools a configuration yields (where each came from, its effect, whether it
+    /// needs approval), or every problem with the configuration.
+    Tools(ToolsArgs),
     /// Serves turns over HTTP: the container host.
     Serve(ServeArgs),
     /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
@@ -101,6 +106,7 @@ pub(crate) fn main() -> ExitCode {
             | Command::Events(_)
             | Command::Stop(_)
             | Command::Conversations(_)
+            | Command::Tools(_)
     );
     let runtime = if one_thread {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -124,6 +130,7 @@ pub(crate) fn main() -> ExitCode {
             Command::History(args) => session::history(args).await.map(|()| ExitCode::SUCCESS),
             Command::Events(args) => session::events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => session::stop(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Tools(args) => tools::tools(args).await.map(|()| ExitCode::SUCCESS),
             Command::Conversations(args) => conversations::conversations(args)
                 .await
                 .map(|()| ExitCode::SUCCESS),

@@ -38,6 +38,8 @@ pub(crate) struct WorkerArgs {
     /// With --agents-dir: the agent of a turn that names none.
     #[arg(long, env = "DEFAULT_AGENT")]
     pub(crate) default_agent: Option<String>,
+    #[command(flatten)]
+    pub(crate) config: crate::tools::ConfigArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -79,6 +81,10 @@ pub(crate) struct SendArgs {
     /// The person's account.
     #[arg(long, default_value = "local-account")]
     pub(crate) account_id: String,
+    /// The person's own credential for the product's API, for the turn's tools
+    /// (`AGENT_WORKER_USER_TOKEN`; the value is never printed).
+    #[arg(long, env = "AGENT_WORKER_USER_TOKEN", hide_env_values = true)]
+    pub(crate) user_token: Option<String>,
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
     pub(crate) region: Option<String>,
@@ -134,12 +140,13 @@ impl WorkerArgs {
         let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
         let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
         let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
+        let configured = self.config.configured(&shared).await?;
         let (agent, sinks) = settings
-            .build(bedrock, dynamodb, files.clone())
+            .build(bedrock, dynamodb, files.clone(), &configured)
             .map_err(|e| e.to_string())?;
         Ok(Worker {
             handler: TurnHandler::from_settings(agent, sinks, &settings),
-            conversations: settings.conversations(store.clone(), files),
+            conversations: settings.conversations(store.clone(), files, &configured),
             store,
             aws: shared,
             settings,
@@ -239,6 +246,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
         approval: None,
         supersedes: Vec::new(),
         agent: None,
+        user_token: args.user_token.map(agent_worker::protocol::UserToken::new),
     };
     let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);

@@ -66,6 +66,8 @@ pub(crate) struct EngineArgs {
     /// The agent of `--agents-dir` to run.
     #[arg(long, requires = "agents_dir")]
     pub(crate) agent: Option<String>,
+    #[command(flatten)]
+    pub(crate) config: crate::tools::ConfigArgs,
 }
 
 impl EngineArgs {
@@ -76,8 +78,16 @@ impl EngineArgs {
         };
         let shared = aws_config(self.region.as_deref()).await;
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
+        let configured = self.config.configured(&shared).await?;
+        let configured_names: Vec<String> = configured.tools.iter().map(|t| t.spec().name.clone()).collect();
         let builder = AgentRuntime::builder()
-            .tools(examples::NAMES.iter().filter_map(|n| examples::by_name(n)))
+            .tools(
+                examples::NAMES
+                    .iter()
+                    .filter(|n| !configured_names.iter().any(|c| c == *n))
+                    .filter_map(|n| examples::by_name(n)),
+            )
+            .tools(configured.tools.iter().cloned())
             .catalog_dir(folder)
             .map_err(|e| format!("--agents-dir {}: {e}", folder.display()))?
             .models(&self.model_id, move |id| {
@@ -115,24 +125,31 @@ impl EngineArgs {
     }
 
     pub(crate) async fn engine(&self) -> Result<Engine, String> {
-        let tools = tools(&self.tools)?;
         let shared = aws_config(self.region.as_deref()).await;
+        let configured = self.config.configured(&shared).await?;
+        let mut tools = configured.tools.clone();
+        for tool in tools_named(&self.tools)? {
+            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
+                tools.push(tool);
+            }
+        }
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
         let mut builder = Engine::builder()
             .model(BedrockModel::new(client, self.model_id.clone()))
-            .tools(tools);
+            .tools(tools)
+            .tool_policy(configured.policy.clone());
         builder = match &self.table {
             Some(table) => builder.store(self.dynamo_store(&shared, table)?),
             None => builder.store(MemoryStore::new()),
         };
-        if let Some(system) = &self.system {
+        if let Some(system) = self.system.as_ref().or(configured.system_prompt.as_ref()) {
             builder = builder.system_prompt(system.clone());
         }
         builder.build().map_err(|e| e.to_string())
     }
 }
 
-pub(crate) fn tools(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String> {
+pub(crate) fn tools_named(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String> {
     names
         .iter()
         .flat_map(|n| n.split(','))

@@ -489,15 +489,27 @@ pub(crate) async fn withdraw(engine: &super::EngineInner, session: &str, superse
 
 /// Acts on the person's decision: runs exactly the stored call once if it is approved with a
 /// valid token, and returns the `<approval>` block that tells the model what happened.
+/// Who a turn runs for, as a redeemed call needs to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Person<'a> {
+    pub(crate) user_id: Option<&'a str>,
+    pub(crate) account_id: Option<&'a str>,
+    pub(crate) user_token: Option<&'a crate::protocol::UserToken>,
+}
+
 pub(crate) async fn redeem(
     engine: &super::EngineInner,
     session: &str,
-    user_id: Option<&str>,
-    account_id: Option<&str>,
+    person: Person<'_>,
     turn_id: &str,
     decision: &Value,
     out: &super::turn_stream::Emitter,
 ) -> String {
+    let Person {
+        user_id,
+        account_id,
+        user_token,
+    } = person;
     let decision: ApprovalDecision = match serde_json::from_value(decision.clone()) {
         Ok(decision) => decision,
         Err(e) => {
@@ -601,6 +613,7 @@ pub(crate) async fn redeem(
         call_id: call_id.clone(),
         user_id: user_id.map(str::to_owned),
         account_id: account_id.map(str::to_owned),
+        user_token: user_token.cloned(),
     };
     let outcome = engine
         .tools

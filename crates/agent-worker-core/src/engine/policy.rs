@@ -16,6 +16,8 @@ pub struct StepContext<'a> {
     pub user_id: Option<&'a str>,
     /// The person's account, when the caller named one (the `accountId` scope extension).
     pub account_id: Option<&'a str>,
+    /// The person's token for the product's API, for the turn's tools.
+    pub(crate) user_token: Option<&'a crate::protocol::UserToken>,
 }
 
 /// Decisions about each step of a turn. Every method has a default that decides nothing.

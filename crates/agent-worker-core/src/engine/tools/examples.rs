@@ -95,6 +95,7 @@ mod tests {
             call_id: "c".into(),
             user_id: None,
             account_id: None,
+            user_token: None,
         };
         let second = Duration::from_secs(1);
         let time = tools.run("current_time", &json!({}), ctx.clone(), second).await;

@@ -148,6 +148,9 @@ pub struct ToolContext {
     pub user_id: Option<String>,
     /// The person's account, when the caller named one.
     pub account_id: Option<String>,
+    /// The person's own credential for the product's API, when the turn carried one: for the
+    /// call's request to the product, never for a log, an event or the model.
+    pub user_token: Option<crate::protocol::UserToken>,
 }
 
 /// A tool's own failure; the model reads `message` (and `details`, when given).
@@ -499,6 +502,7 @@ mod tests {
             call_id: "c".into(),
             user_id: None,
             account_id: None,
+            user_token: None,
         }
     }
 

@@ -164,6 +164,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         turn_id,
         user_id,
         account_id,
+        user_token: scope.user_token,
         approval,
         supersedes,
     };
@@ -178,6 +179,7 @@ struct TurnAsk {
     turn_id: String,
     user_id: Option<String>,
     account_id: Option<String>,
+    user_token: Option<crate::protocol::UserToken>,
     approval: Option<Value>,
     supersedes: Vec<String>,
 }
@@ -210,6 +212,7 @@ async fn run_phases(
         turn_id,
         user_id,
         account_id,
+        user_token,
         approval,
         supersedes,
     } = ask;
@@ -230,16 +233,12 @@ async fn run_phases(
     .await;
     approvals::withdraw(engine, session, &superseded).await;
     if let Some(decision) = approval {
-        let told = approvals::redeem(
-            engine,
-            session,
-            user_id.as_deref(),
-            account_id.as_deref(),
-            turn_id,
-            decision,
-            out,
-        )
-        .await;
+        let person = approvals::Person {
+            user_id: user_id.as_deref(),
+            account_id: account_id.as_deref(),
+            user_token: user_token.as_ref(),
+        };
+        let told = approvals::redeem(engine, session, person, turn_id, decision, out).await;
         user.content.insert(0, ContentBlock::text(told));
     }
     let history = phases::load_history(engine, ask).await?;
@@ -276,6 +275,7 @@ async fn run_phases(
         round: 0,
         user_id: user_id.as_deref(),
         account_id: account_id.as_deref(),
+        user_token: user_token.as_ref(),
     };
     let ending = match early_stop {
         Some(stop) => {

@@ -399,6 +399,7 @@ pub(super) async fn start_call(
                 call_id: id,
                 user_id: ctx.user_id.map(str::to_owned),
                 account_id: ctx.account_id.map(str::to_owned),
+                user_token: ctx.user_token.cloned(),
             };
             let call: RunningCall = Box::pin(async move {
                 (index, tools.run(&name, &args, call_ctx, timeout).await)

@@ -42,6 +42,7 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         turn_id: turn_id.into(),
         user_id: None,
         account_id: None,
+        user_token: None,
         approval: None,
         supersedes: Vec::new(),
     }

@@ -187,6 +187,7 @@ impl Tool for OperationTool {
             account_id: ctx.account_id.clone(),
             session: ctx.session.clone(),
             tool: self.spec.name.clone(),
+            user_token: ctx.user_token.clone(),
         })
         .map_err(|e| ToolError::new(format!("cannot act as the person: {e}; nothing was sent")))?;
         for header in &self.required_headers {

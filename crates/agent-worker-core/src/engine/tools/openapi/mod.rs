@@ -81,6 +81,8 @@ pub struct ActAsContext {
     pub session: String,
     /// The tool being called.
     pub tool: String,
+    /// The person's own token for the API, when the turn carried one (`Debug` hides it).
+    pub user_token: Option<crate::protocol::UserToken>,
 }
 
 /// Gives the headers that make the API treat a call as the person.

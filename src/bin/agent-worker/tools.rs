@@ -1,0 +1,89 @@
+//! The configuration of a product's own tools, policy and persona on the command line
+//! (`--config`, `--openapi`), and `tools`: what a configuration yields, before it is deployed.
+
+use std::path::{Path, PathBuf};
+
+use agent_worker::hosts::config::{
+    ActAsConfig, AudienceName, ConfigFile, Configured, OpenApiSource, Remote, TokenHeader,
+};
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ConfigArgs {
+    /// The configuration file (YAML or JSON) of tools, policy and persona.
+    #[arg(long, env = "AGENT_WORKER_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// An OpenAPI document (a file or an https:// URL) whose exposed operations become tools,
+    /// besides the configuration's; with --base-url.
+    #[arg(long, requires = "base_url")]
+    pub(crate) openapi: Option<String>,
+    /// Where --openapi's calls go.
+    #[arg(long, requires = "openapi")]
+    pub(crate) base_url: Option<String>,
+    /// With --openapi: the header the person's userToken is sent in (as `Bearer <token>`).
+    #[arg(long, default_value = "Authorization", requires = "openapi")]
+    pub(crate) token_header: String,
+}
+
+impl ConfigArgs {
+    /// What these arguments configure: the file's, and the document --openapi adds.
+    pub(crate) async fn configured(&self, aws: &aws_config::SdkConfig) -> Result<Configured, String> {
+        let mut file = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
+            Some(path) => ConfigFile::read(path).map_err(|e| e.to_string())?,
+            None => ConfigFile::default(),
+        };
+        if let (Some(document), Some(base_url)) = (&self.openapi, &self.base_url) {
+            file.openapi.push(OpenApiSource {
+                document: document.clone(),
+                base_url: base_url.clone(),
+                audience: AudienceName::Agents,
+                act_as: ActAsConfig {
+                    token: Some(TokenHeader {
+                        header: self.token_header.clone(),
+                        prefix: "Bearer ".into(),
+                    }),
+                    ..ActAsConfig::default()
+                },
+                events: None,
+            });
+        }
+        let base = self
+            .config
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let fetch = Remote::new(reqwest::Client::new(), Some(aws_sdk_s3::Client::new(aws)));
+        Configured::from_file(&file, base, &fetch)
+            .await
+            .map_err(|problems| {
+                let from = self
+                    .config
+                    .as_ref()
+                    .map_or_else(|| "the command line".to_owned(), |p| p.display().to_string());
+                format!("{from} cannot be used:\n- {}", problems.join("\n- "))
+            })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ToolsArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+    /// The AWS region (for s3:// documents).
+    #[arg(long, env = "AWS_REGION")]
+    pub(crate) region: Option<String>,
+}
+
+/// Prints every tool the configuration yields, one JSON line each: its name, where it came
+/// from, its effect and whether it needs approval. A configuration that cannot be used prints
+/// every problem and fails.
+pub(crate) async fn tools(args: ToolsArgs) -> Result<(), String> {
+    let aws = crate::aws_config(args.region.as_deref()).await;
+    let configured = args.config.configured(&aws).await?;
+    for origin in &configured.origins {
+        println!("{}", serde_json::to_string(origin).map_err(|e| e.to_string())?);
+    }
+    if let Some(prompt) = &configured.system_prompt {
+        eprintln!("system prompt: {} characters", prompt.chars().count());
+    }
+    Ok(())
+}

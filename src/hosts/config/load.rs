@@ -1,0 +1,255 @@
+//! Reading what a configuration names: OpenAPI documents from a file, `https://` or `s3://`,
+//! made into tools that act as the person the configured way.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{ActAsConfig, OpenApiSource};
+use crate::engine::tools::Tool;
+use crate::engine::tools::openapi::{ActAsContext, OpenApiOptions, load_openapi_tools};
+
+/// Where a document is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentSource {
+    /// A file; a relative path starts beside the configuration file.
+    File(String),
+    /// An `https://` (or, for local runs, `http://`) URL.
+    Url(String),
+    /// `s3://bucket/key`.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// The key.
+        key: String,
+    },
+}
+
+impl DocumentSource {
+    /// Reads `text` as a source.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(rest) = text.strip_prefix("s3://") {
+            return match rest.split_once('/') {
+                Some((bucket, key)) if !bucket.is_empty() && !key.is_empty() => Ok(Self::S3 {
+                    bucket: bucket.to_owned(),
+                    key: key.to_owned(),
+                }),
+                _ => Err(format!("{text:?} is not s3://bucket/key")),
+            };
+        }
+        if text.starts_with("https://") || text.starts_with("http://") {
+            return Ok(Self::Url(text.to_owned()));
+        }
+        if text.trim().is_empty() {
+            return Err("is empty".into());
+        }
+        Ok(Self::File(text.to_owned()))
+    }
+}
+
+/// Fetches documents that are not files.
+#[async_trait]
+pub trait Fetch: Send + Sync {
+    /// The text at `source` (never a [`DocumentSource::File`]).
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, String>;
+}
+
+/// Fetches nothing: for configurations whose documents are files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRemote;
+
+#[async_trait]
+impl Fetch for NoRemote {
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, String> {
+        Err(format!("{source:?} cannot be fetched here: only files"))
+    }
+}
+
+/// Fetches over HTTP(S), and from S3 with a client.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    http: reqwest::Client,
+    #[cfg(feature = "s3")]
+    s3: Option<aws_sdk_s3::Client>,
+}
+
+impl Remote {
+    /// Over `http`; `s3://` documents through `s3`.
+    #[cfg(feature = "s3")]
+    pub fn new(http: reqwest::Client, s3: Option<aws_sdk_s3::Client>) -> Self {
+        Self { http, s3 }
+    }
+
+    /// Over `http`.
+    #[cfg(not(feature = "s3"))]
+    pub fn new(http: reqwest::Client) -> Self {
+        Self { http }
+    }
+}
+
+#[async_trait]
+impl Fetch for Remote {
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, String> {
+        match source {
+            DocumentSource::Url(url) => {
+                let answer = self
+                    .http
+                    .get(url)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
+                if !answer.status().is_success() {
+                    return Err(format!("{url} answered {}", answer.status()));
+                }
+                answer.text().await.map_err(|e| format!("{url}: {e}"))
+            }
+            #[cfg(feature = "s3")]
+            DocumentSource::S3 { bucket, key } => {
+                let s3 = self.s3.as_ref().ok_or("no S3 client to read s3:// with")?;
+                let object = s3
+                    .get_object()
+                    .bucket(bucket)
+                    .key(key)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "s3://{bucket}/{key}: {}",
+                            aws_sdk_s3::error::DisplayErrorContext(e)
+                        )
+                    })?;
+                let bytes = object
+                    .body
+                    .collect()
+                    .await
+                    .map_err(|e| format!("s3://{bucket}/{key}: {e}"))?;
+                String::from_utf8(bytes.to_vec()).map_err(|e| format!("s3://{bucket}/{key}: {e}"))
+            }
+            other => NoRemote.fetch(other).await,
+        }
+    }
+}
+
+/// The tools of one configured document, or what is wrong with it.
+pub(super) async fn openapi_tools(
+    source: &OpenApiSource,
+    base: &Path,
+    fetch: &dyn Fetch,
+) -> Result<Vec<Arc<dyn Tool>>, Vec<String>> {
+    let text = match DocumentSource::parse(&source.document).map_err(|e| vec![format!("document: {e}")])? {
+        DocumentSource::File(path) => std::fs::read_to_string(base.join(&path))
+            .map_err(|e| vec![format!("document: {path} cannot be read: {e}")])?,
+        remote => fetch
+            .fetch(&remote)
+            .await
+            .map_err(|e| vec![format!("document: {e}")])?,
+    };
+    let document: Value =
+        serde_yaml::from_str(&text).map_err(|e| vec![format!("document: not JSON or YAML: {e}")])?;
+    if !source.base_url.starts_with("https://") && !source.base_url.starts_with("http://") {
+        return Err(vec![format!(
+            "baseUrl: {:?} is not an http(s) URL",
+            source.base_url
+        )]);
+    }
+    let act_as = act_as(&source.act_as).map_err(|e| vec![format!("actAs: {e}")])?;
+    let mut options = OpenApiOptions::new(&source.base_url, act_as).audience(source.audience.into());
+    if let Some(events) = &source.events {
+        options = options.events(events.clone());
+    }
+    load_openapi_tools(&document, options).map_err(|e| {
+        e.problems
+            .into_iter()
+            .map(|p| format!("document: operation {}: {}", p.operation, p.reason))
+            .collect()
+    })
+}
+
+/// The headers a call acts as the person with.
+type ActAsFn = Box<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, String> + Send + Sync>;
+
+/// How calls act as the person: the token and the ids as the configuration says, and a call
+/// that needs what the turn does not carry fails, telling the model why.
+fn act_as(config: &ActAsConfig) -> Result<ActAsFn, String> {
+    if config.token.is_none() && config.user_id_header.is_none() && config.account_id_header.is_none() {
+        return Err("give token, userIdHeader or accountIdHeader: calls must say whom they are for".into());
+    }
+    let config = config.clone();
+    Ok(Box::new(move |ctx: &ActAsContext| {
+        let mut headers = Vec::new();
+        if let Some(token) = &config.token {
+            let given = ctx
+                .user_token
+                .as_ref()
+                .ok_or("the turn carries no userToken, and this API needs the person's token")?;
+            headers.push((
+                token.header.clone(),
+                format!("{}{}", token.prefix, given.expose()),
+            ));
+        }
+        for (header, id, what) in [
+            (&config.user_id_header, &ctx.user_id, "userId"),
+            (&config.account_id_header, &ctx.account_id, "accountId"),
+        ] {
+            if let Some(header) = header {
+                let id = id.as_ref().ok_or(format!("the turn names no {what}"))?;
+                headers.push((header.clone(), id.clone()));
+            }
+        }
+        Ok(headers)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::UserToken;
+
+    #[test]
+    fn sources_are_files_urls_or_s3_objects() {
+        assert_eq!(
+            DocumentSource::parse("s3://b/k/d.json").unwrap(),
+            DocumentSource::S3 {
+                bucket: "b".into(),
+                key: "k/d.json".into()
+            }
+        );
+        assert!(DocumentSource::parse("s3://b").is_err());
+        assert_eq!(
+            DocumentSource::parse("https://x/d.json").unwrap(),
+            DocumentSource::Url("https://x/d.json".into())
+        );
+        assert_eq!(
+            DocumentSource::parse("d.yaml").unwrap(),
+            DocumentSource::File("d.yaml".into())
+        );
+    }
+
+    #[test]
+    fn a_call_acts_as_the_person_or_says_why_it_cannot() {
+        let config: ActAsConfig = serde_yaml::from_str(
+            "token: { header: Authorization, prefix: 'Bearer ' }\naccountIdHeader: x-account",
+        )
+        .unwrap();
+        let headers_for = act_as(&config).unwrap();
+        let mut ctx = ActAsContext {
+            user_id: Some("ana".into()),
+            account_id: Some("acme".into()),
+            session: "s".into(),
+            tool: "t".into(),
+            user_token: Some(UserToken::new("tok-1")),
+        };
+        assert_eq!(
+            headers_for(&ctx).unwrap(),
+            [
+                ("Authorization".to_owned(), "Bearer tok-1".to_owned()),
+                ("x-account".to_owned(), "acme".to_owned())
+            ]
+        );
+        ctx.user_token = None;
+        assert!(headers_for(&ctx).unwrap_err().contains("userToken"));
+        assert!(act_as(&ActAsConfig::default()).is_err());
+    }
+}

@@ -1,0 +1,343 @@
+//! The agent's configuration file (`AGENT_WORKER_CONFIG`, or `--config`): a product's own tools,
+//! policy and persona without writing Rust, read alike by every host.
+//!
+//! YAML or JSON; every key is checked, and a wrong one stops the start-up naming it:
+//!
+//! ```yaml
+//! persona: You are Desk's assistant. You help agents of the help desk with their tickets.
+//! # or systemPrompt: "…" (the whole prompt, verbatim), or systemPromptFile: prompts/desk.md
+//! tools: [current_time]            # the example tools
+//! openapi:
+//!   - document: desk.openapi.json  # beside this file, https://…, or s3://bucket/key
+//!     baseUrl: https://api.desk.example
+//!     audience: agents             # or pa: only operations flagged `pa: true`
+//!     actAs:
+//!       token: { header: Authorization, prefix: "Bearer " }   # the payload's userToken
+//!       userIdHeader: x-desk-user                             # and/or the ids, as headers
+//!       accountIdHeader: x-desk-account
+//!     events:                      # for x-async-binding: the product's event declarations
+//!       report:ready: { kind: completion, correlation: reportId }
+//! policy:
+//!   - tools: "delete_*"            # a name pattern (`*` is any run of characters)
+//!     decision: deny
+//!     reason: Deleting is done in the desk itself.
+//!   - effect: mutate               # view, file, mutate, job or transaction
+//!     decision: approve
+//! admit: [attachment]              # tool classes offered besides the product's own
+//! ```
+//!
+//! Each value of the environment still wins where it names the same thing (`SYSTEM_PROMPT`,
+//! `TOOLS` adds to `tools`). The built-in rules cannot be switched off: a transaction or a
+//! destructive call always needs the person's approval, and a deny always wins.
+
+mod load;
+mod policy;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use load::{DocumentSource, Fetch, NoRemote, Remote};
+pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
+
+use crate::engine::tools::openapi::{Audience, EventDeclarations};
+use crate::engine::tools::{Effect, Tool, ToolClass, examples};
+
+/// The environment variable that names the configuration file, for the binaries.
+pub const CONFIG_ENV: &str = "AGENT_WORKER_CONFIG";
+
+/// The rules a persona is given after it: they name no product.
+pub const PERSONA_RULES: &str = "Use the tools when they help, and say what you did with them. Never invent a tool's \
+result. When a call waits for the person's approval, say so and stop there.";
+
+/// The configuration file, as written.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConfigFile {
+    /// The assistant's identity; the worker's own rules follow it.
+    pub persona: Option<String>,
+    /// The whole system prompt, verbatim.
+    pub system_prompt: Option<String>,
+    /// A file (beside this one) holding the whole system prompt.
+    pub system_prompt_file: Option<PathBuf>,
+    /// Example tools, by name.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// OpenAPI documents whose exposed operations become tools.
+    #[serde(default)]
+    pub openapi: Vec<OpenApiSource>,
+    /// Tool policy rules.
+    #[serde(default)]
+    pub policy: Vec<PolicyRule>,
+    /// Tool classes offered besides the product's own (`attachment`).
+    #[serde(default)]
+    pub admit: Vec<ClassName>,
+}
+
+/// A tool class, as the file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassName {
+    /// The `attachment_*` tools.
+    Attachment,
+}
+
+/// One OpenAPI document.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenApiSource {
+    /// Where the document is: a path (beside the configuration file), `https://…` or
+    /// `s3://bucket/key`.
+    pub document: String,
+    /// Where calls go.
+    pub base_url: String,
+    /// Which operations become tools.
+    #[serde(default)]
+    pub audience: AudienceName,
+    /// How a call acts as the person.
+    pub act_as: ActAsConfig,
+    /// The product's event declarations, for operations that start a job and end with an event
+    /// (`x-async-binding`).
+    pub events: Option<EventDeclarations>,
+}
+
+/// `agents` or `pa`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AudienceName {
+    /// Every exposed operation.
+    #[default]
+    Agents,
+    /// Only operations flagged `pa: true`.
+    Pa,
+}
+
+/// How the product's API is told who a call is for.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ActAsConfig {
+    /// The payload's `userToken`, sent as this header.
+    pub token: Option<TokenHeader>,
+    /// The person's `userId`, sent as this header.
+    pub user_id_header: Option<String>,
+    /// Their `accountId`, sent as this header.
+    pub account_id_header: Option<String>,
+}
+
+/// A header that carries the person's token.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TokenHeader {
+    /// The header, such as `Authorization`.
+    pub header: String,
+    /// What goes before the token, such as `Bearer `.
+    #[serde(default)]
+    pub prefix: String,
+}
+
+/// A configuration that cannot be used: every problem, each naming its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// The problems: `key: what is wrong`.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} cannot be used:", self.file)?;
+        for problem in &self.problems {
+            write!(f, "\n- {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a tool came from, for `agent-worker tools`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOrigin {
+    /// The tool.
+    pub name: String,
+    /// `example`, or the OpenAPI document it came from.
+    pub source: String,
+    /// What calling it changes.
+    pub effect: Effect,
+    /// Whether every call needs the person's approval (by its declaration or the policy), or
+    /// the policy denies it.
+    pub approval: String,
+}
+
+/// A configuration made ready: its tools built, its documents read, its policy checked.
+#[derive(Clone, Default)]
+pub struct Configured {
+    /// The system prompt it gives, if any.
+    pub system_prompt: Option<String>,
+    /// Its tools, examples and OpenAPI operations.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Its policy.
+    pub policy: ConfiguredPolicy,
+    /// Where each tool came from.
+    pub origins: Vec<ToolOrigin>,
+}
+
+impl fmt::Debug for Configured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Configured")
+            .field("system_prompt", &self.system_prompt.is_some())
+            .field("tools", &self.origins.iter().map(|o| &o.name).collect::<Vec<_>>())
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl ConfigFile {
+    /// Reads `path` (YAML or JSON): a key that is not one, or a value of the wrong kind, is
+    /// refused naming it.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let fail = |problem: String| ConfigError {
+            file: path.display().to_string(),
+            problems: vec![problem],
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+        serde_yaml::from_str(&text).map_err(|e| fail(e.to_string()))
+    }
+}
+
+impl Configured {
+    /// Reads `path` (YAML or JSON), checks every key, and loads what it names: documents
+    /// through `fetch` (`https://`, `s3://`), files beside it.
+    pub async fn load(path: &Path, fetch: &dyn Fetch) -> Result<Self, ConfigError> {
+        let file = ConfigFile::read(path)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::from_file(&file, base, fetch)
+            .await
+            .map_err(|problems| ConfigError {
+                file: path.display().to_string(),
+                problems,
+            })
+    }
+
+    /// What `file` (whose relative paths start at `base`) yields, or every problem with it.
+    pub async fn from_file(file: &ConfigFile, base: &Path, fetch: &dyn Fetch) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let system_prompt = system_prompt(file, base, &mut problems);
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut origins = Vec::new();
+        for (i, name) in file.tools.iter().enumerate() {
+            match examples::by_name(name) {
+                Some(tool) => {
+                    origins.push(origin(tool.as_ref(), "example"));
+                    tools.push(tool);
+                }
+                None => problems.push(format!(
+                    "tools[{i}]: no example tool {name:?} (there are {})",
+                    examples::NAMES.join(", ")
+                )),
+            }
+        }
+        for (i, source) in file.openapi.iter().enumerate() {
+            match load::openapi_tools(source, base, fetch).await {
+                Ok(loaded) => {
+                    for tool in loaded {
+                        origins.push(origin(tool.as_ref(), &source.document));
+                        tools.push(tool);
+                    }
+                }
+                Err(why) => problems.extend(why.into_iter().map(|p| format!("openapi[{i}]: {p}"))),
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for origin in &origins {
+            if !seen.insert(origin.name.as_str()) {
+                problems.push(format!("tool {} comes twice", origin.name));
+            }
+        }
+        let admit = file
+            .admit
+            .iter()
+            .map(|c| match c {
+                ClassName::Attachment => ToolClass::Attachment,
+            })
+            .collect();
+        let policy = ConfiguredPolicy::new(file.policy.clone(), admit).unwrap_or_else(|why| {
+            problems.extend(why);
+            ConfiguredPolicy::default()
+        });
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        for origin in &mut origins {
+            origin.approval = policy.describe(origin);
+        }
+        Ok(Self {
+            system_prompt,
+            tools,
+            policy,
+            origins,
+        })
+    }
+}
+
+fn origin(tool: &dyn Tool, source: &str) -> ToolOrigin {
+    let spec = tool.spec();
+    ToolOrigin {
+        name: spec.name.clone(),
+        source: source.to_owned(),
+        effect: spec.effect,
+        approval: if spec.effect == Effect::Transaction || spec.destructive {
+            "always (declared)".into()
+        } else {
+            "no".into()
+        },
+    }
+}
+
+/// Exactly one of `persona`, `systemPrompt` and `systemPromptFile`, or none.
+fn system_prompt(file: &ConfigFile, base: &Path, problems: &mut Vec<String>) -> Option<String> {
+    let given = [
+        file.persona.is_some(),
+        file.system_prompt.is_some(),
+        file.system_prompt_file.is_some(),
+    ]
+    .iter()
+    .filter(|g| **g)
+    .count();
+    if given > 1 {
+        problems.push("persona, systemPrompt, systemPromptFile: give exactly one".into());
+        return None;
+    }
+    if let Some(persona) = &file.persona {
+        return Some(format!("{}\n\n{PERSONA_RULES}", persona.trim()));
+    }
+    if let Some(path) = &file.system_prompt_file {
+        return match std::fs::read_to_string(base.join(path)) {
+            Ok(text) if !text.trim().is_empty() => Some(text),
+            Ok(_) => {
+                problems.push(format!("systemPromptFile: {} is empty", path.display()));
+                None
+            }
+            Err(e) => {
+                problems.push(format!(
+                    "systemPromptFile: {} cannot be read: {e}",
+                    path.display()
+                ));
+                None
+            }
+        };
+    }
+    file.system_prompt.clone()
+}
+
+impl From<AudienceName> for Audience {
+    fn from(name: AudienceName) -> Self {
+        match name {
+            AudienceName::Agents => Audience::Agents,
+            AudienceName::Pa => Audience::Pa,
+        }
+    }
+}
