@@ -13,7 +13,8 @@ PY_TOOLS := $(VENV)/.installed
 # newman runs the Agent Protocol's official Postman suite; it lives in a project-local npm prefix.
 NODE_PREFIX := .node
 NEWMAN_VERSION := 6.2.2
-NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)
+MCP_EVERYTHING_VERSION := 2026.8.31
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)
 
 .PHONY: test demo lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
@@ -58,10 +59,11 @@ $(PY_TOOLS): requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-## node-tools: newman (the Agent Protocol suite's runner) in a project-local npm prefix.
+## node-tools: newman (the Agent Protocol suite's runner) and the MCP reference server, in a
+## project-local npm prefix.
 node-tools: $(NODE_TOOLS)
 $(NODE_TOOLS):
-	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION)
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

@@ -33,6 +33,7 @@ pub mod container;
 pub mod http_serve;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod mcp;
 #[cfg(feature = "lambda")]
 pub mod sqs_poller;
 

@@ -1,5 +1,6 @@
 //! agent-worker's test kit: the Bedrock stand-in, moto's server, the fault proxy, the desk
-//! fixture API, a Lambda Runtime API stand-in, the session audit, and real files (a PDF).
+//! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, the session
+//! audit, and real files (a PDF).
 //!
 //! A dev-dependency of the workspace's tests and benches, and of nothing the Lambda function or
 //! the command line ship. The `bedrock-stand-in` binary serves the stand-in for the demo and
@@ -12,6 +13,7 @@ pub mod desk_api;
 pub mod fault_proxy;
 pub mod files;
 pub mod lambda_api;
+pub mod mcp_server;
 pub mod moto;
 pub mod prompt_cache;
 pub mod session_audit;
@@ -22,6 +24,7 @@ pub use bedrock_stand_in::{
 pub use desk_api::{DeskApi, DeskCall};
 pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use lambda_api::LambdaRuntimeApi;
+pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.

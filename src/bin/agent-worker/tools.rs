@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use agent_worker::hosts::config::{
     ActAsConfig, AudienceName, ConfigFile, Configured, OpenApiSource, Remote, TokenHeader,
 };
+use agent_worker::hosts::mcp::McpServer;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConfigArgs {
@@ -22,6 +23,10 @@ pub(crate) struct ConfigArgs {
     /// With --openapi: the header the person's userToken is sent in (as `Bearer <token>`).
     #[arg(long, default_value = "Authorization", requires = "openapi")]
     pub(crate) token_header: String,
+    /// An MCP server (Streamable HTTP) whose tools become tools named `NAME_<tool>`, besides
+    /// the configuration's; repeatable.
+    #[arg(long = "mcp", value_name = "NAME=URL")]
+    pub(crate) mcp: Vec<String>,
 }
 
 impl ConfigArgs {
@@ -44,6 +49,21 @@ impl ConfigArgs {
                     ..ActAsConfig::default()
                 },
                 events: None,
+            });
+        }
+        for given in &self.mcp {
+            let (name, url) = given
+                .split_once('=')
+                .ok_or_else(|| format!("--mcp {given}: give NAME=URL"))?;
+            file.mcp.push(McpServer {
+                name: name.to_owned(),
+                url: Some(url.to_owned()),
+                command: None,
+                args: Vec::new(),
+                headers: Default::default(),
+                timeout_ms: None,
+                allow: None,
+                tools: Default::default(),
             });
         }
         let base = self

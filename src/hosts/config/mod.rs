@@ -24,6 +24,14 @@
 //!   - effect: mutate               # view, file, mutate, job or transaction
 //!     decision: approve
 //! admit: [attachment]              # tool classes offered besides the product's own
+//! mcp:                             # MCP servers (feature `mcp`): tools named <name>_<tool>
+//!   - name: everything
+//!     url: https://mcp.example/mcp # Streamable HTTP; or command: + args: for stdio
+//!     headers: { X-Api-Key: "…" }
+//!     timeoutMs: 30000
+//!     allow: [echo, get-sum]
+//!     tools:                       # where the server's annotations say nothing
+//!       get-sum: { effect: view, title: Add two numbers }
 //! ```
 //!
 //! Each value of the environment still wins where it names the same thing (`SYSTEM_PROMPT`,
@@ -41,8 +49,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 pub use load::{DocumentSource, Fetch, NoRemote, Remote};
+
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 
+use super::mcp::{McpServer, mcp_tools};
 use crate::engine::tools::openapi::{Audience, EventDeclarations};
 use crate::engine::tools::{Effect, Tool, ToolClass, examples};
 
@@ -75,6 +85,9 @@ pub struct ConfigFile {
     /// Tool classes offered besides the product's own (`attachment`).
     #[serde(default)]
     pub admit: Vec<ClassName>,
+    /// MCP servers whose tools become tools (feature `mcp`).
+    #[serde(default)]
+    pub mcp: Vec<McpServer>,
 }
 
 /// A tool class, as the file names it.
@@ -249,6 +262,17 @@ impl Configured {
                     }
                 }
                 Err(why) => problems.extend(why.into_iter().map(|p| format!("openapi[{i}]: {p}"))),
+            }
+        }
+        for (i, server) in file.mcp.iter().enumerate() {
+            match mcp_tools(server).await {
+                Ok(loaded) => {
+                    for tool in loaded {
+                        origins.push(origin(tool.as_ref(), &format!("mcp:{}", server.name)));
+                        tools.push(tool);
+                    }
+                }
+                Err(why) => problems.push(format!("mcp[{i}] ({}): {why}", server.name)),
             }
         }
         let mut seen = BTreeSet::new();

@@ -1,0 +1,120 @@
+//! Tools from MCP servers: how a server is configured ([`McpServer`]), and [`mcp_tools`], which
+//! connects to one (feature `mcp`, on the official Rust SDK, `rmcp`: see `client.rs`) and makes
+//! its tools.
+//!
+//! MCP's annotations become declarations, so that the approval rules hold for these tools too:
+//! `readOnlyHint: true` is a read; `destructiveHint: true` (or `readOnlyHint: false` with no
+//! `destructiveHint`, which MCP defines as destructive) needs the person's approval. Where the
+//! server says nothing, the tool changes something, and the configuration may declare its effect,
+//! title and consequence, or make it destructive (it cannot make a server's destructive tool
+//! harmless).
+//!
+//! A server that cannot be reached at start-up is named and stops the start-up; one that fails
+//! during a turn gives that call an error result, and the turn goes on.
+
+#[cfg(feature = "mcp")]
+mod client;
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::engine::tools::{Effect, Tool};
+
+#[cfg(feature = "mcp")]
+pub use client::{DEFAULT_MCP_TIMEOUT, McpTool};
+
+/// One MCP server: Streamable HTTP (`url`), or a local process over stdio (`command`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpServer {
+    /// Its name: its tools are named `<name>_<tool>`.
+    pub name: String,
+    /// Its Streamable HTTP endpoint.
+    pub url: Option<String>,
+    /// Or the command that starts it, speaking over stdio (for local use).
+    pub command: Option<String>,
+    /// The command's arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Headers sent with every request (Streamable HTTP).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// How long connecting, listing or one call may take, in milliseconds (30000).
+    pub timeout_ms: Option<u64>,
+    /// Only these of its tools, by their own names.
+    pub allow: Option<Vec<String>>,
+    /// Declarations of its tools, by their own names, where the server says nothing.
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, McpToolDeclaration>,
+}
+
+/// How to reach an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+    },
+    /// A local process over stdio.
+    Stdio {
+        /// The command.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+impl McpServer {
+    /// How to reach it: exactly one of `url` and `command`.
+    pub fn transport(&self) -> Result<McpTransport, String> {
+        match (&self.url, &self.command) {
+            (Some(url), None) if url.starts_with("http://") || url.starts_with("https://") => {
+                Ok(McpTransport::Http { url: url.clone() })
+            }
+            (Some(url), None) => Err(format!("url: {url:?} is not an http(s) URL")),
+            (None, Some(command)) if !command.trim().is_empty() => Ok(McpTransport::Stdio {
+                command: command.clone(),
+                args: self.args.clone(),
+            }),
+            _ => Err("url, command: give exactly one".into()),
+        }
+    }
+}
+
+/// What the configuration declares of one MCP tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpToolDeclaration {
+    /// What calling it changes, where the server gives no hint.
+    pub effect: Option<Effect>,
+    /// A short title for an approval's preview.
+    pub title: Option<String>,
+    /// What happens when it runs, for an approval's preview.
+    pub consequence: Option<String>,
+    /// It removes or replaces something the person made: every call needs approval.
+    #[serde(default)]
+    pub destructive: bool,
+}
+
+/// Connects to `server` and makes its tools (those `allow` lets through), or says why not.
+pub async fn mcp_tools(server: &McpServer) -> Result<Vec<Arc<dyn Tool>>, String> {
+    let name_ok = !server.name.is_empty()
+        && server
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !name_ok {
+        return Err("name: letters, digits, `_` and `-` only".into());
+    }
+    server.transport()?;
+    #[cfg(feature = "mcp")]
+    {
+        client::tools(server).await
+    }
+    #[cfg(not(feature = "mcp"))]
+    {
+        Err("this build has no MCP support (feature `mcp`)".into())
+    }
+}
