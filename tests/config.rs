@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use agent_worker::hosts::WorkerSettings;
-use agent_worker::hosts::config::{Configured, NoRemote};
+use agent_worker::hosts::config::{Configured, Loader};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::DynamoEventLog;
@@ -66,7 +66,8 @@ fn desk_config(folder: &Folder, desk: &DeskApi) -> PathBuf {
             desk.url(),
             json!({
                 "report:ready": { "kind": "completion", "correlation": "reportId", "failure": "report:failed" },
-                "report:failed": { "kind": "failure", "correlation": "reportId" }
+                "report:failed": { "kind": "failure", "correlation": "reportId" },
+                "ticket:updated": { "kind": "other", "correlation": "ticketId" }
             })
         ),
     )
@@ -103,7 +104,7 @@ async fn the_desk_is_the_agents_tools_by_configuration_alone_and_the_token_reach
     let bedrock = BedrockStandIn::start().await.unwrap();
     let folder = Folder::new();
     let path = desk_config(&folder, &desk);
-    let configured = Configured::load(&path, &NoRemote).await.unwrap();
+    let configured = Configured::load(&path, &Loader::default()).await.unwrap();
     let names: Vec<&str> = configured.origins.iter().map(|o| o.name.as_str()).collect();
     assert!(
         names.contains(&"listTickets") && names.contains(&"refundTicket"),
@@ -192,7 +193,10 @@ async fn the_desk_is_the_agents_tools_by_configuration_alone_and_the_token_reach
 /// The problems `yaml` is refused with.
 async fn refused(folder: &Folder, yaml: &str) -> Vec<String> {
     let path = folder.write("bad.yaml", yaml);
-    Configured::load(&path, &NoRemote).await.unwrap_err().problems
+    Configured::load(&path, &Loader::default())
+        .await
+        .unwrap_err()
+        .problems
 }
 
 #[tokio::test]
@@ -270,7 +274,7 @@ async fn each_kind_of_mistake_is_refused_naming_its_key() {
 #[tokio::test]
 async fn the_example_configuration_loads() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config/agent-worker.yaml");
-    let configured = Configured::load(&path, &NoRemote)
+    let configured = Configured::load(&path, &Loader::default())
         .await
         .expect("the README's example loads");
     let approval = |name: &str| {
@@ -325,4 +329,178 @@ async fn the_tools_command_prints_what_a_configuration_yields_or_every_problem()
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("policy[0]"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
+    use agent_worker::engine::{BedrockModel, Engine};
+    use agent_worker::hosts::config::Loader;
+    use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
+    use agent_worker::session::dynamo::DynamoJobEvents;
+    use futures_util::StreamExt as _;
+
+    let desk = DeskApi::start().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let folder = Folder::new();
+    let path = desk_config(&folder, &desk);
+    let table = format!("jobs-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let loader = Loader {
+        fetch: None,
+        waiter: Some(std::sync::Arc::new(
+            DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50)),
+        )),
+    };
+    let configured = Configured::load(&path, &loader).await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .tools(configured.tools.clone())
+        .config(support::config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::tool_call("c1", "exportReport", r#"{"month":"2026-11"}"#));
+    bedrock.push(Reply::text("Your report is ready."));
+    let scope = Scope::new("c-job")
+        .with_turn_id("t1")
+        .with("userId", "ana")
+        .with("accountId", "acme")
+        .with_user_token(agent_worker::protocol::UserToken::new(DeskApi::token_of("ana")));
+    let turn = tokio::spawn(async move {
+        engine
+            .invoke(scope, Prompt::text("Export November's report."))
+            .collect::<Vec<AgentEvent>>()
+            .await
+    });
+    let report = desk.next_queued_report().await.unwrap();
+
+    // Another process reports it: `agent-worker report-event`, against the same table.
+    let run = |event: &str, payload: serde_json::Value| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command
+            .args([
+                "report-event",
+                "--event",
+                event,
+                "--payload",
+                &payload.to_string(),
+                "--config",
+            ])
+            .arg(&path)
+            .args(["--table", &table, "--region", "us-east-1"])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto().endpoint())
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        command.output()
+    };
+    let refused = run("ticket:updated", json!({ "ticketId": "T-1" })).await.unwrap();
+    assert!(!refused.status.success(), "an event that ends no job is refused");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ends no job"));
+    let reported = run(
+        "report:ready",
+        json!({ "reportId": report, "url": "https://desk.example/r/1" }),
+    )
+    .await
+    .unwrap();
+    assert!(
+        reported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reported.stderr)
+    );
+
+    let events = tokio::time::timeout(Duration::from_secs(60), turn)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Completed { .. })),
+        "{events:?}"
+    );
+    let result = bedrock.requests()[1].body.to_string();
+    assert!(
+        result.contains("https://desk.example/r/1"),
+        "the call saw the job settle: {result}"
+    );
+    assert!(result.contains("complete"), "{result}");
+}
+
+#[tokio::test]
+async fn the_container_takes_a_jobs_event_and_refuses_one_that_settles_none() {
+    use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
+    use agent_worker::engine::{BedrockModel, Engine};
+    use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
+    use agent_worker::hosts::jobs::JobReports;
+    use agent_worker::session::dynamo::DynamoJobEvents;
+
+    let table = format!("jobs-http-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let declarations = serde_json::from_value(json!({
+        "report:ready": { "kind": "completion", "correlation": "reportId" },
+        "ticket:updated": { "kind": "other", "correlation": "ticketId" }
+    }))
+    .unwrap();
+    let events = DynamoJobEvents::new(store.clone());
+    let key = "jobs-test-key-0123456789";
+    let host = ContainerHost::new(
+        TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
+        std::sync::Arc::new(store.clone()),
+        None,
+        MODEL_ID,
+        ContainerConfig::new(key).unwrap(),
+    )
+    .job_reports(JobReports::new(declarations, events.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(serve(listener, host, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let post = |body: serde_json::Value| client.post(&url).header("x-api-key", key).json(&body).send();
+
+    let taken = post(json!({ "event": "report:ready", "payload": { "reportId": "RP-9", "url": "u" } }))
+        .await
+        .unwrap();
+    assert_eq!(taken.status(), 202);
+    let job = JobWait {
+        completion: "report:ready".into(),
+        failure: None,
+        correlation: "reportId".into(),
+        id: "RP-9".into(),
+        timeout: Duration::from_secs(5),
+    };
+    assert_eq!(
+        events.wait(&job).await,
+        Settled::Completed(json!({ "reportId": "RP-9", "url": "u" })),
+        "a waiting call sees it"
+    );
+    for (body, why) in [
+        (
+            json!({ "event": "report:gone", "payload": { "reportId": "RP-1" } }),
+            "not a declared event",
+        ),
+        (
+            json!({ "event": "ticket:updated", "payload": { "ticketId": "T-1" } }),
+            "ends no job",
+        ),
+        (
+            json!({ "event": "report:ready", "payload": { "id": "RP-1" } }),
+            "reportId",
+        ),
+    ] {
+        let refused = post(body).await.unwrap();
+        assert_eq!(refused.status(), 400);
+        assert!(refused.text().await.unwrap().contains(why), "{why}");
+    }
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
 }

@@ -6,7 +6,7 @@ mod support;
 use std::path::PathBuf;
 
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
-use agent_worker::hosts::config::{ConfigFile, Configured, NoRemote};
+use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
 use agent_worker_testkit::{BedrockStandIn, EverythingServer, Reply, everything_script};
@@ -16,7 +16,7 @@ use support::{MODEL_ID, approval_event, config};
 /// What `yaml` configures, its paths starting in the temporary folder.
 async fn configured(yaml: &str) -> Result<Configured, Vec<String>> {
     let file: ConfigFile = serde_yaml::from_str(yaml).unwrap();
-    Configured::from_file(&file, &std::env::temp_dir(), &NoRemote).await
+    Configured::from_file(&file, &std::env::temp_dir(), &Loader::default()).await
 }
 
 fn http_config(server: &EverythingServer) -> String {

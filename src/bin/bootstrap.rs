@@ -7,11 +7,14 @@
 
 use std::path::Path;
 
-use agent_worker::hosts::config::{CONFIG_ENV, Configured, Remote};
+use std::sync::Arc;
+
+use agent_worker::hosts::config::{CONFIG_ENV, Configured, Loader, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::secrets::read_secret_settings;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::{SettingsError, WorkerSettings};
+use agent_worker::session::dynamo::DynamoJobEvents;
 
 /// One thread: a function instance serves one invocation at a time (its batch's turns run
 /// concurrently on this thread), and below 1,769 MB it has less than one vCPU, where a
@@ -36,22 +39,24 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let secrets = read_secret_settings(env, || aws_sdk_secretsmanager::Client::new(&aws)).await?;
     let settings = WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| env(name)))?;
     let s3 = aws_sdk_s3::Client::new(&aws);
+    let dynamodb = dynamodb_client(&aws, settings.store_attempt_timeout);
+    let loader = Loader {
+        fetch: Some(Arc::new(Remote::new(reqwest::Client::new(), Some(s3.clone())))),
+        waiter: Some(Arc::new(DynamoJobEvents::new(settings.store(dynamodb.clone())?))),
+    };
     let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
-        Some(path) => Configured::load(
-            Path::new(&path),
-            &Remote::new(reqwest::Client::new(), Some(s3.clone())),
-        )
-        .await
-        .map_err(|e| SettingsError {
-            name: CONFIG_ENV.into(),
-            problem: e.to_string(),
-        })?,
+        Some(path) => Configured::load(Path::new(&path), &loader)
+            .await
+            .map_err(|e| SettingsError {
+                name: CONFIG_ENV.into(),
+                problem: e.to_string(),
+            })?,
         None => Configured::default(),
     };
     let files = settings.s3_file_area(s3);
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
-        dynamodb_client(&aws, settings.store_attempt_timeout),
+        dynamodb,
         files,
         &configured,
     )?;

@@ -6,7 +6,7 @@
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
 //!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
-//!   tools, policy and persona.
+//!   tools, policy and persona; [`jobs`]: the events that settle jobs, reported by the product.
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
@@ -14,6 +14,7 @@
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 pub mod config;
+pub mod jobs;
 mod payload;
 pub mod redrive;
 #[cfg(feature = "lambda")]

@@ -40,7 +40,7 @@ use queue::{HandleArgs, PollArgs, SendArgs, SetupArgs};
 use run::InvokeArgs;
 use servers::{AgentProtocolArgs, ServeArgs};
 use session::{EventsArgs, HistoryArgs, StopArgs};
-use tools::ToolsArgs;
+use tools::{ReportArgs, ToolsArgs};
 use validate::ValidateArgs;
 
 /// The model the command line uses when none is given.
@@ -80,6 +80,9 @@ pub(crate) enum Command {
     /// Prints the tools a configuration yields (where each came from, its effect, whether it
     /// needs approval), or every problem with the configuration.
     Tools(ToolsArgs),
+    /// Reports the event that settles a job (as the configuration's documents declare it): a
+    /// call waiting for that job on any worker sees it.
+    ReportEvent(ReportArgs),
     /// Serves turns over HTTP: the container host.
     Serve(ServeArgs),
     /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
@@ -107,6 +110,7 @@ pub(crate) fn main() -> ExitCode {
             | Command::Stop(_)
             | Command::Conversations(_)
             | Command::Tools(_)
+            | Command::ReportEvent(_)
     );
     let runtime = if one_thread {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -131,6 +135,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Events(args) => session::events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => session::stop(args).await.map(|()| ExitCode::SUCCESS),
             Command::Tools(args) => tools::tools(args).await.map(|()| ExitCode::SUCCESS),
+            Command::ReportEvent(args) => tools::report_event(args).await.map(|()| ExitCode::SUCCESS),
             Command::Conversations(args) => conversations::conversations(args)
                 .await
                 .map(|()| ExitCode::SUCCESS),

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use agent_worker::hosts::lambda::Requeue;
 use agent_worker::hosts::lambda::TurnHandler;
@@ -140,13 +141,15 @@ impl WorkerArgs {
         let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
         let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
         let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
-        let configured = self.config.configured(&shared).await?;
+        let jobs = agent_worker::session::dynamo::DynamoJobEvents::new(store.clone());
+        let configured = self.config.configured(&shared, Some(Arc::new(jobs))).await?;
         let (agent, sinks) = settings
             .build(bedrock, dynamodb, files.clone(), &configured)
             .map_err(|e| e.to_string())?;
         Ok(Worker {
             handler: TurnHandler::from_settings(agent, sinks, &settings),
             conversations: settings.conversations(store.clone(), files, &configured),
+            events: configured.events.clone(),
             store,
             aws: shared,
             settings,
@@ -162,6 +165,8 @@ pub(crate) struct Worker {
     pub(crate) store: DynamoStore,
     /// A person's conversations, on the same store and file area.
     pub(crate) conversations: agent_worker::conversations::Conversations,
+    /// The event declarations of the configuration's documents: what may settle a job.
+    pub(crate) events: agent_worker::engine::tools::openapi::EventDeclarations,
     /// The AWS configuration, loaded once.
     pub(crate) aws: aws_config::SdkConfig,
     /// The settings it was built from.

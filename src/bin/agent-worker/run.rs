@@ -78,7 +78,7 @@ impl EngineArgs {
         };
         let shared = aws_config(self.region.as_deref()).await;
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
-        let configured = self.config.configured(&shared).await?;
+        let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
         let configured_names: Vec<String> = configured.tools.iter().map(|t| t.spec().name.clone()).collect();
         let builder = AgentRuntime::builder()
             .tools(
@@ -110,6 +110,18 @@ impl EngineArgs {
         ))
     }
 
+    /// What waits for jobs to settle: the table's job events, when sessions are kept in one.
+    fn job_waiter(
+        &self,
+        shared: &aws_config::SdkConfig,
+    ) -> Result<Option<Arc<dyn agent_worker::engine::tools::openapi::EventWaiter>>, String> {
+        let Some(table) = &self.table else {
+            return Ok(None);
+        };
+        let jobs = agent_worker::session::dynamo::DynamoJobEvents::new(self.dynamo_store(shared, table)?);
+        Ok(Some(Arc::new(jobs)))
+    }
+
     /// The session store in `table`, on `shared`.
     pub(crate) fn dynamo_store(
         &self,
@@ -126,7 +138,7 @@ impl EngineArgs {
 
     pub(crate) async fn engine(&self) -> Result<Engine, String> {
         let shared = aws_config(self.region.as_deref()).await;
-        let configured = self.config.configured(&shared).await?;
+        let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
         let mut tools = configured.tools.clone();
         for tool in tools_named(&self.tools)? {
             if !tools.iter().any(|t| t.spec().name == tool.spec().name) {

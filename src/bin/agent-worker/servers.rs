@@ -104,6 +104,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
     let worker = args.worker.worker().await?;
     let settings = worker.settings;
     let store = worker.store;
+    let store_for_jobs = store.clone();
     let log = Some(DynamoEventLog::new(store.clone()));
     let host = ContainerHost::new(
         worker.handler,
@@ -112,7 +113,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
         &settings.model_id,
         config,
     )
-    .conversations(worker.conversations);
+    .conversations(worker.conversations)
+    .job_reports(agent_worker::hosts::jobs::JobReports::new(
+        worker.events,
+        agent_worker::session::dynamo::DynamoJobEvents::new(store_for_jobs),
+    ));
     let addr = SocketAddr::from((args.host, args.port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await

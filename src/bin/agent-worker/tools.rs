@@ -2,9 +2,12 @@
 //! (`--config`, `--openapi`), and `tools`: what a configuration yields, before it is deployed.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent_worker::engine::tools::openapi::EventWaiter;
 
 use agent_worker::hosts::config::{
-    ActAsConfig, AudienceName, ConfigFile, Configured, OpenApiSource, Remote, TokenHeader,
+    ActAsConfig, AudienceName, ConfigFile, Configured, Loader, OpenApiSource, Remote, TokenHeader,
 };
 use agent_worker::hosts::mcp::McpServer;
 
@@ -31,7 +34,12 @@ pub(crate) struct ConfigArgs {
 
 impl ConfigArgs {
     /// What these arguments configure: the file's, and the document --openapi adds.
-    pub(crate) async fn configured(&self, aws: &aws_config::SdkConfig) -> Result<Configured, String> {
+    /// `waiter` hears the events that settle jobs (the table's, where there is one).
+    pub(crate) async fn configured(
+        &self,
+        aws: &aws_config::SdkConfig,
+        waiter: Option<Arc<dyn EventWaiter>>,
+    ) -> Result<Configured, String> {
         let mut file = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
             Some(path) => ConfigFile::read(path).map_err(|e| e.to_string())?,
             None => ConfigFile::default(),
@@ -71,8 +79,14 @@ impl ConfigArgs {
             .as_deref()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."));
-        let fetch = Remote::new(reqwest::Client::new(), Some(aws_sdk_s3::Client::new(aws)));
-        Configured::from_file(&file, base, &fetch)
+        let loader = Loader {
+            fetch: Some(Arc::new(Remote::new(
+                reqwest::Client::new(),
+                Some(aws_sdk_s3::Client::new(aws)),
+            ))),
+            waiter,
+        };
+        Configured::from_file(&file, base, &loader)
             .await
             .map_err(|problems| {
                 let from = self
@@ -82,6 +96,38 @@ impl ConfigArgs {
                 format!("{from} cannot be used:\n- {}", problems.join("\n- "))
             })
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// The event, as the configuration's documents declare it (`report:ready`).
+    #[arg(long)]
+    pub(crate) event: String,
+    /// Its payload (JSON), carrying the job's id in the declared correlation field.
+    #[arg(long)]
+    pub(crate) payload: String,
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+    #[command(flatten)]
+    pub(crate) table: crate::session::TableArgs,
+}
+
+/// Reports the event that settles a job: a call waiting for it, on any worker, sees it.
+pub(crate) async fn report_event(args: ReportArgs) -> Result<(), String> {
+    let payload: serde_json::Value =
+        serde_json::from_str(&args.payload).map_err(|e| format!("--payload is not JSON: {e}"))?;
+    let aws = crate::aws_config(args.table.region.as_deref()).await;
+    let configured = args.config.configured(&aws, None).await?;
+    let jobs = agent_worker::hosts::jobs::JobReports::new(
+        configured.events,
+        agent_worker::session::dynamo::DynamoJobEvents::new(args.table.store().await?),
+    );
+    let job = jobs
+        .report(&args.event, &payload)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", serde_json::json!({ "job": job, "event": args.event }));
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,7 +144,7 @@ pub(crate) struct ToolsArgs {
 /// every problem and fails.
 pub(crate) async fn tools(args: ToolsArgs) -> Result<(), String> {
     let aws = crate::aws_config(args.region.as_deref()).await;
-    let configured = args.config.configured(&aws).await?;
+    let configured = args.config.configured(&aws, None).await?;
     for origin in &configured.origins {
         println!("{}", serde_json::to_string(origin).map_err(|e| e.to_string())?);
     }

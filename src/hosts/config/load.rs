@@ -136,8 +136,9 @@ impl Fetch for Remote {
 pub(super) async fn openapi_tools(
     source: &OpenApiSource,
     base: &Path,
-    fetch: &dyn Fetch,
+    loader: &super::Loader,
 ) -> Result<Vec<Arc<dyn Tool>>, Vec<String>> {
+    let fetch: &dyn Fetch = loader.fetch.as_deref().unwrap_or(&NoRemote);
     let text = match DocumentSource::parse(&source.document).map_err(|e| vec![format!("document: {e}")])? {
         DocumentSource::File(path) => std::fs::read_to_string(base.join(&path))
             .map_err(|e| vec![format!("document: {path} cannot be read: {e}")])?,
@@ -158,6 +159,9 @@ pub(super) async fn openapi_tools(
     let mut options = OpenApiOptions::new(&source.base_url, act_as).audience(source.audience.into());
     if let Some(events) = &source.events {
         options = options.events(events.clone());
+    }
+    if let Some(waiter) = &loader.waiter {
+        options = options.waiter(waiter.clone());
     }
     load_openapi_tools(&document, options).map_err(|e| {
         e.problems

@@ -53,7 +53,7 @@ pub use load::{DocumentSource, Fetch, NoRemote, Remote};
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 
 use super::mcp::{McpServer, mcp_tools};
-use crate::engine::tools::openapi::{Audience, EventDeclarations};
+use crate::engine::tools::openapi::{Audience, EventDeclarations, EventWaiter};
 use crate::engine::tools::{Effect, Tool, ToolClass, examples};
 
 /// The environment variable that names the configuration file, for the binaries.
@@ -185,6 +185,26 @@ pub struct ToolOrigin {
     pub approval: String,
 }
 
+/// What loading a configuration needs besides its file. The default reads files only, and waits
+/// for no job.
+#[derive(Clone, Default)]
+pub struct Loader {
+    /// Fetches documents that are not files (`https://`, `s3://`).
+    pub fetch: Option<Arc<dyn Fetch>>,
+    /// Waits for jobs to settle (`x-async-binding`); without one, a call that starts a job
+    /// answers that it was dispatched.
+    pub waiter: Option<Arc<dyn EventWaiter>>,
+}
+
+impl fmt::Debug for Loader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loader")
+            .field("fetch", &self.fetch.is_some())
+            .field("waiter", &self.waiter)
+            .finish()
+    }
+}
+
 /// A configuration made ready: its tools built, its documents read, its policy checked.
 #[derive(Clone, Default)]
 pub struct Configured {
@@ -196,6 +216,8 @@ pub struct Configured {
     pub policy: ConfiguredPolicy,
     /// Where each tool came from.
     pub origins: Vec<ToolOrigin>,
+    /// The event declarations of its documents: what a product may report to settle a job.
+    pub events: EventDeclarations,
 }
 
 impl fmt::Debug for Configured {
@@ -223,11 +245,11 @@ impl ConfigFile {
 
 impl Configured {
     /// Reads `path` (YAML or JSON), checks every key, and loads what it names: documents
-    /// through `fetch` (`https://`, `s3://`), files beside it.
-    pub async fn load(path: &Path, fetch: &dyn Fetch) -> Result<Self, ConfigError> {
+    /// through `loader` (`https://`, `s3://`), files beside it.
+    pub async fn load(path: &Path, loader: &Loader) -> Result<Self, ConfigError> {
         let file = ConfigFile::read(path)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Self::from_file(&file, base, fetch)
+        Self::from_file(&file, base, loader)
             .await
             .map_err(|problems| ConfigError {
                 file: path.display().to_string(),
@@ -236,7 +258,7 @@ impl Configured {
     }
 
     /// What `file` (whose relative paths start at `base`) yields, or every problem with it.
-    pub async fn from_file(file: &ConfigFile, base: &Path, fetch: &dyn Fetch) -> Result<Self, Vec<String>> {
+    pub async fn from_file(file: &ConfigFile, base: &Path, loader: &Loader) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let system_prompt = system_prompt(file, base, &mut problems);
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -253,8 +275,12 @@ impl Configured {
                 )),
             }
         }
+        let mut events = EventDeclarations::default();
         for (i, source) in file.openapi.iter().enumerate() {
-            match load::openapi_tools(source, base, fetch).await {
+            if let Some(declared) = &source.events {
+                events.merge(declared);
+            }
+            match load::openapi_tools(source, base, loader).await {
                 Ok(loaded) => {
                     for tool in loaded {
                         origins.push(origin(tool.as_ref(), &source.document));
@@ -303,6 +329,7 @@ impl Configured {
             tools,
             policy,
             origins,
+            events,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
+//! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
@@ -34,6 +35,7 @@ use tokio::sync::Notify;
 
 mod conversations;
 mod events;
+mod jobs;
 
 pub use events::DEFAULT_MAX_EVENT_STREAMS;
 
@@ -189,6 +191,7 @@ struct Inner {
     idle: Notify,
     on_turn_end: std::sync::OnceLock<TurnEndHook>,
     conversations: std::sync::OnceLock<crate::conversations::Conversations>,
+    jobs: std::sync::OnceLock<crate::hosts::jobs::JobReports>,
     followers: events::Followers,
 }
 
@@ -225,6 +228,7 @@ impl ContainerHost {
                 idle: Notify::new(),
                 on_turn_end: std::sync::OnceLock::new(),
                 conversations: std::sync::OnceLock::new(),
+                jobs: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -248,6 +252,16 @@ impl ContainerHost {
         self
     }
 
+    /// Takes the product's reports of the events that settle jobs on `POST /jobs/events`
+    /// (without them that route answers 404). One set per host: a second call keeps the first.
+    #[must_use]
+    pub fn job_reports(self, jobs: crate::hosts::jobs::JobReports) -> Self {
+        if self.inner.jobs.set(jobs).is_err() {
+            tracing::warn!("job reports were set twice; the first stay");
+        }
+        self
+    }
+
     /// The turns running now, by id, with their sessions.
     pub fn running(&self) -> HashMap<String, String> {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
@@ -261,6 +275,7 @@ impl ContainerHost {
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
+            .route("/jobs/events", post(jobs::report))
             .route("/conversations", get(conversations::list))
             .route(
                 "/conversations/{id}",

@@ -8,6 +8,7 @@
 //! | a turn record | `session#<id>` | `turn#<turnId>` |
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
+//! | an event that settles a job, as the product reported it (`payload`) | `jobevent#<jobId>` | `<event name>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
 //! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
 //! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |
@@ -105,6 +106,11 @@ pub(crate) fn is_event_of(sk: &str, turn_id: &str) -> bool {
         .and_then(|rest| rest.strip_prefix(turn_id))
         .and_then(|rest| rest.strip_prefix('#'))
         .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The partition key of the events of job `job_id`.
+pub fn job_event_pk(job_id: &str) -> String {
+    format!("jobevent#{job_id}")
 }
 
 /// The partition of every Agent Protocol task.

@@ -6,6 +6,8 @@
 //!   approvals ([`ApprovalStore`](agent_worker_core::session::ApprovalStore)), and a person's
 //!   conversations ([`ConversationStore`](agent_worker_core::session::ConversationStore)).
 //! - [`DynamoEventLog`]: a turn's events, read back from a cursor.
+//! - [`DynamoJobEvents`]: the events that settle jobs, reported by the product, waited for by
+//!   calls on any worker.
 //! - [`DynamoThreadStore`]: a Standard Agents session's thread record.
 //! - [`Documents`]: typed JSON documents at keys of the table (the Agent Protocol task store's).
 
@@ -15,6 +17,7 @@ mod conversations;
 mod documents;
 mod event_log;
 mod history;
+mod job_events;
 pub mod keys;
 mod owner;
 mod sdk_error;
@@ -26,6 +29,7 @@ mod transact;
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
+pub use job_events::{DEFAULT_JOB_POLL, DynamoJobEvents};
 pub use store::{DEFAULT_STOP_WAIT, DEFAULT_TTL, DynamoConfig, DynamoStore};
 pub use thread::DynamoThreadStore;
 pub use transact::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS};

@@ -46,6 +46,32 @@ impl EventDeclarations {
     pub fn get(&self, event: &str) -> Option<&EventDeclaration> {
         self.0.get(event)
     }
+
+    /// The job a reported `event` is about: the id its payload carries in the declared
+    /// correlation field. Refused, saying why, for an undeclared event or a payload without it.
+    pub fn job_of(&self, event: &str, payload: &Value) -> Result<String, String> {
+        let declaration = self
+            .get(event)
+            .ok_or_else(|| format!("{event:?} is not a declared event"))?;
+        if declaration.kind == EventKind::Other {
+            return Err(format!("{event:?} ends no job (its kind is other)"));
+        }
+        match payload.get(&declaration.correlation) {
+            Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
+            Some(Value::Number(id)) => Ok(id.to_string()),
+            _ => Err(format!(
+                "the payload of {event:?} has no {:?}, the job's id",
+                declaration.correlation
+            )),
+        }
+    }
+
+    /// These declarations and `other`'s together; an event declared twice keeps the first.
+    pub fn merge(&mut self, other: &EventDeclarations) {
+        for (name, declaration) in &other.0 {
+            self.0.entry(name.clone()).or_insert_with(|| declaration.clone());
+        }
+    }
 }
 
 /// What one job is waited for.
