@@ -347,10 +347,10 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
     store.create_table().await.unwrap();
     let loader = Loader {
-        fetch: None,
         waiter: Some(std::sync::Arc::new(
             DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50)),
         )),
+        ..Loader::default()
     };
     let configured = Configured::load(&path, &loader).await.unwrap();
     let engine = Engine::builder()
@@ -503,4 +503,101 @@ async fn the_container_takes_a_jobs_event_and_refuses_one_that_settles_none() {
     }
     let _ = stop.send(());
     served.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_signed_assertion_of_the_person_reaches_the_api_and_checks_with_the_key() {
+    use agent_worker::engine::tools::ToolContext;
+    use agent_worker::hosts::config::{Loader, verify_assertion};
+    use agent_worker::hosts::secrets::SecretsManager;
+
+    let desk = DeskApi::start().await.unwrap();
+    let secrets = moto().secrets_manager();
+    let name = format!("desk-assertion-{}", uuid::Uuid::new_v4().simple());
+    let key = "a shared key of at least thirty-two bytes";
+    secrets
+        .create_secret()
+        .name(&name)
+        .secret_string(key)
+        .send()
+        .await
+        .unwrap();
+    let short = format!("{name}-short");
+    secrets
+        .create_secret()
+        .name(&short)
+        .secret_string("too short")
+        .send()
+        .await
+        .unwrap();
+    let folder = Folder::new();
+    folder.write(
+        "desk.openapi.json",
+        &serde_json::to_string(&DeskApi::document()).unwrap(),
+    );
+    let config = |secret: &str| {
+        format!(
+            "openapi:\n  - document: desk.openapi.json\n    baseUrl: {}\n    actAs:\n      userIdHeader: x-desk-user\n      assertion: {{ header: x-agent-assertion, keySecret: {secret}, ttlSeconds: 60 }}\n    events: {{ \"report:ready\": {{ kind: completion, correlation: reportId }} }}\n",
+            desk.url()
+        )
+    };
+    let loader = Loader {
+        secrets: Some(std::sync::Arc::new(SecretsManager(secrets.clone()))),
+        ..Loader::default()
+    };
+    let path = folder.write("asserting.yaml", &config(&name));
+    let configured = Configured::load(&path, &loader).await.unwrap();
+    let list = configured
+        .tools
+        .iter()
+        .find(|t| t.spec().name == "listTickets")
+        .unwrap();
+    let ctx = ToolContext {
+        session: "s".into(),
+        turn_id: "t-42".into(),
+        call_id: "c".into(),
+        user_id: Some("ana".into()),
+        account_id: Some("acme".into()),
+        user_token: None,
+    };
+    list.call(json!({}), ctx.clone()).await.unwrap();
+    let sent = desk.calls()[0].assertion.clone().expect("the assertion was sent");
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = verify_assertion(key.as_bytes(), &sent, now).unwrap();
+    assert_eq!(
+        (claims.sub.as_str(), claims.acc.as_str(), claims.turn.as_str()),
+        ("ana", "acme", "t-42")
+    );
+    assert!(claims.exp <= now + 60);
+    assert!(verify_assertion(b"another key, also thirty-two bytes long", &sent, now).is_err());
+
+    // A turn that names no account cannot be asserted: nothing is sent, and the model reads why.
+    let anonymous = ToolContext {
+        account_id: None,
+        ..ctx
+    };
+    let refused = list.call(json!({}), anonymous).await.unwrap_err();
+    assert!(
+        refused.message.contains("cannot be asserted"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(desk.calls().len(), 1);
+
+    // A key too short, or one that cannot be read, stops the start-up naming it.
+    let path = folder.write("short.yaml", &config(&short));
+    let problems = Configured::load(&path, &loader).await.unwrap_err().problems;
+    assert!(
+        problems[0].contains("actAs: assertion.keySecret") && problems[0].contains("32"),
+        "{problems:?}"
+    );
+    let path = folder.write("missing.yaml", &config("no-such-secret"));
+    let problems = Configured::load(&path, &Loader::default())
+        .await
+        .unwrap_err()
+        .problems;
+    assert!(problems[0].contains("assertion.keySecret"), "{problems:?}");
 }

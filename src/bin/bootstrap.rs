@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use agent_worker::hosts::config::{CONFIG_ENV, Configured, Loader, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
-use agent_worker::hosts::secrets::read_secret_settings;
+use agent_worker::hosts::secrets::{SecretsManager, read_secret_settings};
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::{SettingsError, WorkerSettings};
 use agent_worker::session::dynamo::DynamoJobEvents;
@@ -43,6 +43,9 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let loader = Loader {
         fetch: Some(Arc::new(Remote::new(reqwest::Client::new(), Some(s3.clone())))),
         waiter: Some(Arc::new(DynamoJobEvents::new(settings.store(dynamodb.clone())?))),
+        secrets: Some(Arc::new(SecretsManager(aws_sdk_secretsmanager::Client::new(
+            &aws,
+        )))),
     };
     let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
         Some(path) => Configured::load(Path::new(&path), &loader)

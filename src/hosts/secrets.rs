@@ -12,6 +12,27 @@ use super::{SettingsError, sdk_error_text};
 /// The settings that may come from Secrets Manager.
 pub const SECRET_SETTINGS: [&str; 2] = ["APPROVAL_SECRET", "EMIT_API_KEY"];
 
+/// Secrets Manager as the configuration's [`SecretSource`](super::config::SecretSource): where
+/// the keys of signed assertions are read from.
+#[derive(Debug, Clone)]
+pub struct SecretsManager(pub aws_sdk_secretsmanager::Client);
+
+#[async_trait::async_trait]
+impl super::config::SecretSource for SecretsManager {
+    async fn secret(&self, id: &str) -> Result<String, String> {
+        let answer = self
+            .0
+            .get_secret_value()
+            .secret_id(id)
+            .send()
+            .await
+            .map_err(|e| sdk_error_text(&e))?;
+        answer
+            .secret_string
+            .ok_or_else(|| "it holds no string (a binary secret cannot be used)".to_owned())
+    }
+}
+
 /// The values of the settings whose `<NAME>_SECRET_ARN` is set, read from Secrets Manager on
 /// the client `secrets` makes (made only when at least one is set). `get` answers a setting by
 /// name, as for [`WorkerSettings::from_lookup`](super::WorkerSettings::from_lookup).

@@ -43,6 +43,8 @@ pub struct DeskCall {
     pub account: Option<String>,
     /// `authorization`, if sent.
     pub authorization: Option<String>,
+    /// `x-agent-assertion`, if sent.
+    pub assertion: Option<String>,
 }
 
 #[derive(Debug)]
@@ -248,6 +250,7 @@ fn refusal(
         user: user.clone(),
         account: header("x-desk-account"),
         authorization,
+        assertion: header("x-agent-assertion"),
     });
     let Some(granted) = user.as_deref().and_then(|u| desk.permissions.get(u)) else {
         return Some(

@@ -85,6 +85,9 @@ impl ConfigArgs {
                 Some(aws_sdk_s3::Client::new(aws)),
             ))),
             waiter,
+            secrets: Some(Arc::new(agent_worker::hosts::secrets::SecretsManager(
+                aws_sdk_secretsmanager::Client::new(aws),
+            ))),
         };
         Configured::from_file(&file, base, &loader)
             .await

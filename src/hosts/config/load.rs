@@ -155,7 +155,9 @@ pub(super) async fn openapi_tools(
             source.base_url
         )]);
     }
-    let act_as = act_as(&source.act_as).map_err(|e| vec![format!("actAs: {e}")])?;
+    let act_as = act_as(&source.act_as, loader)
+        .await
+        .map_err(|e| vec![format!("actAs: {e}")])?;
     let mut options = OpenApiOptions::new(&source.base_url, act_as).audience(source.audience.into());
     if let Some(events) = &source.events {
         options = options.events(events.clone());
@@ -174,15 +176,32 @@ pub(super) async fn openapi_tools(
 /// The headers a call acts as the person with.
 type ActAsFn = Box<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, String> + Send + Sync>;
 
-/// How calls act as the person: the token and the ids as the configuration says, and a call
-/// that needs what the turn does not carry fails, telling the model why.
-fn act_as(config: &ActAsConfig) -> Result<ActAsFn, String> {
-    if config.token.is_none() && config.user_id_header.is_none() && config.account_id_header.is_none() {
-        return Err("give token, userIdHeader or accountIdHeader: calls must say whom they are for".into());
+/// How calls act as the person: the token, the ids and a signed assertion as the configuration
+/// says, and a call that needs what the turn does not carry fails, telling the model why.
+async fn act_as(config: &ActAsConfig, loader: &super::Loader) -> Result<ActAsFn, String> {
+    if config.token.is_none()
+        && config.user_id_header.is_none()
+        && config.account_id_header.is_none()
+        && config.assertion.is_none()
+    {
+        return Err(
+            "give token, userIdHeader, accountIdHeader or assertion: calls must say whom they are for".into(),
+        );
     }
+    let signer = match &config.assertion {
+        Some(assertion) => Some(
+            super::assertion::Signer::start(assertion, loader.secrets.clone())
+                .await
+                .map_err(|e| format!("assertion.{e}"))?,
+        ),
+        None => None,
+    };
     let config = config.clone();
     Ok(Box::new(move |ctx: &ActAsContext| {
         let mut headers = Vec::new();
+        if let Some(signer) = &signer {
+            headers.push(signer.header(ctx)?);
+        }
         if let Some(token) = &config.token {
             let given = ctx
                 .user_token
@@ -231,17 +250,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_call_acts_as_the_person_or_says_why_it_cannot() {
+    #[tokio::test]
+    async fn a_call_acts_as_the_person_or_says_why_it_cannot() {
         let config: ActAsConfig = serde_yaml::from_str(
             "token: { header: Authorization, prefix: 'Bearer ' }\naccountIdHeader: x-account",
         )
         .unwrap();
-        let headers_for = act_as(&config).unwrap();
+        let headers_for = act_as(&config, &crate::hosts::config::Loader::default())
+            .await
+            .unwrap();
         let mut ctx = ActAsContext {
             user_id: Some("ana".into()),
             account_id: Some("acme".into()),
             session: "s".into(),
+            turn_id: "t1".into(),
             tool: "t".into(),
             user_token: Some(UserToken::new("tok-1")),
         };
@@ -254,6 +276,10 @@ mod tests {
         );
         ctx.user_token = None;
         assert!(headers_for(&ctx).unwrap_err().contains("userToken"));
-        assert!(act_as(&ActAsConfig::default()).is_err());
+        assert!(
+            act_as(&ActAsConfig::default(), &crate::hosts::config::Loader::default())
+                .await
+                .is_err()
+        );
     }
 }

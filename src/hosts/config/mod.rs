@@ -15,6 +15,9 @@
 //!       token: { header: Authorization, prefix: "Bearer " }   # the payload's userToken
 //!       userIdHeader: x-desk-user                             # and/or the ids, as headers
 //!       accountIdHeader: x-desk-account
+//!       assertion:                                            # or a signed assertion
+//!         header: x-agent-assertion
+//!         keySecret: arn:aws:secretsmanager:…:secret:desk-assertion-key
 //!     events:                      # for x-async-binding: the product's event declarations
 //!       report:ready: { kind: completion, correlation: reportId }
 //! policy:
@@ -38,6 +41,7 @@
 //! `TOOLS` adds to `tools`). The built-in rules cannot be switched off: a transaction or a
 //! destructive call always needs the person's approval, and a deny always wins.
 
+mod assertion;
 mod load;
 mod policy;
 
@@ -48,6 +52,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use assertion::{
+    AssertionConfig, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH, SecretSource,
+    sign as sign_assertion, verify as verify_assertion,
+};
 pub use load::{DocumentSource, Fetch, NoRemote, Remote};
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
@@ -138,6 +146,8 @@ pub struct ActAsConfig {
     pub user_id_header: Option<String>,
     /// Their `accountId`, sent as this header.
     pub account_id_header: Option<String>,
+    /// A signed assertion of the person, the account and the turn, sent as this header.
+    pub assertion: Option<AssertionConfig>,
 }
 
 /// A header that carries the person's token.
@@ -194,6 +204,8 @@ pub struct Loader {
     /// Waits for jobs to settle (`x-async-binding`); without one, a call that starts a job
     /// answers that it was dispatched.
     pub waiter: Option<Arc<dyn EventWaiter>>,
+    /// Reads the keys of signed assertions (Secrets Manager).
+    pub secrets: Option<Arc<dyn SecretSource>>,
 }
 
 impl fmt::Debug for Loader {
@@ -201,6 +213,7 @@ impl fmt::Debug for Loader {
         f.debug_struct("Loader")
             .field("fetch", &self.fetch.is_some())
             .field("waiter", &self.waiter)
+            .field("secrets", &self.secrets.is_some())
             .finish()
     }
 }

@@ -186,6 +186,7 @@ impl Tool for OperationTool {
             user_id: ctx.user_id.clone(),
             account_id: ctx.account_id.clone(),
             session: ctx.session.clone(),
+            turn_id: ctx.turn_id.clone(),
             tool: self.spec.name.clone(),
             user_token: ctx.user_token.clone(),
         })

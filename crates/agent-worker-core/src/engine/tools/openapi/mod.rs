@@ -79,6 +79,8 @@ pub struct ActAsContext {
     pub account_id: Option<String>,
     /// The session.
     pub session: String,
+    /// The turn.
+    pub turn_id: String,
     /// The tool being called.
     pub tool: String,
     /// The person's own token for the API, when the turn carried one (`Debug` hides it).

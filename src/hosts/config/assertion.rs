@@ -1,0 +1,214 @@
+//! Signed assertions: a call says whom it is for with a value the product's API can check, an
+//! HMAC-SHA256 over the person, their account, the turn and an expiry, keyed with a secret the
+//! product shares (kept in Secrets Manager, read at start-up and again every `refreshSeconds`).
+//!
+//! The value is `v1.<payload>.<mac>`: the payload is the JSON `{"sub": userId, "acc": accountId,
+//! "turn": turnId, "exp": epoch seconds}` in base64url (no padding), and the MAC is over the
+//! payload's base64url text, also base64url. [`verify`] is what the product runs.
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::engine::tools::openapi::ActAsContext;
+
+/// How long an assertion holds, by default.
+pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(300);
+/// How often the key is read again, by default.
+pub const DEFAULT_KEY_REFRESH: Duration = Duration::from_secs(300);
+
+/// `actAs.assertion` of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AssertionConfig {
+    /// The header it is sent in.
+    pub header: String,
+    /// The Secrets Manager secret (its ARN or name) that holds the key, at least 32 bytes.
+    pub key_secret: String,
+    /// How long an assertion holds, in seconds (300).
+    pub ttl_seconds: Option<u64>,
+    /// How often the key is read again, in seconds (300): a rotated key is used from then on.
+    pub refresh_seconds: Option<u64>,
+}
+
+/// Reads secrets: where assertion keys come from.
+#[async_trait]
+pub trait SecretSource: Send + Sync {
+    /// The text of secret `id`.
+    async fn secret(&self, id: &str) -> Result<String, String>;
+}
+
+/// What an assertion says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// The person.
+    pub sub: String,
+    /// Their account.
+    pub acc: String,
+    /// The turn the call belongs to.
+    pub turn: String,
+    /// When it stops holding, in seconds since the Unix epoch.
+    pub exp: u64,
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+}
+
+fn mac_of(key: &[u8], payload: &str) -> Result<Vec<u8>, String> {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).map_err(|e| e.to_string())?;
+    mac.update(payload.as_bytes());
+    Ok(mac.finalize().into_bytes().to_vec())
+}
+
+/// The assertion of `claims` under `key`.
+pub fn sign(key: &[u8], claims: &Claims) -> Result<String, String> {
+    let payload = b64().encode(serde_json::to_vec(claims).map_err(|e| e.to_string())?);
+    let mac = b64().encode(mac_of(key, &payload)?);
+    Ok(format!("v1.{payload}.{mac}"))
+}
+
+/// What `value` asserts, when `key` signed it and it holds at `now` (seconds since the epoch).
+pub fn verify(key: &[u8], value: &str, now: u64) -> Result<Claims, String> {
+    let mut parts = value.split('.');
+    let (Some("v1"), Some(payload), Some(mac), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("not a v1 assertion".into());
+    };
+    let given = b64().decode(mac).map_err(|_| "the MAC is not base64url")?;
+    let mut check = <Hmac<Sha256> as KeyInit>::new_from_slice(key).map_err(|e| e.to_string())?;
+    check.update(payload.as_bytes());
+    check.verify_slice(&given).map_err(|_| "the MAC does not match")?;
+    let claims: Claims = serde_json::from_slice(
+        &b64()
+            .decode(payload)
+            .map_err(|_| "the payload is not base64url")?,
+    )
+    .map_err(|e| format!("the payload is not claims: {e}"))?;
+    if claims.exp <= now {
+        return Err("it has expired".into());
+    }
+    Ok(claims)
+}
+
+/// Signs calls' assertions with the current key.
+pub(super) struct Signer {
+    header: String,
+    ttl: Duration,
+    key: Arc<RwLock<Vec<u8>>>,
+}
+
+impl Signer {
+    /// Reads the key (refusing one under 32 bytes) and keeps it fresh in the background.
+    pub(super) async fn start(
+        config: &AssertionConfig,
+        secrets: Option<Arc<dyn SecretSource>>,
+    ) -> Result<Self, String> {
+        let secrets = secrets.ok_or("keySecret: no secret store to read it from")?;
+        let key = read_key(secrets.as_ref(), &config.key_secret).await?;
+        let key = Arc::new(RwLock::new(key));
+        let refresh = config
+            .refresh_seconds
+            .map_or(DEFAULT_KEY_REFRESH, Duration::from_secs);
+        tokio::spawn(keep_fresh(
+            Arc::downgrade(&key),
+            secrets,
+            config.key_secret.clone(),
+            refresh,
+        ));
+        Ok(Self {
+            header: config.header.clone(),
+            ttl: config
+                .ttl_seconds
+                .map_or(DEFAULT_ASSERTION_TTL, Duration::from_secs),
+            key,
+        })
+    }
+
+    /// The header asserting whom `ctx`'s call is for, now.
+    pub(super) fn header(&self, ctx: &ActAsContext) -> Result<(String, String), String> {
+        let (Some(user), Some(account)) = (&ctx.user_id, &ctx.account_id) else {
+            return Err(
+                "the turn does not name its person (userId and accountId), so the call cannot be asserted"
+                    .into(),
+            );
+        };
+        let now = agent_worker_core::clock::now_ms() / 1000;
+        let claims = Claims {
+            sub: user.clone(),
+            acc: account.clone(),
+            turn: ctx.turn_id.clone(),
+            exp: now.saturating_add(self.ttl.as_secs()),
+        };
+        let key = self
+            .key
+            .read()
+            .map_err(|_| "the assertion key's lock was poisoned")?;
+        Ok((self.header.clone(), sign(&key, &claims)?))
+    }
+}
+
+async fn read_key(secrets: &dyn SecretSource, id: &str) -> Result<Vec<u8>, String> {
+    let key = secrets
+        .secret(id)
+        .await
+        .map_err(|e| format!("keySecret: cannot read {id}: {e}"))?;
+    if key.len() < 32 {
+        return Err(format!(
+            "keySecret: the key in {id} is {} bytes; it needs at least 32",
+            key.len()
+        ));
+    }
+    Ok(key.into_bytes())
+}
+
+/// Reads the key again every `refresh` while its signer lives; a failed read keeps the old key.
+async fn keep_fresh(
+    key: Weak<RwLock<Vec<u8>>>,
+    secrets: Arc<dyn SecretSource>,
+    id: String,
+    refresh: Duration,
+) {
+    loop {
+        tokio::time::sleep(refresh).await;
+        let Some(held) = key.upgrade() else {
+            return;
+        };
+        match read_key(secrets.as_ref(), &id).await {
+            Ok(fresh) => {
+                if let Ok(mut current) = held.write() {
+                    *current = fresh;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the assertion key again; the old one stays"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assertion_verifies_with_its_key_only_and_until_it_expires() {
+        let key = [7u8; 32];
+        let claims = Claims {
+            sub: "ana".into(),
+            acc: "acme".into(),
+            turn: "t1".into(),
+            exp: 1_000,
+        };
+        let value = sign(&key, &claims).unwrap();
+        assert_eq!(verify(&key, &value, 999).unwrap(), claims);
+        assert!(verify(&key, &value, 1_000).unwrap_err().contains("expired"));
+        assert!(verify(&[8u8; 32], &value, 999).unwrap_err().contains("MAC"));
+        let forged = value.replacen("v1.", "v1.e", 1);
+        assert!(verify(&key, &forged, 999).is_err());
+    }
+}
