@@ -16,7 +16,7 @@ NEWMAN_VERSION := 6.2.2
 MCP_EVERYTHING_VERSION := 2026.8.31
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)
 
-.PHONY: test demo lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
+.PHONY: test demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
@@ -25,6 +25,10 @@ test: $(PY_TOOLS) $(NODE_TOOLS)
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
 demo: $(PY_TOOLS) build
 	scripts/demo.sh
+
+## demo-tools: the fixture help desk's API as the agent's tools, by configuration alone.
+demo-tools: $(PY_TOOLS) build
+	scripts/demo_tools.sh
 
 ## lint: formatting and clippy, warnings are errors.
 lint:

@@ -72,7 +72,12 @@ pub struct DeskApi {
 impl DeskApi {
     /// Starts the desk on a free port of 127.0.0.1.
     pub async fn start() -> io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::start_on(0).await
+    }
+
+    /// Starts the desk on `port` of 127.0.0.1 (0: a free one).
+    pub async fn start_on(port: u16) -> io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let (queued_tx, queued_rx) = mpsc::unbounded_channel();
         let desk = Arc::new(Desk {
