@@ -40,20 +40,23 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let settings = WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| env(name)))?;
     let s3 = aws_sdk_s3::Client::new(&aws);
     let dynamodb = dynamodb_client(&aws, settings.store_attempt_timeout);
-    let loader = Loader {
-        fetch: Some(Arc::new(Remote::new(reqwest::Client::new(), Some(s3.clone())))),
-        waiter: Some(Arc::new(DynamoJobEvents::new(settings.store(dynamodb.clone())?))),
-        secrets: Some(Arc::new(SecretsManager(aws_sdk_secretsmanager::Client::new(
-            &aws,
-        )))),
-    };
+    // The clients a configuration needs are made only when there is one.
     let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
-        Some(path) => Configured::load(Path::new(&path), &loader)
-            .await
-            .map_err(|e| SettingsError {
-                name: CONFIG_ENV.into(),
-                problem: e.to_string(),
-            })?,
+        Some(path) => Configured::load(
+            Path::new(&path),
+            &Loader {
+                fetch: Some(Arc::new(Remote::new(reqwest::Client::new(), Some(s3.clone())))),
+                waiter: Some(Arc::new(DynamoJobEvents::new(settings.store(dynamodb.clone())?))),
+                secrets: Some(Arc::new(SecretsManager(aws_sdk_secretsmanager::Client::new(
+                    &aws,
+                )))),
+            },
+        )
+        .await
+        .map_err(|e| SettingsError {
+            name: CONFIG_ENV.into(),
+            problem: e.to_string(),
+        })?,
         None => Configured::default(),
     };
     let files = settings.s3_file_area(s3);

@@ -40,6 +40,11 @@ impl ConfigArgs {
         aws: &aws_config::SdkConfig,
         waiter: Option<Arc<dyn EventWaiter>>,
     ) -> Result<Configured, String> {
+        let no_config = self.config.as_ref().is_none_or(|p| p.as_os_str().is_empty());
+        if no_config && self.openapi.is_none() && self.mcp.is_empty() {
+            // Nothing configured: no client is made.
+            return Ok(Configured::default());
+        }
         let mut file = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
             Some(path) => ConfigFile::read(path).map_err(|e| e.to_string())?,
             None => ConfigFile::default(),
