@@ -51,6 +51,12 @@ fn worker(args: &[&str]) -> Command {
 }
 
 fn poller(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Child {
+    poller_command(queue_url, table, bedrock)
+        .spawn()
+        .expect("the poller starts")
+}
+
+fn poller_command(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Command {
     worker(&[
         "poll",
         "--queue-url",
@@ -60,8 +66,6 @@ fn poller(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Child {
         "--endpoint-url",
         &bedrock.endpoint_url(),
     ])
-    .spawn()
-    .expect("the poller starts")
 }
 
 async fn in_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
@@ -161,12 +165,31 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
         }
     }
 
-    // Kill a worker at a random point, start the next: six times.
+    // Kill a worker at a random point of a turn it runs, start the next: six times. The kill
+    // waits for the worker's first streamed words (a turn is running: it was claimed), then a
+    // random part of the reply's 0.7 s, so that it lands inside a turn whatever the start-up
+    // takes.
     let mut kills = 0;
     for _ in 0..KILLS {
-        let mut child = poller(&queue_url, &name, &bedrock);
-        let runs_for = Duration::from_millis(rng.u64(600..1500));
-        let exited = tokio::time::timeout(runs_for, child.wait()).await;
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = poller_command(&queue_url, &name, &bedrock)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the poller starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let running = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains(r#""type":"text""#) {
+                    return;
+                }
+            }
+            panic!("the poller exited before it ran a turn");
+        })
+        .await;
+        assert!(running.is_ok(), "the poller ran no turn within 30 s");
+        let into_the_turn = Duration::from_millis(rng.u64(0..500));
+        let exited = tokio::time::timeout(into_the_turn, child.wait()).await;
         assert!(exited.is_err(), "the poller exited on its own: {exited:?}");
         child.kill().await.unwrap();
         kills += 1;
