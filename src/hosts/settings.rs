@@ -386,13 +386,7 @@ impl WorkerSettings {
 
     /// The tools a turn runs with: `configured`'s, and the example tools `TOOLS` adds to them.
     pub fn tools_with(&self, configured: &Configured) -> Vec<Arc<dyn Tool>> {
-        let mut tools = configured.tools.clone();
-        for tool in self.example_tools() {
-            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
-                tools.push(tool);
-            }
-        }
-        tools
+        configured.tools_with(self.example_tools())
     }
 
     /// The S3 file area `FILES_BUCKET` names, on `s3`.
@@ -413,15 +407,8 @@ impl WorkerSettings {
         configured: &Configured,
     ) -> Result<AgentRuntime, SettingsError> {
         let prompt_caching = self.prompt_caching;
-        let configured_names: Vec<&str> = configured.tools.iter().map(|t| t.spec().name.as_str()).collect();
         let mut builder = AgentRuntime::builder()
-            .tools(
-                examples::NAMES
-                    .iter()
-                    .filter(|n| !configured_names.contains(n))
-                    .filter_map(|n| examples::by_name(n)),
-            )
-            .tools(configured.tools.iter().cloned())
+            .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
             .catalog_dir(folder)
             .map_err(|e| error("AGENTS_DIR", e.to_string()))?
             .models(&self.model_id, move |id| {

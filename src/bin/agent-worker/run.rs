@@ -79,15 +79,8 @@ impl EngineArgs {
         let shared = aws_config(self.region.as_deref()).await;
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
         let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
-        let configured_names: Vec<String> = configured.tools.iter().map(|t| t.spec().name.clone()).collect();
         let builder = AgentRuntime::builder()
-            .tools(
-                examples::NAMES
-                    .iter()
-                    .filter(|n| !configured_names.iter().any(|c| c == *n))
-                    .filter_map(|n| examples::by_name(n)),
-            )
-            .tools(configured.tools.iter().cloned())
+            .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
             .catalog_dir(folder)
             .map_err(|e| format!("--agents-dir {}: {e}", folder.display()))?
             .models(&self.model_id, move |id| {
@@ -139,12 +132,7 @@ impl EngineArgs {
     pub(crate) async fn engine(&self) -> Result<Engine, String> {
         let shared = aws_config(self.region.as_deref()).await;
         let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
-        let mut tools = configured.tools.clone();
-        for tool in tools_named(&self.tools)? {
-            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
-                tools.push(tool);
-            }
-        }
+        let tools = configured.tools_with(tools_named(&self.tools)?);
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
         let mut builder = Engine::builder()
             .model(BedrockModel::new(client, self.model_id.clone()))

@@ -257,6 +257,18 @@ impl ConfigFile {
 }
 
 impl Configured {
+    /// Its tools, and those of `extra` whose names it does not already have (the example tools
+    /// `TOOLS` or `--tool` add).
+    pub fn tools_with(&self, extra: impl IntoIterator<Item = Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.tools.clone();
+        for tool in extra {
+            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
+                tools.push(tool);
+            }
+        }
+        tools
+    }
+
     /// Reads `path` (YAML or JSON), checks every key, and loads what it names: documents
     /// through `loader` (`https://`, `s3://`), files beside it.
     pub async fn load(path: &Path, loader: &Loader) -> Result<Self, ConfigError> {
