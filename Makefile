@@ -14,7 +14,9 @@ PY_TOOLS := $(VENV)/.installed
 NODE_PREFIX := .node
 NEWMAN_VERSION := 6.2.2
 MCP_EVERYTHING_VERSION := 2026.8.31
-NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)
+# The official TypeScript SDK, which the test kit's own MCP server (mcp/desk-mcp.cjs) runs on.
+MCP_SDK_VERSION := 1.32.2
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)
 
 .PHONY: test demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
@@ -63,11 +65,11 @@ $(PY_TOOLS): requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-## node-tools: newman (the Agent Protocol suite's runner) and the MCP reference server, in a
-## project-local npm prefix.
+## node-tools: newman (the Agent Protocol suite's runner), the MCP reference server and the MCP
+## TypeScript SDK, in a project-local npm prefix.
 node-tools: $(NODE_TOOLS)
 $(NODE_TOOLS):
-	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION)
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

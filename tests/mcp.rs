@@ -33,21 +33,22 @@ fn http_config(server: &EverythingServer) -> String {
 
 fn engine(bedrock: &BedrockStandIn, configured: &Configured) -> Engine {
     let store = MemoryStore::new();
-    Engine::builder()
+    let builder = Engine::builder()
         .model(BedrockModel::new(bedrock.client(), MODEL_ID))
         .store(store.clone())
         .approvals(store, ApprovalSigner::new([7u8; 32]).unwrap())
-        .tools(configured.tools.clone())
         .tool_policy(configured.policy.clone())
-        .config(config())
-        .build()
-        .unwrap()
+        .config(config());
+    configured.equip(builder, []).build().unwrap()
 }
 
 async fn turn(engine: &Engine, session: &str) -> Vec<AgentEvent> {
-    let scope = Scope::new(session)
-        .with_turn_id(format!("{session}-t1"))
-        .with("userId", "ana");
+    turn_in(engine, Scope::new(session)).await
+}
+
+async fn turn_in(engine: &Engine, scope: Scope) -> Vec<AgentEvent> {
+    let session = scope.session.clone();
+    let scope = scope.with_turn_id(format!("{session}-t1")).with("userId", "ana");
     engine
         .invoke(scope, Prompt::text("Use the tools."))
         .collect()
@@ -156,7 +157,7 @@ async fn a_local_server_over_stdio_gives_its_tools_too() {
     );
     let configured = configured(&yaml).await.unwrap();
     assert_eq!(configured.origins.len(), 1);
-    let echo = &configured.tools[0];
+    let echo = &configured.tools_with([])[0];
     assert_eq!(echo.spec().name, "local_echo");
     let answer = echo
         .call(
@@ -196,4 +197,63 @@ async fn a_server_that_is_down_at_start_up_is_named() {
             .any(|p| p.starts_with("mcp[1] (both): url, command")),
         "{problems:?}"
     );
+}
+
+/// The names of the tools a model request offered.
+fn offered(body: &serde_json::Value) -> Vec<String> {
+    body["toolConfig"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["toolSpec"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_changed_tool_list_reaches_the_turns_that_start_after_it() {
+    let server = EverythingServer::desk().unwrap();
+    let yaml = format!("mcp:\n  - name: desk\n    url: {}\n", server.url());
+    let configured = configured(&yaml).await.unwrap();
+    let source = configured.sources[0].clone();
+    let before = source.generation();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = engine(&bedrock, &configured);
+
+    // The call makes the server add a tool and say so; the turn keeps the list it started with.
+    bedrock.push(Reply::tool_call("c1", "desk_grow", "{}"));
+    bedrock.push(Reply::text("It grew."));
+    completed(&turn(&engine, "s-grow").await);
+    tokio::time::timeout(std::time::Duration::from_secs(10), source.changed(before))
+        .await
+        .expect("the server's list_changed notification was heard");
+    let requests = bedrock.requests();
+    assert_eq!(offered(&requests[0].body), ["desk_whoami", "desk_grow"]);
+    assert_eq!(offered(&requests[1].body), offered(&requests[0].body));
+
+    // The next turn offers the new tool, and it runs.
+    bedrock.push(Reply::tool_call("c2", "desk_grown", "{}"));
+    bedrock.push(Reply::text("Done."));
+    let events = turn(&engine, "s-grown").await;
+    completed(&events);
+    assert_eq!(
+        offered(&bedrock.requests()[2].body),
+        ["desk_whoami", "desk_grow", "desk_grown"]
+    );
+    assert_eq!(tool_result(&events), serde_json::json!({"text": "grown"}));
+}
+
+/// What the turn's one tool call gave back; panics if it failed.
+fn tool_result(events: &[AgentEvent]) -> serde_json::Value {
+    events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolEnded {
+                is_error, content, ..
+            } => {
+                assert!(!is_error, "the call failed: {content}");
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no tool_ended in {events:?}"))
 }

@@ -1,5 +1,6 @@
 //! Secrets and internal detail: the worker's logs, captured whole at TRACE, never hold an
-//! approval token or a sensitive tool's arguments; what a client is told of a failure names no
+//! approval token, a sensitive tool's arguments, the person's token or a secret header an MCP
+//! server is called with; what a client is told of a failure names no
 //! table, ARN or account; the text a turn frames (attachments, tool results, API error bodies)
 //! cannot close its frame or pose as system text.
 
@@ -159,4 +160,117 @@ async fn a_client_is_told_what_failed_without_table_names_arns_or_accounts() {
     }
     let logged = logs.text();
     assert!(logged.contains(&table), "the log keeps the detail: {logged}");
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_carries_the_secret_header_and_the_persons_token_and_neither_is_logged() {
+    use agent_worker::hosts::secrets::AwsSecrets;
+    use agent_worker::protocol::UserToken;
+
+    let logs = LogCapture::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber(tracing::Level::TRACE));
+    let server = agent_worker_testkit::EverythingServer::desk().unwrap();
+    let moto = agent_worker_testkit::moto();
+    let secret = format!("desk-mcp-key-{}", uuid::Uuid::new_v4().simple());
+    let api_key = "k-9b1e0c2f-the-desk-service-key";
+    moto.secrets_manager()
+        .create_secret()
+        .name(&secret)
+        .secret_string(api_key)
+        .send()
+        .await
+        .unwrap();
+    let yaml = format!(
+        "mcp:\n  - name: desk\n    url: {}\n    headers: {{ X-Api-Key: {{ secret: {secret} }} }}\n    personToken: {{ header: Authorization, prefix: 'Bearer ' }}\n",
+        server.url()
+    );
+    let file: agent_worker::hosts::config::ConfigFile = serde_yaml::from_str(&yaml).unwrap();
+    let loader = agent_worker::hosts::config::Loader {
+        secrets: Some(std::sync::Arc::new(AwsSecrets::from_clients(
+            moto.secrets_manager(),
+            moto.ssm(),
+        ))),
+        ..Default::default()
+    };
+    let configured =
+        agent_worker::hosts::config::Configured::from_file(&file, &std::env::temp_dir(), &loader)
+            .await
+            .unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let builder = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(MemoryStore::new())
+        .config(config());
+    let engine = configured.equip(builder, []).build().unwrap();
+    let turn = |session: &str, token: Option<&str>| {
+        let mut scope = Scope::new(session).with_turn_id(format!("{session}-t1"));
+        if let Some(token) = token {
+            scope = scope.with_user_token(UserToken::new(token));
+        }
+        engine
+            .invoke(scope, Prompt::text("Who am I?"))
+            .collect::<Vec<_>>()
+    };
+
+    let token = "tok-ana-5f0a9d7c41";
+    bedrock.push(Reply::tool_call("c1", "desk_whoami", "{}"));
+    bedrock.push(Reply::text("You are Ana."));
+    let first = turn("s-whoami", Some(token)).await;
+    assert!(
+        matches!(first.last(), Some(AgentEvent::Completed { .. })),
+        "{first:?}"
+    );
+    let result = first
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolEnded {
+                is_error: false,
+                content,
+                ..
+            } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the call did not succeed: {first:?}"));
+    let seen: serde_json::Value = serde_json::from_str(result["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["authorization"], sha256_hex(&format!("Bearer {token}")));
+    assert_eq!(seen["apiKey"], sha256_hex(api_key));
+
+    // A turn without the person's token makes no call, and the model reads why.
+    bedrock.push(Reply::tool_call("c2", "desk_whoami", "{}"));
+    bedrock.push(Reply::text("I cannot tell who you are."));
+    let events = turn("s-anonymous", None).await;
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Completed { .. })),
+        "{events:?}"
+    );
+    let refused = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolEnded {
+                is_error: true,
+                content,
+                ..
+            } => Some(content.to_string()),
+            _ => None,
+        })
+        .expect("the call ended in error");
+    assert!(refused.contains("carries no userToken"), "{refused}");
+
+    let logged = logs.text();
+    assert!(
+        logged.contains("desk_whoami"),
+        "the capture holds the turns' logs: {logged}"
+    );
+    assert!(!logged.contains(token), "the person's token was logged");
+    assert!(!logged.contains(api_key), "the service key was logged");
+    let kept = format!("{first:?}{events:?}{:?}", bedrock.requests());
+    assert!(!kept.contains(token) && !kept.contains(api_key));
 }

@@ -597,6 +597,101 @@ fn the_files_bucket_and_its_key_reach_the_function_and_its_policy() {
     assert!(!sids(&named).contains(&"UseTheFilesKey".to_owned()));
 }
 
+#[test]
+fn a_configuration_in_s3_or_ssm_reaches_the_function_with_exactly_its_reads() {
+    let function = |d: &Deployment| d.eval(&d.template["Resources"]["AgentWorkerFunction"]["Properties"]);
+    let statement = |d: &Deployment, sid: &str| {
+        function(d)["Policies"][0]["Statement"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["Sid"].as_str() == Some(sid))
+            .cloned()
+    };
+    let variable = |d: &Deployment, name: &str| function(d)["Environment"]["Variables"][name].clone();
+    let sids = [
+        "ReadTheConfiguration",
+        "ReadTheConfigurationParameter",
+        "ReadWhatTheConfigurationNames",
+    ];
+
+    let none = Deployment::new("us-east-1", &[]);
+    assert_eq!(variable(&none, "AGENT_WORKER_CONFIG"), "");
+    assert_eq!(variable(&none, "SYSTEM_PROMPT"), "You are a helpful assistant.");
+    assert!(sids.iter().all(|sid| statement(&none, sid).is_none()));
+    let bundled = Deployment::new("us-east-1", &[("AgentConfig", "bundled")]);
+    assert_eq!(
+        variable(&bundled, "AGENT_WORKER_CONFIG"),
+        "/opt/config/agent-worker.yaml"
+    );
+    assert!(sids.iter().all(|sid| statement(&bundled, sid).is_none()));
+
+    let in_s3 = Deployment::new(
+        "eu-west-1",
+        &[
+            ("AgentConfig", "s3://desk-config/agent/agent-worker.yaml"),
+            (
+                "AgentConfigReads",
+                "arn:aws:s3:::desk-config/agent/desk.openapi.json,arn:aws:secretsmanager:eu-west-1:123456789012:secret:desk-key",
+            ),
+        ],
+    );
+    assert_eq!(
+        variable(&in_s3, "AGENT_WORKER_CONFIG"),
+        "s3://desk-config/agent/agent-worker.yaml"
+    );
+    assert_eq!(
+        variable(&in_s3, "SYSTEM_PROMPT"),
+        "",
+        "the configuration's persona stands"
+    );
+    let read = statement(&in_s3, "ReadTheConfiguration").unwrap();
+    assert_eq!(strings(&read["Action"]), ["s3:GetObject"]);
+    assert_eq!(
+        strings(&read["Resource"]),
+        ["arn:aws:s3:::desk-config/agent/agent-worker.yaml"]
+    );
+    assert!(statement(&in_s3, "ReadTheConfigurationParameter").is_none());
+    let named = statement(&in_s3, "ReadWhatTheConfigurationNames").unwrap();
+    assert_eq!(
+        strings(&named["Resource"]),
+        [
+            "arn:aws:s3:::desk-config/agent/desk.openapi.json",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:desk-key"
+        ]
+    );
+
+    let in_ssm = Deployment::new("eu-west-1", &[("AgentConfig", "ssm:/desk/agent-config")]);
+    assert_eq!(variable(&in_ssm, "AGENT_WORKER_CONFIG"), "ssm:/desk/agent-config");
+    let read = statement(&in_ssm, "ReadTheConfigurationParameter").unwrap();
+    assert_eq!(strings(&read["Action"]), ["ssm:GetParameter"]);
+    assert_eq!(
+        strings(&read["Resource"]),
+        ["arn:aws:ssm:eu-west-1:123456789012:parameter/desk/agent-config"]
+    );
+    assert!(statement(&in_ssm, "ReadTheConfiguration").is_none());
+    assert!(statement(&in_ssm, "ReadWhatTheConfigurationNames").is_none());
+
+    let template = template();
+    let pattern = regex_lite::Regex::new(
+        template["Parameters"]["AgentConfig"]["AllowedPattern"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    for (value, allowed) in [
+        ("none", true),
+        ("bundled", true),
+        ("s3://bucket/key.yaml", true),
+        ("ssm:/a/b", true),
+        ("s3://bucket", false),
+        ("ssm:name", false),
+        ("/opt/x.yaml", false),
+    ] {
+        assert_eq!(pattern.is_match(value), allowed, "{value}");
+    }
+}
+
 /// `sam build` packages the bundled agent definitions as the layer Lambda unpacks into /opt.
 /// `sam build RESOURCE` with `parameter` set, into a build folder of its own.
 fn sam_build(resource: &str, parameter: &str) -> PathBuf {

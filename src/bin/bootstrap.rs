@@ -5,13 +5,11 @@
 //! the SDK's standard `AWS_ENDPOINT_URL_*`. A missing or invalid value stops the function at
 //! start-up, naming it.
 
-use std::path::Path;
-
 use std::sync::Arc;
 
 use agent_worker::hosts::config::{CONFIG_ENV, Configured, Loader, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
-use agent_worker::hosts::secrets::{SecretsManager, read_secret_settings};
+use agent_worker::hosts::secrets::{AwsSecrets, read_secret_settings};
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::{SettingsError, WorkerSettings};
 use agent_worker::session::dynamo::DynamoJobEvents;
@@ -42,14 +40,12 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let dynamodb = dynamodb_client(&aws, settings.store_attempt_timeout);
     // The clients a configuration needs are made only when there is one.
     let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
-        Some(path) => Configured::load(
-            Path::new(&path),
+        Some(location) => Configured::load(
+            &location,
             &Loader {
                 fetch: Some(Arc::new(Remote::new(reqwest::Client::new(), Some(s3.clone())))),
                 waiter: Some(Arc::new(DynamoJobEvents::new(settings.store(dynamodb.clone())?))),
-                secrets: Some(Arc::new(SecretsManager(aws_sdk_secretsmanager::Client::new(
-                    &aws,
-                )))),
+                secrets: Some(Arc::new(AwsSecrets::new(&aws))),
             },
         )
         .await

@@ -14,6 +14,7 @@
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 pub mod config;
+pub mod headers;
 pub mod jobs;
 mod payload;
 pub mod redrive;

@@ -12,16 +12,56 @@ use super::{SettingsError, sdk_error_text};
 /// The settings that may come from Secrets Manager.
 pub const SECRET_SETTINGS: [&str; 2] = ["APPROVAL_SECRET", "EMIT_API_KEY"];
 
-/// Secrets Manager as the configuration's [`SecretSource`](super::config::SecretSource): where
-/// the keys of signed assertions are read from.
+/// Secrets Manager and SSM Parameter Store as the configuration's
+/// [`SecretSource`](super::headers::SecretSource): where the keys of signed assertions and secret
+/// header values are read from. An id `ssm:<name>` or an SSM parameter's ARN is read from SSM
+/// (decrypted: a `SecureString` is the usual kind); any other id names a Secrets Manager secret.
 #[derive(Debug, Clone)]
-pub struct SecretsManager(pub aws_sdk_secretsmanager::Client);
+pub struct AwsSecrets {
+    secrets_manager: aws_sdk_secretsmanager::Client,
+    ssm: aws_sdk_ssm::Client,
+}
+
+impl AwsSecrets {
+    /// Both stores, on `aws`.
+    pub fn new(aws: &aws_config::SdkConfig) -> Self {
+        Self::from_clients(
+            aws_sdk_secretsmanager::Client::new(aws),
+            aws_sdk_ssm::Client::new(aws),
+        )
+    }
+
+    /// Both stores, on the clients given.
+    pub fn from_clients(secrets_manager: aws_sdk_secretsmanager::Client, ssm: aws_sdk_ssm::Client) -> Self {
+        Self { secrets_manager, ssm }
+    }
+}
+
+/// The SSM parameter `id` names, if it names one.
+fn ssm_parameter(id: &str) -> Option<&str> {
+    let arn = id.starts_with("arn:") && id.split(':').nth(2) == Some("ssm");
+    id.strip_prefix("ssm:").or(arn.then_some(id))
+}
 
 #[async_trait::async_trait]
-impl super::config::SecretSource for SecretsManager {
+impl super::headers::SecretSource for AwsSecrets {
     async fn secret(&self, id: &str) -> Result<String, String> {
+        if let Some(name) = ssm_parameter(id) {
+            let answer = self
+                .ssm
+                .get_parameter()
+                .name(name)
+                .with_decryption(true)
+                .send()
+                .await
+                .map_err(|e| sdk_error_text(&e))?;
+            return answer
+                .parameter
+                .and_then(|p| p.value)
+                .ok_or_else(|| "the parameter has no value".to_owned());
+        }
         let answer = self
-            .0
+            .secrets_manager
             .get_secret_value()
             .secret_id(id)
             .send()
@@ -76,4 +116,20 @@ pub async fn read_secret_settings(
         values.insert(name.to_owned(), value);
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ssm_parameter;
+
+    #[test]
+    fn ssm_ids_are_told_from_secrets_manager_ids() {
+        assert_eq!(ssm_parameter("ssm:/desk/key"), Some("/desk/key"));
+        let arn = "arn:aws:ssm:eu-west-1:123456789012:parameter/desk/key";
+        assert_eq!(ssm_parameter(arn), Some(arn));
+        let china = "arn:aws-cn:ssm:cn-north-1:123456789012:parameter/k";
+        assert_eq!(ssm_parameter(china), Some(china));
+        assert_eq!(ssm_parameter("arn:aws:secretsmanager:eu-west-1:1:secret:k"), None);
+        assert_eq!(ssm_parameter("desk-key"), None);
+    }
 }

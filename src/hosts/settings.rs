@@ -430,11 +430,11 @@ impl WorkerSettings {
         files: Option<Arc<dyn FileArea>>,
         configured: &Configured,
     ) -> Result<Engine, SettingsError> {
-        let mut builder = Engine::builder()
+        let builder = Engine::builder()
             .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
             .store(store.clone())
-            .tools(self.tools_with(configured))
             .config(self.engine.clone());
+        let mut builder = configured.equip(builder, self.example_tools());
         if let Some(prompt) = self.system_prompt.as_ref().or(configured.system_prompt.as_ref()) {
             builder = builder.system_prompt(prompt.clone());
         }

@@ -1,6 +1,9 @@
-//! [`EverythingServer`]: the MCP reference server `@modelcontextprotocol/server-everything`
-//! from npm (in the project's `.node/`, which `make test` installs), over Streamable HTTP on a
-//! free port of 127.0.0.1, or its stdio command.
+//! MCP servers over Streamable HTTP on a free port of 127.0.0.1, from the project's `.node/`
+//! (which `make test` installs): [`EverythingServer::start`], the reference server
+//! `@modelcontextprotocol/server-everything` from npm (or its stdio command,
+//! [`everything_script`]); and [`EverythingServer::desk`], a small server on the official
+//! TypeScript SDK (`mcp/desk-mcp.cjs`) that shows the headers a call arrives with and changes its
+//! tool list while connected.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -9,8 +12,7 @@ use std::process::{Child, Command, Stdio};
 
 /// The server's entry point in the project's `.node/`.
 pub fn everything_script() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let path = node_modules().join("@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
         path.exists(),
         "the MCP reference server is not installed at {}: run `make node-tools` (make test does)",
@@ -19,7 +21,12 @@ pub fn everything_script() -> PathBuf {
     path
 }
 
-/// A running reference server over Streamable HTTP. Dropping it kills it.
+/// The project's `.node/node_modules`.
+fn node_modules() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.node/node_modules")
+}
+
+/// A running MCP server over Streamable HTTP. Dropping it kills it.
 #[derive(Debug)]
 pub struct EverythingServer {
     child: Child,
@@ -27,12 +34,24 @@ pub struct EverythingServer {
 }
 
 impl EverythingServer {
-    /// Starts it on a free port and returns once it says it listens.
+    /// Starts the reference server on a free port and returns once it says it listens.
     pub fn start() -> std::io::Result<Self> {
+        let mut command = Command::new("node");
+        command.arg(everything_script()).arg("streamableHttp");
+        Self::launch(command)
+    }
+
+    /// Starts the desk server (`whoami`, `grow`) on a free port.
+    pub fn desk() -> std::io::Result<Self> {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/desk-mcp.cjs");
+        let mut command = Command::new("node");
+        command.arg(script).env("NODE_PATH", node_modules());
+        Self::launch(command)
+    }
+
+    fn launch(mut command: Command) -> std::io::Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let mut child = Command::new("node")
-            .arg(everything_script())
-            .arg("streamableHttp")
+        let mut child = command
             .env("PORT", port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

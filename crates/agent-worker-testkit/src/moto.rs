@@ -41,31 +41,32 @@ impl Moto {
 
     /// An S3 client on this server (path-style addressing).
     pub fn s3(&self) -> aws_sdk_s3::Client {
-        let config = aws_sdk_s3::Config::builder()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .region(aws_sdk_s3::config::Region::new("us-east-1"))
-            .endpoint_url(&self.endpoint)
+        let config = aws_sdk_s3::config::Builder::from(&self.shared())
             .force_path_style(true)
-            .credentials_provider(aws_sdk_s3::config::Credentials::new(
-                "moto", "moto", None, None, "moto",
-            ))
             .build();
         aws_sdk_s3::Client::from_conf(config)
     }
-}
 
-impl Moto {
     /// A Secrets Manager client on this server.
     pub fn secrets_manager(&self) -> aws_sdk_secretsmanager::Client {
-        let config = aws_sdk_secretsmanager::Config::builder()
-            .behavior_version(aws_sdk_secretsmanager::config::BehaviorVersion::latest())
-            .region(aws_sdk_secretsmanager::config::Region::new("us-east-1"))
+        aws_sdk_secretsmanager::Client::new(&self.shared())
+    }
+
+    /// An SSM client on this server.
+    pub fn ssm(&self) -> aws_sdk_ssm::Client {
+        aws_sdk_ssm::Client::new(&self.shared())
+    }
+
+    /// What every client of this server shares: its endpoint, a region, moto's credentials.
+    pub fn shared(&self) -> aws_config::SdkConfig {
+        aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
             .endpoint_url(&self.endpoint)
-            .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
-                "moto", "moto", None, None, "moto",
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_credential_types::Credentials::new("moto", "moto", None, None, "moto"),
             ))
-            .build();
-        aws_sdk_secretsmanager::Client::from_conf(config)
+            .build()
     }
 }
 

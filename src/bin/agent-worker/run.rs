@@ -132,12 +132,11 @@ impl EngineArgs {
     pub(crate) async fn engine(&self) -> Result<Engine, String> {
         let shared = aws_config(self.region.as_deref()).await;
         let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
-        let tools = configured.tools_with(tools_named(&self.tools)?);
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
-        let mut builder = Engine::builder()
+        let builder = Engine::builder()
             .model(BedrockModel::new(client, self.model_id.clone()))
-            .tools(tools)
             .tool_policy(configured.policy.clone());
+        let mut builder = configured.equip(builder, tools_named(&self.tools)?);
         builder = match &self.table {
             Some(table) => builder.store(self.dynamo_store(&shared, table)?),
             None => builder.store(MemoryStore::new()),

@@ -1,7 +1,7 @@
 //! The configuration of a product's own tools, policy and persona on the command line
 //! (`--config`, `--openapi`), and `tools`: what a configuration yields, before it is deployed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_worker::engine::tools::openapi::EventWaiter;
@@ -13,7 +13,8 @@ use agent_worker::hosts::mcp::McpServer;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConfigArgs {
-    /// The configuration file (YAML or JSON) of tools, policy and persona.
+    /// The configuration (YAML or JSON) of tools, policy and persona: a file, `s3://bucket/key`
+    /// or `ssm:<parameter name>`.
     #[arg(long, env = "AGENT_WORKER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// An OpenAPI document (a file or an https:// URL) whose exposed operations become tools,
@@ -45,9 +46,19 @@ impl ConfigArgs {
             // Nothing configured: no client is made.
             return Ok(Configured::default());
         }
-        let mut file = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
-            Some(path) => ConfigFile::read(path).map_err(|e| e.to_string())?,
-            None => ConfigFile::default(),
+        let loader = Loader {
+            fetch: Some(Arc::new(Remote::new(
+                reqwest::Client::new(),
+                Some(aws_sdk_s3::Client::new(aws)),
+            ))),
+            waiter,
+            secrets: Some(Arc::new(agent_worker::hosts::secrets::AwsSecrets::new(aws))),
+        };
+        let (mut file, base) = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
+            Some(path) => ConfigFile::locate(&path.to_string_lossy(), &loader)
+                .await
+                .map_err(|e| e.to_string())?,
+            None => (ConfigFile::default(), PathBuf::from(".")),
         };
         if let (Some(document), Some(base_url)) = (&self.openapi, &self.base_url) {
             file.openapi.push(OpenApiSource {
@@ -74,27 +85,13 @@ impl ConfigArgs {
                 command: None,
                 args: Vec::new(),
                 headers: Default::default(),
+                person_token: None,
                 timeout_ms: None,
                 allow: None,
                 tools: Default::default(),
             });
         }
-        let base = self
-            .config
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("."));
-        let loader = Loader {
-            fetch: Some(Arc::new(Remote::new(
-                reqwest::Client::new(),
-                Some(aws_sdk_s3::Client::new(aws)),
-            ))),
-            waiter,
-            secrets: Some(Arc::new(agent_worker::hosts::secrets::SecretsManager(
-                aws_sdk_secretsmanager::Client::new(aws),
-            ))),
-        };
-        Configured::from_file(&file, base, &loader)
+        Configured::from_file(&file, &base, &loader)
             .await
             .map_err(|problems| {
                 let from = self
@@ -158,6 +155,13 @@ pub(crate) async fn tools(args: ToolsArgs) -> Result<(), String> {
     }
     if let Some(prompt) = &configured.system_prompt {
         eprintln!("system prompt: {} characters", prompt.chars().count());
+    }
+    if !configured.reads.is_empty() {
+        // An SSM parameter is granted by its ARN: arn:aws:ssm:REGION:ACCOUNT:parameter/NAME.
+        eprintln!(
+            "reads at start-up (the template's AgentConfigReads): {}",
+            configured.reads.join(",")
+        );
     }
     Ok(())
 }

@@ -9,13 +9,13 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::engine::tools::openapi::ActAsContext;
+use crate::hosts::headers::SecretSource;
 
 /// How long an assertion holds, by default.
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(300);
@@ -28,19 +28,13 @@ pub const DEFAULT_KEY_REFRESH: Duration = Duration::from_secs(300);
 pub struct AssertionConfig {
     /// The header it is sent in.
     pub header: String,
-    /// The Secrets Manager secret (its ARN or name) that holds the key, at least 32 bytes.
+    /// The secret that holds the key, at least 32 bytes: a Secrets Manager secret (its ARN or
+    /// name), or an SSM parameter (`ssm:<name>`, or its ARN).
     pub key_secret: String,
     /// How long an assertion holds, in seconds (300).
     pub ttl_seconds: Option<u64>,
     /// How often the key is read again, in seconds (300): a rotated key is used from then on.
     pub refresh_seconds: Option<u64>,
-}
-
-/// Reads secrets: where assertion keys come from.
-#[async_trait]
-pub trait SecretSource: Send + Sync {
-    /// The text of secret `id`.
-    async fn secret(&self, id: &str) -> Result<String, String>;
 }
 
 /// What an assertion says.

@@ -1,5 +1,6 @@
-//! The agent's configuration file (`AGENT_WORKER_CONFIG`, or `--config`): a product's own tools,
-//! policy and persona without writing Rust, read alike by every host.
+//! The agent's configuration (`AGENT_WORKER_CONFIG`, or `--config`): a product's own tools,
+//! policy and persona without writing Rust, read alike by every host, from a file, an S3 object
+//! (`s3://bucket/key`) or an SSM parameter (`ssm:/name`).
 //!
 //! YAML or JSON; every key is checked, and a wrong one stops the start-up naming it:
 //!
@@ -17,7 +18,7 @@
 //!       accountIdHeader: x-desk-account
 //!       assertion:                                            # or a signed assertion
 //!         header: x-agent-assertion
-//!         keySecret: arn:aws:secretsmanager:…:secret:desk-assertion-key
+//!         keySecret: arn:aws:secretsmanager:…:secret:desk-assertion-key   # or ssm:/name
 //!     events:                      # for x-async-binding: the product's event declarations
 //!       report:ready: { kind: completion, correlation: reportId }
 //! policy:
@@ -30,7 +31,8 @@
 //! mcp:                             # MCP servers (feature `mcp`): tools named <name>_<tool>
 //!   - name: everything
 //!     url: https://mcp.example/mcp # Streamable HTTP; or command: + args: for stdio
-//!     headers: { X-Api-Key: "…" }
+//!     headers: { X-Api-Key: { secret: ssm:/desk/mcp-key } }   # or a plain "text"
+//!     personToken: { header: Authorization, prefix: "Bearer " } # the turn's userToken, per call
 //!     timeoutMs: 30000
 //!     allow: [echo, get-sum]
 //!     tools:                       # where the server's annotations say nothing
@@ -52,17 +54,19 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use super::headers::{HeaderValue, SecretSource, TokenHeader};
 pub use assertion::{
-    AssertionConfig, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH, SecretSource,
-    sign as sign_assertion, verify as verify_assertion,
+    AssertionConfig, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH, sign as sign_assertion,
+    verify as verify_assertion,
 };
 pub use load::{DocumentSource, Fetch, NoRemote, Remote};
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 
 use super::mcp::{McpServer, mcp_tools};
+use crate::engine::EngineBuilder;
 use crate::engine::tools::openapi::{Audience, EventDeclarations, EventWaiter};
-use crate::engine::tools::{Effect, Tool, ToolClass, examples};
+use crate::engine::tools::{Effect, Tool, ToolClass, ToolSource, examples};
 
 /// The environment variable that names the configuration file, for the binaries.
 pub const CONFIG_ENV: &str = "AGENT_WORKER_CONFIG";
@@ -150,17 +154,6 @@ pub struct ActAsConfig {
     pub assertion: Option<AssertionConfig>,
 }
 
-/// A header that carries the person's token.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct TokenHeader {
-    /// The header, such as `Authorization`.
-    pub header: String,
-    /// What goes before the token, such as `Bearer `.
-    #[serde(default)]
-    pub prefix: String,
-}
-
 /// A configuration that cannot be used: every problem, each naming its key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
@@ -225,12 +218,17 @@ pub struct Configured {
     pub system_prompt: Option<String>,
     /// Its tools, examples and OpenAPI operations.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Its tools whose list may change: one source per MCP server.
+    pub sources: Vec<Arc<dyn ToolSource>>,
     /// Its policy.
     pub policy: ConfiguredPolicy,
     /// Where each tool came from.
     pub origins: Vec<ToolOrigin>,
     /// The event declarations of its documents: what a product may report to settle a job.
     pub events: EventDeclarations,
+    /// What loading it read besides files: its `s3://` documents (as S3 object ARNs) and the
+    /// secrets and parameters of its keys and headers (as named), for the deployer to grant.
+    pub reads: Vec<String>,
 }
 
 impl fmt::Debug for Configured {
@@ -254,30 +252,122 @@ impl ConfigFile {
         let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
         serde_yaml::from_str(&text).map_err(|e| fail(e.to_string()))
     }
+
+    /// What loading it reads besides files: its `s3://` documents (as S3 object ARNs), and the
+    /// secrets and parameters of its assertion keys and MCP headers (as it names them).
+    pub fn reads(&self) -> Vec<String> {
+        let mut reads = BTreeSet::new();
+        for source in &self.openapi {
+            if let Ok(DocumentSource::S3 { bucket, key }) = DocumentSource::parse(&source.document) {
+                reads.insert(format!("arn:aws:s3:::{bucket}/{key}"));
+            }
+            if let Some(assertion) = &source.act_as.assertion {
+                reads.insert(assertion.key_secret.clone());
+            }
+        }
+        for server in &self.mcp {
+            for value in server.headers.values() {
+                if let HeaderValue::Secret { secret } = value {
+                    reads.insert(secret.clone());
+                }
+            }
+        }
+        reads.into_iter().collect()
+    }
+
+    /// Reads the configuration at `location`, and the folder its relative paths start in: a
+    /// file, an S3 object (`s3://bucket/key`, through `loader`'s fetch) or an SSM parameter
+    /// (`ssm:<name>`, through its secrets). One read from S3 or SSM names no file: its documents
+    /// are `https://` or `s3://`, its prompt is `persona` or `systemPrompt`.
+    pub async fn locate(location: &str, loader: &Loader) -> Result<(Self, PathBuf), ConfigError> {
+        let fail = |problems: Vec<String>| ConfigError {
+            file: location.to_owned(),
+            problems,
+        };
+        let text = if location.starts_with("s3://") {
+            let source = DocumentSource::parse(location).map_err(|e| fail(vec![e]))?;
+            let fetch: &dyn Fetch = loader.fetch.as_deref().unwrap_or(&NoRemote);
+            fetch.fetch(&source).await.map_err(|e| fail(vec![e]))?
+        } else if location.starts_with("ssm:") {
+            let secrets = loader
+                .secrets
+                .as_deref()
+                .ok_or_else(|| fail(vec!["no SSM client to read it with".into()]))?;
+            secrets
+                .secret(location)
+                .await
+                .map_err(|e| fail(vec![format!("cannot be read: {e}")]))?
+        } else {
+            let path = Path::new(location);
+            let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+            return Ok((Self::read(path)?, base));
+        };
+        let file: Self = serde_yaml::from_str(&text).map_err(|e| fail(vec![e.to_string()]))?;
+        let mut problems = Vec::new();
+        if file.system_prompt_file.is_some() {
+            problems.push(
+                "systemPromptFile: one read from S3 or SSM names no file; give persona or systemPrompt"
+                    .into(),
+            );
+        }
+        for (i, source) in file.openapi.iter().enumerate() {
+            if let Ok(DocumentSource::File(path)) = DocumentSource::parse(&source.document) {
+                problems.push(format!(
+                    "openapi[{i}].document: {path} is a file; one read from S3 or SSM names its documents by https:// or s3://"
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok((file, PathBuf::new()))
+        } else {
+            Err(fail(problems))
+        }
+    }
 }
 
 impl Configured {
-    /// Its tools, and those of `extra` whose names it does not already have (the example tools
-    /// `TOOLS` or `--tool` add).
+    /// Its tools as they are now (its sources' included), and those of `extra` whose names it
+    /// does not already have (the example tools `TOOLS` or `--tool` add): what a host that takes
+    /// a fixed list (Standard Agents, the conversations API) registers.
     pub fn tools_with(&self, extra: impl IntoIterator<Item = Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
-        let mut tools = self.tools.clone();
-        for tool in extra {
-            if !tools.iter().any(|t| t.spec().name == tool.spec().name) {
-                tools.push(tool);
-            }
-        }
+        let mut tools = self.current_tools();
+        let added = not_named(&tools, extra);
+        tools.extend(added);
         tools
     }
 
-    /// Reads `path` (YAML or JSON), checks every key, and loads what it names: documents
-    /// through `loader` (`https://`, `s3://`), files beside it.
-    pub async fn load(path: &Path, loader: &Loader) -> Result<Self, ConfigError> {
-        let file = ConfigFile::read(path)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Self::from_file(&file, base, loader)
+    /// `builder` given its tools and those of `extra` it does not have, with its sources kept
+    /// live: each turn offers an MCP server's list as it was when the turn started.
+    pub fn equip(
+        &self,
+        builder: EngineBuilder,
+        extra: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> EngineBuilder {
+        let added = not_named(&self.current_tools(), extra);
+        let fixed = self.tools.iter().cloned().chain(added);
+        self.sources
+            .iter()
+            .fold(builder.tools(fixed), |b, source| b.tool_source(source.clone()))
+    }
+
+    /// Its tools now: the fixed ones and its sources' current lists.
+    fn current_tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.tools.clone();
+        tools.extend(self.sources.iter().flat_map(|s| s.tools()));
+        tools
+    }
+
+    /// Reads the configuration at `location` (a file, `s3://bucket/key` or `ssm:<name>`: see
+    /// [`ConfigFile::locate`]), checks every key, and loads what it names: documents through
+    /// `loader` (`https://`, `s3://`), files beside it.
+    pub async fn load(location: impl AsRef<Path>, loader: &Loader) -> Result<Self, ConfigError> {
+        let location = location.as_ref().to_string_lossy();
+        let location = location.as_ref();
+        let (file, base) = ConfigFile::locate(location, loader).await?;
+        Self::from_file(&file, &base, loader)
             .await
             .map_err(|problems| ConfigError {
-                file: path.display().to_string(),
+                file: location.to_owned(),
                 problems,
             })
     }
@@ -286,6 +376,7 @@ impl Configured {
     pub async fn from_file(file: &ConfigFile, base: &Path, loader: &Loader) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let system_prompt = system_prompt(file, base, &mut problems);
+        let reads = file.reads();
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         let mut origins = Vec::new();
         for (i, name) in file.tools.iter().enumerate() {
@@ -315,13 +406,14 @@ impl Configured {
                 Err(why) => problems.extend(why.into_iter().map(|p| format!("openapi[{i}]: {p}"))),
             }
         }
+        let mut sources = Vec::new();
         for (i, server) in file.mcp.iter().enumerate() {
-            match mcp_tools(server).await {
-                Ok(loaded) => {
-                    for tool in loaded {
+            match mcp_tools(server, loader.secrets.as_deref()).await {
+                Ok(source) => {
+                    for tool in source.tools() {
                         origins.push(origin(tool.as_ref(), &format!("mcp:{}", server.name)));
-                        tools.push(tool);
                     }
+                    sources.push(source);
                 }
                 Err(why) => problems.push(format!("mcp[{i}] ({}): {why}", server.name)),
             }
@@ -352,11 +444,25 @@ impl Configured {
         Ok(Self {
             system_prompt,
             tools,
+            sources,
             policy,
             origins,
             events,
+            reads,
         })
     }
+}
+
+/// The tools of `extra` whose names are neither in `tools` nor earlier in `extra`.
+fn not_named(tools: &[Arc<dyn Tool>], extra: impl IntoIterator<Item = Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
+    let mut added: Vec<Arc<dyn Tool>> = Vec::new();
+    for tool in extra {
+        let name = &tool.spec().name;
+        if !tools.iter().chain(&added).any(|t| &t.spec().name == name) {
+            added.push(tool);
+        }
+    }
+    added
 }
 
 fn origin(tool: &dyn Tool, source: &str) -> ToolOrigin {

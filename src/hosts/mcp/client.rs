@@ -1,117 +1,222 @@
 //! The MCP client (feature `mcp`): a server's tools on the official Rust SDK, `rmcp`, over
-//! Streamable HTTP or stdio.
+//! Streamable HTTP or stdio, listed again when the server says its list changed.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rmcp::ServiceExt as _;
+use futures_util::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Map, Value};
+use tokio::sync::watch;
 
 use super::{McpServer, McpToolDeclaration, McpTransport};
-use crate::engine::tools::{Effect, Tool, ToolContext, ToolError, ToolSpec};
+use crate::engine::tools::{Effect, Tool, ToolContext, ToolError, ToolSource, ToolSpec};
 
 /// How long a call may take by default.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A connected server, shared by its tools.
-type Connection = Arc<RunningService<RoleClient, ()>>;
+/// How to reach a server: its configuration and its headers' values.
+struct Reach {
+    server: McpServer,
+    headers: Vec<(String, String)>,
+}
+
+impl Reach {
+    fn timeout(&self) -> Duration {
+        self.server
+            .timeout_ms
+            .map_or(DEFAULT_MCP_TIMEOUT, Duration::from_millis)
+    }
+
+    /// A session with the server, with `extra` headers besides the configured ones, whose
+    /// notifications go to `handler`.
+    async fn connect<H: ClientHandler>(
+        &self,
+        extra: Option<(String, String)>,
+        handler: H,
+    ) -> Result<RunningService<RoleClient, H>, String> {
+        match self.server.transport()? {
+            McpTransport::Http { url } => {
+                let mut headers = std::collections::HashMap::new();
+                for (name, value) in self.headers.iter().chain(extra.iter()) {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| format!("headers.{name}: {e}"))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|_| format!("headers.{name}: not a valid header value"))?;
+                    headers.insert(name, value);
+                }
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                tokio::time::timeout(self.timeout(), handler.serve(transport))
+                    .await
+                    .map_err(|_| format!("{url} did not answer in time"))?
+                    .map_err(|e| format!("cannot connect to {url}: {e}"))
+            }
+            McpTransport::Stdio { command, args } => {
+                let mut child = tokio::process::Command::new(&command);
+                child.args(&args);
+                let transport =
+                    TokioChildProcess::new(child).map_err(|e| format!("cannot start {command}: {e}"))?;
+                tokio::time::timeout(self.timeout(), handler.serve(transport))
+                    .await
+                    .map_err(|_| format!("{command} did not answer in time"))?
+                    .map_err(|e| format!("cannot talk to {command}: {e}"))
+            }
+        }
+    }
+}
+
+/// A server's tools as listed last, and how many times the list has changed.
+struct Listed {
+    reach: Arc<Reach>,
+    tools: RwLock<Vec<Arc<dyn Tool>>>,
+    generation: watch::Sender<u64>,
+}
+
+impl Listed {
+    /// Lists the server's tools on `peer` and makes them (those `allow` lets through).
+    async fn list(&self, peer: &Peer<RoleClient>) -> Result<Vec<Arc<dyn Tool>>, String> {
+        let server = &self.reach.server;
+        let listed = tokio::time::timeout(self.reach.timeout(), peer.list_all_tools())
+            .await
+            .map_err(|_| "did not list its tools in time".to_owned())?
+            .map_err(|e| format!("cannot list its tools: {e}"))?;
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for listed in listed {
+            let remote_name = listed.name.to_string();
+            if let Some(allow) = &server.allow
+                && !allow.iter().any(|a| a == &remote_name)
+            {
+                continue;
+            }
+            let spec = spec_of(&server.name, &listed, server.tools.get(&remote_name));
+            tools.push(Arc::new(McpTool {
+                spec,
+                remote_name,
+                peer: peer.clone(),
+                reach: self.reach.clone(),
+            }));
+        }
+        Ok(tools)
+    }
+}
+
+/// Lists the tools again when the server says its list changed.
+#[derive(Clone)]
+struct ListWatcher(Arc<Listed>);
+
+impl ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let server = &self.0.reach.server.name;
+        match self.0.list(&context.peer).await {
+            Ok(tools) => {
+                let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+                *self.0.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+                self.0.generation.send_modify(|g| *g += 1);
+                tracing::info!(server, tools = ?names, "the MCP server's tool list changed");
+            }
+            Err(error) => {
+                tracing::warn!(server, %error, "the MCP server's tool list changed and cannot be read; the last one stays")
+            }
+        }
+    }
+}
+
+/// A connected MCP server: its tools, kept as the server lists them.
+pub struct McpSource {
+    listed: Arc<Listed>,
+    /// The session; dropping it closes it.
+    _session: RunningService<RoleClient, ListWatcher>,
+}
+
+impl fmt::Debug for McpSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpSource")
+            .field("server", &self.listed.reach.server.name)
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpSource {
+    /// Connects to `server` with `headers` and lists its tools, or says why not.
+    pub(super) async fn connect(
+        server: McpServer,
+        headers: Vec<(String, String)>,
+    ) -> Result<Arc<Self>, String> {
+        let reach = Arc::new(Reach { server, headers });
+        let listed = Arc::new(Listed {
+            reach: reach.clone(),
+            tools: RwLock::new(Vec::new()),
+            generation: watch::Sender::new(0),
+        });
+        let session = reach.connect(None, ListWatcher(listed.clone())).await?;
+        let tools = listed.list(session.peer()).await?;
+        if let Some(allow) = &reach.server.allow {
+            let missing: Vec<&String> = allow
+                .iter()
+                .filter(|a| {
+                    !tools
+                        .iter()
+                        .any(|t| t.spec().name == tool_name(&reach.server.name, a))
+                })
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!("allow names tools it does not have: {missing:?}"));
+            }
+        }
+        *listed.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+        Ok(Arc::new(Self {
+            listed,
+            _session: session,
+        }))
+    }
+}
+
+impl ToolSource for McpSource {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.listed
+            .tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn generation(&self) -> u64 {
+        *self.listed.generation.borrow()
+    }
+
+    fn changed(&self, seen: u64) -> BoxFuture<'_, ()> {
+        let mut receiver = self.listed.generation.subscribe();
+        Box::pin(async move {
+            // The sender lives as long as `self`, so this ends only with a change.
+            let _ = receiver.wait_for(|g| *g != seen).await;
+        })
+    }
+}
 
 /// One tool of an MCP server.
 pub struct McpTool {
     spec: ToolSpec,
-    server: String,
     remote_name: String,
-    connection: Connection,
-    timeout: Duration,
+    peer: Peer<RoleClient>,
+    reach: Arc<Reach>,
 }
 
 impl fmt::Debug for McpTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpTool")
             .field("name", &self.spec.name)
-            .field("server", &self.server)
+            .field("server", &self.reach.server.name)
             .finish_non_exhaustive()
-    }
-}
-
-/// Connects to `server` and makes its tools (those `allow` lets through), or says why not.
-pub(super) async fn tools(server: &McpServer) -> Result<Vec<Arc<dyn Tool>>, String> {
-    let connection: Connection = Arc::new(connect(server).await?);
-    let listed = tokio::time::timeout(timeout_of(server), connection.list_all_tools())
-        .await
-        .map_err(|_| "did not list its tools in time".to_owned())?
-        .map_err(|e| format!("cannot list its tools: {e}"))?;
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    for listed in listed {
-        let remote_name = listed.name.to_string();
-        if let Some(allow) = &server.allow
-            && !allow.iter().any(|a| a == &remote_name)
-        {
-            continue;
-        }
-        let declared = server.tools.get(&remote_name);
-        let spec = spec_of(&server.name, &listed, declared);
-        tools.push(Arc::new(McpTool {
-            spec,
-            server: server.name.clone(),
-            remote_name,
-            connection: connection.clone(),
-            timeout: timeout_of(server),
-        }));
-    }
-    if let Some(allow) = &server.allow {
-        let missing: Vec<&String> = allow
-            .iter()
-            .filter(|a| !tools.iter().any(|t| t.spec().name == tool_name(&server.name, a)))
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!("allow names tools it does not have: {missing:?}"));
-        }
-    }
-    Ok(tools)
-}
-
-fn timeout_of(server: &McpServer) -> Duration {
-    server
-        .timeout_ms
-        .map_or(DEFAULT_MCP_TIMEOUT, Duration::from_millis)
-}
-
-async fn connect(server: &McpServer) -> Result<RunningService<RoleClient, ()>, String> {
-    match server.transport()? {
-        McpTransport::Http { url } => {
-            let mut headers = std::collections::HashMap::new();
-            for (name, value) in &server.headers {
-                let name =
-                    http::HeaderName::try_from(name.as_str()).map_err(|e| format!("headers.{name}: {e}"))?;
-                let value = http::HeaderValue::try_from(value.as_str())
-                    .map_err(|e| format!("headers.{name}: {e}"))?;
-                headers.insert(name, value);
-            }
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
-            let transport = StreamableHttpClientTransport::from_config(config);
-            tokio::time::timeout(timeout_of(server), ().serve(transport))
-                .await
-                .map_err(|_| format!("{url} did not answer in time"))?
-                .map_err(|e| format!("cannot connect to {url}: {e}"))
-        }
-        McpTransport::Stdio { command, args } => {
-            let mut child = tokio::process::Command::new(&command);
-            child.args(&args);
-            let transport =
-                TokioChildProcess::new(child).map_err(|e| format!("cannot start {command}: {e}"))?;
-            tokio::time::timeout(timeout_of(server), ().serve(transport))
-                .await
-                .map_err(|_| format!("{command} did not answer in time"))?
-                .map_err(|e| format!("cannot talk to {command}: {e}"))
-        }
     }
 }
 
@@ -183,7 +288,7 @@ impl Tool for McpTool {
         &self.spec
     }
 
-    async fn call(&self, input: Value, _ctx: ToolContext) -> Result<Value, ToolError> {
+    async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
         let arguments: Map<String, Value> = match input {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -193,20 +298,44 @@ impl Tool for McpTool {
                 )));
             }
         };
+        let server = &self.reach.server.name;
         let params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
-        let answered = tokio::time::timeout(self.timeout, self.connection.call_tool(params))
+        let call = async {
+            match &self.reach.server.person_token {
+                None => self.peer.call_tool(params).await.map_err(|e| e.to_string()),
+                Some(header) => {
+                    let token = ctx.user_token.as_ref().ok_or(NO_TOKEN)?;
+                    let value = format!("{}{}", header.prefix, token.expose());
+                    let session = self
+                        .reach
+                        .connect(Some((header.header.clone(), value)), ())
+                        .await?;
+                    let answered = session.call_tool(params).await.map_err(|e| e.to_string());
+                    let _ = session.cancel().await;
+                    answered
+                }
+            }
+        };
+        let answered = tokio::time::timeout(self.reach.timeout(), call)
             .await
             .map_err(|_| {
                 ToolError::new(format!(
-                    "the MCP server {} did not answer within {} ms",
-                    self.server,
-                    self.timeout.as_millis()
+                    "the MCP server {server} did not answer within {} ms",
+                    self.reach.timeout().as_millis()
                 ))
             })?
-            .map_err(|e| ToolError::new(format!("the MCP server {} failed: {e}", self.server)))?;
+            .map_err(|e| match e.as_str() {
+                NO_TOKEN => ToolError::new(format!(
+                    "the MCP server {server} acts as the person, and this turn carries no userToken: the call was not made"
+                )),
+                _ => ToolError::new(format!("the MCP server {server} failed: {e}")),
+            })?;
         result_value(answered)
     }
 }
+
+/// Why a call to a server that acts as the person was not made.
+const NO_TOKEN: &str = "no userToken";
 
 /// A call's result as the model reads it: its structured content, or its text; an error result
 /// is the tool's error.

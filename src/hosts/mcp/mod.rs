@@ -11,6 +11,14 @@
 //!
 //! A server that cannot be reached at start-up is named and stops the start-up; one that fails
 //! during a turn gives that call an error result, and the turn goes on.
+//!
+//! A server's tools are a [`ToolSource`]: listed at start-up, listed again when the server says
+//! `notifications/tools/list_changed`, and each turn offers the list it started with.
+//!
+//! Headers go with every request: written in the file, or read from Secrets Manager or SSM at
+//! start-up (`{ secret: … }`). A server that acts as the person (`personToken`) gets each call
+//! on a session of its own that carries the turn's `userToken`; the list is read with the other
+//! headers only, and a turn with no token gets an error result, never a call.
 
 #[cfg(feature = "mcp")]
 mod client;
@@ -19,10 +27,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::engine::tools::{Effect, Tool};
+use super::headers::{HeaderValue, SecretSource, TokenHeader};
+use crate::engine::tools::{Effect, ToolSource};
 
 #[cfg(feature = "mcp")]
-pub use client::{DEFAULT_MCP_TIMEOUT, McpTool};
+pub use client::{DEFAULT_MCP_TIMEOUT, McpSource, McpTool};
 
 /// One MCP server: Streamable HTTP (`url`), or a local process over stdio (`command`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -37,9 +46,11 @@ pub struct McpServer {
     /// The command's arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Headers sent with every request (Streamable HTTP).
+    /// Headers sent with every request (Streamable HTTP): a text, or `{ secret: id }`.
     #[serde(default)]
-    pub headers: std::collections::BTreeMap<String, String>,
+    pub headers: std::collections::BTreeMap<String, HeaderValue>,
+    /// The payload's `userToken`, sent as this header with each call (Streamable HTTP).
+    pub person_token: Option<TokenHeader>,
     /// How long connecting, listing or one call may take, in milliseconds (30000).
     pub timeout_ms: Option<u64>,
     /// Only these of its tools, by their own names.
@@ -98,8 +109,12 @@ pub struct McpToolDeclaration {
     pub destructive: bool,
 }
 
-/// Connects to `server` and makes its tools (those `allow` lets through), or says why not.
-pub async fn mcp_tools(server: &McpServer) -> Result<Vec<Arc<dyn Tool>>, String> {
+/// Connects to `server` (its secret headers read through `secrets`) and lists its tools (those
+/// `allow` lets through), or says why not.
+pub async fn mcp_tools(
+    server: &McpServer,
+    secrets: Option<&dyn SecretSource>,
+) -> Result<Arc<dyn ToolSource>, String> {
     let name_ok = !server.name.is_empty()
         && server
             .name
@@ -108,13 +123,18 @@ pub async fn mcp_tools(server: &McpServer) -> Result<Vec<Arc<dyn Tool>>, String>
     if !name_ok {
         return Err("name: letters, digits, `_` and `-` only".into());
     }
-    server.transport()?;
+    let transport = server.transport()?;
+    if server.person_token.is_some() && !matches!(transport, McpTransport::Http { .. }) {
+        return Err("personToken: only a server reached by url takes the person's token".into());
+    }
+    let headers = super::headers::resolve(&server.headers, secrets).await?;
     #[cfg(feature = "mcp")]
     {
-        client::tools(server).await
+        Ok(client::McpSource::connect(server.clone(), headers).await? as Arc<dyn ToolSource>)
     }
     #[cfg(not(feature = "mcp"))]
     {
+        let _ = headers;
         Err("this build has no MCP support (feature `mcp`)".into())
     }
 }

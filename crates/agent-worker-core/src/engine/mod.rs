@@ -24,6 +24,7 @@ mod error;
 mod events;
 mod framing;
 mod image_format;
+mod live_tools;
 pub mod model;
 mod policy;
 mod prompt;
@@ -51,7 +52,7 @@ pub use model::Model;
 pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
-pub use tools::{Tool, ToolClass, ToolSpec, Toolset};
+pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};
 pub(crate) use turn_stream::{Emitter, turn_stream};
 
 use std::fmt;
@@ -96,8 +97,10 @@ use crate::session::{ApprovalStore, Message, SessionStore};
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<EngineInner>,
+    live: Option<Arc<live_tools::LiveTools>>,
 }
 
+#[derive(Clone)]
 struct EngineInner {
     model: Arc<dyn Model>,
     store: Arc<dyn SessionStore>,
@@ -140,7 +143,10 @@ impl Engine {
 
 impl Agent for Engine {
     fn invoke(&self, scope: Scope, prompt: Prompt) -> EventStream {
-        let inner = self.inner.clone();
+        let inner = match &self.live {
+            Some(live) => live.engine(),
+            None => self.inner.clone(),
+        };
         turn_stream::turn_stream(move |out| turn::run(inner, scope, prompt, out))
     }
 }
@@ -238,6 +244,7 @@ pub struct EngineBuilder {
     model: Option<Arc<dyn Model>>,
     store: Option<Arc<dyn SessionStore>>,
     tools: Vec<Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
     config: EngineConfig,
     system_prompt: Option<String>,
     policy: Option<Arc<dyn TurnPolicy>>,
@@ -282,6 +289,14 @@ impl EngineBuilder {
     #[must_use]
     pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
         self.tools.extend(tools);
+        self
+    }
+
+    /// Adds tools whose list may change while the engine runs (an MCP server's): each turn
+    /// offers the list as it was when the turn started.
+    #[must_use]
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
         self
     }
 
@@ -340,35 +355,49 @@ impl EngineBuilder {
         if let Some(area) = &self.file_area {
             tools.extend(attachments::attachment_tools(area));
         }
-        let admits = |class: ToolClass| match &self.tool_policy {
-            Some(policy) => policy.admits(class),
-            None => class == ToolClass::Backend,
-        };
-        tools.retain(|tool| {
-            let class = tool.spec().class;
-            let admitted = admits(class);
-            if !admitted {
-                tracing::debug!(tool = %tool.spec().name, ?class, "not offered: the tool policy does not admit its class");
-            }
-            admitted
+        tools.retain(|tool| admitted(self.tool_policy.as_ref(), tool.as_ref()));
+        let generations: Vec<u64> = self.sources.iter().map(|s| s.generation()).collect();
+        let offered = Toolset::new(live_tools::tools_of(
+            &tools,
+            &self.sources,
+            self.tool_policy.as_ref(),
+        ))?;
+        let inner = Arc::new(EngineInner {
+            model,
+            store,
+            tools: offered,
+            config: self.config,
+            system_prompt: match (&self.file_area, self.system_prompt) {
+                (Some(_), Some(prompt)) => Some(format!("{prompt}\n\n{FILES_ARE_DATA}")),
+                (Some(_), None) => Some(FILES_ARE_DATA.to_owned()),
+                (None, prompt) => prompt,
+            },
+            file_area: self.file_area,
+            policy: self.policy,
+            tool_policy: self.tool_policy,
+            approvals: self.approvals,
         });
-        let tools = Toolset::new(tools)?;
-        Ok(Engine {
-            inner: Arc::new(EngineInner {
-                model,
-                store,
+        let live = (!self.sources.is_empty()).then(|| {
+            Arc::new(live_tools::LiveTools::new(
                 tools,
-                config: self.config,
-                system_prompt: match (&self.file_area, self.system_prompt) {
-                    (Some(_), Some(prompt)) => Some(format!("{prompt}\n\n{FILES_ARE_DATA}")),
-                    (Some(_), None) => Some(FILES_ARE_DATA.to_owned()),
-                    (None, prompt) => prompt,
-                },
-                file_area: self.file_area,
-                policy: self.policy,
-                tool_policy: self.tool_policy,
-                approvals: self.approvals,
-            }),
-        })
+                self.sources,
+                generations,
+                inner.clone(),
+            ))
+        });
+        Ok(Engine { inner, live })
     }
+}
+
+/// Whether the tool policy admits `tool`'s class (without one, only the product's own tools).
+fn admitted(tool_policy: Option<&Arc<dyn ToolPolicy>>, tool: &dyn Tool) -> bool {
+    let class = tool.spec().class;
+    let admitted = match tool_policy {
+        Some(policy) => policy.admits(class),
+        None => class == ToolClass::Backend,
+    };
+    if !admitted {
+        tracing::debug!(tool = %tool.spec().name, ?class, "not offered: the tool policy does not admit its class");
+    }
+    admitted
 }

@@ -7,6 +7,9 @@
 
 pub mod examples;
 pub mod openapi;
+mod source;
+
+pub use source::ToolSource;
 
 use std::collections::HashMap;
 use std::fmt;
