@@ -16,9 +16,11 @@ NEWMAN_VERSION := 6.2.2
 MCP_EVERYTHING_VERSION := 2026.8.31
 # The official TypeScript SDK, which the test kit's own MCP server (mcp/desk-mcp.cjs) runs on.
 MCP_SDK_VERSION := 1.32.2
-NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)
+# The browser suite's driver (it drives the system's Chromium; it downloads no browser).
+PLAYWRIGHT_VERSION := 1.65.1
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)
 
-.PHONY: test demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
+.PHONY: test test-browser demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
@@ -31,6 +33,11 @@ demo: $(PY_TOOLS) build
 ## demo-tools: the fixture help desk's API as the agent's tools, by configuration alone.
 demo-tools: $(PY_TOOLS) build
 	scripts/demo_tools.sh
+
+## test-browser: the console page in headless Chromium (Debian's chromium package): a turn
+## streams, the model adds a task to the page, a delete waits for the click, stop, reload.
+test-browser: $(PY_TOOLS) $(NODE_TOOLS) build
+	scripts/browser_test.sh
 
 ## lint: formatting and clippy, warnings are errors.
 lint:
@@ -65,11 +72,11 @@ $(PY_TOOLS): requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-## node-tools: newman (the Agent Protocol suite's runner), the MCP reference server and the MCP
-## TypeScript SDK, in a project-local npm prefix.
+## node-tools: newman (the Agent Protocol suite's runner), the MCP reference server, the MCP
+## TypeScript SDK and playwright-core (the browser suite's driver), in a project-local npm prefix.
 node-tools: $(NODE_TOOLS)
 $(NODE_TOOLS):
-	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION)
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) playwright-core@$(PLAYWRIGHT_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

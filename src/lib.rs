@@ -75,7 +75,9 @@ pub mod session {
 
 /// Where a running turn's events go ([`agent_worker_core::sinks`]), with the DynamoDB event log.
 pub mod sinks {
-    pub use agent_worker_aws::dynamo::{DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES};
+    pub use agent_worker_aws::dynamo::{
+        DynamoEventLog, LoggedEvent, TEXT_COALESCE_BYTES, TEXT_COALESCE_WINDOW,
+    };
     pub use agent_worker_core::sinks::*;
 }
 

@@ -3,129 +3,15 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
-use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
-use agent_worker::hosts::lambda::TurnHandler;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
-use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
+use agent_worker::engine::EngineConfig;
+use agent_worker::hosts::container::{ContainerConfig, TurnEnd};
+use agent_worker::session::{SessionStore, TurnStatus};
+use agent_worker_testkit::{Reply, StreamScript};
 use serde_json::{Value, json};
+use support::container::{KEY, Server, events, post, server, server_with, sse_events, turn};
 use support::{MODEL_ID, config};
-use tokio::sync::oneshot;
-
-const KEY: &str = "test-key-0123456789";
-
-struct Server {
-    url: String,
-    store: DynamoStore,
-    bedrock: BedrockStandIn,
-    ends: Arc<Mutex<Vec<TurnEnd>>>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn server(capacity: usize, engine_config: EngineConfig, grace: Duration) -> Server {
-    server_with(capacity, engine_config, grace, |_| {}).await
-}
-
-async fn server_with(
-    capacity: usize,
-    engine_config: EngineConfig,
-    grace: Duration,
-    tune: impl FnOnce(&mut ContainerConfig),
-) -> Server {
-    let table = format!("container-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
-    store.create_table().await.unwrap();
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .config(engine_config)
-        .build()
-        .unwrap();
-    let log = DynamoEventLog::new(store.clone());
-    let handler = TurnHandler::new(engine, Sinks::new().with(log.clone()));
-    let mut settings = ContainerConfig::new(KEY).unwrap();
-    settings.max_concurrent_turns = capacity;
-    settings.shutdown_grace = grace;
-    settings.event_poll = Duration::from_millis(20);
-    tune(&mut settings);
-    let ends = Arc::new(Mutex::new(Vec::new()));
-    let seen = ends.clone();
-    let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
-        .on_turn_end(move |end| seen.lock().unwrap().push(end))
-        .conversations(agent_worker::conversations::Conversations::new(store.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host, async move {
-        let _ = stopped.await;
-    }));
-    Server {
-        url,
-        store,
-        bedrock,
-        ends,
-        stop: Some(stop),
-        served,
-    }
-}
-
-fn turn(id: &str, session: &str) -> Value {
-    json!({"turnId": id, "conversationId": session, "userId": "u", "accountId": "a", "content": "Hi"})
-}
-
-async fn post(url: &str, key: Option<&str>, body: &str) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_owned());
-    if let Some(key) = key {
-        request = request.header("x-api-key", key);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
-/// The events of an SSE body: (id, data).
-fn sse_events(body: &str) -> Vec<(u64, Value)> {
-    body.split("\n\n")
-        .filter_map(|block| {
-            let id = block
-                .lines()
-                .find_map(|l| l.strip_prefix("id:"))?
-                .trim()
-                .parse()
-                .ok()?;
-            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?.trim();
-            Some((id, serde_json::from_str(data).ok()?))
-        })
-        .collect()
-}
-
-async fn events(server: &Server, turn_id: &str, last: Option<u64>) -> Vec<(u64, Value)> {
-    let mut request = reqwest::Client::new()
-        .get(format!(
-            "{}/turns/{turn_id}/events?session=conv-1&userId=u&accountId=a",
-            server.url
-        ))
-        .header("x-api-key", KEY);
-    if let Some(last) = last {
-        request = request.header("last-event-id", last.to_string());
-    }
-    let body = tokio::time::timeout(Duration::from_secs(20), async {
-        request.send().await.unwrap().text().await.unwrap()
-    })
-    .await
-    .expect("the event stream ended after the terminal");
-    sse_events(&body)
-}
 
 #[tokio::test]
 async fn each_status_code() {
@@ -700,4 +586,80 @@ async fn a_persons_conversations_are_listed_read_and_deleted_for_them_alone() {
         "the deleted conversation's turn asked no model"
     );
     assert!(server.store.load_history("c-1").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_tab_answers_a_ui_action_through_the_container_and_the_turn_goes_on() {
+    let server = server(4, config(), Duration::from_secs(5)).await;
+    server
+        .bedrock
+        .push(Reply::tool_call("c1", "ui_tasks_add", r#"{"title":"Milk"}"#));
+    server.bedrock.push(Reply::text("Added it."));
+    let mut body = turn("t-ui", "conv-1");
+    body["context"] = json!({"oui": {"surfaces": [{"id": "tasks", "actions": [
+        {"id": "add", "input": {"type": "object", "properties": {"title": {"type": "string"}}}}
+    ]}]}});
+    let (status, _) = post(&format!("{}/turns", server.url), Some(KEY), &body.to_string()).await;
+    assert_eq!(status, 202);
+    let mut stream = reqwest::Client::new()
+        .get(format!(
+            "{}/turns/t-ui/events?session=conv-1&userId=u&accountId=a",
+            server.url
+        ))
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    let answer_at = |person: &str| format!("{}/turns/t-ui/actions/c1?session=conv-1&{person}", server.url);
+    let (mut text, mut answered) = (String::new(), false);
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
+        .await
+        .expect("the stream goes on")
+        .unwrap()
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if !answered && text.contains("ui_action_requested") {
+            answered = true;
+            let done = r#"{"status":"done","result":{"id":"task-1"}}"#;
+            let stranger = post(&answer_at("userId=eve&accountId=a"), Some(KEY), done).await;
+            assert_eq!(stranger.0, 404, "another person cannot answer: {stranger:?}");
+            let bad = post(
+                &answer_at("userId=u&accountId=a"),
+                Some(KEY),
+                r#"{"status":"maybe"}"#,
+            )
+            .await;
+            assert_eq!(bad.0, 400, "{bad:?}");
+            let no_key = post(&answer_at("userId=u&accountId=a"), None, done).await;
+            assert_eq!(no_key.0, 401);
+            let taken = post(
+                &answer_at("userId=u&accountId=a"),
+                Some(KEY),
+                r#"{"status":"taken"}"#,
+            )
+            .await;
+            assert_eq!(taken, (200, json!({"recorded": true})));
+            let kept = post(&answer_at("userId=u&accountId=a"), Some(KEY), done).await;
+            assert_eq!(kept, (200, json!({"recorded": true})));
+            let again = post(&answer_at("userId=u&accountId=a"), Some(KEY), done).await;
+            assert_eq!(
+                again,
+                (200, json!({"recorded": false})),
+                "a call keeps its first answer"
+            );
+        }
+    }
+    let events = sse_events(&text);
+    let request = events
+        .iter()
+        .find(|(_, e)| e["type"] == "ui_action_requested")
+        .map(|(_, e)| e.clone())
+        .unwrap();
+    assert_eq!(
+        (&request["surface"], &request["action"]),
+        (&json!("tasks"), &json!("add"))
+    );
+    assert_eq!(events.last().unwrap().1["type"], "completed");
+    let sent = server.bedrock.requests()[1].body.to_string();
+    assert!(sent.contains("task-1"), "the model read the tab's answer: {sent}");
 }

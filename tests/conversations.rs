@@ -355,10 +355,7 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
             .unwrap()
     );
     let log = DynamoEventLog::new(store.clone());
-    let mut sink = log.open(&TurnRef {
-        session: "gone".into(),
-        turn_id: "t0".into(),
-    });
+    let mut sink = log.open(&TurnRef::new("gone", "t0"));
     for i in 0..40 {
         sink.event(&AgentEvent::text(format!("x{i}"))).await.unwrap();
         sink.event(&AgentEvent::usage(i, i)).await.unwrap();

@@ -222,10 +222,7 @@ async fn log_turn(
     events: &[AgentEvent],
 ) {
     use agent_worker::sinks::{Sink, TurnRef};
-    let mut sink = log.open(&TurnRef {
-        session: session.into(),
-        turn_id: turn_id.into(),
-    });
+    let mut sink = log.open(&TurnRef::new(session, turn_id));
     for event in events {
         sink.event(event).await.unwrap();
     }

@@ -52,10 +52,7 @@ async fn receiver(refuse: usize) -> (SocketAddr, Arc<Mutex<Received>>) {
 }
 
 fn turn() -> TurnRef {
-    TurnRef {
-        session: "conv-1".into(),
-        turn_id: "turn-1".into(),
-    }
+    TurnRef::new("conv-1", "turn-1")
 }
 
 #[tokio::test]
@@ -82,6 +79,29 @@ async fn events_arrive_in_order_with_the_api_key() {
     assert_eq!(received.bodies[0]["event"]["delta"], "a");
     assert_eq!(received.bodies[0]["conversationId"], "conv-1");
     assert_eq!(received.bodies[0]["turnId"], "turn-1");
+    assert!(received.bodies[0].get("socketRoom").is_none(), "no room, no key");
+}
+
+#[tokio::test]
+async fn the_payloads_socket_room_travels_with_every_event() {
+    let (addr, received) = receiver(0).await;
+    let sink = HttpEmitSink::new(&format!("http://{addr}/"), "k").unwrap();
+    let mut open = sink.open(&TurnRef {
+        socket_room: Some("room:ana".into()),
+        ..turn()
+    });
+    for event in [AgentEvent::text("a"), AgentEvent::completed()] {
+        open.event(&event).await.unwrap();
+    }
+    open.close().await.unwrap();
+    let rooms: Vec<String> = received
+        .lock()
+        .unwrap()
+        .bodies
+        .iter()
+        .map(|b| b["socketRoom"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(rooms, ["room:ana", "room:ana"]);
 }
 
 #[tokio::test]

@@ -330,8 +330,8 @@ impl TurnHandler {
             return TurnRun::ended(Some(first));
         }
         let mut sinks = self.sinks.open(&TurnRef {
-            session: turn.conversation_id.clone(),
-            turn_id: turn.turn_id.clone(),
+            socket_room: turn.socket_room.clone(),
+            ..TurnRef::new(&turn.conversation_id, &turn.turn_id)
         });
         let mut terminal = None;
         let mut next = Some(first);

@@ -53,6 +53,9 @@ pub struct AgentTurnPayload {
     /// The turns this one supersedes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supersedes: Vec<String>,
+    /// Where a realtime server routes the turn's events: sent with every event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_room: Option<String>,
     /// The agent definition to run, when a host serves several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,

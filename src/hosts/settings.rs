@@ -13,6 +13,7 @@
 //! | `AGENT_WORKER_CONFIG` | no | the configuration file of the product's tools, policy and persona ([`config`](super::config)); read by the binaries, which pass what it yields to [`build`](WorkerSettings::build) |
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
+//! | `UI_ANSWERS` | no | where the tab's answers to UI actions are read: `table` (default: written by the container's `POST /turns/{id}/actions/{callId}` or the product's API) or `realtime` (`GET {EMIT_URL}/internal/oui/action-results/{callId}` with `EMIT_API_KEY`) |
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
 //! | `APPROVAL_SECRET_ARN`, `EMIT_API_KEY_SECRET_ARN` | no | instead of the value itself: the Secrets Manager secret holding it, read once at start-up by the binary ([`secrets`](super::secrets)) |
 //! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
@@ -77,6 +78,21 @@ pub enum SinkKind {
     },
 }
 
+/// Where the tab's answers to UI actions are read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum UiAnswersFrom {
+    /// The session table.
+    #[default]
+    Table,
+    /// The realtime server: `GET {url}/internal/oui/action-results/{callId}`.
+    Realtime {
+        /// `EMIT_URL`.
+        url: String,
+        /// `EMIT_API_KEY`.
+        api_key: String,
+    },
+}
+
 /// Everything a worker needs besides its AWS clients.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSettings {
@@ -102,6 +118,8 @@ pub struct WorkerSettings {
     pub files: Option<FilesLocation>,
     /// `ATTACHMENT_TOOLS`: whether the model may reach the conversation's files with tools.
     pub attachment_tools: bool,
+    /// `UI_ANSWERS`: where the tab's answers to UI actions are read.
+    pub ui_answers: UiAnswersFrom,
     /// `PROMPT_CACHING`: prompt caching forced on or off; `None` leaves it to the model.
     pub prompt_caching: Option<bool>,
     /// `STORE_MARGIN_MS`: time kept back from an invocation's (or a message's visibility)
@@ -285,6 +303,14 @@ impl WorkerSettings {
                 "needs FILES_BUCKET, where the files are",
             ));
         }
+        let ui_answers = match get("UI_ANSWERS").as_deref().map(str::trim) {
+            None | Some("" | "table") => UiAnswersFrom::Table,
+            Some("realtime") => UiAnswersFrom::Realtime {
+                url: required("EMIT_URL")?,
+                api_key: required("EMIT_API_KEY")?,
+            },
+            Some(other) => return Err(error("UI_ANSWERS", format!("{other:?} is not table or realtime"))),
+        };
         let mut prompt_caching = None;
         if get("PROMPT_CACHING").is_some_and(|v| !v.trim().is_empty()) {
             let mut on = false;
@@ -316,6 +342,7 @@ impl WorkerSettings {
             prompt_caching,
             files,
             attachment_tools,
+            ui_answers,
             agents_dir,
             default_agent,
             approval_secret,
@@ -433,6 +460,13 @@ impl WorkerSettings {
         let builder = Engine::builder()
             .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
             .store(store.clone())
+            .ui_answers(match &self.ui_answers {
+                UiAnswersFrom::Table => Arc::new(store.clone()) as Arc<dyn crate::session::ActionAnswers>,
+                UiAnswersFrom::Realtime { url, api_key } => Arc::new(
+                    crate::engine::ui::RealtimeAnswers::new(url, api_key.clone())
+                        .map_err(|e| error("EMIT_URL", e))?,
+                ),
+            })
             .config(self.engine.clone());
         let mut builder = configured.equip(builder, self.example_tools());
         if let Some(prompt) = self.system_prompt.as_ref().or(configured.system_prompt.as_ref()) {
@@ -580,6 +614,25 @@ mod tests {
                 url: "http://127.0.0.1:9".into(),
                 api_key: "k".into()
             }]
+        );
+        assert_eq!(
+            with(("UI_ANSWERS", "realtime")).unwrap_err().to_string(),
+            "EMIT_URL: is not set"
+        );
+        assert!(
+            with(("UI_ANSWERS", "tab"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("UI_ANSWERS: ")
+        );
+        assert_eq!(settings(&base).unwrap().ui_answers, UiAnswersFrom::Table);
+        pairs.push(("UI_ANSWERS", "realtime"));
+        assert_eq!(
+            settings(&pairs).unwrap().ui_answers,
+            UiAnswersFrom::Realtime {
+                url: "http://127.0.0.1:9".into(),
+                api_key: "k".into()
+            }
         );
         assert!(with(("MODEL_FIRST_CHUNK_TIMEOUT_MS", "0")).is_err());
         assert_eq!(

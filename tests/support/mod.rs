@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod container;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -250,6 +250,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
         attachments: Vec::new(),
         approval: None,
         supersedes: Vec::new(),
+        socket_room: None,
         agent: None,
         user_token: args.user_token.map(agent_worker::protocol::UserToken::new),
     };

@@ -138,8 +138,18 @@ impl EngineArgs {
             .tool_policy(configured.policy.clone());
         let mut builder = configured.equip(builder, tools_named(&self.tools)?);
         builder = match &self.table {
-            Some(table) => builder.store(self.dynamo_store(&shared, table)?),
-            None => builder.store(MemoryStore::new()),
+            Some(table) => {
+                let store = self.dynamo_store(&shared, table)?;
+                builder
+                    .ui_answers(std::sync::Arc::new(store.clone()))
+                    .store(store)
+            }
+            None => {
+                let store = MemoryStore::new();
+                builder
+                    .ui_answers(std::sync::Arc::new(store.clone()))
+                    .store(store)
+            }
         };
         if let Some(system) = self.system.as_ref().or(configured.system_prompt.as_ref()) {
             builder = builder.system_prompt(system.clone());

@@ -53,9 +53,19 @@ pub(crate) struct ServeArgs {
     /// The port.
     #[arg(long, default_value_t = 8080)]
     pub(crate) port: u16,
-    /// The address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub(crate) host: std::net::IpAddr,
+    /// The address to listen on (0.0.0.0; with --console, 127.0.0.1).
+    #[arg(long)]
+    pub(crate) host: Option<std::net::IpAddr>,
+    /// Serve the console page at `/`, for trying the agent in a browser: opened with a token
+    /// made at this start and printed as a URL.
+    #[arg(long)]
+    pub(crate) console: bool,
+    /// The person the console acts for.
+    #[arg(long, default_value = "console-user", requires = "console")]
+    pub(crate) console_user: String,
+    /// Their account.
+    #[arg(long, default_value = "console", requires = "console")]
+    pub(crate) console_account: String,
     /// The key callers send in x-api-key (required).
     #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
     pub(crate) api_key: String,
@@ -114,18 +124,32 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
         config,
     )
     .conversations(worker.conversations)
+    .ui_answers(std::sync::Arc::new(store_for_jobs.clone()))
     .job_reports(agent_worker::hosts::jobs::JobReports::new(
         worker.events,
         agent_worker::session::dynamo::DynamoJobEvents::new(store_for_jobs),
     ));
-    let addr = SocketAddr::from((args.host, args.port));
+    let local = std::net::IpAddr::from([127, 0, 0, 1]);
+    let any = std::net::IpAddr::from([0, 0, 0, 0]);
+    let ip = args.host.unwrap_or(if args.console { local } else { any });
+    let addr = SocketAddr::from((ip, args.port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!(
         "agent-worker serving turns on http://{addr} (model {})",
         settings.model_id
     );
+    let host = if args.console {
+        let console =
+            agent_worker::hosts::container::console::Console::new(&args.console_user, &args.console_account);
+        // The one line a person (or a test) reads to open the page.
+        println!("console: http://{addr}/?token={}", console.token());
+        host.console(console)
+    } else {
+        host
+    };
     agent_worker::hosts::container::serve(listener, host, shutdown_signal())
         .await
         .map_err(|e| format!("the server stopped: {e}"))

@@ -116,7 +116,7 @@ impl ToolPolicy for ConfiguredPolicy {
     }
 
     fn admits(&self, class: ToolClass) -> bool {
-        class == ToolClass::Backend || self.admit.contains(&class)
+        class.offered_by_default() || self.admit.contains(&class)
     }
 }
 

@@ -6,6 +6,7 @@
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
+//! | `POST /turns/{turnId}/actions/{callId}?session=S&userId=U&accountId=A` with the tab's answer | a UI action answered by the person's tab: see [`actions`] (with [`ContainerHost::ui_answers`]) |
 //! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
 //!
@@ -24,7 +25,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -33,6 +34,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+mod actions;
+pub mod console;
 mod conversations;
 mod events;
 mod jobs;
@@ -192,6 +195,8 @@ struct Inner {
     on_turn_end: std::sync::OnceLock<TurnEndHook>,
     conversations: std::sync::OnceLock<crate::conversations::Conversations>,
     jobs: std::sync::OnceLock<crate::hosts::jobs::JobReports>,
+    answers: std::sync::OnceLock<Arc<dyn crate::session::ActionAnswerStore>>,
+    console: std::sync::OnceLock<console::Console>,
     followers: events::Followers,
 }
 
@@ -229,6 +234,8 @@ impl ContainerHost {
                 on_turn_end: std::sync::OnceLock::new(),
                 conversations: std::sync::OnceLock::new(),
                 jobs: std::sync::OnceLock::new(),
+                answers: std::sync::OnceLock::new(),
+                console: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -262,6 +269,27 @@ impl ContainerHost {
         self
     }
 
+    /// Takes the person's tab's answers to UI actions on `POST /turns/{id}/actions/{callId}`
+    /// into `answers` (without it that route answers 404). One per host: a second call keeps
+    /// the first.
+    #[must_use]
+    pub fn ui_answers(self, answers: Arc<dyn crate::session::ActionAnswerStore>) -> Self {
+        if self.inner.answers.set(answers).is_err() {
+            tracing::warn!("UI answers were set twice; the first stay");
+        }
+        self
+    }
+
+    /// Serves the console page at `/` for `console`'s person, opened with its token (see
+    /// [`console`]). One per host: a second call keeps the first.
+    #[must_use]
+    pub fn console(self, console: console::Console) -> Self {
+        if self.inner.console.set(console).is_err() {
+            tracing::warn!("the console was set twice; the first stays");
+        }
+        self
+    }
+
     /// The turns running now, by id, with their sessions.
     pub fn running(&self) -> HashMap<String, String> {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
@@ -270,11 +298,20 @@ impl ContainerHost {
     /// The HTTP routes. Every one but [`OPEN_PATHS`] passes the API-key check first, a layer
     /// over the whole router: a route added later is guarded without asking.
     pub fn router(&self) -> Router {
-        Router::new()
+        let mut router = Router::new();
+        if self.inner.console.get().is_some() {
+            router = router
+                .route("/", get(console::index))
+                .route("/console.js", get(console::script))
+                .route("/console.css", get(console::styles))
+                .route("/console/config", get(console::config));
+        }
+        router
             .route("/turns", post(accept_turn))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
+            .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
             .route("/jobs/events", post(jobs::report))
             .route("/conversations", get(conversations::list))
             .route(
@@ -322,16 +359,45 @@ impl ContainerHost {
         }
     }
 
-    fn authorized(&self, headers: &HeaderMap) -> bool {
-        use sha2::Digest as _;
-        use subtle::ConstantTimeEq as _;
-        let given = headers.get("x-api-key").map(|v| v.as_bytes()).unwrap_or_default();
-        // Digests of equal length compared in constant time: neither the key's bytes nor its
-        // length show in how long a refusal takes.
-        let given = sha2::Sha256::digest(given);
-        let expected = sha2::Sha256::digest(self.inner.config.api_key.as_bytes());
-        bool::from(given.ct_eq(&expected))
+    /// Whether `request` carries the API key, or the console's token (as `x-console-token`, or
+    /// `consoleToken=` in the query of an event stream, which cannot carry headers).
+    fn authorized(&self, request: &Request) -> bool {
+        let headers = request.headers();
+        let key = headers.get("x-api-key").map(|v| v.as_bytes());
+        if key.is_some_and(|given| same_secret(given, &self.inner.config.api_key)) {
+            return true;
+        }
+        let Some(console) = self.inner.console.get() else {
+            return false;
+        };
+        let from_query = request.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|pair| pair.strip_prefix("consoleToken="))
+                .map(str::as_bytes)
+        });
+        headers
+            .get("x-console-token")
+            .map(|v| v.as_bytes())
+            .or(from_query)
+            .is_some_and(|given| same_secret(given, &console.token))
     }
+
+    /// Whether `path` is served without a key: the health check, and the console's own assets
+    /// when it has one.
+    fn open(&self, path: &str) -> bool {
+        OPEN_PATHS.contains(&path)
+            || self.inner.console.get().is_some() && console::ASSET_PATHS.contains(&path)
+    }
+}
+
+/// Whether `given` is `expected`: digests of equal length compared in constant time, so that
+/// neither the secret's bytes nor its length show in how long a refusal takes.
+fn same_secret(given: &[u8], expected: &str) -> bool {
+    use sha2::Digest as _;
+    use subtle::ConstantTimeEq as _;
+    let given = sha2::Sha256::digest(given);
+    let expected = sha2::Sha256::digest(expected.as_bytes());
+    bool::from(given.ct_eq(&expected))
 }
 
 /// The paths served without the API key: the load balancer's health check.
@@ -339,7 +405,7 @@ pub const OPEN_PATHS: [&str; 1] = ["/health"];
 
 /// The one key check: `x-api-key` must be the host's key, on every path but [`OPEN_PATHS`].
 async fn require_api_key(State(host): State<ContainerHost>, request: Request, next: Next) -> Response {
-    if OPEN_PATHS.contains(&request.uri().path()) || host.authorized(request.headers()) {
+    if host.open(request.uri().path()) || host.authorized(&request) {
         return next.run(request).await;
     }
     error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key")

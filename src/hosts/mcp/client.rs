@@ -223,17 +223,7 @@ impl fmt::Debug for McpTool {
 /// The tool's name here: the server's name, `_`, the tool's, in the characters model APIs take,
 /// at most 64 of them.
 fn tool_name(server: &str, tool: &str) -> String {
-    format!("{server}_{tool}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
+    crate::engine::tools::tool_name_from(&format!("{server}_{tool}"))
 }
 
 /// The declaration of `listed`, from its annotations and what the configuration declares.

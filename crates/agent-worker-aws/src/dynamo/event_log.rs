@@ -11,8 +11,12 @@ use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 use super::DynamoStore;
 use super::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, is_event_of, session_pk};
 
-/// Text deltas are gathered into one item until this many bytes, or until another event comes.
+/// Text deltas are gathered into one item until this many bytes, until another event comes, or
+/// until the first of them has waited [`TEXT_COALESCE_WINDOW`].
 pub const TEXT_COALESCE_BYTES: usize = 2048;
+/// How long gathered text may wait for more before it is written: a reader following the log
+/// sees the answer grow at least this often while the model streams.
+pub const TEXT_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Events a turn's log keeps queued while the table refuses writes; past it the oldest go.
 const MAX_PENDING_EVENTS: usize = 1000;
@@ -145,6 +149,7 @@ impl Sink for DynamoEventLog {
             turn: turn.clone(),
             next: None,
             text: String::new(),
+            text_since: None,
             pending: VecDeque::new(),
             dropped: 0,
         })
@@ -159,6 +164,8 @@ struct TurnLog {
     /// (a reclaimed one) logged.
     next: Option<u64>,
     text: String,
+    /// When the gathered text's first delta came.
+    text_since: Option<std::time::Instant>,
     /// Events not written yet, oldest first.
     pending: VecDeque<AgentEvent>,
     /// Events dropped because the queue was full.
@@ -201,6 +208,7 @@ impl TurnLog {
 
     /// Queues the gathered text as one event.
     fn queue_text(&mut self) {
+        self.text_since = None;
         if !self.text.is_empty() {
             let text = AgentEvent::text(std::mem::take(&mut self.text));
             self.queue(text);
@@ -241,7 +249,8 @@ impl TurnSink for TurnLog {
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
         if let AgentEvent::Text { delta } = event {
             self.text.push_str(delta);
-            if self.text.len() < TEXT_COALESCE_BYTES {
+            let since = *self.text_since.get_or_insert_with(std::time::Instant::now);
+            if self.text.len() < TEXT_COALESCE_BYTES && since.elapsed() < TEXT_COALESCE_WINDOW {
                 return Ok(());
             }
             self.queue_text();

@@ -8,6 +8,7 @@
 //! | a turn record | `session#<id>` | `turn#<turnId>` |
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
+//! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
 //! | an event that settles a job, as the product reported it (`payload`) | `jobevent#<jobId>` | `<event name>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
 //! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
@@ -106,6 +107,11 @@ pub(crate) fn is_event_of(sk: &str, turn_id: &str) -> bool {
         .and_then(|rest| rest.strip_prefix(turn_id))
         .and_then(|rest| rest.strip_prefix('#'))
         .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The sort key of the tab's answer to call `call_id` of turn `turn_id`.
+pub(crate) fn ui_answer_sk(turn_id: &str, call_id: &str) -> String {
+    format!("uianswer#{turn_id}#{call_id}")
 }
 
 /// The partition key of the events of job `job_id`.

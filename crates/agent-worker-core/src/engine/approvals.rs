@@ -76,11 +76,11 @@ pub trait ToolPolicy: Send + Sync + fmt::Debug {
     /// The decision for one call.
     fn decide(&self, call: &ToolPolicyContext<'_>) -> ToolDecision;
 
-    /// Whether tools of `class` are offered to the model at all. Only
-    /// [`ToolClass::Backend`] is, by default; admit [`ToolClass::Attachment`] to let the model
-    /// reach the conversation's files.
+    /// Whether tools of `class` are offered to the model at all. [`ToolClass::Backend`] and
+    /// [`ToolClass::Ui`] are, by default; admit [`ToolClass::Attachment`] to let the model reach
+    /// the conversation's files.
     fn admits(&self, class: ToolClass) -> bool {
-        class == ToolClass::Backend
+        class.offered_by_default()
     }
 }
 
@@ -103,7 +103,7 @@ impl ToolPolicy for AdmitClasses {
     }
 
     fn admits(&self, class: ToolClass) -> bool {
-        class == ToolClass::Backend || self.0.contains(&class)
+        class.offered_by_default() || self.0.contains(&class)
     }
 }
 
@@ -615,6 +615,10 @@ pub(crate) async fn redeem(
         account_id: account_id.map(str::to_owned),
         user_token: user_token.cloned(),
     };
+    let checked = serde_json::json!({ "approvalId": approval.id, "argsHash": approval.args_hash });
+    if let Some(request) = engine.ui_request(turn_id, &call_id, &tool, &approval.args, Some(checked)) {
+        out.emit(request);
+    }
     let outcome = engine
         .tools
         .run(&tool, &approval.args, ctx, engine.config.tool_timeout)

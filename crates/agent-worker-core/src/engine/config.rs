@@ -54,6 +54,8 @@ pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(60);
 pub const DEFAULT_STOP_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How long an answer already on its way is still waited for once a stop is seen.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
+/// How often a UI action's call looks for the tab's answer.
+pub const DEFAULT_UI_ANSWER_POLL: Duration = Duration::from_millis(250);
 /// How long a turn that supersedes others waits for them to be stored before it gives up.
 pub const DEFAULT_SUPERSEDE_WAIT: Duration = Duration::from_secs(10);
 /// How long the person has to decide on an approval.
@@ -107,6 +109,8 @@ pub struct EngineConfig {
     pub stop_grace: Duration,
     /// How long a barge-in waits for the turns it supersedes.
     pub supersede_wait: Duration,
+    /// How often a UI action's call looks for the tab's answer.
+    pub ui_answer_poll: Duration,
     /// How long a turn past its deadline may take to store.
     pub store_timeout: Duration,
     /// How long an approval stays open.
@@ -142,6 +146,7 @@ impl Default for EngineConfig {
             lease_margin: DEFAULT_LEASE_MARGIN,
             stop_poll_interval: DEFAULT_STOP_POLL_INTERVAL,
             stop_grace: DEFAULT_STOP_GRACE,
+            ui_answer_poll: DEFAULT_UI_ANSWER_POLL,
             supersede_wait: DEFAULT_SUPERSEDE_WAIT,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             approval_ttl: DEFAULT_APPROVAL_TTL,
@@ -190,6 +195,7 @@ impl EngineConfig {
             );
         }
         longer_than_zero("tool_timeout", self.tool_timeout)?;
+        longer_than_zero("ui_answer_poll", self.ui_answer_poll)?;
         longer_than_zero("turn_deadline", self.turn_deadline)?;
         longer_than_zero("first_chunk_timeout", self.first_chunk_timeout)?;
         longer_than_zero("chunk_timeout", self.chunk_timeout)?;

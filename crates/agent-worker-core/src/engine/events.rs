@@ -48,6 +48,23 @@ pub enum EngineEvent {
         /// And after.
         estimated_tokens_after: u64,
     },
+    /// A UI action for the person's tab to run; the call waits for the tab's answer.
+    #[serde(rename_all = "camelCase")]
+    UiActionRequested {
+        /// The model's call: the tab answers it by this id.
+        call_id: String,
+        /// The turn that asks: a tab refuses a request of a turn that is no longer current.
+        turn_id: String,
+        /// The surface.
+        surface: String,
+        /// The action.
+        action: String,
+        /// Its arguments.
+        args: Value,
+        /// For a call the person approved: `{approvalId, argsHash}`, for the tab's own check.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approval: Option<Value>,
+    },
 }
 
 impl From<EngineEvent> for AgentEvent {

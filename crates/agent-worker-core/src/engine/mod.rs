@@ -36,6 +36,7 @@ mod think_tags;
 pub mod tools;
 mod turn;
 mod turn_stream;
+pub mod ui;
 
 pub(crate) use approvals::preview as approval_preview;
 pub use approvals::{
@@ -111,6 +112,10 @@ struct EngineInner {
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
+    /// Where the tab's answers to UI actions are read; without it, no UI tool is offered.
+    ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
+    /// This turn's UI tools, by name: where each call goes on the page.
+    ui_targets: Arc<std::collections::HashMap<String, ui::oui::UiTarget>>,
 }
 
 impl fmt::Debug for Engine {
@@ -152,6 +157,83 @@ impl Agent for Engine {
 }
 
 impl EngineInner {
+    /// The engine for a turn with the UI context `ui`: its UI tools added (those the tool
+    /// policy admits) and its knowledge after the system prompt; this one when it brings
+    /// neither. A UI tool named as one the engine has is refused, naming the field.
+    fn for_ui(self: &Arc<Self>, ui: &ui::UiContext) -> Result<Arc<Self>, prompt::InvalidPrompt> {
+        let knowledge = ui.knowledge.as_ref().filter(|k| !k.is_empty());
+        let actions = ui
+            .oui
+            .as_ref()
+            .is_some_and(|o| o.surfaces.iter().any(|s| !s.actions.is_empty()));
+        if knowledge.is_none() && !actions {
+            return Ok(self.clone());
+        }
+        let mut inner = (**self).clone();
+        if let Some(knowledge) = knowledge {
+            let rendered = knowledge.render();
+            inner.system_prompt = Some(match &self.system_prompt {
+                Some(prompt) => format!("{prompt}\n\n{rendered}"),
+                None => rendered,
+            });
+        }
+        match (&ui.oui, &self.ui_answers) {
+            (Some(snapshot), Some(answers)) if actions => {
+                let mut targets = std::collections::HashMap::new();
+                let mut tools: Vec<Arc<dyn Tool>> = self.tools.tools().cloned().collect();
+                for (target, tool) in snapshot.tools(answers, self.config.ui_answer_poll) {
+                    let name = tool.spec().name.clone();
+                    if self.tools.spec(&name).is_some() {
+                        return Err(prompt::InvalidPrompt {
+                            field: "context.oui".into(),
+                            reason: format!("names the tool {name}, which the worker already has"),
+                        });
+                    }
+                    if admitted(self.tool_policy.as_ref(), tool.as_ref()) {
+                        targets.insert(name, target);
+                        tools.push(tool);
+                    }
+                }
+                inner.tools = Toolset::new(tools).map_err(|e| prompt::InvalidPrompt {
+                    field: "context.oui".into(),
+                    reason: e.to_string(),
+                })?;
+                inner.ui_targets = Arc::new(targets);
+            }
+            (Some(_), None) if actions => {
+                tracing::warn!(
+                    "the tab offered UI actions, and this worker has nowhere to read their answers: none is offered"
+                );
+            }
+            _ => {}
+        }
+        Ok(Arc::new(inner))
+    }
+
+    /// The `ui_action_requested` event for call `call_id` of `name`, when it is a UI action of
+    /// this turn.
+    fn ui_request(
+        &self,
+        turn_id: &str,
+        call_id: &str,
+        name: &str,
+        args: &serde_json::Value,
+        approval: Option<serde_json::Value>,
+    ) -> Option<crate::protocol::AgentEvent> {
+        let target = self.ui_targets.get(name)?;
+        Some(
+            EngineEvent::UiActionRequested {
+                call_id: call_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                surface: target.surface.clone(),
+                action: target.action.clone(),
+                args: args.clone(),
+                approval,
+            }
+            .into(),
+        )
+    }
+
     /// What to do with a call of `name` with `args`.
     fn verdict(
         &self,
@@ -251,6 +333,7 @@ pub struct EngineBuilder {
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
+    ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -346,6 +429,15 @@ impl EngineBuilder {
         self
     }
 
+    /// Where the person's tab answers UI actions (the store it writes them to, or the realtime
+    /// server). With it, the actions a turn's surface snapshot (`context.oui`) offers are tools
+    /// of that turn; without it, none is offered.
+    #[must_use]
+    pub fn ui_answers(mut self, answers: Arc<dyn ui::ActionAnswers>) -> Self {
+        self.ui_answers = Some(answers);
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
@@ -376,6 +468,8 @@ impl EngineBuilder {
             policy: self.policy,
             tool_policy: self.tool_policy,
             approvals: self.approvals,
+            ui_answers: self.ui_answers,
+            ui_targets: Arc::default(),
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(
@@ -394,7 +488,7 @@ fn admitted(tool_policy: Option<&Arc<dyn ToolPolicy>>, tool: &dyn Tool) -> bool 
     let class = tool.spec().class;
     let admitted = match tool_policy {
         Some(policy) => policy.admits(class),
-        None => class == ToolClass::Backend,
+        None => class.offered_by_default(),
     };
     if !admitted {
         tracing::debug!(tool = %tool.spec().name, ?class, "not offered: the tool policy does not admit its class");

@@ -12,8 +12,9 @@ use super::conversations::{
 };
 use super::history::check;
 use super::{
-    ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval,
-    SessionStore, Stop, StopCause, StopOutcome, StoreError, Summary, TurnOutcome, TurnRecord, TurnStatus,
+    ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease,
+    Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop, StopCause, StopOutcome, StoreError,
+    Summary, TurnOutcome, TurnRecord, TurnStatus,
 };
 use crate::clock::now_ms;
 
@@ -46,6 +47,8 @@ struct SessionData {
     turns: HashMap<String, TurnRecord>,
     stops: HashMap<String, Stop>,
     owner: Option<Owner>,
+    /// What the tab answered to UI actions, by (turn, call).
+    ui_answers: HashMap<(String, String), ActionAnswer>,
 }
 
 impl MemoryStore {
@@ -366,6 +369,45 @@ fn summary(id: &str, data: &SessionData) -> ConversationSummary {
             .turns
             .values()
             .any(|t| t.status == TurnStatus::Running && t.lease_until > now),
+    }
+}
+
+#[async_trait]
+impl ActionAnswers for MemoryStore {
+    async fn look(
+        &self,
+        session: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<Option<ActionAnswer>, StoreError> {
+        let sessions = self.lock()?;
+        Ok(sessions
+            .get(session)
+            .and_then(|data| data.ui_answers.get(&(turn_id.to_owned(), call_id.to_owned())))
+            .cloned())
+    }
+}
+
+#[async_trait]
+impl ActionAnswerStore for MemoryStore {
+    async fn record(
+        &self,
+        session: &str,
+        turn_id: &str,
+        call_id: &str,
+        answer: &ActionAnswer,
+    ) -> Result<bool, StoreError> {
+        let mut sessions = self.lock()?;
+        let answers = &mut sessions.entry(session.to_owned()).or_default().ui_answers;
+        let key = (turn_id.to_owned(), call_id.to_owned());
+        let replaces = match answers.get(&key) {
+            None => true,
+            Some(kept) => answer.is_final() && !kept.is_final(),
+        };
+        if replaces {
+            answers.insert(key, answer.clone());
+        }
+        Ok(replaces)
     }
 }
 

@@ -14,6 +14,7 @@ mod message;
 mod owner;
 mod summary;
 mod turn;
+mod ui_answer;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use conversations::{ConversationError, ConversationStore};
@@ -24,6 +25,7 @@ pub use owner::{Owner, OwnerCheck};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
 pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
+pub use ui_answer::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 
 use std::fmt;
 

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -111,7 +110,7 @@ async fn deliver(sink: HttpEmitSink, turn: TurnRef, mut rx: mpsc::UnboundedRecei
         if down && !event.is_terminal() {
             continue;
         }
-        let body = json!({ "conversationId": turn.session, "turnId": turn.turn_id, "event": event });
+        let body = turn.envelope("conversationId", &event);
         let attempts = if down { 1 } else { EMIT_ATTEMPTS };
         let mut delay = EMIT_RETRY_DELAY;
         let mut last_error = String::new();

@@ -27,6 +27,30 @@ pub struct TurnRef {
     pub session: String,
     /// The turn.
     pub turn_id: String,
+    /// The payload's `socketRoom`: where a realtime server routes the turn's events. It travels
+    /// with every event a sink sends.
+    pub socket_room: Option<String>,
+}
+
+impl TurnRef {
+    /// `turn_id` of `session`, in no socket room.
+    pub fn new(session: impl Into<String>, turn_id: impl Into<String>) -> Self {
+        Self {
+            session: session.into(),
+            turn_id: turn_id.into(),
+            socket_room: None,
+        }
+    }
+
+    /// What a sink sends for `event`: the turn, its socket room when it has one, the event.
+    pub fn envelope(&self, session_key: &str, event: &AgentEvent) -> serde_json::Value {
+        let mut body =
+            serde_json::json!({ session_key: self.session, "turnId": self.turn_id, "event": event });
+        if let Some(room) = &self.socket_room {
+            body["socketRoom"] = room.clone().into();
+        }
+        body
+    }
 }
 
 /// A sink that failed to take an event; logged by [`Sinks`], never fatal to a turn. What it

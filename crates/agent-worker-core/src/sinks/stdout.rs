@@ -3,7 +3,6 @@
 use std::io::Write as _;
 
 use async_trait::async_trait;
-use serde_json::json;
 
 use super::{Sink, SinkError, TurnRef, TurnSink};
 use crate::protocol::AgentEvent;
@@ -26,7 +25,7 @@ impl Sink for StdoutSink {
 #[async_trait]
 impl TurnSink for StdoutTurn {
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
-        let line = json!({ "session": self.turn.session, "turnId": self.turn.turn_id, "event": event });
+        let line = self.turn.envelope("session", event);
         let mut out = std::io::stdout().lock();
         writeln!(out, "{line}").map_err(|e| SinkError::caused_by("stdout", e))
     }

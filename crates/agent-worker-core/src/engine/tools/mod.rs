@@ -54,6 +54,17 @@ pub enum ToolClass {
     /// The engine's own tools that reach the conversation's attached files
     /// (`attachment_list`, `attachment_view`, `attachment_read`).
     Attachment,
+    /// An action of the page in the person's own tab, from the turn's surface snapshot
+    /// (`context.oui`): answered by the tab.
+    Ui,
+}
+
+impl ToolClass {
+    /// Whether tools of this class are offered when no policy says otherwise: the product's own
+    /// and the page's (which the tab offered itself), not the attachment tools.
+    pub fn offered_by_default(self) -> bool {
+        matches!(self, Self::Backend | Self::Ui)
+    }
 }
 
 /// A tool's declaration: what the model sees, and what approvals key on.
@@ -349,6 +360,16 @@ struct Registered {
     validator: jsonschema::Validator,
 }
 
+impl From<ToolError> for ToolOutcome {
+    /// A tool's own failure, as the model reads it: `{error, details?}`.
+    fn from(error: ToolError) -> Self {
+        Self::failed(match error.details {
+            Some(details) => json!({ "error": error.message, "details": details }),
+            None => json!({ "error": error.message }),
+        })
+    }
+}
+
 /// The tools a turn may call, each with its compiled input schema.
 #[derive(Clone, Default)]
 pub struct Toolset {
@@ -362,6 +383,22 @@ impl fmt::Debug for Toolset {
             .entries(self.tools.iter().map(|r| &r.tool.spec().name))
             .finish()
     }
+}
+
+/// `raw` made a tool name model APIs take: each character outside `A-Z a-z 0-9 _ -` becomes
+/// `_`, and at most 64 are kept (for tools named after something else: an MCP server's, a
+/// page's actions).
+pub fn tool_name_from(raw: &str) -> String {
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
 }
 
 fn valid_name(name: &str) -> bool {
@@ -406,6 +443,11 @@ impl Toolset {
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    /// The tools, in the order they were given.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter().map(|r| &r.tool)
     }
 
     /// The declarations, in the order the tools were given.
@@ -460,10 +502,7 @@ impl Toolset {
                 content: reply.content,
                 shown: reply.shown,
             },
-            Ok(Ok(Err(error))) => ToolOutcome::failed(match error.details {
-                Some(details) => json!({ "error": error.message, "details": details }),
-                None => json!({ "error": error.message }),
-            }),
+            Ok(Ok(Err(error))) => ToolOutcome::from(error),
             Ok(Err(panic)) => {
                 let why = panic
                     .downcast_ref::<&str>()

@@ -159,6 +159,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         .and_then(Value::as_str)
         .map(str::to_owned);
     let approval = scope.extensions.get(APPROVAL_KEY).cloned();
+    let context = scope.extensions.get(super::ui::CONTEXT_KEY).cloned();
     let ask = TurnAsk {
         session: scope.session,
         turn_id,
@@ -167,6 +168,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         user_token: scope.user_token,
         approval,
         supersedes,
+        context,
     };
     run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)
@@ -182,6 +184,8 @@ struct TurnAsk {
     user_token: Option<crate::protocol::UserToken>,
     approval: Option<Value>,
     supersedes: Vec<String>,
+    /// The payload's `context`: what the person's tab says of the page.
+    context: Option<Value>,
 }
 
 /// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
@@ -204,6 +208,8 @@ async fn run_phases(
     out: &Emitter,
 ) -> Result<AgentEvent, Refusal> {
     let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
+    let ui = phases::read_context(ask)?;
+    let engine = &engine.for_ui(&ui).map_err(Refusal::InvalidPrompt)?;
     phases::check_owner(engine, ask).await?;
     phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
     let early_stop = phases::look_before_start(engine, ask).await?;
@@ -215,6 +221,7 @@ async fn run_phases(
         user_token,
         approval,
         supersedes,
+        context: _,
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
@@ -252,6 +259,7 @@ async fn run_phases(
         })
         .collect();
     let mut turn = TurnState::new(history, user);
+    turn.additions = ui.additions(crate::clock::now_ms(), approval.is_some());
     turn.message_limit = engine.store.max_message_bytes();
     // The conversation's count is read only by a turn that can give the model a file: one
     // with files of its own, or one with the attachment tools.

@@ -120,6 +120,18 @@ pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) ->
     Ok(message)
 }
 
+/// The turn's UI context, read from the payload's `context`: a malformed one is refused,
+/// naming the field.
+pub(super) fn read_context(ask: &TurnAsk) -> Result<crate::engine::ui::UiContext, Refusal> {
+    match &ask.context {
+        None => Ok(crate::engine::ui::UiContext::default()),
+        Some(context) => crate::engine::ui::UiContext::read(context).map_err(|invalid| {
+            tracing::info!(%invalid, "refused the turn's UI context");
+            Refusal::InvalidPrompt(invalid)
+        }),
+    }
+}
+
 /// An id the store can key: no control character (NUL included), and not longer than `limit`.
 fn check_id(field: &str, id: &str, limit: Option<usize>) -> Result<(), InvalidPrompt> {
     match id_problem(id, limit) {

@@ -76,12 +76,51 @@ pub(super) async fn run_watched(
                 StopCause::Superseded => "the person's next message replaced the turn",
             };
             tracing::warn!(reason = stop.reason.as_str(), "cut the turn off");
+            last_look_at_ui_calls(engine, session, turn_id, turn, out).await;
             turn.interrupt(out, why);
             if stop.reason == StopCause::Deadline {
                 turn.notify(out, DEADLINE_NOTICE);
             }
             Ending::Stopped(stop)
         }
+    }
+}
+
+/// Kept for a UI action the tab took and had not answered when the turn was stopped.
+pub(crate) const UI_OUTCOME_UNKNOWN: &str = "sent to the person's tab, and its outcome is unknown: the turn was stopped before the tab answered. Treat the page as unseen: look at it again before relying on what it shows.";
+/// Kept for a UI action no tab took before the turn was stopped.
+pub(crate) const UI_NOT_TAKEN: &str = "not run: no tab took the request before the turn was stopped";
+
+/// A stopped turn's UI actions that were out take one last look for the tab's answer: with one,
+/// the call is kept as run (and is not done again); one a tab took and did not answer is kept as
+/// sent with its outcome unknown; one no tab took did not run.
+async fn last_look_at_ui_calls(
+    engine: &EngineInner,
+    session: &str,
+    turn_id: &str,
+    turn: &mut TurnState,
+    out: &Emitter,
+) {
+    let Some(answers) = &engine.ui_answers else {
+        return;
+    };
+    for (index, id, name) in turn.open_calls() {
+        if !engine.ui_targets.contains_key(&name) {
+            continue;
+        }
+        let outcome = match answers.look(session, turn_id, &id).await {
+            Ok(Some(answer)) => match crate::engine::ui::oui::outcome(answer) {
+                Some(Ok(result)) => ToolOutcome::ok(result),
+                Some(Err(error)) => ToolOutcome::from(error),
+                None => ToolOutcome::error(UI_OUTCOME_UNKNOWN),
+            },
+            Ok(None) => ToolOutcome::error(UI_NOT_TAKEN),
+            Err(error) => {
+                tracing::warn!(%error, call = %id, "could not take the last look for the tab's answer");
+                ToolOutcome::error(UI_OUTCOME_UNKNOWN)
+            }
+        };
+        turn.finish_call(index, outcome, out);
     }
 }
 
@@ -393,6 +432,8 @@ pub(super) async fn start_call(
         Verdict::Run => {
             let tools = engine.tools.clone();
             let timeout = engine.config.tool_timeout;
+            let request = engine.ui_request(ctx.turn_id, &id, &name, &args, None);
+            let out = out.clone();
             let call_ctx = ToolContext {
                 session: ctx.session.to_owned(),
                 turn_id: ctx.turn_id.to_owned(),
@@ -402,6 +443,10 @@ pub(super) async fn start_call(
                 user_token: ctx.user_token.cloned(),
             };
             let call: RunningCall = Box::pin(async move {
+                // A UI action goes to the tab when it starts, not before.
+                if let Some(request) = request {
+                    out.emit(request);
+                }
                 (index, tools.run(&name, &args, call_ctx, timeout).await)
             });
             if reads_only {

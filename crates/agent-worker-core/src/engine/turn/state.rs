@@ -53,6 +53,9 @@ pub(super) struct TurnState {
     pub(super) file_tokens: BTreeMap<String, u64>,
     /// The largest message the store keeps: a step's results are cut to fit it.
     pub(super) message_limit: Option<usize>,
+    /// What the worker adds to the person's message (the UI context's lines): sent after its
+    /// text and before its files, never stored.
+    pub(super) additions: Vec<ContentBlock>,
 }
 
 impl TurnState {
@@ -68,6 +71,7 @@ impl TurnState {
             file_limit: u64::MAX,
             file_tokens: BTreeMap::new(),
             message_limit: None,
+            additions: Vec::new(),
         }
     }
 
@@ -117,6 +121,14 @@ impl TurnState {
         all.reserve(self.messages.len());
         let mut messages = self.messages.iter().cloned();
         if let Some(mut user) = messages.next() {
+            if !self.additions.is_empty() {
+                let at = user
+                    .content
+                    .iter()
+                    .position(|b| !matches!(b, ContentBlock::Text { .. }))
+                    .unwrap_or(user.content.len());
+                user.content.splice(at..at, self.additions.iter().cloned());
+            }
             if !self.given.is_empty() {
                 user.content = user
                     .content
@@ -250,6 +262,26 @@ impl TurnState {
             content: outcome.content.clone(),
         });
         *slot = Some(outcome);
+    }
+
+    /// The calls of the current step that have no result yet: their place, id and tool.
+    pub(super) fn open_calls(&self) -> Vec<(usize, String, String)> {
+        (0..self.step.calls.len())
+            .filter(|&i| self.step.results[i].is_none())
+            .map(|i| {
+                let id = self.step.calls[i].clone();
+                let name = self
+                    .step
+                    .content
+                    .iter()
+                    .find_map(|b| match b {
+                        ContentBlock::ToolUse { id: used, name, .. } if *used == id => Some(name.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                (i, id, name)
+            })
+            .collect()
     }
 
     /// Ends the step early: calls still running get an error result saying why.

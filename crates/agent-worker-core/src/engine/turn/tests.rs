@@ -45,6 +45,7 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         user_token: None,
         approval: None,
         supersedes: Vec::new(),
+        context: None,
     }
 }
 

@@ -1,0 +1,118 @@
+// The console in a real browser: headless Chromium (Debian's package) driven by playwright-core
+// against `agent-worker serve --console` on moto and the Bedrock stand-in, which answers from
+// the script scripts/browser_test.sh writes. Run by `make test-browser`; screenshots go to
+// $ARTIFACTS.
+"use strict";
+
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const path = require("node:path");
+const { chromium } = require("playwright-core");
+
+const url = process.env.CONSOLE_URL;
+const artifacts = process.env.ARTIFACTS;
+let browser;
+let page;
+
+const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: false });
+const assistants = () => page.locator(".message.assistant");
+const lastAssistant = () => assistants().last();
+
+async function send(text) {
+  await page.fill("#input", text);
+  await page.press("#input", "Enter");
+}
+
+/// Waits until the newest turn has ended, and says how.
+async function ended() {
+  await page.waitForSelector(".message.assistant:last-of-type[data-ended]", { timeout: 20000 });
+  return lastAssistant().getAttribute("data-ended");
+}
+
+before(async () => {
+  assert.ok(url, "CONSOLE_URL is set by scripts/browser_test.sh");
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  // Reduced motion: no transition is half-way when a screenshot is taken.
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 }, reducedMotion: "reduce" });
+  page.on("pageerror", (e) => { throw e; });
+  await page.goto(url);
+  await page.waitForSelector("body[data-ready='true']");
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+test("the token opens the page and leaves the address bar", async () => {
+  assert.ok(!page.url().includes("token="), page.url());
+  assert.equal(await page.textContent("#person"), "console-user · console");
+});
+
+test("a turn streams its words before it ends", async () => {
+  await send("Hello");
+  // Part of the answer is on the page while the turn still runs.
+  await page.waitForFunction(() => {
+    const last = [...document.querySelectorAll(".message.assistant")].pop();
+    return last && last.querySelector(".text").textContent.length > 0 && !last.dataset.ended;
+  }, null, { timeout: 20000 });
+  assert.equal(await ended(), "completed");
+  assert.match(await lastAssistant().locator(".text").textContent(), /I can work with your task list/);
+  await shot("1-streamed");
+});
+
+test("the model adds a task to the page through its UI action", async () => {
+  await send("Add a task to buy milk");
+  await page.waitForSelector(".task[data-id='task-1']", { timeout: 20000 });
+  assert.equal(await ended(), "completed");
+  assert.equal(await page.textContent(".task[data-id='task-1'] span"), "Buy milk");
+  assert.equal(await lastAssistant().locator(".tool").getAttribute("data-status"), "ok");
+  assert.match(await lastAssistant().locator(".text").textContent(), /added/);
+  await shot("2-added");
+});
+
+test("deleting waits for the person's click, and the click deletes", async () => {
+  await send("Delete the milk task");
+  await page.waitForSelector(".message.assistant:last-of-type .card", { timeout: 20000 });
+  assert.equal(await ended(), "completed");
+  assert.match(await page.textContent(".card h3"), /Delete a task/);
+  assert.equal(await page.locator(".task[data-id='task-1']").count(), 1, "nothing ran before the click");
+  assert.equal(await lastAssistant().locator(".tool").getAttribute("data-status"), "waiting");
+  await shot("3-approval-card");
+  await page.click(".card .approve");
+  await page.waitForSelector(".task[data-id='task-1']", { state: "detached", timeout: 20000 });
+  assert.equal(await ended(), "completed");
+  assert.match(await lastAssistant().locator(".text").textContent(), /Deleted/);
+  await shot("4-approved");
+});
+
+test("stop mid-turn marks the turn stopped", async () => {
+  await send("Tell me a long story");
+  await page.waitForFunction(() => {
+    const last = [...document.querySelectorAll(".message.assistant")].pop();
+    return last && last.querySelector(".text").textContent.length > 0;
+  }, null, { timeout: 20000 });
+  await page.click("#stop");
+  assert.equal(await ended(), "completed");
+  await page.waitForSelector(".message.assistant:last-of-type .stopped");
+  assert.match(await lastAssistant().locator(".stopped").textContent(), /stopped by you/);
+  const told = await lastAssistant().locator(".text").textContent();
+  assert.ok(!told.includes("THE END"), "the story was cut off");
+  await shot("5-stopped");
+});
+
+test("reloading the page restores the conversation", async () => {
+  await page.reload();
+  await page.waitForSelector("body[data-ready='true']");
+  await page.waitForSelector(".message.user");
+  const said = await page.locator(".message.user .text").allTextContents();
+  assert.deepEqual(said, ["Hello", "Add a task to buy milk", "Delete the milk task", "Tell me a long story"]);
+  assert.ok((await page.locator(".message .stopped").count()) >= 1, "the stopped marker is kept");
+  assert.ok((await page.locator(".conversation[aria-current='true']").count()) === 1, "the conversation is listed");
+  await shot("6-reloaded");
+  await page.setViewportSize({ width: 390, height: 800 });
+  await shot("7-narrow");
+});
