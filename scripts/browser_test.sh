@@ -52,6 +52,7 @@ replies = [
     text("I added \u201cBuy milk\u201d to your list."),
     call("tooluse_delete_1", "ui_tasks_delete", {"id": "task-1"}),
     text("Deleted it: your list is empty again."),
+    text("Your notes say the launch is on Friday."),
     text(story, pieces=60, delay_ms=250),
 ]
 json.dump(replies, open(sys.argv[1], "w"))
@@ -65,7 +66,7 @@ wait_for_port "$stand_in_port" || { cat "$work/stand-in.err" >&2; exit 1; }
 
 "$bin" setup --table "$TABLE_NAME" >/dev/null
 section "agent-worker serve --console"
-APPROVAL_SECRET="browser-test-approval-key-0123456789abcdef" \
+APPROVAL_SECRET="browser-test-approval-key-0123456789abcdef" FILES_DIR="$work/files" \
   "$bin" serve --console --port 0 --api-key "browser-test-api-key-0123456789" >"$work/serve.out" 2>"$work/serve.err" &
 local_pids+=($!)
 console_url=""

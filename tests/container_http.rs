@@ -663,3 +663,69 @@ async fn the_tab_answers_a_ui_action_through_the_container_and_the_turn_goes_on(
     let sent = server.bedrock.requests()[1].body.to_string();
     assert!(sent.contains("task-1"), "the model read the tab's answer: {sent}");
 }
+
+#[tokio::test]
+async fn a_file_uploaded_to_the_conversation_goes_to_the_model_with_the_next_turn() {
+    let server = server(4, config(), Duration::from_secs(5)).await;
+    let upload = |person: &'static str, name: &'static str, body: &'static str| {
+        let url = format!("{}/conversations/conv-1/files?{person}&name={name}", server.url);
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("x-api-key", KEY)
+                .header("content-type", "text/plain; charset=utf-8")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, reference) = upload("userId=u&accountId=a", "notes.txt", "The launch is on Friday.").await;
+    assert_eq!(status, 201, "{reference}");
+    assert_eq!(
+        (
+            &reference["name"],
+            &reference["mediaType"],
+            &reference["kind"],
+            &reference["size"],
+            &reference["status"]
+        ),
+        (
+            &json!("notes.txt"),
+            &json!("text/plain"),
+            &json!("text"),
+            &json!(24),
+            &json!("ready")
+        )
+    );
+    assert_eq!(
+        upload("userId=u&accountId=a", "", "x").await.0,
+        400,
+        "a file has a name"
+    );
+    assert_eq!(
+        upload("userId=u&accountId=a", "empty.txt", "").await.0,
+        400,
+        "and bytes"
+    );
+
+    server.bedrock.push(Reply::text("Friday, it says."));
+    let mut body = turn("t-file", "conv-1");
+    body["content"] = json!("What does my file say?");
+    body["attachments"] = json!([reference]);
+    let (status, _) = post(&format!("{}/turns", server.url), Some(KEY), &body.to_string()).await;
+    assert_eq!(status, 202);
+    let events = events(&server, "t-file", None).await;
+    assert_eq!(events.last().unwrap().1["type"], "completed");
+    let sent = server.bedrock.requests()[0].body.to_string();
+    assert!(
+        sent.contains("The launch is on Friday."),
+        "the file's text went with the message: {sent}"
+    );
+
+    // The conversation is the person's now: another person cannot put files in it.
+    let (status, _) = upload("userId=eve&accountId=a", "more.txt", "x").await;
+    assert_eq!(status, 404);
+}

@@ -55,7 +55,9 @@ async fn start() -> Result<TurnHandler, SettingsError> {
         })?,
         None => Configured::default(),
     };
-    let files = settings.s3_file_area(s3);
+    let files = settings
+        .file_area(|| s3)
+        .map(|f| f as Arc<dyn agent_worker::engine::FileArea>);
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
         dynamodb,

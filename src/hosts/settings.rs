@@ -20,6 +20,7 @@
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
 //! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
 //! | `FILES_PREFIX` | no | with `FILES_BUCKET`: the key prefix (default `attachments/`) |
+//! | `FILES_DIR` | no | instead of `FILES_BUCKET`: a local folder of the files people attach (a container with a volume, local runs) |
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
@@ -116,6 +117,8 @@ pub struct WorkerSettings {
     pub default_agent: Option<String>,
     /// `FILES_BUCKET` and `FILES_PREFIX`: where the files people attach are kept.
     pub files: Option<FilesLocation>,
+    /// `FILES_DIR`: a local folder of the files people attach, instead of a bucket.
+    pub files_dir: Option<PathBuf>,
     /// `ATTACHMENT_TOOLS`: whether the model may reach the conversation's files with tools.
     pub attachment_tools: bool,
     /// `UI_ANSWERS`: where the tab's answers to UI actions are read.
@@ -295,12 +298,21 @@ impl WorkerSettings {
                 bucket,
                 prefix: get("FILES_PREFIX").unwrap_or_else(|| DEFAULT_FILES_PREFIX.to_owned()),
             });
+        let files_dir = get("FILES_DIR")
+            .filter(|s| !s.trim().is_empty())
+            .map(PathBuf::from);
+        if files.is_some() && files_dir.is_some() {
+            return Err(error(
+                "FILES_DIR",
+                "is set, and so is FILES_BUCKET: set one of them",
+            ));
+        }
         let mut attachment_tools = false;
         parsed(&get, "ATTACHMENT_TOOLS", &mut attachment_tools)?;
-        if attachment_tools && files.is_none() {
+        if attachment_tools && files.is_none() && files_dir.is_none() {
             return Err(error(
                 "ATTACHMENT_TOOLS",
-                "needs FILES_BUCKET, where the files are",
+                "needs FILES_BUCKET or FILES_DIR, where the files are",
             ));
         }
         let ui_answers = match get("UI_ANSWERS").as_deref().map(str::trim) {
@@ -341,6 +353,7 @@ impl WorkerSettings {
             store_attempt_timeout,
             prompt_caching,
             files,
+            files_dir,
             attachment_tools,
             ui_answers,
             agents_dir,
@@ -376,7 +389,7 @@ impl WorkerSettings {
         files: Option<Arc<dyn FileArea>>,
         configured: &Configured,
     ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
-        if self.files.is_some() && files.is_none() {
+        if (self.files.is_some() || self.files_dir.is_some()) && files.is_none() {
             return Err(error("FILES_BUCKET", "is set, and no file area was given for it"));
         }
         let store = self.store(dynamodb)?;
@@ -416,12 +429,23 @@ impl WorkerSettings {
         configured.tools_with(self.example_tools())
     }
 
-    /// The S3 file area `FILES_BUCKET` names, on `s3`.
+    /// The file area of the files people attach: the S3 one `FILES_BUCKET` names, on the client
+    /// `s3` makes (made only then), or the folder `FILES_DIR` names.
     #[cfg(feature = "s3")]
-    pub fn s3_file_area(&self, s3: aws_sdk_s3::Client) -> Option<Arc<dyn FileArea>> {
-        self.files
+    pub fn file_area(
+        &self,
+        s3: impl FnOnce() -> aws_sdk_s3::Client,
+    ) -> Option<Arc<dyn crate::engine::attachments::FileUploads>> {
+        if let Some(f) = &self.files {
+            return Some(Arc::new(crate::hosts::S3FileArea::new(
+                s3(),
+                &f.bucket,
+                &f.prefix,
+            )));
+        }
+        self.files_dir
             .as_ref()
-            .map(|f| Arc::new(crate::hosts::S3FileArea::new(s3, &f.bucket, &f.prefix)) as Arc<dyn FileArea>)
+            .map(|dir| Arc::new(crate::engine::attachments::LocalFileArea::new(dir)) as Arc<_>)
     }
 
     /// The Standard Agents runtime for `folder`: sessions and their state in the table, the
@@ -541,7 +565,23 @@ mod tests {
         tools_only.push(("ATTACHMENT_TOOLS", "true"));
         assert_eq!(
             settings(&tools_only).unwrap_err().to_string(),
-            "ATTACHMENT_TOOLS: needs FILES_BUCKET, where the files are"
+            "ATTACHMENT_TOOLS: needs FILES_BUCKET or FILES_DIR, where the files are"
+        );
+        let mut dir = base.to_vec();
+        dir.push(("FILES_DIR", "/var/agent-files"));
+        let local = settings(&dir).unwrap();
+        assert_eq!(
+            (local.files_dir.as_deref(), local.files),
+            (Some(Path::new("/var/agent-files")), None)
+        );
+        dir.push(("ATTACHMENT_TOOLS", "true"));
+        assert!(settings(&dir).unwrap().attachment_tools);
+        dir.push(("FILES_BUCKET", "b"));
+        assert!(
+            settings(&dir)
+                .unwrap_err()
+                .to_string()
+                .starts_with("FILES_DIR: is set, and so is FILES_BUCKET")
         );
     }
 

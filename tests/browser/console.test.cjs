@@ -89,6 +89,18 @@ test("deleting waits for the person's click, and the click deletes", async () =>
   await shot("4-approved");
 });
 
+test("a file the person attaches goes with the message", async () => {
+  await page.setInputFiles("#file", { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("The launch is on Friday.\n") });
+  await page.waitForSelector("#attached .file");
+  assert.match(await page.textContent("#attached .file"), /notes\.txt/);
+  await send("What does my file say?");
+  assert.equal(await ended(), "completed");
+  assert.equal(await page.locator("#attached .file").count(), 0, "the file went with the message");
+  assert.match(await page.locator(".message.user").last().locator(".file").textContent(), /notes\.txt/);
+  assert.match(await lastAssistant().locator(".text").textContent(), /Friday/);
+  await shot("5-attached");
+});
+
 test("stop mid-turn marks the turn stopped", async () => {
   await send("Tell me a long story");
   await page.waitForFunction(() => {
@@ -101,7 +113,7 @@ test("stop mid-turn marks the turn stopped", async () => {
   assert.match(await lastAssistant().locator(".stopped").textContent(), /stopped by you/);
   const told = await lastAssistant().locator(".text").textContent();
   assert.ok(!told.includes("THE END"), "the story was cut off");
-  await shot("5-stopped");
+  await shot("6-stopped");
 });
 
 test("reloading the page restores the conversation", async () => {
@@ -109,10 +121,11 @@ test("reloading the page restores the conversation", async () => {
   await page.waitForSelector("body[data-ready='true']");
   await page.waitForSelector(".message.user");
   const said = await page.locator(".message.user .text").allTextContents();
-  assert.deepEqual(said, ["Hello", "Add a task to buy milk", "Delete the milk task", "Tell me a long story"]);
+  assert.deepEqual(said, ["Hello", "Add a task to buy milk", "Delete the milk task", "What does my file say?", "Tell me a long story"]);
+  assert.match(await page.locator(".message.user .file").first().textContent(), /notes\.txt/, "the file's reference is kept");
   assert.ok((await page.locator(".message .stopped").count()) >= 1, "the stopped marker is kept");
   assert.ok((await page.locator(".conversation[aria-current='true']").count()) === 1, "the conversation is listed");
-  await shot("6-reloaded");
+  await shot("7-reloaded");
   await page.setViewportSize({ width: 390, height: 800 });
-  await shot("7-narrow");
+  await shot("8-narrow");
 });

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_worker::engine::attachments::LocalFileArea;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
 use agent_worker::hosts::lambda::TurnHandler;
@@ -40,10 +41,15 @@ pub async fn server_with(
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
     let bedrock = BedrockStandIn::start().await.unwrap();
+    // The files people attach: a folder of the test's own.
+    let files = LocalFileArea::new(
+        std::env::temp_dir().join(format!("container-files-{}", uuid::Uuid::new_v4().simple())),
+    );
     let engine = Engine::builder()
         .model(BedrockModel::new(bedrock.client(), MODEL_ID))
         .store(store.clone())
         .ui_answers(Arc::new(store.clone()))
+        .file_area(files.clone())
         .config(engine_config)
         .build()
         .unwrap();
@@ -59,7 +65,8 @@ pub async fn server_with(
     let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
         .on_turn_end(move |end| seen.lock().unwrap().push(end))
         .conversations(agent_worker::conversations::Conversations::new(store.clone()))
-        .ui_answers(Arc::new(store.clone()));
+        .ui_answers(Arc::new(store.clone()))
+        .uploads(Arc::new(files));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();

@@ -135,6 +135,18 @@ impl S3FileArea {
 }
 
 #[async_trait]
+impl agent_worker_core::engine::attachments::FileUploads for S3FileArea {
+    async fn upload(
+        &self,
+        owner: &str,
+        reference: &AttachmentRef,
+        bytes: Vec<u8>,
+    ) -> Result<(), Unavailable> {
+        self.put(owner, reference, bytes).await
+    }
+}
+
+#[async_trait]
 impl FileArea for S3FileArea {
     async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
         let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;

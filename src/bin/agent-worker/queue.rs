@@ -140,7 +140,10 @@ impl WorkerArgs {
         let bedrock = bedrock_client(&shared, self.endpoint_url.as_deref());
         let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
         let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
-        let files = settings.s3_file_area(aws_sdk_s3::Client::new(&shared));
+        let uploads = settings.file_area(|| aws_sdk_s3::Client::new(&shared));
+        let files = uploads
+            .clone()
+            .map(|f| f as Arc<dyn agent_worker::engine::FileArea>);
         let jobs = agent_worker::session::dynamo::DynamoJobEvents::new(store.clone());
         let configured = self.config.configured(&shared, Some(Arc::new(jobs))).await?;
         let (agent, sinks) = settings
@@ -150,6 +153,7 @@ impl WorkerArgs {
             handler: TurnHandler::from_settings(agent, sinks, &settings),
             conversations: settings.conversations(store.clone(), files, &configured),
             events: configured.events.clone(),
+            uploads,
             store,
             aws: shared,
             settings,
@@ -167,6 +171,8 @@ pub(crate) struct Worker {
     pub(crate) conversations: agent_worker::conversations::Conversations,
     /// The event declarations of the configuration's documents: what may settle a job.
     pub(crate) events: agent_worker::engine::tools::openapi::EventDeclarations,
+    /// Where the files people attach are put, when the settings name a place.
+    pub(crate) uploads: Option<Arc<dyn agent_worker::engine::attachments::FileUploads>>,
     /// The AWS configuration, loaded once.
     pub(crate) aws: aws_config::SdkConfig,
     /// The settings it was built from.

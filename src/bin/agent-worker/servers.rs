@@ -141,6 +141,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
         "agent-worker serving turns on http://{addr} (model {})",
         settings.model_id
     );
+    let host = match worker.uploads {
+        Some(files) => host.uploads(files),
+        None => host,
+    };
     let host = if args.console {
         let console =
             agent_worker::hosts::container::console::Console::new(&args.console_user, &args.console_account);

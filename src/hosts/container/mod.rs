@@ -7,6 +7,7 @@
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
 //! | `POST /turns/{turnId}/actions/{callId}?session=S&userId=U&accountId=A` with the tab's answer | a UI action answered by the person's tab: see [`actions`] (with [`ContainerHost::ui_answers`]) |
+//! | `POST /conversations/{id}/files?userId=U&accountId=A&name=N` with the file's bytes | a file the person attaches: see [`files`] (with [`ContainerHost::uploads`]) |
 //! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
 //!
@@ -38,6 +39,7 @@ mod actions;
 pub mod console;
 mod conversations;
 mod events;
+mod files;
 mod jobs;
 
 pub use events::DEFAULT_MAX_EVENT_STREAMS;
@@ -197,6 +199,7 @@ struct Inner {
     jobs: std::sync::OnceLock<crate::hosts::jobs::JobReports>,
     answers: std::sync::OnceLock<Arc<dyn crate::session::ActionAnswerStore>>,
     console: std::sync::OnceLock<console::Console>,
+    uploads: std::sync::OnceLock<Arc<dyn crate::engine::attachments::FileUploads>>,
     followers: events::Followers,
 }
 
@@ -236,6 +239,7 @@ impl ContainerHost {
                 jobs: std::sync::OnceLock::new(),
                 answers: std::sync::OnceLock::new(),
                 console: std::sync::OnceLock::new(),
+                uploads: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -290,6 +294,16 @@ impl ContainerHost {
         self
     }
 
+    /// Takes the files people attach on `POST /conversations/{id}/files` into `files` (without
+    /// it that route answers 404). One per host: a second call keeps the first.
+    #[must_use]
+    pub fn uploads(self, files: Arc<dyn crate::engine::attachments::FileUploads>) -> Self {
+        if self.inner.uploads.set(files).is_err() {
+            tracing::warn!("uploads were set twice; the first stay");
+        }
+        self
+    }
+
     /// The turns running now, by id, with their sessions.
     pub fn running(&self) -> HashMap<String, String> {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
@@ -312,6 +326,7 @@ impl ContainerHost {
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
             .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
+            .route("/conversations/{id}/files", post(files::upload))
             .route("/jobs/events", post(jobs::report))
             .route("/conversations", get(conversations::list))
             .route(
@@ -554,19 +569,36 @@ impl SessionQuery {
                 ));
             }
         }
-        let asking = conversations::person(self.user_id.as_deref(), self.account_id.as_deref())
-            .map_err(IntoResponse::into_response)?;
-        match host.inner.store.owner(&self.session).await {
-            Ok(Some(owner)) if owner != asking => {
-                asking.warn_refused(&owner, "a read or a stop");
-                Err(error(
-                    StatusCode::NOT_FOUND,
-                    format!("no turn {turn_id} in a conversation of yours"),
-                ))
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(error(StatusCode::SERVICE_UNAVAILABLE, e.client_message())),
+        let missing = format!("no turn {turn_id} in a conversation of yours");
+        check_owner(
+            host,
+            &self.session,
+            self.user_id.as_deref(),
+            self.account_id.as_deref(),
+            &missing,
+        )
+        .await
+    }
+}
+
+/// Whether the person the ids name may act on conversation `session`: both ids are given, and
+/// it is theirs (or no one's yet). Otherwise the answer to send: 400 for a missing id, 404
+/// saying `missing` for someone else's (never 403: that would say it exists).
+async fn check_owner(
+    host: &ContainerHost,
+    session: &str,
+    user_id: Option<&str>,
+    account_id: Option<&str>,
+    missing: &str,
+) -> Result<(), Response> {
+    let asking = conversations::person(user_id, account_id).map_err(IntoResponse::into_response)?;
+    match host.inner.store.owner(session).await {
+        Ok(Some(owner)) if owner != asking => {
+            asking.warn_refused(&owner, "a read, a stop or an upload");
+            Err(error(StatusCode::NOT_FOUND, missing))
         }
+        Ok(_) => Ok(()),
+        Err(e) => Err(error(StatusCode::SERVICE_UNAVAILABLE, e.client_message())),
     }
 }
 

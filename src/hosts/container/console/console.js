@@ -48,6 +48,7 @@ const state = {
   turn: null,          // the running turn: { id, source, view }
   acceptedTurn: null,  // the one turn whose UI action requests this tab takes
   voice: null,         // { language } while the composed message was spoken
+  attached: [],        // the references of the files attached to the next message
 };
 
 // ---- The task list: the page's own surface ---------------------------------------------------
@@ -147,6 +148,34 @@ async function answerAction(request) {
   await api(path, { method: "POST", body });
 }
 
+// ---- Files the person attaches ------------------------------------------------------------------
+const sizeOf = (bytes) => bytes < 1024 ? `${bytes} B` : bytes < 1048576 ? `${(bytes / 1024).toFixed(1)} KB` : `${(bytes / 1048576).toFixed(1)} MB`;
+const fileChip = (ref, onRemove) => el("span", { class: "file", "data-file": ref.id },
+  el("span", {}, ref.name), el("span", { class: "usage" }, sizeOf(ref.size)),
+  onRemove ? el("button", { type: "button", "aria-label": `Remove ${ref.name}`, onclick: onRemove }, "×") : null);
+
+function renderAttached() {
+  const box = $("attached");
+  box.hidden = state.attached.length === 0;
+  box.replaceChildren(...state.attached.map((ref) => fileChip(ref, () => {
+    state.attached = state.attached.filter((r) => r !== ref);
+    renderAttached();
+  })));
+}
+
+async function attach(file) {
+  const query = `${personQuery()}&name=${encodeURIComponent(file.name)}`;
+  const response = await fetch(`/conversations/${encodeURIComponent(state.conversation)}/files?${query}`, {
+    method: "POST",
+    headers: { "content-type": file.type || "application/octet-stream", "x-console-token": token },
+    body: file,
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `${response.status}`);
+  state.attached.push(data);
+  renderAttached();
+}
+
 // ---- Rendering messages ---------------------------------------------------------------------
 const messages = $("messages");
 const scrollDown = () => { messages.scrollTop = messages.scrollHeight; };
@@ -244,7 +273,11 @@ async function openConversation(id) {
       // A decision on an approval is stored as the worker's <approval> block, not as words.
       const decided = /^<approval [^>]*outcome="([a-z_]+)"/.exec(message.text || "");
       if (decided) messages.append(el("div", { class: "message note" }, `Your decision: ${decided[1].replaceAll("_", " ")}`));
-      else if (message.text) messageView("user").text.textContent = message.text;
+      else if (message.text || (message.attachments || []).length) {
+        const view = messageView("user");
+        view.text.textContent = message.text;
+        if ((message.attachments || []).length) view.node.append(el("div", { class: "files" }, ...message.attachments.map((ref) => fileChip(ref))));
+      }
       turnView = null;
       continue;
     }
@@ -290,7 +323,15 @@ async function send(text, approval) {
   const payload = { turnId, conversationId: session, userId: person.userId, accountId: person.accountId, content: text, context };
   if (approval) payload.approval = approval;
   if (supersedes.length) payload.supersedes = supersedes;
-  if (text) messageView("user").text.textContent = text;
+  const attachments = approval ? [] : state.attached;
+  if (attachments.length) payload.attachments = attachments;
+  if (!approval) state.attached = [];
+  renderAttached();
+  if (text || attachments.length) {
+    const mine = messageView("user");
+    mine.text.textContent = text;
+    if (attachments.length) mine.node.append(el("div", { class: "files" }, ...attachments.map((ref) => fileChip(ref))));
+  }
   const view = messageView("assistant");
   view.node.dataset.turn = turnId;
   scrollDown();
@@ -373,7 +414,7 @@ function follow(turnId, session, view) {
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = $("input").value.trim();
-  if (!text) return;
+  if (!text && state.attached.length === 0) return;
   $("input").value = "";
   send(text);
 });
@@ -393,6 +434,18 @@ $("stop").addEventListener("click", async () => {
   $("status").textContent = "stopping…";
 });
 $("new-conversation").addEventListener("click", () => openConversation(newId("c")));
+$("attach").addEventListener("click", () => $("file").click());
+$("file").addEventListener("change", async () => {
+  for (const file of $("file").files) {
+    try {
+      await attach(file);
+    } catch (e) {
+      $("attached").hidden = false;
+      $("attached").append(el("span", { class: "note failed" }, `${file.name}: ${e.message}`));
+    }
+  }
+  $("file").value = "";
+});
 $("menu").addEventListener("click", () => $("app").classList.toggle("menu-open"));
 $("add-task").addEventListener("submit", (e) => {
   e.preventDefault();

@@ -135,6 +135,27 @@ impl<T: FileArea + ?Sized> FileArea for std::sync::Arc<T> {
 /// The name of the file that keeps a conversation's token count in a local file area.
 const USAGE_FILE: &str = ".usage";
 
+/// A file area a host can put people's uploads into (the container's upload route).
+#[async_trait]
+pub trait FileUploads: FileArea {
+    /// Stores `bytes` as file `reference.id` of `owner`, with its reference beside it.
+    async fn upload(&self, owner: &str, reference: &AttachmentRef, bytes: Vec<u8>)
+    -> Result<(), Unavailable>;
+}
+
+#[async_trait]
+impl FileUploads for LocalFileArea {
+    async fn upload(
+        &self,
+        owner: &str,
+        reference: &AttachmentRef,
+        bytes: Vec<u8>,
+    ) -> Result<(), Unavailable> {
+        self.put(owner, reference, &bytes)
+            .map_err(|e| Unavailable::Store(Failure::caused_by("storing an upload", e)))
+    }
+}
+
 /// A file area in a local directory: `<root>/<owner>/<id>` and its reference beside it in
 /// `<id>.json`. The embedded default.
 #[derive(Debug, Clone)]
