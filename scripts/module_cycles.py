@@ -17,6 +17,7 @@ CRATES = {
     "agent-worker-contract": "crates/agent-worker-contract/src",
     "agent-worker-core": "crates/agent-worker-core/src",
     "agent-worker-aws": "crates/agent-worker-aws/src",
+    "agent-worker-models": "crates/agent-worker-models/src",
     "agent-worker-testkit": "crates/agent-worker-testkit/src",
 }
 

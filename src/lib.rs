@@ -51,6 +51,8 @@ pub use agent_worker_core::clock;
 pub use agent_worker_core::conversations;
 pub use agent_worker_core::engine::Engine;
 pub use agent_worker_core::session::{MemoryStore, SessionStore};
+/// Model providers beside Bedrock: the Anthropic Messages API.
+pub use agent_worker_models as models;
 
 /// The turn engine ([`agent_worker_core::engine`]), with the model on Bedrock beside its seam.
 pub mod engine {

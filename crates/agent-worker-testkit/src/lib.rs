@@ -1,4 +1,4 @@
-//! agent-worker's test kit: the Bedrock stand-in, moto's server, the fault proxy, the desk
+//! agent-worker's test kit: the Bedrock stand-in, the Anthropic API's stand-in, moto's server, the fault proxy, the desk
 //! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, the session
 //! audit, and real files (a PDF).
 //!
@@ -8,6 +8,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
+pub mod anthropic_stand_in;
 pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod fault_proxy;
@@ -18,6 +19,7 @@ pub mod moto;
 pub mod prompt_cache;
 pub mod session_audit;
 
+pub use anthropic_stand_in::{AnthropicRequest, AnthropicStandIn, SseReply};
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };

@@ -39,11 +39,24 @@ pub(crate) struct InvokeArgs {
 }
 
 /// The Bedrock engine the local commands run (`invoke`, `agent-protocol`).
+/// Who runs the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Provider {
+    /// Amazon Bedrock (ConverseStream).
+    Bedrock,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct EngineArgs {
     /// The Bedrock model id or inference profile.
     #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
     pub(crate) model_id: String,
+    /// Who runs the model: Amazon Bedrock, or the Anthropic API (its key in
+    /// `ANTHROPIC_API_KEY`; `--endpoint-url`, or `ANTHROPIC_BASE_URL`, for a gateway).
+    #[arg(long, env = "MODEL_PROVIDER", value_enum, default_value = "bedrock")]
+    pub(crate) provider: Provider,
     /// A Bedrock-compatible endpoint, such as the stand-in's.
     #[arg(long, env = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME")]
     pub(crate) endpoint_url: Option<String>,
@@ -103,6 +116,24 @@ impl EngineArgs {
         ))
     }
 
+    /// The model on the Anthropic API: its key from `ANTHROPIC_API_KEY`, its base URL from
+    /// `--endpoint-url` or `ANTHROPIC_BASE_URL`.
+    fn anthropic_model(&self) -> Result<agent_worker::models::AnthropicModel, String> {
+        use agent_worker::models::{AnthropicModel, ApiKey};
+        let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
+        let key = ApiKey::new(key).map_err(|e| format!("ANTHROPIC_API_KEY: {e}"))?;
+        let model = AnthropicModel::new(key, self.model_id.clone());
+        let base = self.endpoint_url.clone().or_else(|| {
+            std::env::var("ANTHROPIC_BASE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+        });
+        Ok(match base {
+            Some(url) => model.base_url(url),
+            None => model,
+        })
+    }
+
     /// What waits for jobs to settle: the table's job events, when sessions are kept in one.
     fn job_waiter(
         &self,
@@ -132,10 +163,14 @@ impl EngineArgs {
     pub(crate) async fn engine(&self) -> Result<Engine, String> {
         let shared = aws_config(self.region.as_deref()).await;
         let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
-        let client = bedrock_client(&shared, self.endpoint_url.as_deref());
-        let builder = Engine::builder()
-            .model(BedrockModel::new(client, self.model_id.clone()))
-            .tool_policy(configured.policy.clone());
+        let builder = match self.provider {
+            Provider::Bedrock => {
+                let client = bedrock_client(&shared, self.endpoint_url.as_deref());
+                Engine::builder().model(BedrockModel::new(client, self.model_id.clone()))
+            }
+            Provider::Anthropic => Engine::builder().model(self.anthropic_model()?),
+        }
+        .tool_policy(configured.policy.clone());
         let mut builder = configured.equip(builder, tools_named(&self.tools)?);
         builder = match &self.table {
             Some(table) => {

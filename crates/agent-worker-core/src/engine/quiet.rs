@@ -48,9 +48,6 @@ impl Quiet {
                 self.chunk_timeout.as_millis()
             ),
         };
-        ModelError {
-            kind: ModelErrorKind::Timeout,
-            message,
-        }
+        ModelError::new(ModelErrorKind::Timeout, message)
     }
 }

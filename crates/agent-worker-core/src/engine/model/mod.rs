@@ -185,6 +185,8 @@ pub struct ModelError {
     pub kind: ModelErrorKind,
     /// Readable details, with the provider's error code when it gave one.
     pub message: String,
+    /// How long the provider asked to be left alone before a retry (`retry-after`).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ModelError {
@@ -193,7 +195,15 @@ impl ModelError {
         Self {
             kind,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, with the wait the provider asked for before a retry.
+    #[must_use]
+    pub fn retry_after(mut self, wait: Option<std::time::Duration>) -> Self {
+        self.retry_after = wait;
+        self
     }
 }
 

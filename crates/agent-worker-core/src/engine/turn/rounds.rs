@@ -263,7 +263,12 @@ pub(super) async fn run_step_with_retries(
         turn.discard_step();
         if transient && attempt < config.retries {
             attempt += 1;
-            let delay = backoff(config, attempt);
+            // The provider's own `retry-after` wins over the backoff, within the longest delay.
+            let asked = error.retry_after.map(|wait| wait.min(config.retry_max_delay));
+            let delay = asked.map_or_else(
+                || backoff(config, attempt),
+                |wait| wait.max(backoff(config, attempt)),
+            );
             tracing::info!(attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying the model");
             out.emit(AgentEvent::Retrying {
                 attempt,

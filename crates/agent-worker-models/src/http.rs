@@ -1,0 +1,117 @@
+//! What the HTTP adapters share: the API key (never shown), failures classified by status, and a
+//! response's server-sent events.
+
+use std::fmt;
+use std::time::Duration;
+
+use agent_worker_core::engine::model::{ModelError, ModelErrorKind};
+use eventsource_stream::{Event, Eventsource as _};
+use futures_util::{Stream, StreamExt as _};
+
+/// A provider's API key: sent in its header, hidden from `Debug`, never logged.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `key`, or why it cannot be one.
+    pub fn new(key: impl Into<String>) -> Result<Self, String> {
+        let key = key.into();
+        if key.trim().is_empty() {
+            return Err("the API key is empty".into());
+        }
+        Ok(Self(key))
+    }
+
+    /// The key itself, for its header.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(…)")
+    }
+}
+
+/// The kind of failure an HTTP status says: 429 throttled, 529 and 5xx unavailable (overloaded),
+/// 408 a timeout, 400 and 413 rejected (the engine compacts a "too long" one), 401 and 403
+/// refused, 404 not found.
+pub(crate) fn kind_of_status(status: u16) -> ModelErrorKind {
+    match status {
+        429 => ModelErrorKind::Throttled,
+        408 => ModelErrorKind::Timeout,
+        500..=599 => ModelErrorKind::Unavailable,
+        400 | 413 | 422 => ModelErrorKind::Rejected,
+        401 | 403 => ModelErrorKind::AccessDenied,
+        404 => ModelErrorKind::NotFound,
+        _ => ModelErrorKind::Other,
+    }
+}
+
+/// The `retry-after` a response carries, in seconds.
+pub(crate) fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// A failed response as a model error: its status's kind, the provider's own message (from
+/// `{"error": {"message"}}` when the body has one) and its `retry-after`.
+pub(crate) async fn failed_response(provider: &str, response: reqwest::Response) -> ModelError {
+    let status = response.status().as_u16();
+    let wait = retry_after(&response);
+    let body = response.text().await.unwrap_or_default();
+    let said = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| {
+            let error = v.get("error")?;
+            let message = error
+                .get("message")
+                .and_then(|m| m.as_str())
+                .or_else(|| error.as_str())?;
+            let kind = error.get("type").and_then(|t| t.as_str());
+            Some(match kind {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| body.chars().take(300).collect());
+    ModelError::new(
+        kind_of_status(status),
+        format!("{provider} answered {status}: {said}"),
+    )
+    .retry_after(wait)
+}
+
+/// A request that could not be sent or answered at all.
+pub(crate) fn unreachable(provider: &str, error: &reqwest::Error) -> ModelError {
+    let kind = if error.is_timeout() {
+        ModelErrorKind::Timeout
+    } else {
+        ModelErrorKind::Unavailable
+    };
+    ModelError::new(kind, format!("{provider} could not be reached: {error}"))
+}
+
+/// The server-sent events of a streaming response.
+pub(crate) fn events(
+    provider: &'static str,
+    response: reqwest::Response,
+) -> impl Stream<Item = Result<Event, ModelError>> + Send + 'static {
+    response.bytes_stream().eventsource().map(move |event| {
+        event.map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::StreamInterrupted,
+                format!("{provider}'s stream broke: {e}"),
+            )
+        })
+    })
+}

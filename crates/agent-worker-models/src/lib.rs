@@ -1,0 +1,16 @@
+//! Model adapters beyond Bedrock, each a [`Model`](agent_worker_core::engine::model::Model) of
+//! the engine, speaking the provider's documented streaming API over HTTPS:
+//!
+//! - [`AnthropicModel`]: the Anthropic Messages API (`POST {base}/v1/messages`, server-sent
+//!   events).
+//!
+//! Each maps the engine's provider-neutral request and events onto the provider's, classifies its
+//! failures (429 and overloads are transient, with the provider's `retry-after`), and puts prompt
+//! cache breakpoints where Bedrock's cache points go.
+#![warn(missing_docs)]
+
+mod anthropic;
+mod http;
+
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
+pub use http::ApiKey;

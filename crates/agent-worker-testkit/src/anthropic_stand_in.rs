@@ -1,0 +1,234 @@
+//! [`AnthropicStandIn`]: the Anthropic Messages API on 127.0.0.1, speaking its documented
+//! server-sent events (`message_start`, `content_block_*`, `message_delta`, `message_stop`, the
+//! `ping` keep-alives, and `error` mid-stream), so that `AnthropicModel`'s real HTTP and SSE code
+//! runs. Scripted per test with [`SseReply`]s; every request is recorded.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SseReply {
+    /// A 200 event stream: each event's name and JSON data.
+    Events(Vec<(String, Value)>),
+    /// An HTTP error with the API's JSON error body, and `retry-after` when given.
+    Error {
+        /// The status.
+        status: u16,
+        /// The error's type, such as `rate_limit_error`.
+        error_type: String,
+        /// Its message.
+        message: String,
+        /// `retry-after`, as the header says it.
+        retry_after: Option<String>,
+    },
+}
+
+fn event(name: &str, data: Value) -> (String, Value) {
+    (name.to_owned(), data)
+}
+
+fn start(input_tokens: u64) -> Vec<(String, Value)> {
+    vec![
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_stand_in", "type": "message", "role": "assistant",
+                "content": [], "model": "stand-in", "stop_reason": null,
+                "usage": {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}),
+        ),
+        event("ping", json!({"type": "ping"})),
+    ]
+}
+
+fn end(reason: &str, output_tokens: u64) -> Vec<(String, Value)> {
+    vec![
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}),
+        ),
+        event("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+impl SseReply {
+    /// A streamed answer of `text` in three pieces, ending the turn.
+    pub fn text(text: &str) -> Self {
+        let mut events = start(25);
+        events.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ));
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
+            events.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece.iter().collect::<String>()}}),
+            ));
+        }
+        events.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        events.extend(end("end_turn", 9));
+        Self::Events(events)
+    }
+
+    /// A call of tool `name` with `input` (JSON text, streamed in two pieces), stopping for its
+    /// result.
+    pub fn tool_call(id: &str, name: &str, input: &str) -> Self {
+        let mut events = start(40);
+        events.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
+        let half = input.len() / 2;
+        let half = (0..=half).rev().find(|i| input.is_char_boundary(*i)).unwrap_or(0);
+        for piece in [&input[..half], &input[half..]] {
+            events.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+            ));
+        }
+        events.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        events.extend(end("tool_use", 15));
+        Self::Events(events)
+    }
+
+    /// A stream that fails after its start with the API's `overloaded_error` event.
+    pub fn overloaded_mid_stream() -> Self {
+        let mut events = start(25);
+        events.push(event(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ));
+        Self::Events(events)
+    }
+
+    /// An HTTP error, as the API answers one.
+    pub fn http_error(status: u16, error_type: &str, message: &str, retry_after: Option<&str>) -> Self {
+        Self::Error {
+            status,
+            error_type: error_type.to_owned(),
+            message: message.to_owned(),
+            retry_after: retry_after.map(str::to_owned),
+        }
+    }
+}
+
+/// One request the stand-in received.
+#[derive(Debug, Clone)]
+pub struct AnthropicRequest {
+    /// Its `x-api-key` header.
+    pub api_key: Option<String>,
+    /// Its `anthropic-version` header.
+    pub version: Option<String>,
+    /// Its JSON body.
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct Script {
+    replies: Mutex<VecDeque<SseReply>>,
+    requests: Mutex<Vec<AnthropicRequest>>,
+}
+
+/// The stand-in, serving until dropped.
+#[derive(Debug)]
+pub struct AnthropicStandIn {
+    url: String,
+    script: Arc<Script>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Script")
+    }
+}
+
+impl AnthropicStandIn {
+    /// Starts it on a free port of 127.0.0.1.
+    pub async fn start() -> std::io::Result<Self> {
+        let script = Arc::new(Script::default());
+        let app = Router::new()
+            .route("/v1/messages", post(messages))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let stop = crate::serve_in_background(listener, app);
+        Ok(Self {
+            url,
+            script,
+            _stop: stop,
+        })
+    }
+
+    /// Its base URL (the host, as the API's clients take it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Adds a reply to the script.
+    pub fn push(&self, reply: SseReply) {
+        if let Ok(mut replies) = self.script.replies.lock() {
+            replies.push_back(reply);
+        }
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<AnthropicRequest> {
+        self.script.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    let header_of = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let request = AnthropicRequest {
+        api_key: header_of("x-api-key"),
+        version: header_of("anthropic-version"),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    if let Ok(mut requests) = script.requests.lock() {
+        requests.push(request);
+    }
+    let reply = script.replies.lock().ok().and_then(|mut r| r.pop_front());
+    match reply {
+        Some(SseReply::Events(events)) => {
+            let body: String = events
+                .iter()
+                .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+                .collect();
+            ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+        }
+        Some(SseReply::Error {
+            status,
+            error_type,
+            message,
+            retry_after,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = json!({"type": "error", "error": {"type": error_type, "message": message}});
+            let mut response = (status, axum::Json(body)).into_response();
+            if let Some(wait) = retry_after.and_then(|w| header::HeaderValue::from_str(&w).ok()) {
+                response.headers_mut().insert(header::RETRY_AFTER, wait);
+            }
+            response
+        }
+        None => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"type": "error", "error": {"type": "invalid_request_error", "message": "the stand-in's script ran out"}})),
+        )
+            .into_response(),
+    }
+}
