@@ -186,6 +186,8 @@ fn every_feature_is_deployable_by_parameters() {
         ("DEFAULT_AGENT", "DefaultAgent"),
         ("FILES_PREFIX", "FilesPrefix"),
         ("ATTACHMENT_TOOLS", "AttachmentTools"),
+        ("MODEL_PROVIDER", "ModelProvider"),
+        ("ANTHROPIC_API_KEY_SECRET_ARN", "AnthropicApiKeySecretArn"),
     ] {
         assert!(!t["Parameters"][parameter].is_null(), "no parameter {parameter}");
         let value = serde_yaml::to_string(&variables[variable]).unwrap();
@@ -595,6 +597,38 @@ fn the_files_bucket_and_its_key_reach_the_function_and_its_policy() {
     let named = Deployment::new("us-east-1", &[("FilesBucket", "uploads")]);
     assert_eq!(bucket(&named), "uploads");
     assert!(!sids(&named).contains(&"UseTheFilesKey".to_owned()));
+}
+
+#[test]
+fn on_the_anthropic_api_the_function_may_read_its_key_and_nothing_more() {
+    let sids = |d: &Deployment| -> Vec<Value> {
+        d.eval(&d.template["Resources"]["AgentWorkerFunction"]["Properties"]["Policies"][0]["Statement"])
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Sid"].as_str() == Some("ReadTheAnthropicKey"))
+            .cloned()
+            .collect()
+    };
+    assert!(sids(&Deployment::new("us-east-1", &[])).is_empty());
+    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:anthropic-key";
+    let anthropic = Deployment::new(
+        "us-east-1",
+        &[
+            ("ModelProvider", "anthropic"),
+            ("AnthropicApiKeySecretArn", arn),
+            ("ModelId", "claude-sonnet-4-6"),
+        ],
+    );
+    let read = sids(&anthropic);
+    assert_eq!(read.len(), 1);
+    assert_eq!(strings(&read[0]["Action"]), ["secretsmanager:GetSecretValue"]);
+    assert_eq!(strings(&read[0]["Resource"]), [arn]);
+    let variables = anthropic.eval(
+        &anthropic.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"],
+    );
+    assert_eq!(variables["MODEL_PROVIDER"], "anthropic");
+    assert_eq!(variables["MODEL_ID"], "claude-sonnet-4-6");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! | name | required | meaning |
 //! | --- | --- | --- |
 //! | `TABLE_NAME` | yes | the DynamoDB table of sessions and event logs |
-//! | `MODEL_ID` | yes | the Bedrock model id or inference profile |
+//! | `MODEL_ID` | yes | the Bedrock model id or inference profile (the provider's model id with `MODEL_PROVIDER`) |
+//! | `MODEL_PROVIDER` | no | `bedrock` (default) or `anthropic`: the Anthropic Messages API, with `ANTHROPIC_API_KEY` (or `ANTHROPIC_API_KEY_SECRET_ARN`) and, for a gateway, `ANTHROPIC_BASE_URL` |
 //! | `TOOLS` | no | comma-separated example tools to enable (`current_time,add,word_count`) |
 //! | `SYSTEM_PROMPT` | no | the assistant's identity and rules (wins over the configuration file's persona) |
 //! | `AGENT_WORKER_CONFIG` | no | the configuration file of the product's tools, policy and persona ([`config`](super::config)); read by the binaries, which pass what it yields to [`build`](WorkerSettings::build) |
@@ -79,6 +80,21 @@ pub enum SinkKind {
     },
 }
 
+/// Who runs the model.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ModelProvider {
+    /// Amazon Bedrock (ConverseStream), on the client the binary makes.
+    #[default]
+    Bedrock,
+    /// The Anthropic Messages API.
+    Anthropic {
+        /// `ANTHROPIC_API_KEY` (hidden from `Debug`).
+        api_key: crate::models::ApiKey,
+        /// `ANTHROPIC_BASE_URL`: a gateway's, when set.
+        base_url: Option<String>,
+    },
+}
+
 /// Where the tab's answers to UI actions are read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum UiAnswersFrom {
@@ -123,6 +139,8 @@ pub struct WorkerSettings {
     pub attachment_tools: bool,
     /// `UI_ANSWERS`: where the tab's answers to UI actions are read.
     pub ui_answers: UiAnswersFrom,
+    /// `MODEL_PROVIDER`: who runs the model.
+    pub provider: ModelProvider,
     /// `PROMPT_CACHING`: prompt caching forced on or off; `None` leaves it to the model.
     pub prompt_caching: Option<bool>,
     /// `STORE_MARGIN_MS`: time kept back from an invocation's (or a message's visibility)
@@ -172,6 +190,29 @@ pub struct FilesLocation {
     pub bucket: String,
     /// `FILES_PREFIX`.
     pub prefix: String,
+}
+
+/// Model `id` on `provider` (Bedrock on `client`), prompt caching as `caching` says (or as
+/// the model supports).
+fn model_of(
+    provider: &ModelProvider,
+    client: aws_sdk_bedrockruntime::Client,
+    id: &str,
+    caching: Option<bool>,
+) -> Arc<dyn Model> {
+    match provider {
+        ModelProvider::Bedrock => Arc::new(bedrock_model(client, id, caching)),
+        ModelProvider::Anthropic { api_key, base_url } => {
+            let mut model = crate::models::AnthropicModel::new(api_key.clone(), id);
+            if let Some(url) = base_url {
+                model = model.base_url(url.clone());
+            }
+            if let Some(on) = caching {
+                model = model.with_prompt_caching(on);
+            }
+            Arc::new(model)
+        }
+    }
 }
 
 /// Model `id` on `client`, prompt caching as `caching` says (or as the model supports).
@@ -315,6 +356,20 @@ impl WorkerSettings {
                 "needs FILES_BUCKET or FILES_DIR, where the files are",
             ));
         }
+        let provider = match get("MODEL_PROVIDER").as_deref().map(str::trim) {
+            None | Some("" | "bedrock") => ModelProvider::Bedrock,
+            Some("anthropic") => ModelProvider::Anthropic {
+                api_key: crate::models::ApiKey::new(required("ANTHROPIC_API_KEY")?)
+                    .map_err(|e| error("ANTHROPIC_API_KEY", e))?,
+                base_url: get("ANTHROPIC_BASE_URL").filter(|u| !u.trim().is_empty()),
+            },
+            Some(other) => {
+                return Err(error(
+                    "MODEL_PROVIDER",
+                    format!("{other:?} is not bedrock or anthropic"),
+                ));
+            }
+        };
         let ui_answers = match get("UI_ANSWERS").as_deref().map(str::trim) {
             None | Some("" | "table") => UiAnswersFrom::Table,
             Some("realtime") => UiAnswersFrom::Realtime {
@@ -356,6 +411,7 @@ impl WorkerSettings {
             files_dir,
             attachment_tools,
             ui_answers,
+            provider,
             agents_dir,
             default_agent,
             approval_secret,
@@ -458,12 +514,13 @@ impl WorkerSettings {
         configured: &Configured,
     ) -> Result<AgentRuntime, SettingsError> {
         let prompt_caching = self.prompt_caching;
+        let provider = self.provider.clone();
         let mut builder = AgentRuntime::builder()
             .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
             .catalog_dir(folder)
             .map_err(|e| error("AGENTS_DIR", e.to_string()))?
             .models(&self.model_id, move |id| {
-                Arc::new(bedrock_model(bedrock.clone(), id, prompt_caching)) as Arc<dyn Model>
+                model_of(&provider, bedrock.clone(), id, prompt_caching)
             })
             .session_store(store.clone())
             .thread_store(DynamoThreadStore::new(store))
@@ -482,7 +539,12 @@ impl WorkerSettings {
         configured: &Configured,
     ) -> Result<Engine, SettingsError> {
         let builder = Engine::builder()
-            .model(bedrock_model(bedrock, &self.model_id, self.prompt_caching))
+            .model(model_of(
+                &self.provider,
+                bedrock,
+                &self.model_id,
+                self.prompt_caching,
+            ))
             .store(store.clone())
             .ui_answers(match &self.ui_answers {
                 UiAnswersFrom::Table => Arc::new(store.clone()) as Arc<dyn crate::session::ActionAnswers>,

@@ -9,7 +9,7 @@ use eventsource_stream::{Event, Eventsource as _};
 use futures_util::{Stream, StreamExt as _};
 
 /// A provider's API key: sent in its header, hidden from `Debug`, never logged.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
 
 impl ApiKey {
