@@ -1,6 +1,7 @@
-//! The engine on model providers beside Bedrock, each against a stand-in that speaks the
-//! provider's documented wire format, so the real client code runs: the fixture turn (question →
-//! tool → answer), throttling with the provider's `retry-after`, and a stream that fails midway.
+//! The engine on model providers beside Bedrock (the Anthropic API, OpenAI-compatible APIs), each
+//! against a stand-in that speaks the provider's documented wire format, so the real client code
+//! runs: the fixture turn (question → tool → answer), throttling with the provider's
+//! `retry-after`, a stream that fails midway, and the command line and the Lambda handler on them.
 
 mod support;
 
@@ -10,14 +11,14 @@ use agent_worker::engine::{Engine, EngineConfig};
 use agent_worker::models::{ANTHROPIC_VERSION, AnthropicModel, ApiKey};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{AnthropicStandIn, SseReply};
+use agent_worker_testkit::{ProviderStandIn, SseReply};
 use futures_util::StreamExt as _;
 use serde_json::json;
 use support::{config, example_tools};
 
 const KEY: &str = "sk-ant-stand-in-0123456789";
 
-fn anthropic_engine(stand_in: &AnthropicStandIn, config: EngineConfig) -> Engine {
+fn anthropic_engine(stand_in: &ProviderStandIn, config: EngineConfig) -> Engine {
     let model = AnthropicModel::new(ApiKey::new(KEY).unwrap(), "claude-sonnet-4-6").base_url(stand_in.url());
     Engine::builder()
         .model(model)
@@ -38,7 +39,7 @@ async fn turn(engine: &Engine, session: &str, text: &str) -> Vec<AgentEvent> {
 
 #[tokio::test]
 async fn the_fixture_turn_runs_on_the_anthropic_api() {
-    let stand_in = AnthropicStandIn::start().await.unwrap();
+    let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::tool_call("toolu_01", "add", r#"{"numbers": [2, 40]}"#));
     stand_in.push(SseReply::text("2 + 40 is 42."));
     let engine = anthropic_engine(&stand_in, config());
@@ -93,7 +94,7 @@ async fn the_fixture_turn_runs_on_the_anthropic_api() {
 
 #[tokio::test]
 async fn a_throttled_or_overloaded_call_is_retried_after_the_wait_the_api_asks_for() {
-    let stand_in = AnthropicStandIn::start().await.unwrap();
+    let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::http_error(
         429,
         "rate_limit_error",
@@ -131,7 +132,7 @@ async fn a_throttled_or_overloaded_call_is_retried_after_the_wait_the_api_asks_f
 
 #[tokio::test]
 async fn a_refused_request_fails_the_turn_with_the_apis_words_and_the_key_is_never_shown() {
-    let stand_in = AnthropicStandIn::start().await.unwrap();
+    let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::http_error(
         401,
         "authentication_error",
@@ -154,7 +155,7 @@ async fn a_refused_request_fails_the_turn_with_the_apis_words_and_the_key_is_nev
 
 #[tokio::test]
 async fn invoke_runs_a_tool_turn_on_the_anthropic_api_and_prints_the_same_event_shapes() {
-    let stand_in = AnthropicStandIn::start().await.unwrap();
+    let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::tool_call("toolu_9", "current_time", "{}"));
     stand_in.push(SseReply::text("It is now."));
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
@@ -228,7 +229,7 @@ async fn the_lambda_handler_runs_the_fixture_turn_on_the_anthropic_api_by_settin
     use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
     use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
-    let stand_in = AnthropicStandIn::start().await.unwrap();
+    let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::tool_call("toolu_02", "add", r#"{"numbers": [20, 22]}"#));
     stand_in.push(SseReply::text("42."));
     let table = format!("providers-{}", uuid::Uuid::new_v4().simple());
@@ -283,4 +284,122 @@ async fn the_lambda_handler_runs_the_fixture_turn_on_the_anthropic_api_by_settin
     let history = store.load_history("s-lambda").await.unwrap();
     assert_eq!(history.len(), 4, "question, call, result, answer: {history:?}");
     assert!(format!("{:?}", history[3]).contains("42."));
+}
+
+#[tokio::test]
+async fn the_fixture_turn_runs_on_an_openai_compatible_api() {
+    use agent_worker::models::OpenAiModel;
+    let stand_in = ProviderStandIn::start().await.unwrap();
+    stand_in.push(SseReply::http_error(
+        429,
+        "rate_limit_exceeded",
+        "Rate limit reached.",
+        Some("0.2"),
+    ));
+    stand_in.push(SseReply::openai_tool_call(
+        "call_01",
+        "add",
+        r#"{"numbers": [2, 40]}"#,
+    ));
+    stand_in.push(SseReply::openai_text("2 + 40 is 42."));
+    let model = OpenAiModel::new(ApiKey::new(KEY).unwrap(), "gpt-4.1-mini")
+        .base_url(stand_in.openai_url())
+        .header("x-gateway", "team-a");
+    let engine = Engine::builder()
+        .model(model)
+        .store(MemoryStore::new())
+        .system_prompt("You are a concise assistant.")
+        .tools(example_tools(&["add"]))
+        .config(EngineConfig {
+            retry_max_delay: std::time::Duration::from_secs(2),
+            ..config()
+        })
+        .build()
+        .unwrap();
+    let events = turn(&engine, "s-openai", "What is 2 + 40?").await;
+    let kinds: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
+    assert_eq!(
+        kinds,
+        [
+            "retrying",
+            "tool_started",
+            "tool_ended",
+            "usage",
+            "text",
+            "text",
+            "text",
+            "usage",
+            "completed"
+        ],
+        "{events:?}"
+    );
+    match &events[0] {
+        AgentEvent::Retrying { delay_ms, .. } => assert!(*delay_ms >= 200, "retry-after: {delay_ms}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(support::text_of(&events), "2 + 40 is 42.");
+    let requests = stand_in.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests.iter().all(|r| r.path == "/v1/chat/completions"));
+    assert_eq!(
+        requests[1].authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let first = &requests[1].body;
+    assert_eq!(first["model"], "gpt-4.1-mini");
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert_eq!(first["tools"][0]["function"]["name"], "add");
+    let second = &requests[2].body;
+    let result = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        (&result["role"], &result["tool_call_id"]),
+        (&json!("tool"), &json!("call_01"))
+    );
+    assert!(result["content"].as_str().unwrap().contains("42"));
+}
+
+#[tokio::test]
+async fn invoke_runs_a_tool_turn_on_an_openai_compatible_api() {
+    let stand_in = ProviderStandIn::start().await.unwrap();
+    stand_in.push(SseReply::openai_tool_call("call_7", "current_time", "{}"));
+    stand_in.push(SseReply::openai_text("It is now."));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args([
+            "invoke",
+            "--provider",
+            "openai",
+            "--endpoint-url",
+            &stand_in.openai_url(),
+        ])
+        .args([
+            "--model-id",
+            "llama3.1",
+            "--session",
+            "s1",
+            "--text",
+            "Time?",
+            "--tool",
+            "current_time",
+        ])
+        .env_remove("TABLE_NAME")
+        .env("OPENAI_API_KEY", KEY)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let events: Vec<AgentEvent> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(matches!(&events[0], AgentEvent::ToolStarted { name, .. } if name == "current_time"));
+    assert!(matches!(
+        &events[1],
+        AgentEvent::ToolEnded { is_error: false, .. }
+    ));
+    assert_eq!(events.last(), Some(&AgentEvent::completed()));
+    assert_eq!(stand_in.requests()[0].body["model"], "llama3.1");
 }

@@ -10,7 +10,12 @@ use std::collections::HashMap;
 use super::{SettingsError, sdk_error_text};
 
 /// The settings that may come from Secrets Manager.
-pub const SECRET_SETTINGS: [&str; 3] = ["APPROVAL_SECRET", "EMIT_API_KEY", "ANTHROPIC_API_KEY"];
+pub const SECRET_SETTINGS: [&str; 4] = [
+    "APPROVAL_SECRET",
+    "EMIT_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+];
 
 /// Secrets Manager and SSM Parameter Store as the configuration's
 /// [`SecretSource`](super::headers::SecretSource): where the keys of signed assertions and secret

@@ -1,4 +1,4 @@
-//! agent-worker's test kit: the Bedrock stand-in, the Anthropic API's stand-in, moto's server, the fault proxy, the desk
+//! agent-worker's test kit: the Bedrock stand-in, the model providers' stand-in (Anthropic, OpenAI-compatible), moto's server, the fault proxy, the desk
 //! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, the session
 //! audit, and real files (a PDF).
 //!
@@ -8,7 +8,6 @@
 #![warn(missing_docs, missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
-pub mod anthropic_stand_in;
 pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod fault_proxy;
@@ -17,9 +16,9 @@ pub mod lambda_api;
 pub mod mcp_server;
 pub mod moto;
 pub mod prompt_cache;
+pub mod provider_stand_in;
 pub mod session_audit;
 
-pub use anthropic_stand_in::{AnthropicRequest, AnthropicStandIn, SseReply};
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
@@ -28,6 +27,7 @@ pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use lambda_api::LambdaRuntimeApi;
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
+pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.
 pub fn serve_in_background(

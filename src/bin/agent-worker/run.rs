@@ -46,6 +46,8 @@ pub(crate) enum Provider {
     Bedrock,
     /// The Anthropic Messages API.
     Anthropic,
+    /// An OpenAI-compatible Chat Completions API.
+    Openai,
 }
 
 #[derive(Debug, clap::Args)]
@@ -53,8 +55,9 @@ pub(crate) struct EngineArgs {
     /// The Bedrock model id or inference profile.
     #[arg(long, env = "MODEL_ID", default_value = DEFAULT_MODEL_ID)]
     pub(crate) model_id: String,
-    /// Who runs the model: Amazon Bedrock, or the Anthropic API (its key in
-    /// `ANTHROPIC_API_KEY`; `--endpoint-url`, or `ANTHROPIC_BASE_URL`, for a gateway).
+    /// Who runs the model: Amazon Bedrock, the Anthropic API (its key in `ANTHROPIC_API_KEY`;
+    /// `--endpoint-url`, or `ANTHROPIC_BASE_URL`, for a gateway), or an OpenAI-compatible API
+    /// (`OPENAI_API_KEY`; `--endpoint-url` or `OPENAI_BASE_URL`, with its `/v1`).
     #[arg(long, env = "MODEL_PROVIDER", value_enum, default_value = "bedrock")]
     pub(crate) provider: Provider,
     /// A Bedrock-compatible endpoint, such as the stand-in's.
@@ -134,6 +137,24 @@ impl EngineArgs {
         })
     }
 
+    /// The model on an OpenAI-compatible API: its key from `OPENAI_API_KEY`, its base URL (with
+    /// `/v1`) from `--endpoint-url` or `OPENAI_BASE_URL`.
+    fn openai_model(&self) -> Result<agent_worker::models::OpenAiModel, String> {
+        use agent_worker::models::{ApiKey, OpenAiModel};
+        let key = std::env::var("OPENAI_API_KEY").unwrap_or_default();
+        let key = ApiKey::new(key).map_err(|e| format!("OPENAI_API_KEY: {e}"))?;
+        let model = OpenAiModel::new(key, self.model_id.clone());
+        let base = self.endpoint_url.clone().or_else(|| {
+            std::env::var("OPENAI_BASE_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())
+        });
+        Ok(match base {
+            Some(url) => model.base_url(url),
+            None => model,
+        })
+    }
+
     /// What waits for jobs to settle: the table's job events, when sessions are kept in one.
     fn job_waiter(
         &self,
@@ -169,6 +190,7 @@ impl EngineArgs {
                 Engine::builder().model(BedrockModel::new(client, self.model_id.clone()))
             }
             Provider::Anthropic => Engine::builder().model(self.anthropic_model()?),
+            Provider::Openai => Engine::builder().model(self.openai_model()?),
         }
         .tool_policy(configured.policy.clone());
         let mut builder = configured.equip(builder, tools_named(&self.tools)?);

@@ -1,7 +1,13 @@
-//! [`AnthropicStandIn`]: the Anthropic Messages API on 127.0.0.1, speaking its documented
-//! server-sent events (`message_start`, `content_block_*`, `message_delta`, `message_stop`, the
-//! `ping` keep-alives, and `error` mid-stream), so that `AnthropicModel`'s real HTTP and SSE code
-//! runs. Scripted per test with [`SseReply`]s; every request is recorded.
+//! [`ProviderStandIn`]: model providers' streaming APIs on 127.0.0.1, speaking their documented
+//! server-sent events, so that the real client code of `AnthropicModel` and `OpenAiModel` runs:
+//!
+//! - `POST /v1/messages`, the Anthropic Messages API: `message_start`, `content_block_*`,
+//!   `message_delta`, `message_stop`, the `ping` keep-alives, and `error` mid-stream;
+//! - `POST /v1/chat/completions`, OpenAI-compatible Chat Completions: `data:` chunks, `:` comment
+//!   keep-alives, a usage chunk and `data: [DONE]`.
+//!
+//! Scripted per test with [`SseReply`]s, answered in order whichever route asks; every request is
+//! recorded.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -17,7 +23,8 @@ use serde_json::{Value, json};
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SseReply {
-    /// A 200 event stream: each event's name and JSON data.
+    /// A 200 event stream: each event's name (none for a data-only event, `:` for a comment)
+    /// and its data (JSON, or a string sent as it is, such as `[DONE]`).
     Events(Vec<(String, Value)>),
     /// An HTTP error with the API's JSON error body, and `retry-after` when given.
     Error {
@@ -126,11 +133,73 @@ impl SseReply {
     }
 }
 
+fn chunk(delta: Value, finish: Option<&str>) -> (String, Value) {
+    (
+        String::new(),
+        json!({"id": "chatcmpl-stand-in", "object": "chat.completion.chunk", "model": "stand-in",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
+}
+
+fn openai_end(prompt_tokens: u64, completion_tokens: u64) -> Vec<(String, Value)> {
+    vec![
+        (
+            String::new(),
+            json!({"id": "chatcmpl-stand-in", "object": "chat.completion.chunk", "choices": [],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens}}),
+        ),
+        (String::new(), Value::String("[DONE]".into())),
+    ]
+}
+
+impl SseReply {
+    /// An OpenAI-compatible streamed answer of `text` in three pieces, with a keep-alive comment.
+    pub fn openai_text(text: &str) -> Self {
+        let mut events = vec![(":".to_owned(), Value::String("keep-alive".into()))];
+        events.push(chunk(json!({"role": "assistant", "content": ""}), None));
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
+            events.push(chunk(json!({"content": piece.iter().collect::<String>()}), None));
+        }
+        events.push(chunk(json!({}), Some("stop")));
+        events.extend(openai_end(30, 8));
+        Self::Events(events)
+    }
+
+    /// An OpenAI-compatible call of function `name` with `arguments` (JSON text, in two pieces).
+    pub fn openai_tool_call(id: &str, name: &str, arguments: &str) -> Self {
+        let half = (0..=arguments.len() / 2)
+            .rev()
+            .find(|i| arguments.is_char_boundary(*i))
+            .unwrap_or(0);
+        let mut events = vec![chunk(
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+            ]}),
+            None,
+        )];
+        for piece in [&arguments[..half], &arguments[half..]] {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                None,
+            ));
+        }
+        events.push(chunk(json!({}), Some("tool_calls")));
+        events.extend(openai_end(45, 12));
+        Self::Events(events)
+    }
+}
+
 /// One request the stand-in received.
 #[derive(Debug, Clone)]
-pub struct AnthropicRequest {
+pub struct ProviderRequest {
+    /// Its path (`/v1/messages`, `/v1/chat/completions`).
+    pub path: String,
     /// Its `x-api-key` header.
     pub api_key: Option<String>,
+    /// Its `authorization` header.
+    pub authorization: Option<String>,
     /// Its `anthropic-version` header.
     pub version: Option<String>,
     /// Its JSON body.
@@ -140,12 +209,12 @@ pub struct AnthropicRequest {
 #[derive(Default)]
 struct Script {
     replies: Mutex<VecDeque<SseReply>>,
-    requests: Mutex<Vec<AnthropicRequest>>,
+    requests: Mutex<Vec<ProviderRequest>>,
 }
 
 /// The stand-in, serving until dropped.
 #[derive(Debug)]
-pub struct AnthropicStandIn {
+pub struct ProviderStandIn {
     url: String,
     script: Arc<Script>,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -157,12 +226,13 @@ impl std::fmt::Debug for Script {
     }
 }
 
-impl AnthropicStandIn {
+impl ProviderStandIn {
     /// Starts it on a free port of 127.0.0.1.
     pub async fn start() -> std::io::Result<Self> {
         let script = Arc::new(Script::default());
         let app = Router::new()
             .route("/v1/messages", post(messages))
+            .route("/v1/chat/completions", post(messages))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -174,9 +244,14 @@ impl AnthropicStandIn {
         })
     }
 
-    /// Its base URL (the host, as the API's clients take it).
+    /// Its base URL for the Anthropic API (the host, as that API's clients take it).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Its base URL for OpenAI-compatible clients (with `/v1`, as they take it).
+    pub fn openai_url(&self) -> String {
+        format!("{}/v1", self.url)
     }
 
     /// Adds a reply to the script.
@@ -187,15 +262,22 @@ impl AnthropicStandIn {
     }
 
     /// The requests received so far.
-    pub fn requests(&self) -> Vec<AnthropicRequest> {
+    pub fn requests(&self) -> Vec<ProviderRequest> {
         self.script.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
-async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn messages(
+    State(script): State<Arc<Script>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let header_of = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let request = AnthropicRequest {
+    let request = ProviderRequest {
+        path: uri.path().to_owned(),
         api_key: header_of("x-api-key"),
+        authorization: header_of("authorization"),
         version: header_of("anthropic-version"),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
@@ -207,7 +289,17 @@ async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: B
         Some(SseReply::Events(events)) => {
             let body: String = events
                 .iter()
-                .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+                .map(|(name, data)| {
+                    let data = match data {
+                        Value::String(raw) => raw.clone(),
+                        json => json.to_string(),
+                    };
+                    match name.as_str() {
+                        ":" => format!(": {data}\n\n"),
+                        "" => format!("data: {data}\n\n"),
+                        name => format!("event: {name}\ndata: {data}\n\n"),
+                    }
+                })
                 .collect();
             ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
         }

@@ -1,0 +1,196 @@
+//! The settings as the binaries read them: every name, every refusal.
+use super::*;
+
+use std::collections::HashMap;
+
+fn settings(pairs: &[(&str, &str)]) -> Result<WorkerSettings, SettingsError> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    WorkerSettings::from_lookup(|name| map.get(name).cloned())
+}
+
+#[test]
+fn attached_files_come_from_a_bucket_and_their_tools_need_it() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let plain = settings(&base).unwrap();
+    assert_eq!((plain.files, plain.attachment_tools), (None, false));
+    let mut pairs = base.to_vec();
+    pairs.push(("FILES_BUCKET", "uploads"));
+    pairs.push(("ATTACHMENT_TOOLS", "true"));
+    let with_files = settings(&pairs).unwrap();
+    assert_eq!(
+        with_files.files,
+        Some(FilesLocation {
+            bucket: "uploads".into(),
+            prefix: DEFAULT_FILES_PREFIX.into()
+        })
+    );
+    assert!(with_files.attachment_tools);
+    assert_eq!(with_files.prompt_caching, None);
+    let mut no_cache = base.to_vec();
+    no_cache.push(("PROMPT_CACHING", "false"));
+    assert_eq!(settings(&no_cache).unwrap().prompt_caching, Some(false));
+    let mut tools_only = base.to_vec();
+    tools_only.push(("ATTACHMENT_TOOLS", "true"));
+    assert_eq!(
+        settings(&tools_only).unwrap_err().to_string(),
+        "ATTACHMENT_TOOLS: needs FILES_BUCKET or FILES_DIR, where the files are"
+    );
+    let mut dir = base.to_vec();
+    dir.push(("FILES_DIR", "/var/agent-files"));
+    let local = settings(&dir).unwrap();
+    assert_eq!(
+        (local.files_dir.as_deref(), local.files),
+        (Some(Path::new("/var/agent-files")), None)
+    );
+    dir.push(("ATTACHMENT_TOOLS", "true"));
+    assert!(settings(&dir).unwrap().attachment_tools);
+    dir.push(("FILES_BUCKET", "b"));
+    assert!(
+        settings(&dir)
+            .unwrap_err()
+            .to_string()
+            .starts_with("FILES_DIR: is set, and so is FILES_BUCKET")
+    );
+}
+
+#[test]
+fn the_required_values_are_named_when_missing() {
+    assert_eq!(settings(&[]).unwrap_err().to_string(), "TABLE_NAME: is not set");
+    assert_eq!(
+        settings(&[("TABLE_NAME", "t")]).unwrap_err().to_string(),
+        "MODEL_ID: is not set"
+    );
+    let ok = settings(&[("TABLE_NAME", "t"), ("MODEL_ID", "m")]).unwrap();
+    assert_eq!(ok.sinks, vec![SinkKind::Stdout, SinkKind::Dynamo]);
+    assert_eq!(ok.engine, EngineConfig::default());
+}
+
+#[test]
+fn overrides_apply_and_bad_values_are_named() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let with = |extra: (&str, &str)| {
+        let mut pairs = base.to_vec();
+        pairs.push(extra);
+        settings(&pairs)
+    };
+    assert_eq!(with(("MAX_ROUNDS", "4")).unwrap().engine.max_rounds, 4);
+    let ms = Duration::from_millis;
+    assert_eq!(
+        with(("MODEL_CHUNK_TIMEOUT_MS", "250"))
+            .unwrap()
+            .engine
+            .chunk_timeout,
+        ms(250)
+    );
+    assert_eq!(
+        with(("LEASE_MARGIN_MS", "500")).unwrap().engine.lease_margin,
+        ms(500)
+    );
+    assert_eq!(with(("STORE_MARGIN_MS", "1000")).unwrap().store_margin, ms(1000));
+    assert_eq!(
+        with(("MIN_TURN_TIME_MS", "5000")).unwrap().min_turn_time,
+        ms(5000)
+    );
+    assert_eq!(
+        with(("REDRIVE_DELAY_MS", "1000")).unwrap().redrive.delay(3),
+        ms(4000)
+    );
+    assert_eq!(
+        with(("REDRIVE_DELAY_MS", "2000000")).unwrap_err().to_string(),
+        "REDRIVE_DELAY_MS: the first redrive delay (2000s) is longer than the longest (900s)"
+    );
+    assert_eq!(
+        with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "800"))
+            .unwrap()
+            .store_attempt_timeout,
+        ms(800)
+    );
+    assert!(with(("DYNAMODB_ATTEMPT_TIMEOUT_MS", "0")).is_err());
+    assert_eq!(
+        with(("EVENT_SINKS", "stdout,http")).unwrap_err().to_string(),
+        "EMIT_URL: is not set"
+    );
+    let mut pairs = base.to_vec();
+    pairs.extend([
+        ("EVENT_SINKS", "http"),
+        ("EMIT_URL", "http://127.0.0.1:9"),
+        ("EMIT_API_KEY", "k"),
+    ]);
+    assert_eq!(
+        settings(&pairs).unwrap().sinks,
+        vec![SinkKind::Http {
+            url: "http://127.0.0.1:9".into(),
+            api_key: "k".into()
+        }]
+    );
+    assert_eq!(
+        with(("UI_ANSWERS", "realtime")).unwrap_err().to_string(),
+        "EMIT_URL: is not set"
+    );
+    assert!(
+        with(("UI_ANSWERS", "tab"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("UI_ANSWERS: ")
+    );
+    assert_eq!(settings(&base).unwrap().ui_answers, UiAnswersFrom::Table);
+    assert_eq!(
+        with(("MODEL_PROVIDER", "openai")).unwrap_err().to_string(),
+        "OPENAI_API_KEY: is not set"
+    );
+    assert_eq!(
+        with(("MODEL_PROVIDER", "anthropic")).unwrap_err().to_string(),
+        "ANTHROPIC_API_KEY: is not set"
+    );
+    assert!(
+        with(("MODEL_PROVIDER", "azure"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("MODEL_PROVIDER: ")
+    );
+    assert_eq!(settings(&base).unwrap().provider, ModelProvider::Bedrock);
+    pairs.push(("UI_ANSWERS", "realtime"));
+    assert_eq!(
+        settings(&pairs).unwrap().ui_answers,
+        UiAnswersFrom::Realtime {
+            url: "http://127.0.0.1:9".into(),
+            api_key: "k".into()
+        }
+    );
+    assert!(with(("MODEL_FIRST_CHUNK_TIMEOUT_MS", "0")).is_err());
+    assert_eq!(
+        with(("TURN_DEADLINE_MS", "60000")).unwrap().engine.turn_deadline,
+        Duration::from_secs(60)
+    );
+    assert_eq!(
+        with(("TOOLS", "current_time, add")).unwrap().tools,
+        ["current_time", "add"]
+    );
+    assert!(
+        with(("MAX_ROUNDS", "many"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("MAX_ROUNDS: \"many\" is not valid")
+    );
+    assert!(
+        with(("TOOLS", "rm"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("TOOLS: \"rm\" is not an example tool")
+    );
+    assert!(
+        with(("EVENT_SINKS", "kafka"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("EVENT_SINKS")
+    );
+    assert!(
+        with(("TEMPERATURE", "2"))
+            .unwrap_err()
+            .to_string()
+            .contains("temperature must be between 0 and 1")
+    );
+}
