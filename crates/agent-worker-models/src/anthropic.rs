@@ -20,11 +20,9 @@ use agent_worker_core::engine::model::{
 };
 use agent_worker_core::session::{ContentBlock, Message, Role};
 use base64::Engine as _;
-use futures_util::StreamExt as _;
-use futures_util::stream::{self, BoxStream};
 use serde_json::{Value, json};
 
-use crate::http::{ApiKey, events, failed_response, unreachable};
+use crate::http::ApiKey;
 
 /// Where the API is, when no base URL is given.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -107,23 +105,7 @@ impl Model for AnthropicModel {
             .header("accept", "text/event-stream")
             .header("content-type", "application/json")
             .body(self.body(&request).to_string());
-        let opened = async move {
-            let response = call.send().await.map_err(|e| unreachable(PROVIDER, &e))?;
-            if !response.status().is_success() {
-                return Err(failed_response(PROVIDER, response).await);
-            }
-            Ok(events(PROVIDER, response))
-        };
-        Box::pin(
-            stream::once(opened)
-                .map(|opened| -> BoxStream<'static, Result<ModelEvent, ModelError>> {
-                    match opened {
-                        Ok(events) => translated(events).boxed(),
-                        Err(error) => stream::once(async move { Err(error) }).boxed(),
-                    }
-                })
-                .flatten(),
-        )
+        crate::http::model_stream::<Assembly>(PROVIDER, call)
     }
 }
 
@@ -242,33 +224,23 @@ struct Assembly {
     ended: bool,
 }
 
-/// The engine's events from the provider's.
-fn translated(
-    events: impl futures_util::Stream<Item = Result<eventsource_stream::Event, ModelError>> + Send + 'static,
-) -> impl futures_util::Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static {
-    let events = Box::pin(events);
-    stream::unfold(
-        (events, Assembly::default()),
-        |(mut events, mut assembly)| async move {
-            loop {
-                if let Some(next) = assembly.ready.pop_front() {
-                    return Some((next, (events, assembly)));
-                }
-                if assembly.ended {
-                    return None;
-                }
-                match events.next().await {
-                    Some(Ok(event)) => take(&event.event, &event.data, &mut assembly),
-                    Some(Err(error)) => {
-                        assembly.ended = true;
-                        assembly.ready.push_back(Err(error));
-                    }
-                    // The stream ended: the engine tells a response without a stop reason as cut.
-                    None => return None,
-                }
-            }
-        },
-    )
+impl crate::http::Assembly for Assembly {
+    fn take(&mut self, event: &eventsource_stream::Event) {
+        take(&event.event, &event.data, self);
+    }
+
+    fn next_ready(&mut self) -> Option<Result<ModelEvent, ModelError>> {
+        self.ready.pop_front()
+    }
+
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn fail(&mut self, error: ModelError) {
+        self.ended = true;
+        self.ready.push_back(Err(error));
+    }
 }
 
 /// Takes one server-sent event into `assembly`.

@@ -4,8 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use agent_worker_core::engine::model::{ModelError, ModelErrorKind};
+use agent_worker_core::engine::model::{ModelError, ModelErrorKind, ModelEvent, ModelStream};
 use eventsource_stream::{Event, Eventsource as _};
+use futures_util::stream::{self, BoxStream};
 use futures_util::{Stream, StreamExt as _};
 
 /// A provider's API key: sent in its header, hidden from `Debug`, never logged.
@@ -102,7 +103,7 @@ pub(crate) fn unreachable(provider: &str, error: &reqwest::Error) -> ModelError 
 }
 
 /// The server-sent events of a streaming response.
-pub(crate) fn events(
+fn events(
     provider: &'static str,
     response: reqwest::Response,
 ) -> impl Stream<Item = Result<Event, ModelError>> + Send + 'static {
@@ -114,4 +115,64 @@ pub(crate) fn events(
             )
         })
     })
+}
+
+/// What a provider's stream assembles from its server-sent events: the engine's events made and
+/// not yet handed on, and whether the stream has said its last.
+pub(crate) trait Assembly: Default + Send + 'static {
+    /// Takes one server-sent event.
+    fn take(&mut self, event: &Event);
+    /// The next event made, if any.
+    fn next_ready(&mut self) -> Option<Result<ModelEvent, ModelError>>;
+    /// Whether the stream has said its last.
+    fn ended(&self) -> bool;
+    /// Ends the stream with `error`.
+    fn fail(&mut self, error: ModelError);
+}
+
+/// The engine's events from a response's server-sent events, assembled by `A`.
+fn translated<A: Assembly>(
+    events: impl Stream<Item = Result<Event, ModelError>> + Send + 'static,
+) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static {
+    let events = Box::pin(events);
+    stream::unfold((events, A::default()), |(mut events, mut assembly)| async move {
+        loop {
+            if let Some(next) = assembly.next_ready() {
+                return Some((next, (events, assembly)));
+            }
+            if assembly.ended() {
+                return None;
+            }
+            match events.next().await {
+                Some(Ok(event)) => assembly.take(&event),
+                Some(Err(error)) => assembly.fail(error),
+                // The stream ended: the engine tells a response without a stop reason as cut.
+                None => return None,
+            }
+        }
+    })
+}
+
+/// The model stream of `call`: a failed answer is one error, a streaming one `A`'s events.
+pub(crate) fn model_stream<A: Assembly>(
+    provider: &'static str,
+    call: reqwest::RequestBuilder,
+) -> ModelStream {
+    let opened = async move {
+        let response = call.send().await.map_err(|e| unreachable(provider, &e))?;
+        if !response.status().is_success() {
+            return Err(failed_response(provider, response).await);
+        }
+        Ok(events(provider, response))
+    };
+    Box::pin(
+        stream::once(opened)
+            .map(|opened| -> BoxStream<'static, Result<ModelEvent, ModelError>> {
+                match opened {
+                    Ok(events) => translated::<A>(events).boxed(),
+                    Err(error) => stream::once(async move { Err(error) }).boxed(),
+                }
+            })
+            .flatten(),
+    )
 }

@@ -17,11 +17,9 @@ use agent_worker_core::engine::model::{
     ToolChoice,
 };
 use agent_worker_core::session::{ContentBlock, Message, Role};
-use futures_util::StreamExt as _;
-use futures_util::stream::{self, BoxStream};
 use serde_json::{Value, json};
 
-use crate::http::{ApiKey, events, failed_response, unreachable};
+use crate::http::ApiKey;
 
 /// Where the API is, when no base URL is given (as OpenAI's own SDKs take it, with `/v1`).
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -102,23 +100,7 @@ impl Model for OpenAiModel {
             call = call.header(name.as_str(), value.as_str());
         }
         let call = call.body(self.body(&request).to_string());
-        let opened = async move {
-            let response = call.send().await.map_err(|e| unreachable(PROVIDER, &e))?;
-            if !response.status().is_success() {
-                return Err(failed_response(PROVIDER, response).await);
-            }
-            Ok(events(PROVIDER, response))
-        };
-        Box::pin(
-            stream::once(opened)
-                .map(|opened| -> BoxStream<'static, Result<ModelEvent, ModelError>> {
-                    match opened {
-                        Ok(events) => translated(events).boxed(),
-                        Err(error) => stream::once(async move { Err(error) }).boxed(),
-                    }
-                })
-                .flatten(),
-        )
+        crate::http::model_stream::<Assembly>(PROVIDER, call)
     }
 }
 
@@ -228,32 +210,23 @@ struct Assembly {
     ended: bool,
 }
 
-/// The engine's events from the server's chunks.
-fn translated(
-    events: impl futures_util::Stream<Item = Result<eventsource_stream::Event, ModelError>> + Send + 'static,
-) -> impl futures_util::Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static {
-    let events = Box::pin(events);
-    stream::unfold(
-        (events, Assembly::default()),
-        |(mut events, mut assembly)| async move {
-            loop {
-                if let Some(next) = assembly.ready.pop_front() {
-                    return Some((next, (events, assembly)));
-                }
-                if assembly.ended {
-                    return None;
-                }
-                match events.next().await {
-                    Some(Ok(event)) => take(&event.data, &mut assembly),
-                    Some(Err(error)) => {
-                        assembly.ended = true;
-                        assembly.ready.push_back(Err(error));
-                    }
-                    None => return None,
-                }
-            }
-        },
-    )
+impl crate::http::Assembly for Assembly {
+    fn take(&mut self, event: &eventsource_stream::Event) {
+        take(&event.data, self);
+    }
+
+    fn next_ready(&mut self) -> Option<Result<ModelEvent, ModelError>> {
+        self.ready.pop_front()
+    }
+
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn fail(&mut self, error: ModelError) {
+        self.ended = true;
+        self.ready.push_back(Err(error));
+    }
 }
 
 /// Takes one chunk into `assembly`.
