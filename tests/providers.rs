@@ -20,6 +20,11 @@ const KEY: &str = "sk-ant-stand-in-0123456789";
 
 fn anthropic_engine(stand_in: &ProviderStandIn, config: EngineConfig) -> Engine {
     let model = AnthropicModel::new(ApiKey::new(KEY).unwrap(), "claude-sonnet-4-6").base_url(stand_in.url());
+    engine_on(model, config)
+}
+
+/// The fixture's engine (a concise assistant with the `add` tool) on `model`.
+fn engine_on(model: impl agent_worker::engine::Model + 'static, config: EngineConfig) -> Engine {
     Engine::builder()
         .model(model)
         .store(MemoryStore::new())
@@ -305,17 +310,11 @@ async fn the_fixture_turn_runs_on_an_openai_compatible_api() {
     let model = OpenAiModel::new(ApiKey::new(KEY).unwrap(), "gpt-4.1-mini")
         .base_url(stand_in.openai_url())
         .header("x-gateway", "team-a");
-    let engine = Engine::builder()
-        .model(model)
-        .store(MemoryStore::new())
-        .system_prompt("You are a concise assistant.")
-        .tools(example_tools(&["add"]))
-        .config(EngineConfig {
-            retry_max_delay: std::time::Duration::from_secs(2),
-            ..config()
-        })
-        .build()
-        .unwrap();
+    let waits = EngineConfig {
+        retry_max_delay: std::time::Duration::from_secs(2),
+        ..config()
+    };
+    let engine = engine_on(model, waits);
     let events = turn(&engine, "s-openai", "What is 2 + 40?").await;
     let kinds: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
     assert_eq!(
