@@ -1,7 +1,8 @@
 //! The engine on model providers beside Bedrock (the Anthropic API, OpenAI-compatible APIs), each
 //! against a stand-in that speaks the provider's documented wire format, so the real client code
 //! runs: the fixture turn (question → tool → answer), throttling with the provider's
-//! `retry-after`, a stream that fails midway, and the command line and the Lambda handler on them.
+//! `retry-after`, a stream that fails midway, and the command line on them. Both hosts on each
+//! provider, by settings alone: `provider_matrix.rs`.
 
 mod support;
 
@@ -224,71 +225,6 @@ async fn invoke_runs_a_tool_turn_on_the_anthropic_api_and_prints_the_same_event_
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("ANTHROPIC_API_KEY"));
-}
-
-#[tokio::test]
-async fn the_lambda_handler_runs_the_fixture_turn_on_the_anthropic_api_by_settings_alone() {
-    use agent_worker::hosts::WorkerSettings;
-    use agent_worker::hosts::config::Configured;
-    use agent_worker::hosts::lambda::TurnHandler;
-    use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
-    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-
-    let stand_in = ProviderStandIn::start().await.unwrap();
-    stand_in.push(SseReply::tool_call("toolu_02", "add", r#"{"numbers": [20, 22]}"#));
-    stand_in.push(SseReply::text("42."));
-    let table = format!("providers-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(
-        agent_worker_testkit::moto().dynamodb(),
-        DynamoConfig::new(&table).unwrap(),
-    );
-    store.create_table().await.unwrap();
-    let values = std::collections::HashMap::from([
-        ("TABLE_NAME", table.clone()),
-        ("MODEL_ID", "claude-sonnet-4-6".to_owned()),
-        ("MODEL_PROVIDER", "anthropic".to_owned()),
-        ("ANTHROPIC_API_KEY", KEY.to_owned()),
-        ("ANTHROPIC_BASE_URL", stand_in.url().to_owned()),
-        ("TOOLS", "add".to_owned()),
-        ("EVENT_SINKS", "dynamo".to_owned()),
-    ]);
-    let settings = WorkerSettings::from_lookup(|name| values.get(name).cloned()).unwrap();
-    assert!(
-        !format!("{settings:?}").contains(KEY),
-        "the key is not in the settings' Debug"
-    );
-    // The Bedrock client a binary makes, unused on this provider.
-    let bedrock = agent_worker_testkit::client_for("http://127.0.0.1:9");
-    let (agent, sinks) = settings
-        .build(
-            bedrock,
-            agent_worker_testkit::moto().dynamodb(),
-            None,
-            &Configured::default(),
-        )
-        .unwrap();
-    let handler = TurnHandler::from_settings(agent, sinks, &settings);
-    let mut record = SqsMessage::default();
-    record.message_id = Some("m1".into());
-    record.body = Some(
-        json!({"turnId": "t1", "conversationId": "s-lambda", "userId": "u", "accountId": "a", "content": "20 + 22?"})
-            .to_string(),
-    );
-    record.event_source_arn = Some("arn:aws:sqs:us-east-1:000000000000:turns".into());
-    let mut batch = SqsEvent::default();
-    batch.records = vec![record];
-    let response = handler
-        .handle_batch(
-            batch,
-            Some(std::time::SystemTime::now() + std::time::Duration::from_secs(600)),
-        )
-        .await
-        .unwrap();
-    assert!(response.batch_item_failures.is_empty());
-    assert_eq!(stand_in.requests().len(), 2);
-    let history = store.load_history("s-lambda").await.unwrap();
-    assert_eq!(history.len(), 4, "question, call, result, answer: {history:?}");
-    assert!(format!("{:?}", history[3]).contains("42."));
 }
 
 #[tokio::test]

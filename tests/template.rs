@@ -188,6 +188,7 @@ fn every_feature_is_deployable_by_parameters() {
         ("ATTACHMENT_TOOLS", "AttachmentTools"),
         ("MODEL_PROVIDER", "ModelProvider"),
         ("ANTHROPIC_API_KEY_SECRET_ARN", "AnthropicApiKeySecretArn"),
+        ("OPENAI_API_KEY_SECRET_ARN", "OpenAiApiKeySecretArn"),
     ] {
         assert!(!t["Parameters"][parameter].is_null(), "no parameter {parameter}");
         let value = serde_yaml::to_string(&variables[variable]).unwrap();
@@ -600,35 +601,75 @@ fn the_files_bucket_and_its_key_reach_the_function_and_its_policy() {
 }
 
 #[test]
-fn on_the_anthropic_api_the_function_may_read_its_key_and_nothing_more() {
-    let sids = |d: &Deployment| -> Vec<Value> {
+fn off_bedrock_the_function_may_read_its_key_and_invoke_no_bedrock_model() {
+    let key_reads = |d: &Deployment, sid: &str| -> Vec<Value> {
         d.eval(&d.template["Resources"]["AgentWorkerFunction"]["Properties"]["Policies"][0]["Statement"])
             .as_sequence()
             .unwrap()
             .iter()
-            .filter(|s| s["Sid"].as_str() == Some("ReadTheAnthropicKey"))
+            .filter(|s| s["Sid"].as_str() == Some(sid))
             .cloned()
             .collect()
     };
-    assert!(sids(&Deployment::new("us-east-1", &[])).is_empty());
-    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:anthropic-key";
-    let anthropic = Deployment::new(
-        "us-east-1",
-        &[
-            ("ModelProvider", "anthropic"),
-            ("AnthropicApiKeySecretArn", arn),
-            ("ModelId", "claude-sonnet-4-6"),
-        ],
+    let on_bedrock = Deployment::new("us-east-1", &[]);
+    assert!(key_reads(&on_bedrock, "ReadTheAnthropicKey").is_empty());
+    assert!(key_reads(&on_bedrock, "ReadTheOpenAiKey").is_empty());
+    assert_eq!(
+        on_bedrock.bedrock_statements().len(),
+        2,
+        "the profile and its models"
     );
-    let read = sids(&anthropic);
-    assert_eq!(read.len(), 1);
-    assert_eq!(strings(&read[0]["Action"]), ["secretsmanager:GetSecretValue"]);
-    assert_eq!(strings(&read[0]["Resource"]), [arn]);
-    let variables = anthropic.eval(
-        &anthropic.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"],
-    );
-    assert_eq!(variables["MODEL_PROVIDER"], "anthropic");
-    assert_eq!(variables["MODEL_ID"], "claude-sonnet-4-6");
+    for (provider, key_parameter, sid, base_url_variable, model) in [
+        (
+            "anthropic",
+            "AnthropicApiKeySecretArn",
+            "ReadTheAnthropicKey",
+            "ANTHROPIC_BASE_URL",
+            "claude-sonnet-4-6",
+        ),
+        (
+            "openai",
+            "OpenAiApiKeySecretArn",
+            "ReadTheOpenAiKey",
+            "OPENAI_BASE_URL",
+            "gpt-4.1-mini",
+        ),
+    ] {
+        let arn = format!("arn:aws:secretsmanager:us-east-1:123456789012:secret:{provider}-key");
+        let gateway = "https://llm.example.com/v1";
+        let deployment = Deployment::new(
+            "us-east-1",
+            &[
+                ("ModelProvider", provider),
+                (key_parameter, &arn),
+                ("ModelId", model),
+                ("ModelBaseUrl", gateway),
+            ],
+        );
+        let read = key_reads(&deployment, sid);
+        assert_eq!(read.len(), 1, "{provider}");
+        assert_eq!(strings(&read[0]["Action"]), ["secretsmanager:GetSecretValue"]);
+        assert_eq!(strings(&read[0]["Resource"]), [arn.as_str()]);
+        assert!(
+            deployment.bedrock_statements().is_empty(),
+            "{provider}: no Bedrock model may be invoked"
+        );
+        let variables = deployment.eval(
+            &deployment.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"],
+        );
+        assert_eq!(variables["MODEL_PROVIDER"], provider);
+        assert_eq!(variables["MODEL_ID"], model);
+        assert_eq!(variables[base_url_variable], gateway, "{provider}");
+        let other = if provider == "openai" {
+            "ANTHROPIC_BASE_URL"
+        } else {
+            "OPENAI_BASE_URL"
+        };
+        assert_eq!(
+            variables[other], "",
+            "{provider}: the other provider's URL is not set"
+        );
+    }
 }
 
 #[test]

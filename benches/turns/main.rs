@@ -5,6 +5,8 @@
 //!   exchange, the container host under load (`inprocess`).
 //! - As a process (`agent-worker invoke --repeat`): cold start to the first event, CPU and wall
 //!   time per turn with the model's time taken out, peak resident memory (`process`).
+//! - Per provider (Bedrock, the Anthropic API, OpenAI-compatible), each against its wire-level
+//!   stand-in: cold start and the CPU of a one-tool turn (`providers`).
 //! - DynamoDB requests and bytes per turn against conversation length (`storage`).
 //! - DynamoDB requests per call of the conversations API: a list of 1,000, a get of a
 //!   10,000-message conversation (`conversations`).
@@ -48,6 +50,9 @@ async fn main() {
     }
     if wants("process") {
         results.insert("process".into(), process::run().await);
+    }
+    if wants("providers") {
+        results.insert("providers".into(), process::providers().await);
     }
     if wants("storage") {
         let storage = storage::run().await;

@@ -10,7 +10,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
+use agent_worker_testkit::{
+    BedrockStandIn, LambdaRuntimeApi, Provider, Reply, STAND_IN_API_KEY, StandIn, moto,
+};
 use serde_json::{Value, json};
 
 /// Turns in a long run.
@@ -38,23 +40,24 @@ enum Scenario {
     TwoToolRounds,
 }
 
-fn script(bedrock: &BedrockStandIn, scenario: Scenario, turns: u32) {
+fn script(stand_in: &StandIn, scenario: Scenario, turns: u32) {
     for _ in 0..turns {
         if scenario != Scenario::Text {
-            bedrock.push(Reply::tool_call("c1", "add", r#"{"numbers":[1,2]}"#));
+            stand_in.push_tool_call("c1", "add", r#"{"numbers":[1,2]}"#);
         }
         if scenario == Scenario::TwoToolRounds {
-            bedrock.push(Reply::tool_call("c2", "add", r#"{"numbers":[3,4]}"#));
+            stand_in.push_tool_call("c2", "add", r#"{"numbers":[3,4]}"#);
         }
-        bedrock.push(Reply::text("The answer is forty-two."));
+        stand_in.push_text("The answer is forty-two.");
     }
 }
 
-/// Runs the child against the stand-in at `endpoint` to its end, reading its events; its
-/// resources from `wait4`.
-fn run_child(endpoint: &str, turns: u32) -> Run {
+/// Runs the child against the stand-in of `provider` at `endpoint` to its end, reading its
+/// events; its resources from `wait4`.
+fn run_child(provider: Provider, endpoint: &str, turns: u32) -> Run {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+    command
         .args([
             "invoke",
             "--session",
@@ -65,7 +68,12 @@ fn run_child(endpoint: &str, turns: u32) -> Run {
             "add",
         ])
         .args(["--repeat", &turns.to_string()])
-        .args(["--endpoint-url", endpoint, "--region", "us-east-1"])
+        .args(["--provider", provider.name(), "--model-id", provider.model_id()])
+        .args(["--endpoint-url", endpoint, "--region", "us-east-1"]);
+    if let Some(variable) = provider.key_variable() {
+        command.env(variable, STAND_IN_API_KEY);
+    }
+    let mut child = command
         .env_remove("TABLE_NAME")
         .env("AWS_ACCESS_KEY_ID", "bench")
         .env("AWS_SECRET_ACCESS_KEY", "bench")
@@ -108,14 +116,20 @@ fn run_child(endpoint: &str, turns: u32) -> Run {
 
 /// Runs `turns` turns of `scenario` in one child, on its own thread (the stand-in answers on
 /// this runtime), and the stand-in's answering time during it.
-async fn measured(bedrock: &BedrockStandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
-    script(bedrock, scenario, turns);
-    let endpoint = bedrock.endpoint_url();
-    let model_before = bedrock.answering_time();
-    let run = tokio::task::spawn_blocking(move || run_child(&endpoint, turns))
+/// (The stand-in's answering time is Bedrock's alone; the others count none.)
+async fn measured(stand_in: &StandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
+    script(stand_in, scenario, turns);
+    let endpoint = stand_in.endpoint_url();
+    let provider = stand_in.provider();
+    let answering = || match stand_in {
+        StandIn::Bedrock(bedrock) => bedrock.answering_time(),
+        StandIn::Api(..) => Duration::ZERO,
+    };
+    let model_before = answering();
+    let run = tokio::task::spawn_blocking(move || run_child(provider, &endpoint, turns))
         .await
         .expect("the child's thread");
-    (run, bedrock.answering_time() - model_before)
+    (run, answering() - model_before)
 }
 
 /// A process's peak resident memory (`VmHWM`), in KiB.
@@ -216,26 +230,65 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Measures cold start, per-turn CPU and wall time, and peak memory; prints and returns them.
-pub async fn run() -> Value {
-    println!("\n## As a process: agent-worker invoke --repeat\n");
-    let bedrock = BedrockStandIn::start().await.expect("the stand-in");
-    // Cold start: process start to the first event, the median of several.
-    let mut cold = Vec::with_capacity(COLD_STARTS);
+/// Cold start on `stand_in`: process start to the first event of a text turn, the median of
+/// `runs`; and the first run whole.
+async fn cold_start(stand_in: &StandIn, runs: usize) -> (Duration, Run) {
+    let mut cold = Vec::with_capacity(runs);
     let mut single = None;
-    for _ in 0..COLD_STARTS {
-        let (run, _) = measured(&bedrock, Scenario::Text, 1).await;
+    for _ in 0..runs {
+        let (run, _) = measured(stand_in, Scenario::Text, 1).await;
         cold.push(run.first_event);
         single.get_or_insert(run);
     }
     cold.sort();
-    let cold_p50 = cold[cold.len() / 2];
+    (cold[cold.len() / 2], single.expect("one run"))
+}
+
+/// Turns in a provider's long run.
+const PROVIDER_TURNS: u32 = 500;
+
+/// Per provider, against its wire-level stand-in: cold start (process start to the first event)
+/// and the CPU of a turn with one tool call (N turns less one, divided by N - 1), so the
+/// providers' client code is compared on the same turn.
+pub async fn providers() -> Value {
+    println!("\n## Per provider: agent-worker invoke --provider … against each stand-in\n");
+    let mut figures = serde_json::Map::new();
+    for provider in Provider::ALL {
+        let stand_in = StandIn::start(provider).await.expect("the stand-in");
+        let (cold, _) = cold_start(&stand_in, 9).await;
+        let (one, _) = measured(&stand_in, Scenario::OneTool, 1).await;
+        let (many, _) = measured(&stand_in, Scenario::OneTool, PROVIDER_TURNS).await;
+        let cpu = many.cpu.saturating_sub(one.cpu) / (PROVIDER_TURNS - 1);
+        println!(
+            "{:<10} cold start {:.1} ms; one-tool turn CPU {:.3} ms; peak RSS after {PROVIDER_TURNS} turns {:.1} MiB",
+            provider.name(),
+            ms(cold),
+            ms(cpu),
+            many.max_rss_kib as f64 / 1024.0
+        );
+        figures.insert(
+            provider.name().into(),
+            json!({
+                "coldStartMs": ms(cold),
+                "cpuMsPerOneToolTurn": ms(cpu),
+                "peakRssMiB": many.max_rss_kib as f64 / 1024.0,
+                "turns": PROVIDER_TURNS,
+            }),
+        );
+    }
+    Value::Object(figures)
+}
+
+/// Measures cold start, per-turn CPU and wall time, and peak memory; prints and returns them.
+pub async fn run() -> Value {
+    println!("\n## As a process: agent-worker invoke --repeat\n");
+    let stand_in = StandIn::start(Provider::Bedrock).await.expect("the stand-in");
+    let (cold_p50, single) = cold_start(&stand_in, COLD_STARTS).await;
     println!(
         "cold start (process start to the first event), median of {COLD_STARTS}: {:.1} ms",
         ms(cold_p50)
     );
     let mut scenarios = serde_json::Map::new();
-    let single = single.expect("one run");
     println!(
         "one turn as a whole process: wall {:.1} ms, CPU {:.1} ms, peak RSS {:.1} MiB",
         ms(single.wall),
@@ -247,8 +300,8 @@ pub async fn run() -> Value {
         ("one_tool_call", Scenario::OneTool),
         ("two_tool_rounds", Scenario::TwoToolRounds),
     ] {
-        let (one, one_model) = measured(&bedrock, scenario, 1).await;
-        let (many, many_model) = measured(&bedrock, scenario, TURNS).await;
+        let (one, one_model) = measured(&stand_in, scenario, 1).await;
+        let (many, many_model) = measured(&stand_in, scenario, TURNS).await;
         let per = |a: Duration, b: Duration| (a.saturating_sub(b)) / (TURNS - 1);
         let cpu = per(many.cpu, one.cpu);
         let wall = per(many.wall, one.wall);
@@ -275,7 +328,10 @@ pub async fn run() -> Value {
             }),
         );
     }
-    let function = lambda_function(&bedrock).await;
+    let StandIn::Bedrock(bedrock) = &stand_in else {
+        unreachable!("started as Bedrock's")
+    };
+    let function = lambda_function(bedrock).await;
     json!({
         "lambdaFunction": function,
         "coldStartMs": ms(cold_p50),

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::protocol::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
-    USER_ID_KEY, UserToken,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, ImageRef, Prompt, RESULT_SCHEMA_KEY,
+    SUPERSEDES_KEY, Scope, USER_ID_KEY, UserToken,
 };
 
 /// One turn: who sent it, in which conversation, and what they said.
@@ -64,6 +64,10 @@ pub struct AgentTurnPayload {
     /// event or shown to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_token: Option<UserToken>,
+    /// The JSON Schema the turn's typed result must match: the model gives its answer as such
+    /// a value, and `completed.data.result` carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_schema: Option<Map<String, Value>>,
 }
 
 /// A body that is not a turn; `path` names the field at fault (empty for the body itself).
@@ -164,6 +168,9 @@ impl AgentTurnPayload {
         }
         if let Some(agent) = &self.agent {
             scope = scope.with(AGENT_KEY, agent.clone());
+        }
+        if let Some(schema) = &self.result_schema {
+            scope = scope.with(RESULT_SCHEMA_KEY, Value::Object(schema.clone()));
         }
         scope
     }

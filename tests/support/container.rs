@@ -118,10 +118,15 @@ pub fn sse_events(body: &str) -> Vec<(u64, Value)> {
 }
 
 pub async fn events(server: &Server, turn_id: &str, last: Option<u64>) -> Vec<(u64, Value)> {
+    events_at(&server.url, "conv-1", turn_id, last).await
+}
+
+/// The events of turn `turn_id` of `session` (person `u` of account `a`) from the server at
+/// `url`, after `last`, to the terminal.
+pub async fn events_at(url: &str, session: &str, turn_id: &str, last: Option<u64>) -> Vec<(u64, Value)> {
     let mut request = reqwest::Client::new()
         .get(format!(
-            "{}/turns/{turn_id}/events?session=conv-1&userId=u&accountId=a",
-            server.url
+            "{url}/turns/{turn_id}/events?session={session}&userId=u&accountId=a"
         ))
         .header("x-api-key", KEY);
     if let Some(last) = last {

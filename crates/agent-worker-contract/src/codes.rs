@@ -35,6 +35,9 @@ pub const CONVERSATION_DELETED: &str = "conversation_deleted";
 /// A turn that reached its deadline and could not store what it did in time: nothing of it was
 /// kept.
 pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";
+/// The turn asked for a typed result, and the model gave none that matches the schema, after
+/// being asked once more with what was wrong. What the turn produced is kept.
+pub const RESULT_INVALID: &str = "result_invalid";
 
 /// Whether a `failed` event with `code` says the turn never ran: a redelivery of a turn that
 /// ran to its end ([`DUPLICATE_TURN`]) or failed for good ([`FAILED_BEFORE`]), one of another

@@ -32,6 +32,6 @@ pub use collect::{AgentFailure, CollectError, Collected, collect};
 pub use event::AgentEvent;
 pub use redact::redact;
 pub use scope::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, SUPERSEDES_KEY, Scope,
-    TURN_ID_KEY, USER_ID_KEY, UserToken,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, DEADLINE_KEY, ImageRef, Prompt, RESULT_SCHEMA_KEY,
+    SUPERSEDES_KEY, Scope, TURN_ID_KEY, USER_ID_KEY, UserToken,
 };

@@ -86,6 +86,9 @@ pub const DEADLINE_KEY: &str = "deadlineMs";
 pub const ACCOUNT_ID_KEY: &str = "accountId";
 /// The extension naming the agent definition a multi-agent runtime runs for the turn.
 pub const AGENT_KEY: &str = "agent";
+/// The extension carrying the JSON Schema a turn's typed result must match: the model gives its
+/// answer as a value of that schema, and `completed.data.result` carries it.
+pub const RESULT_SCHEMA_KEY: &str = "resultSchema";
 
 impl Scope {
     /// A scope for `session` with no extensions.

@@ -18,6 +18,7 @@ pub mod moto;
 pub mod prompt_cache;
 pub mod provider_stand_in;
 pub mod session_audit;
+pub mod stand_ins;
 
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
@@ -28,6 +29,7 @@ pub use lambda_api::LambdaRuntimeApi;
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
+pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.
 pub fn serve_in_background(

@@ -65,49 +65,126 @@ fn end(reason: &str, output_tokens: u64) -> Vec<(String, Value)> {
     ]
 }
 
+/// `text` in pieces of about a third.
+fn thirds(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(chars.len().div_ceil(3).max(1))
+        .map(|piece| piece.iter().collect())
+        .collect()
+}
+
+/// `text` cut in two at a character boundary.
+fn halves(text: &str) -> [&str; 2] {
+    let half = (0..=text.len() / 2)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    [&text[..half], &text[half..]]
+}
+
+/// A content block at `index`: its start with `content_block`, each of `deltas`, its stop.
+fn block(
+    index: usize,
+    content_block: Value,
+    deltas: impl IntoIterator<Item = Value>,
+) -> Vec<(String, Value)> {
+    let mut events = vec![event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": content_block}),
+    )];
+    for delta in deltas {
+        events.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        ));
+    }
+    events.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    ));
+    events
+}
+
+/// A text block at `index`, its text in three deltas.
+fn text_block(index: usize, text: &str) -> Vec<(String, Value)> {
+    let deltas = thirds(text)
+        .into_iter()
+        .map(|piece| json!({"type": "text_delta", "text": piece}));
+    block(index, json!({"type": "text", "text": ""}), deltas)
+}
+
 impl SseReply {
     /// A streamed answer of `text` in three pieces, ending the turn.
     pub fn text(text: &str) -> Self {
+        let mut events = start(25);
+        events.extend(text_block(0, text));
+        events.extend(end("end_turn", 9));
+        Self::Events(events)
+    }
+
+    /// An answer of `text` that the output token cap cuts (`stop_reason: max_tokens`).
+    pub fn cut_at_limit(text: &str) -> Self {
+        let mut events = start(25);
+        events.extend(text_block(0, text));
+        events.extend(end("max_tokens", 4096));
+        Self::Events(events)
+    }
+
+    /// `reasoning` in a thinking block closed by `signature`, then an answer of `text`.
+    pub fn thinking_then_text(reasoning: &str, signature: &str, text: &str) -> Self {
+        let mut events = start(25);
+        events.extend(block(
+            0,
+            json!({"type": "thinking", "thinking": ""}),
+            [
+                json!({"type": "thinking_delta", "thinking": reasoning}),
+                json!({"type": "signature_delta", "signature": signature}),
+            ],
+        ));
+        events.extend(text_block(1, text));
+        events.extend(end("end_turn", 30));
+        Self::Events(events)
+    }
+
+    /// An answer that starts with `text` and then breaks with the API's `overloaded_error`
+    /// event: output the caller has already seen.
+    pub fn error_after_text(text: &str) -> Self {
         let mut events = start(25);
         events.push(event(
             "content_block_start",
             json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ));
-        let chars: Vec<char> = text.chars().collect();
-        for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
-            events.push(event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece.iter().collect::<String>()}}),
-            ));
-        }
         events.push(event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
         ));
-        events.extend(end("end_turn", 9));
+        events.push(event(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ));
         Self::Events(events)
     }
 
     /// A call of tool `name` with `input` (JSON text, streamed in two pieces), stopping for its
     /// result.
     pub fn tool_call(id: &str, name: &str, input: &str) -> Self {
+        Self::tool_calls(&[(id, name, input)])
+    }
+
+    /// Calls made at once, each `(id, name, input)` in a block of its own, stopping for their
+    /// results.
+    pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Self {
         let mut events = start(40);
-        events.push(event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
-        ));
-        let half = input.len() / 2;
-        let half = (0..=half).rev().find(|i| input.is_char_boundary(*i)).unwrap_or(0);
-        for piece in [&input[..half], &input[half..]] {
-            events.push(event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+        for (index, (id, name, input)) in calls.iter().enumerate() {
+            let deltas =
+                halves(input).map(|piece| json!({"type": "input_json_delta", "partial_json": piece}));
+            events.extend(block(
+                index,
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                deltas,
             ));
         }
-        events.push(event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ));
         events.extend(end("tool_use", 15));
         Self::Events(events)
     }
@@ -156,34 +233,67 @@ fn openai_end(prompt_tokens: u64, completion_tokens: u64) -> Vec<(String, Value)
 impl SseReply {
     /// An OpenAI-compatible streamed answer of `text` in three pieces, with a keep-alive comment.
     pub fn openai_text(text: &str) -> Self {
+        Self::openai_answer(None, text, "stop")
+    }
+
+    /// An OpenAI-compatible answer of `text` that the token cap cuts (`finish_reason: length`).
+    pub fn openai_cut_at_limit(text: &str) -> Self {
+        Self::openai_answer(None, text, "length")
+    }
+
+    /// An OpenAI-compatible answer with `reasoning` first (as `reasoning_content`, the way
+    /// vLLM and DeepSeek send it), then `text`.
+    pub fn openai_reasoning_then_text(reasoning: &str, text: &str) -> Self {
+        Self::openai_answer(Some(reasoning), text, "stop")
+    }
+
+    fn openai_answer(reasoning: Option<&str>, text: &str, finish: &str) -> Self {
         let mut events = vec![(":".to_owned(), Value::String("keep-alive".into()))];
         events.push(chunk(json!({"role": "assistant", "content": ""}), None));
-        let chars: Vec<char> = text.chars().collect();
-        for piece in chars.chunks(chars.len().div_ceil(3).max(1)) {
-            events.push(chunk(json!({"content": piece.iter().collect::<String>()}), None));
+        if let Some(reasoning) = reasoning {
+            events.push(chunk(json!({"reasoning_content": reasoning}), None));
         }
-        events.push(chunk(json!({}), Some("stop")));
+        for piece in thirds(text) {
+            events.push(chunk(json!({"content": piece}), None));
+        }
+        events.push(chunk(json!({}), Some(finish)));
         events.extend(openai_end(30, 8));
         Self::Events(events)
     }
 
+    /// An OpenAI-compatible answer that starts with `text` and then breaks with an `error`
+    /// chunk, as servers report a failure mid-stream.
+    pub fn openai_error_after_text(text: &str) -> Self {
+        Self::Events(vec![
+            chunk(json!({"role": "assistant", "content": text}), None),
+            (
+                String::new(),
+                json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}}),
+            ),
+        ])
+    }
+
     /// An OpenAI-compatible call of function `name` with `arguments` (JSON text, in two pieces).
     pub fn openai_tool_call(id: &str, name: &str, arguments: &str) -> Self {
-        let half = (0..=arguments.len() / 2)
-            .rev()
-            .find(|i| arguments.is_char_boundary(*i))
-            .unwrap_or(0);
-        let mut events = vec![chunk(
-            json!({"role": "assistant", "content": null, "tool_calls": [
-                {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
-            ]}),
-            None,
-        )];
-        for piece in [&arguments[..half], &arguments[half..]] {
+        Self::openai_tool_calls(&[(id, name, arguments)])
+    }
+
+    /// OpenAI-compatible parallel calls, each `(id, name, arguments)` at its own index.
+    pub fn openai_tool_calls(calls: &[(&str, &str, &str)]) -> Self {
+        let mut events = Vec::new();
+        for (index, (id, name, arguments)) in calls.iter().enumerate() {
             events.push(chunk(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+                ]}),
                 None,
             ));
+            for piece in halves(arguments) {
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                    None,
+                ));
+            }
         }
         events.push(chunk(json!({}), Some("tool_calls")));
         events.extend(openai_end(45, 12));

@@ -86,6 +86,9 @@ pub(crate) struct SendArgs {
     /// (`AGENT_WORKER_USER_TOKEN`; the value is never printed).
     #[arg(long, env = "AGENT_WORKER_USER_TOKEN", hide_env_values = true)]
     pub(crate) user_token: Option<String>,
+    /// The JSON Schema the turn's typed result must match, as JSON or `@file`.
+    #[arg(long)]
+    pub(crate) result_schema: Option<String>,
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
     pub(crate) region: Option<String>,
@@ -259,6 +262,11 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
         socket_room: None,
         agent: None,
         user_token: args.user_token.map(agent_worker::protocol::UserToken::new),
+        result_schema: args
+            .result_schema
+            .as_deref()
+            .map(crate::run::result_schema)
+            .transpose()?,
     };
     let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);

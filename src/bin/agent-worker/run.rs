@@ -8,7 +8,7 @@ use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
 use agent_worker::hosts::settings::dynamodb_client;
-use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope};
+use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, RESULT_SCHEMA_KEY, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
 use base64::Engine as _;
 use futures_util::StreamExt;
@@ -34,6 +34,10 @@ pub(crate) struct InvokeArgs {
     /// `peak_rss_kib` on Linux): per-turn cost apart from process start.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) repeat: Option<u32>,
+    /// The JSON Schema the turn's typed result must match, as JSON or `@file`: the result
+    /// comes on `completed.data.result`.
+    #[arg(long)]
+    pub(crate) result_schema: Option<String>,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,
 }
@@ -257,8 +261,15 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
         prompt = prompt.with_image(image(path)?);
     }
     let agent = args.engine.agent().await?;
+    let schema = args.result_schema.as_deref().map(result_schema).transpose()?;
+    let scoped = |session: String| match &schema {
+        Some(schema) => {
+            Scope::new(session).with(RESULT_SCHEMA_KEY, serde_json::Value::Object(schema.clone()))
+        }
+        None => Scope::new(session),
+    };
     let Some(repeat) = args.repeat else {
-        let mut scope = Scope::new(args.session);
+        let mut scope = scoped(args.session);
         if let Some(turn_id) = args.turn_id {
             scope = scope.with_turn_id(turn_id);
         }
@@ -271,7 +282,7 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
     };
     let (mut tool_calls, mut failed_turns) = (0u64, 0u64);
     for i in 1..=repeat {
-        let mut scope = Scope::new(format!("{}-{i}", args.session));
+        let mut scope = scoped(format!("{}-{i}", args.session));
         if let Some(turn_id) = &args.turn_id {
             scope = scope.with_turn_id(format!("{turn_id}-{i}"));
         }
@@ -290,6 +301,23 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A `--result-schema` value: a JSON Schema object, written out or as `@file`.
+pub(crate) fn result_schema(arg: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("--result-schema: cannot read {path}: {e}"))?
+        }
+        None => arg.to_owned(),
+    };
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(schema)) => Ok(schema),
+        Ok(other) => Err(format!(
+            "--result-schema: a JSON Schema is an object, not {other}"
+        )),
+        Err(e) => Err(format!("--result-schema: not JSON: {e}")),
+    }
 }
 
 /// This process's peak resident memory so far (`VmHWM`), where the system tells it (Linux).

@@ -5,6 +5,8 @@
 //! - The step's prompt is its `input`. A step without one takes the task's `input` if no step
 //!   has run yet; otherwise it answers 422.
 //! - `output` is the turn's text; `additional_output` is the `data` of its `completed` event.
+//! - A typed result: `additional_input.resultSchema` on the step, or on the task for each of its
+//!   steps, is the turn's result schema; the result comes back as `additional_output.result`.
 //! - `is_last` is true when that data says `"is_last": true`. An agent that knows when a task is
 //!   done sets it: a Standard Agents session does when it ends (`sessionStop`, `sessionFail`,
 //!   its turn cap). The Bedrock engine never does, so its tasks are conversations that go on as
@@ -18,7 +20,7 @@ use async_trait::async_trait;
 
 use super::handler::{StepFailed, StepHandler, StepResult, TaskFailed, TaskHandler};
 use super::types::{StepRequestBody, Task};
-use crate::protocol::{Agent, CollectError, Prompt, Scope, codes, collect};
+use crate::protocol::{Agent, CollectError, Prompt, RESULT_SCHEMA_KEY, Scope, codes, collect};
 
 /// The key of `completed.data` that marks a task's last step.
 pub const IS_LAST_KEY: &str = "is_last";
@@ -53,6 +55,7 @@ impl<A: Agent + 'static> TaskHandler for AgentTaskHandler<A> {
             agent: self.agent.clone(),
             session: task.task_id.clone(),
             task_input: task.input.clone(),
+            task_schema: result_schema(task.additional_input.as_ref()),
             steps_run: 0,
         }))
     }
@@ -62,12 +65,21 @@ struct AgentSteps<A> {
     agent: Arc<A>,
     session: String,
     task_input: Option<String>,
+    /// The task's `additional_input.resultSchema`, for each step that names none.
+    task_schema: Option<serde_json::Value>,
     steps_run: u64,
+}
+
+/// The `resultSchema` of an `additional_input`.
+fn result_schema(additional_input: Option<&super::types::JsonObject>) -> Option<serde_json::Value> {
+    additional_input?.get(RESULT_SCHEMA_KEY).cloned()
 }
 
 #[async_trait]
 impl<A: Agent + 'static> StepHandler for AgentSteps<A> {
     async fn step(&mut self, input: Option<StepRequestBody>) -> Result<StepResult, StepFailed> {
+        let schema = result_schema(input.as_ref().and_then(|b| b.additional_input.as_ref()))
+            .or_else(|| self.task_schema.clone());
         let text = match input.and_then(|b| b.input) {
             Some(text) => text,
             None if self.steps_run == 0 => self.task_input.clone().ok_or_else(|| {
@@ -79,7 +91,10 @@ impl<A: Agent + 'static> StepHandler for AgentSteps<A> {
                 ));
             }
         };
-        let scope = Scope::new(self.session.clone()).with_turn_id(uuid::Uuid::new_v4().to_string());
+        let mut scope = Scope::new(self.session.clone()).with_turn_id(uuid::Uuid::new_v4().to_string());
+        if let Some(schema) = schema {
+            scope = scope.with(RESULT_SCHEMA_KEY, schema);
+        }
         let collected = collect(self.agent.invoke(scope, Prompt::text(text)))
             .await
             .map_err(|e| match e {

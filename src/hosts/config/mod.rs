@@ -37,6 +37,10 @@
 //!     allow: [echo, get-sum]
 //!     tools:                       # where the server's annotations say nothing
 //!       get-sum: { effect: view, title: Add two numbers }
+//! resultSchema:                    # every turn's typed result (a turn's own resultSchema wins)
+//!   type: object
+//!   properties: { category: { enum: [billing, bug, other] } }
+//!   required: [category]
 //! ```
 //!
 //! Each value of the environment still wins where it names the same thing (`SYSTEM_PROMPT`,
@@ -100,6 +104,8 @@ pub struct ConfigFile {
     /// MCP servers whose tools become tools (feature `mcp`).
     #[serde(default)]
     pub mcp: Vec<McpServer>,
+    /// The JSON Schema every turn's typed result must match, unless the turn names its own.
+    pub result_schema: Option<serde_json::Value>,
 }
 
 /// A tool class, as the file names it.
@@ -229,6 +235,8 @@ pub struct Configured {
     /// What loading it read besides files: its `s3://` documents (as S3 object ARNs) and the
     /// secrets and parameters of its keys and headers (as named), for the deployer to grant.
     pub reads: Vec<String>,
+    /// The JSON Schema every turn's typed result must match (checked to compile).
+    pub result_schema: Option<serde_json::Value>,
 }
 
 impl fmt::Debug for Configured {
@@ -345,6 +353,10 @@ impl Configured {
     ) -> EngineBuilder {
         let added = not_named(&self.current_tools(), extra);
         let fixed = self.tools.iter().cloned().chain(added);
+        let builder = match &self.result_schema {
+            Some(schema) => builder.result_schema(schema.clone()),
+            None => builder,
+        };
         self.sources
             .iter()
             .fold(builder.tools(fixed), |b, source| b.tool_source(source.clone()))
@@ -431,6 +443,11 @@ impl Configured {
                 ClassName::Attachment => ToolClass::Attachment,
             })
             .collect();
+        if let Some(schema) = &file.result_schema
+            && let Err(bad) = crate::engine::result::ResultSchema::new(schema.clone())
+        {
+            problems.push(bad.to_string());
+        }
         let policy = ConfiguredPolicy::new(file.policy.clone(), admit).unwrap_or_else(|why| {
             problems.extend(why);
             ConfiguredPolicy::default()
@@ -449,6 +466,7 @@ impl Configured {
             origins,
             events,
             reads,
+            result_schema: file.result_schema.clone(),
         })
     }
 }

@@ -15,4 +15,7 @@ pub enum EngineError {
     /// The tools cannot be offered to a model.
     #[error("invalid tools: {0}")]
     Tools(#[from] ToolsetError),
+    /// The result schema cannot be used.
+    #[error(transparent)]
+    Result(#[from] super::result::BadResultSchema),
 }

@@ -29,6 +29,7 @@ pub mod model;
 mod policy;
 mod prompt;
 mod quiet;
+pub mod result;
 mod retry;
 mod stop;
 mod stop_reason;
@@ -116,6 +117,8 @@ struct EngineInner {
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     /// This turn's UI tools, by name: where each call goes on the page.
     ui_targets: Arc<std::collections::HashMap<String, ui::oui::UiTarget>>,
+    /// The schema a turn's typed result must match: the engine's own, or the turn's.
+    result: Option<Arc<result::ResultSchema>>,
 }
 
 impl fmt::Debug for Engine {
@@ -210,6 +213,35 @@ impl EngineInner {
         Ok(Arc::new(inner))
     }
 
+    /// The engine for a turn that asks for a typed result matching `schema` (the scope's
+    /// `resultSchema`); this one when the turn names none. A schema that does not compile, or a
+    /// result asked of an engine with a tool of the result tool's name, is refused by name.
+    fn for_result(
+        self: &Arc<Self>,
+        schema: Option<&serde_json::Value>,
+    ) -> Result<Arc<Self>, prompt::InvalidPrompt> {
+        let refused = |reason: String| prompt::InvalidPrompt {
+            field: crate::protocol::RESULT_SCHEMA_KEY.into(),
+            reason,
+        };
+        let engine = match schema {
+            Some(schema) => {
+                let compiled = result::ResultSchema::new(schema.clone()).map_err(|e| refused(e.0))?;
+                let mut inner = (**self).clone();
+                inner.result = Some(Arc::new(compiled));
+                Arc::new(inner)
+            }
+            None => self.clone(),
+        };
+        if engine.result.is_some() && engine.tools.spec(result::RESULT_TOOL).is_some() {
+            return Err(refused(format!(
+                "the worker has a tool named {}, the name the result is given with",
+                result::RESULT_TOOL
+            )));
+        }
+        Ok(engine)
+    }
+
     /// The `ui_action_requested` event for call `call_id` of `name`, when it is a UI action of
     /// this turn.
     fn ui_request(
@@ -275,6 +307,7 @@ impl EngineInner {
         history_messages: usize,
         forced: Option<String>,
         plan_less: bool,
+        force_result: bool,
     ) -> ModelRequest {
         let mut system: Vec<String> = self.system_prompt.iter().cloned().collect();
         let cache = CachePlan {
@@ -290,9 +323,17 @@ impl EngineInner {
                 input_schema: spec.input_schema.clone(),
             })
             .collect();
+        if let Some(schema) = &self.result {
+            tools.push(schema.tool());
+            system.push(result::RESULT_INSTRUCTION.to_owned());
+        }
+        let forced = match (&self.result, force_result) {
+            (Some(_), true) => Some(result::RESULT_TOOL.to_owned()),
+            _ => forced,
+        };
         let mut tool_choice = ToolChoice::Auto;
         match forced {
-            Some(name) if self.tools.spec(&name).is_some() => {
+            Some(name) if tools.iter().any(|t| t.name == name) => {
                 if self.config.forced_tool_choice {
                     tool_choice = ToolChoice::Tool(name);
                 } else {
@@ -334,6 +375,7 @@ pub struct EngineBuilder {
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
+    result_schema: Option<serde_json::Value>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -438,11 +480,25 @@ impl EngineBuilder {
         self
     }
 
+    /// The JSON Schema every turn's typed result must match, unless the turn names its own
+    /// (the scope's `resultSchema`): the model gives the result with the `final_result` tool,
+    /// and `completed.data.result` carries it. See [`result`].
+    #[must_use]
+    pub fn result_schema(mut self, schema: serde_json::Value) -> Self {
+        self.result_schema = Some(schema);
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
         let store = self.store.ok_or(EngineError::Missing("store"))?;
         self.config.validate()?;
+        let result = self
+            .result_schema
+            .map(result::ResultSchema::new)
+            .transpose()?
+            .map(Arc::new);
         let mut tools = self.tools;
         if let Some(area) = &self.file_area {
             tools.extend(attachments::attachment_tools(area));
@@ -470,6 +526,7 @@ impl EngineBuilder {
             approvals: self.approvals,
             ui_answers: self.ui_answers,
             ui_targets: Arc::default(),
+            result,
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(

@@ -476,19 +476,7 @@ impl Toolset {
                 }
             ));
         };
-        let problems: Vec<String> = registered
-            .validator
-            .iter_errors(input)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
+        let problems = schema_problems(&registered.validator, input);
         if !problems.is_empty() {
             return ToolOutcome::error(format!(
                 "the arguments do not match {name}'s input schema: {}",
@@ -518,6 +506,23 @@ impl Toolset {
             )),
         }
     }
+}
+
+/// What is wrong with `input` by `validator`'s schema: at most five problems, each with where it
+/// is. Empty when it matches.
+pub(crate) fn schema_problems(validator: &jsonschema::Validator, input: &Value) -> Vec<String> {
+    validator
+        .iter_errors(input)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect()
 }
 
 /// Parses the model's argument text: empty means no arguments; anything but a JSON object is

@@ -51,8 +51,8 @@ pub(crate) const DEADLINE_NOTICE: &str =
 /// How a turn ends, before its messages are stored. Typed until [`terminal`](Self::terminal)
 /// makes it the terminal event and the stored outcome.
 enum Ending {
-    /// The model ended its turn.
-    Completed,
+    /// The model ended its turn, with the typed result when the turn asked for one.
+    Completed { result: Option<Value> },
     /// It ended before the model's own end, for `reason`; `stop_tools` are the calls of tools
     /// that end a turn, when that was the reason.
     Ended {
@@ -92,6 +92,7 @@ impl Ending {
     /// early (`stopReason`, with `stopTools`), and the tokens its files gave the model
     /// (`estimatedFileTokens`), when any did.
     fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
+        let mut fields = serde_json::Map::new();
         let (reason, stop_tools) = match self {
             Self::Failed {
                 details,
@@ -106,11 +107,15 @@ impl Ending {
                     },
                 );
             }
-            Self::Completed => (None, None),
+            Self::Completed { result } => {
+                if let Some(result) = result {
+                    fields.insert("result".into(), result);
+                }
+                (None, None)
+            }
             Self::Stopped(stop) => (Some(TurnStopReason::from(stop.reason)), None),
             Self::Ended { reason, stop_tools } => (Some(reason), stop_tools),
         };
-        let mut fields = serde_json::Map::new();
         if let Some(reason) = reason {
             fields.insert("stopReason".into(), reason.as_str().into());
         }
@@ -160,6 +165,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         .map(str::to_owned);
     let approval = scope.extensions.get(APPROVAL_KEY).cloned();
     let context = scope.extensions.get(super::ui::CONTEXT_KEY).cloned();
+    let result_schema = scope.extensions.get(crate::protocol::RESULT_SCHEMA_KEY).cloned();
     let ask = TurnAsk {
         session: scope.session,
         turn_id,
@@ -169,6 +175,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         approval,
         supersedes,
         context,
+        result_schema,
     };
     run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)
@@ -186,6 +193,8 @@ struct TurnAsk {
     supersedes: Vec<String>,
     /// The payload's `context`: what the person's tab says of the page.
     context: Option<Value>,
+    /// The JSON Schema the turn's typed result must match (the scope's `resultSchema`).
+    result_schema: Option<Value>,
 }
 
 /// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
@@ -210,6 +219,9 @@ async fn run_phases(
     let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
     let ui = phases::read_context(ask)?;
     let engine = &engine.for_ui(&ui).map_err(Refusal::InvalidPrompt)?;
+    let engine = &engine
+        .for_result(ask.result_schema.as_ref())
+        .map_err(Refusal::InvalidPrompt)?;
     phases::check_owner(engine, ask).await?;
     phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
     let early_stop = phases::look_before_start(engine, ask).await?;
@@ -222,6 +234,7 @@ async fn run_phases(
         approval,
         supersedes,
         context: _,
+        result_schema: _,
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
@@ -261,6 +274,7 @@ async fn run_phases(
     let mut turn = TurnState::new(history, user);
     turn.additions = ui.additions(crate::clock::now_ms(), approval.is_some());
     turn.message_limit = engine.store.max_message_bytes();
+    turn.result = engine.result.as_ref().map(|_| Default::default());
     // The conversation's count is read only by a turn that can give the model a file: one
     // with files of its own, or one with the attachment tools.
     let can_show_files = !attached.is_empty()
@@ -307,6 +321,7 @@ async fn run_phases(
     // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
     // the model refuses never poisons the session.
     let messages = if turn.produced_anything() {
+        super::result::settle_calls(&mut turn.messages);
         repair(turn.messages).0
     } else {
         Vec::new()

@@ -14,6 +14,7 @@ use crate::engine::compaction::{self, Pressure};
 use crate::engine::model::ModelErrorKind;
 use crate::engine::model::{ModelError, ModelEvent, StopReason};
 use crate::engine::quiet::Quiet;
+use crate::engine::result::{RESULT_NUDGE, RESULT_TOOL};
 use crate::engine::retry::backoff;
 use crate::engine::stop::{self, StopFlag};
 use crate::engine::tools::{Effect, ToolContext, ToolOutcome};
@@ -152,7 +153,14 @@ pub(super) async fn run_rounds(
             turn.compact(engine, ctx.session, Pressure::IfNeeded, out).await;
         }
         turn.fit_files();
-        let request = engine.request(turn.conversation(), turn.history.sent_len(), forced, plan_less);
+        let force_result = turn.result.as_ref().is_some_and(|r| r.force);
+        let request = engine.request(
+            turn.conversation(),
+            turn.history.sent_len(),
+            forced,
+            plan_less,
+            force_result,
+        );
         let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
             // Bedrock said the input is too long: compact harder, once, and send the step again.
@@ -186,6 +194,21 @@ pub(super) async fn run_rounds(
                 stop_tools: Some(json!(step.ending)),
             };
         }
+        if let Some(result) = &mut turn.result {
+            if result.value.is_some() {
+                let result = result.value.take();
+                turn.close_step();
+                return Ending::Completed { result };
+            }
+            if result.take_miss() {
+                let asked = result.ask_again(false);
+                turn.close_step();
+                match asked {
+                    Ok(()) => continue,
+                    Err(details) => return result_invalid(details),
+                }
+            }
+        }
         if step.called {
             turn.close_step();
             continue;
@@ -211,11 +234,18 @@ pub(super) async fn run_rounds(
                 turn.close_step();
                 return Ending::stop(TurnStopReason::ContentFiltered);
             }
+            _ if turn.result.is_some() => {
+                turn.close_step();
+                match turn.result.as_mut().map(|r| r.ask_again(true)) {
+                    Some(Err(details)) => return result_invalid(details),
+                    _ => turn.messages.push(Message::user_text(RESULT_NUDGE)),
+                }
+            }
             _ => {
                 turn.close_step();
                 let nudge = engine.policy.as_ref().and_then(|p| p.continue_after_text(&ctx));
                 match nudge {
-                    None => return Ending::Completed,
+                    None => return Ending::Completed { result: None },
                     // It answered, so no closing line: the rounds ran out while it went on.
                     Some(_) if ctx.round >= config.max_rounds => {
                         return Ending::stop(TurnStopReason::MaxRounds);
@@ -227,6 +257,16 @@ pub(super) async fn run_rounds(
     }
     turn.notify(out, MAX_ROUNDS_NOTICE);
     Ending::stop(TurnStopReason::MaxRounds)
+}
+
+/// The turn's end when the model gave no result that matches, after being asked once more.
+fn result_invalid(details: String) -> Ending {
+    tracing::warn!(%details, "the turn's typed result is missing or does not match its schema");
+    Ending::Failed {
+        details,
+        retryable: false,
+        code: codes::RESULT_INVALID,
+    }
 }
 
 pub(super) async fn run_step_with_retries(
@@ -367,6 +407,13 @@ pub(super) async fn start_call(
 ) -> Option<Value> {
     let Call { id, name, input } = call;
     let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
+    if name == RESULT_TOOL
+        && let (Some(schema), Some(result)) = (&engine.result, &mut turn.result)
+    {
+        let outcome = result.take_call(schema, parsed);
+        turn.finish_call(index, outcome, out);
+        return None;
+    }
     let args = match parsed {
         Ok(args) => args,
         Err(why) => {

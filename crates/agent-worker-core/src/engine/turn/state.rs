@@ -56,6 +56,8 @@ pub(super) struct TurnState {
     /// What the worker adds to the person's message (the UI context's lines): sent after its
     /// text and before its files, never stored.
     pub(super) additions: Vec<ContentBlock>,
+    /// Where the typed result stands, when the turn asks for one.
+    pub(super) result: Option<crate::engine::result::ResultState>,
 }
 
 impl TurnState {
@@ -72,6 +74,7 @@ impl TurnState {
             file_tokens: BTreeMap::new(),
             message_limit: None,
             additions: Vec::new(),
+            result: None,
         }
     }
 

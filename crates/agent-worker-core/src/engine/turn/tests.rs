@@ -46,6 +46,7 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         approval: None,
         supersedes: Vec::new(),
         context: None,
+        result_schema: None,
     }
 }
 
