@@ -21,6 +21,7 @@ mod attachment;
 pub mod codes;
 mod collect;
 pub mod conformance;
+pub mod control;
 mod event;
 pub mod middleware;
 mod redact;
@@ -29,6 +30,7 @@ mod scope;
 pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use collect::{AgentFailure, CollectError, Collected, collect};
+pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
 pub use redact::redact;
 pub use scope::{

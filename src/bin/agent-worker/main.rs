@@ -39,7 +39,7 @@ use conversations::ConversationsArgs;
 use queue::{HandleArgs, PollArgs, SendArgs, SetupArgs};
 use run::InvokeArgs;
 use servers::{AgentProtocolArgs, ServeArgs};
-use session::{EventsArgs, HistoryArgs, StopArgs};
+use session::{CommandArgs, EventsArgs, HistoryArgs, SessionArgs, StopArgs};
 use tools::{ReportArgs, ToolsArgs};
 use validate::ValidateArgs;
 
@@ -75,6 +75,14 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Asks a turn to stop, whether it is running or still waiting in the queue.
     Stop(StopArgs),
+    /// Steers the session's running turn: the words reach the model at its next round boundary.
+    Steer(CommandArgs),
+    /// Queues a follow-up on the session's running turn: it runs once the turn is otherwise done.
+    FollowUp(CommandArgs),
+    /// Aborts the session's running turn; what was queued on it does not run.
+    Abort(SessionArgs),
+    /// Prints what a session is doing: idle or running, its running turn, the commands sent.
+    State(SessionArgs),
     /// A person's conversations: list, get (as a chat UI shows one) or delete.
     Conversations(ConversationsArgs),
     /// Prints the tools a configuration yields (where each came from, its effect, whether it
@@ -108,6 +116,10 @@ pub(crate) fn main() -> ExitCode {
             | Command::History(_)
             | Command::Events(_)
             | Command::Stop(_)
+            | Command::Steer(_)
+            | Command::FollowUp(_)
+            | Command::Abort(_)
+            | Command::State(_)
             | Command::Conversations(_)
             | Command::Tools(_)
             | Command::ReportEvent(_)
@@ -134,6 +146,10 @@ pub(crate) fn main() -> ExitCode {
             Command::History(args) => session::history(args).await.map(|()| ExitCode::SUCCESS),
             Command::Events(args) => session::events(args).await.map(|()| ExitCode::SUCCESS),
             Command::Stop(args) => session::stop(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Steer(args) => session::command(args.steer(), &args.session).await,
+            Command::FollowUp(args) => session::command(args.follow_up(), &args.session).await,
+            Command::Abort(args) => session::command(args.abort(), &args).await,
+            Command::State(args) => session::state(args).await,
             Command::Tools(args) => tools::tools(args).await.map(|()| ExitCode::SUCCESS),
             Command::ReportEvent(args) => tools::report_event(args).await.map(|()| ExitCode::SUCCESS),
             Command::Conversations(args) => conversations::conversations(args)

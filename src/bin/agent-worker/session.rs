@@ -1,5 +1,12 @@
-//! What the table holds: `history`, `events` (a turn's log from a cursor) and `stop`.
+//! What the table holds: `history`, `events` (a turn's log from a cursor), `stop`, and the
+//! session control plane (`steer`, `follow-up`, `abort`, `state`).
 
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_worker::engine::StoreControl;
+use agent_worker::protocol::control::answer;
+use agent_worker::protocol::{SessionCommand, SessionControl};
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause, StopOutcome};
 use agent_worker::sinks::DynamoEventLog;
 
@@ -89,6 +96,70 @@ pub(crate) async fn events(args: EventsArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// A session of a table.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SessionArgs {
+    /// The session.
+    #[arg(long)]
+    pub(crate) session: String,
+    #[command(flatten)]
+    pub(crate) table: TableArgs,
+}
+
+impl SessionArgs {
+    pub(crate) fn abort(&self) -> SessionCommand {
+        SessionCommand::Abort
+    }
+}
+
+/// A command with the person's words.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CommandArgs {
+    #[command(flatten)]
+    pub(crate) session: SessionArgs,
+    /// The person's words.
+    #[arg(long)]
+    pub(crate) text: String,
+}
+
+impl CommandArgs {
+    pub(crate) fn steer(&self) -> SessionCommand {
+        SessionCommand::Steer {
+            prompt: self.text.clone(),
+        }
+    }
+
+    pub(crate) fn follow_up(&self) -> SessionCommand {
+        SessionCommand::FollowUp {
+            prompt: self.text.clone(),
+        }
+    }
+}
+
+/// Sends `command` to the session's running turn and prints the answer; exits 1 when it was
+/// refused.
+pub(crate) async fn command(command: SessionCommand, to: &SessionArgs) -> Result<ExitCode, String> {
+    let control = StoreControl::new(Arc::new(to.table.store().await?));
+    let result = control.dispatch(&to.session, command).await;
+    println!("{}", answer(&result));
+    Ok(if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Prints what the session is doing.
+pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, String> {
+    let control = StoreControl::new(Arc::new(args.table.store().await?));
+    let state = control
+        .state(&args.session)
+        .await
+        .map_err(|refused| refused.to_string())?;
+    println!("{}", serde_json::to_string(&state).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn stop(args: StopArgs) -> Result<(), String> {

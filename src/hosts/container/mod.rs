@@ -10,6 +10,7 @@
 //! | `POST /conversations/{id}/files?userId=U&accountId=A&name=N` with the file's bytes | a file the person attaches: see [`files`] (with [`ContainerHost::uploads`]) |
 //! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
+//! | `POST /sessions/{id}/commands?userId=U&accountId=A` with `{"type": "steer" \| "follow_up", "prompt"}` or `{"type": "abort"}`, `GET /sessions/{id}/state…` | the session control plane: see [`sessions`] |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
@@ -41,6 +42,7 @@ mod conversations;
 mod events;
 mod files;
 mod jobs;
+mod sessions;
 
 pub use events::DEFAULT_MAX_EVENT_STREAMS;
 
@@ -328,6 +330,8 @@ impl ContainerHost {
             .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
             .route("/conversations/{id}/files", post(files::upload))
             .route("/jobs/events", post(jobs::report))
+            .route("/sessions/{id}/commands", post(sessions::command))
+            .route("/sessions/{id}/state", get(sessions::state))
             .route("/conversations", get(conversations::list))
             .route(
                 "/conversations/{id}",

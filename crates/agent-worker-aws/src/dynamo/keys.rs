@@ -5,7 +5,7 @@
 //! | the session's version (how many messages it holds) | `session#<id>` | `meta` |
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
 //! | the summary of the session's older messages (how many: `summaryUpto` on `meta`) | `session#<id>` | `summary` |
-//! | a turn record | `session#<id>` | `turn#<turnId>` |
+//! | a turn record (with the stop asked of it, and the commands sent to it while it runs: `commands`) | `session#<id>` | `turn#<turnId>` |
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
@@ -32,6 +32,9 @@ pub const EXPIRES_AT: &str = "expiresAt";
 /// On a turn item: the token of the claim or commit that last wrote it, so that a write whose
 /// answer was lost can tell, on the SDK's retry, that it landed.
 pub const WRITE_TOKEN: &str = "writeToken";
+
+/// On a turn item: the commands sent to it while it runs, in the order accepted.
+pub const COMMANDS: &str = "commands";
 
 /// The index of conversations by owner, most recent first.
 pub const OWNER_INDEX: &str = "byOwner";

@@ -13,6 +13,8 @@
 
 mod approvals;
 mod codec;
+mod commands;
+mod commit;
 mod conversations;
 mod documents;
 mod event_log;

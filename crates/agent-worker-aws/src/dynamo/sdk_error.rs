@@ -7,6 +7,11 @@ use agent_worker_core::Failure;
 use agent_worker_core::session::StoreError;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
+/// Whether a call failed because its condition did not hold.
+pub(crate) fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+    error.code() == Some("ConditionalCheckFailedException")
+}
+
 /// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
 /// service's code and message (the raw response left out), after `what` was being done. The SDK's
 /// error is kept as the source.

@@ -20,32 +20,30 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
-use agent_worker_core::session::conversations::{preview_of, title_of};
-use agent_worker_core::session::history::check;
 use agent_worker_core::session::{
-    Claim, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop, StopOutcome, StoreError,
-    Summary, TurnOutcome, TurnRecord, TurnStatus,
+    Claim, CommandOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop, StopOutcome,
+    StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
 use super::keys::*;
-use super::sdk_error::store_error;
-use super::transact::{item_size, plan};
+use super::sdk_error::{is_conditional_failure, store_error};
+use super::transact::item_size;
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
 /// outcome is the terminal event's data.
-const TAIL_BYTES: usize = 64 * 1024;
+pub(super) const TAIL_BYTES: usize = 64 * 1024;
 
 /// How long stored items live before the table's TTL removes them, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 /// How long deleting a conversation waits for a turn it stopped to end, by default.
 pub const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(10);
 /// How many times a completion is retried when another writer moved the session's version.
-const VERSION_RETRIES: u32 = 5;
+pub(super) const VERSION_RETRIES: u32 = 5;
 
 /// Where and how long the store keeps things.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,10 +90,6 @@ impl fmt::Debug for DynamoStore {
     }
 }
 
-fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
-    error.code() == Some("ConditionalCheckFailedException")
-}
-
 impl DynamoStore {
     /// A store on `client`'s DynamoDB, in `config.table`.
     pub fn new(client: Client, config: DynamoConfig) -> Self {
@@ -123,7 +117,7 @@ impl DynamoStore {
     }
 
     /// The session's version, for a write: refused when the conversation was deleted.
-    async fn version(&self, session: &str) -> Result<u64, StoreError> {
+    pub(super) async fn version(&self, session: &str) -> Result<u64, StoreError> {
         let out = self.meta_item(session).await?;
         match out {
             Some(item) if item.contains_key(DELETED_AT) => Err(StoreError::Deleted(format!(
@@ -179,7 +173,7 @@ impl DynamoStore {
     }
 
     /// An update of a turn item; `#status` names its status attribute.
-    fn update_turn(
+    pub(super) fn update_turn(
         &self,
         session: &str,
         turn_id: &str,
@@ -192,7 +186,7 @@ impl DynamoStore {
     }
 
     /// A read of a turn item.
-    fn get_turn(
+    pub(super) fn get_turn(
         &self,
         session: &str,
         turn_id: &str,
@@ -205,7 +199,7 @@ impl DynamoStore {
     }
 
     /// A turn's record, and the token of the write that last claimed or ended it.
-    async fn read_turn_with_token(
+    pub(super) async fn read_turn_with_token(
         &self,
         session: &str,
         turn_id: &str,
@@ -233,7 +227,7 @@ impl DynamoStore {
     }
 
     /// The write of one message, and its size as DynamoDB counts it.
-    fn message_put(
+    pub(super) fn message_put(
         &self,
         session: &str,
         turn_id: &str,
@@ -254,7 +248,7 @@ impl DynamoStore {
     }
 
     /// A condition that holds while the session's version is `version`.
-    fn version_condition(
+    pub(super) fn version_condition(
         &self,
         version: u64,
     ) -> (
@@ -278,137 +272,6 @@ impl DynamoStore {
                 names,
                 HashMap::from([(":old".to_owned(), n(version))]),
             )
-        }
-    }
-
-    async fn try_complete(
-        &self,
-        session: &str,
-        turn_id: &str,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-    ) -> Result<bool, StoreError> {
-        let version = self.version(session).await?;
-        let (puts, sizes): (Vec<TransactWriteItem>, Vec<usize>) = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| self.message_put(session, turn_id, version + i as u64, m))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .unzip();
-
-        // Messages beyond what the last transaction holds (by count and by bytes) are written
-        // first, past the version, where no reader looks until the version moves. Each chunk
-        // checks that the version is still ours, so it can only overwrite leftovers of an
-        // earlier failed write.
-        let (earlier, last) = plan(&sizes, 2, TAIL_BYTES);
-        for range in earlier {
-            let chunk = &puts[range];
-            let (condition, names, values) = self.version_condition(version);
-            let check = ConditionCheck::builder()
-                .table_name(&self.config.table)
-                .set_key(Some(self.key(session, META_SK.to_owned())))
-                .condition_expression(condition)
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(Some(values))
-                .build()
-                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
-            let mut items = vec![TransactWriteItem::builder().condition_check(check).build()];
-            items.extend_from_slice(chunk);
-            match self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if error.code() == Some("TransactionCanceledException") => return Ok(false),
-                Err(error) => return Err(store_error("writing the turn's messages", error)),
-            }
-        }
-
-        let expires = n(self.expires_at());
-        let new_version = version + messages.len() as u64;
-        let (condition, mut names, mut values) = self.version_condition(version);
-        names.insert("#exp".into(), EXPIRES_AT.into());
-        values.insert(":new".into(), n(new_version));
-        values.insert(":exp".into(), expires.clone());
-        // What the person's list shows of the conversation, kept beside the version.
-        let mut bump_expression =
-            String::from("SET #version = :new, #exp = :exp, #last = :now, #ended = :turn");
-        names.insert("#last".into(), LAST_ACTIVE_AT.into());
-        names.insert("#ended".into(), ENDED_TURN.into());
-        values.insert(":now".into(), n(now_ms()));
-        values.insert(":turn".into(), s(turn_id));
-        if let Some(title) = title_of(messages) {
-            bump_expression.push_str(", title = if_not_exists(title, :title)");
-            values.insert(":title".into(), s(title));
-        }
-        if let Some(preview) = preview_of(messages) {
-            bump_expression.push_str(", preview = :preview");
-            values.insert(":preview".into(), s(preview));
-        }
-        bump_expression.push_str(" ADD turns :one");
-        values.insert(":one".into(), n(1));
-        let bump = Update::builder()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, META_SK.to_owned())))
-            .update_expression(bump_expression)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
-        let terminal = serde_json::to_string(outcome)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
-        let token = write_token();
-        let finish = Update::builder()
-            .table_name(&self.config.table)
-            .set_key(Some(self.key(session, turn_sk(turn_id))))
-            .update_expression("SET #status = :done, outcome = :outcome, #exp = :exp, #token = :token")
-            .condition_expression("#status = :running")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_names("#token", WRITE_TOKEN)
-            .expression_attribute_values(":token", s(&token))
-            .expression_attribute_values(":done", s(status_name(outcome.status)))
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":outcome", s(terminal))
-            .expression_attribute_values(":exp", expires)
-            .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
-        let mut items = puts[last].to_vec();
-        items.push(TransactWriteItem::builder().update(bump).build());
-        items.push(TransactWriteItem::builder().update(finish).build());
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            // DynamoDB answers a retry of a transaction that landed with success (for ten
-            // minutes); the token on the item covers a store that does not.
-            .client_request_token(&token)
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(error) if error.code() == Some("TransactionCanceledException") => {
-                // Which condition failed? If this very write landed and only its answer was
-                // lost (the SDK's retry then finds the turn ended), it is stored. If the turn is
-                // no longer ours, give up; if only the version moved, the caller tries again at
-                // the new version.
-                match self.read_turn_with_token(session, turn_id).await? {
-                    Some((_, Some(landed))) if landed == token => {
-                        tracing::info!("the commit landed and its answer was lost; it is stored");
-                        Ok(true)
-                    }
-                    Some((record, _)) if record.status == TurnStatus::Running => Ok(false),
-                    _ => Err(StoreError::LostLease(format!(
-                        "turn {turn_id} was ended by another worker"
-                    ))),
-                }
-            }
-            Err(error) => Err(store_error("completing the turn", error)),
         }
     }
 }
@@ -577,18 +440,36 @@ impl SessionStore for DynamoStore {
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
-        check(messages)?;
-        for _ in 0..VERSION_RETRIES {
-            if self.try_complete(session, turn_id, messages, outcome).await? {
-                return Ok(());
-            }
-            tracing::info!("the session's version moved while storing; storing again at the new one");
-        }
-        Err(StoreError::Backend(
-format!(
-            "the session's history kept changing; turn {turn_id} was not stored after {VERSION_RETRIES} tries"
-        )
-.into()))
+        self.complete(session, turn_id, messages, outcome, None).await
+    }
+
+    async fn complete_turn_seen(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, Some(seen))
+            .await
+    }
+
+    async fn add_command(
+        &self,
+        session: &str,
+        turn_id: &str,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        self.add_turn_command(session, turn_id, command).await
+    }
+
+    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        self.read_signals(session, turn_id).await
+    }
+
+    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        self.read_active_turn(session).await
     }
 
     async fn request_stop(
@@ -651,7 +532,7 @@ format!(
 }
 
 /// A token for one conditional write, kept on the item it wrote.
-fn write_token() -> String {
+pub(super) fn write_token() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 

@@ -65,6 +65,17 @@ pub enum EngineEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         approval: Option<Value>,
     },
+    /// A command sent to the running turn reached the model: steering at a round boundary, or a
+    /// follow-up once the turn was otherwise done.
+    #[serde(rename_all = "camelCase")]
+    CommandDelivered {
+        /// `steer` or `follow_up`.
+        kind: String,
+        /// Its place among the turn's commands, from 0.
+        position: usize,
+        /// The person's words.
+        text: String,
+    },
 }
 
 impl From<EngineEvent> for AgentEvent {

@@ -20,6 +20,7 @@ mod approvals;
 pub mod attachments;
 pub mod compaction;
 pub mod config;
+mod control;
 mod error;
 mod events;
 mod framing;
@@ -47,6 +48,7 @@ pub use approvals::{
 use attachments::FILES_ARE_DATA;
 pub use attachments::{FileArea, LocalFileArea};
 pub use config::{ConfigError, EngineConfig};
+pub use control::{MAX_COMMAND_BYTES, StoreControl};
 pub use error::EngineError;
 pub use events::EngineEvent;
 pub use image_format::ImageFormat;

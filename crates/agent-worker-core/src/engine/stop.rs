@@ -7,21 +7,84 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::session::{ContentBlock, Message, Role, SessionStore, Stop, StopCause};
+use crate::session::{ContentBlock, Message, Role, SessionStore, Stop, StopCause, TurnCommand, TurnSignals};
 
-/// The stop a running turn has seen, shared between its watcher and its rounds.
+/// What a running turn has heard of its stop and its commands, shared between its watcher and
+/// its rounds, and when it last read them.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct StopFlag(Arc<Mutex<Option<Stop>>>);
+pub(crate) struct StopFlag(Arc<Mutex<Heard>>);
+
+#[derive(Debug, Default)]
+struct Heard {
+    stop: Option<Stop>,
+    commands: Vec<TurnCommand>,
+    last_read: Option<Instant>,
+}
 
 impl StopFlag {
-    pub(crate) fn set(&self, stop: Stop) {
-        if let Ok(mut slot) = self.0.lock() {
-            slot.get_or_insert(stop);
+    pub(crate) fn get(&self) -> Option<Stop> {
+        self.0.lock().ok().and_then(|heard| heard.stop)
+    }
+
+    /// Takes what one read found: its stop, and its commands when they are more than known
+    /// (a store only ever adds to them).
+    pub(crate) fn heard(&self, signals: TurnSignals) {
+        if let Ok(mut heard) = self.0.lock() {
+            heard.last_read = Some(Instant::now());
+            if let Some(stop) = signals.stop {
+                heard.stop.get_or_insert(stop);
+            }
+            if signals.commands.len() > heard.commands.len() {
+                heard.commands = signals.commands;
+            }
         }
     }
 
-    pub(crate) fn get(&self) -> Option<Stop> {
-        self.0.lock().ok().and_then(|slot| *slot)
+    /// The commands heard so far, in the order they were accepted.
+    pub(crate) fn commands(&self) -> Vec<TurnCommand> {
+        self.0
+            .lock()
+            .map(|heard| heard.commands.clone())
+            .unwrap_or_default()
+    }
+
+    fn last_read(&self) -> Option<Instant> {
+        self.0.lock().ok().and_then(|heard| heard.last_read)
+    }
+}
+
+/// Reads the turn's stop and commands once, into `flag`. Failing to read never fails or holds
+/// a turn: it is logged, and the next read tries again.
+pub(crate) async fn read_signals(store: &dyn SessionStore, session: &str, turn_id: &str, flag: &StopFlag) {
+    match store.turn_signals(session, turn_id).await {
+        Ok(signals) => flag.heard(signals),
+        Err(e) => tracing::warn!(error = %e, "could not look for a stop or commands; looking again later"),
+    }
+}
+
+/// The running turn's watch: reads its stop and commands `interval` after the last read (the
+/// rounds read too, at each round boundary, and a read there puts this one off), and returns the
+/// stop once one is heard.
+pub(crate) async fn watch(
+    store: &dyn SessionStore,
+    session: &str,
+    turn_id: &str,
+    interval: Duration,
+    flag: &StopFlag,
+) -> Stop {
+    loop {
+        let due = flag.last_read().unwrap_or_else(Instant::now) + interval;
+        tokio::time::sleep_until(due).await;
+        if flag
+            .last_read()
+            .is_some_and(|last| last + interval > Instant::now())
+        {
+            continue;
+        }
+        read_signals(store, session, turn_id, flag).await;
+        if let Some(stop) = flag.get() {
+            return stop;
+        }
     }
 }
 
@@ -35,17 +98,6 @@ pub(crate) async fn look(store: &dyn SessionStore, session: &str, turn_id: &str)
             None
         }
     }
-}
-
-/// Waits `interval`, then looks once.
-pub(crate) async fn look_after(
-    store: &dyn SessionStore,
-    session: &str,
-    turn_id: &str,
-    interval: Duration,
-) -> Option<Stop> {
-    tokio::time::sleep(interval).await;
-    look(store, session, turn_id).await
 }
 
 /// Stops the turns `ids` supersede, and waits until each is stored, never started, or given up

@@ -26,6 +26,10 @@ pub enum StoreError {
     /// The conversation was deleted while the turn ran: nothing of the turn is kept.
     #[error("the conversation was deleted: {0}")]
     Deleted(String),
+    /// A turn tried to complete while commands it has not seen wait for it: nothing was written,
+    /// and the turn runs them first.
+    #[error("commands wait for the turn: {0} in all")]
+    CommandsPending(usize),
 }
 
 impl StoreError {
@@ -39,6 +43,7 @@ impl StoreError {
             Self::InvalidHistory(e) => format!("refused to store a broken history: {e}"),
             Self::LostLease(_) => "the turn is no longer held by this worker".into(),
             Self::Deleted(_) => "the conversation was deleted".into(),
+            Self::CommandsPending(_) => "commands wait for the turn".into(),
         }
     }
 }

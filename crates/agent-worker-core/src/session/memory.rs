@@ -12,9 +12,9 @@ use super::conversations::{
 };
 use super::history::check;
 use super::{
-    ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, HistoryView, Lease,
-    Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop, StopCause, StopOutcome, StoreError,
-    Summary, TurnOutcome, TurnRecord, TurnStatus,
+    ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
+    HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop, StopCause,
+    StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals, TurnStatus,
 };
 use crate::clock::now_ms;
 
@@ -46,6 +46,8 @@ struct SessionData {
     summary: Option<Summary>,
     turns: HashMap<String, TurnRecord>,
     stops: HashMap<String, Stop>,
+    /// The commands sent to each turn, in the order accepted.
+    commands: HashMap<String, Vec<TurnCommand>>,
     owner: Option<Owner>,
     /// What the tab answered to UI actions, by (turn, call).
     ui_answers: HashMap<(String, String), ActionAnswer>,
@@ -55,6 +57,41 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Stores a turn's end; with `seen`, only when the turn has no more commands than that.
+    fn complete(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: Option<usize>,
+    ) -> Result<(), StoreError> {
+        check(messages)?;
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        if data.deleted {
+            return Err(StoreError::Deleted(format!("turn {turn_id} was not stored")));
+        }
+        let sent = data.commands.get(turn_id).map_or(0, Vec::len);
+        if seen.is_some_and(|seen| sent > seen) {
+            return Err(StoreError::CommandsPending(sent));
+        }
+        let Some(record) = data.turns.get_mut(turn_id) else {
+            return Err(StoreError::LostLease(format!("turn {turn_id} was never claimed")));
+        };
+        if record.status.is_done() {
+            return Err(StoreError::LostLease(format!("turn {turn_id} already ended")));
+        }
+        record.status = outcome.status;
+        record.outcome = Some(outcome.clone());
+        data.message_turns.resize(data.messages.len(), String::new());
+        data.messages.extend_from_slice(messages);
+        data.message_turns
+            .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
+        data.last_active = now_ms();
+        Ok(())
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, SessionData>>, StoreError> {
@@ -180,26 +217,61 @@ impl SessionStore for MemoryStore {
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
-        check(messages)?;
+        self.complete(session, turn_id, messages, outcome, None)
+    }
+
+    async fn complete_turn_seen(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, Some(seen))
+    }
+
+    async fn add_command(
+        &self,
+        session: &str,
+        turn_id: &str,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
-        if data.deleted {
-            return Err(StoreError::Deleted(format!("turn {turn_id} was not stored")));
-        }
-        let Some(record) = data.turns.get_mut(turn_id) else {
-            return Err(StoreError::LostLease(format!("turn {turn_id} was never claimed")));
+        let Some(data) = sessions.get_mut(session) else {
+            return Ok(CommandOutcome::NotRunning);
         };
-        if record.status.is_done() {
-            return Err(StoreError::LostLease(format!("turn {turn_id} already ended")));
+        let running = data.turns.get(turn_id).is_some_and(|t| !t.status.is_done());
+        if !running || data.stops.contains_key(turn_id) {
+            return Ok(CommandOutcome::NotRunning);
         }
-        record.status = outcome.status;
-        record.outcome = Some(outcome.clone());
-        data.message_turns.resize(data.messages.len(), String::new());
-        data.messages.extend_from_slice(messages);
-        data.message_turns
-            .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
-        data.last_active = now_ms();
-        Ok(())
+        let commands = data.commands.entry(turn_id.to_owned()).or_default();
+        commands.push(command.clone());
+        Ok(CommandOutcome::Accepted {
+            position: commands.len() - 1,
+        })
+    }
+
+    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        let sessions = self.lock()?;
+        let data = sessions.get(session);
+        Ok(TurnSignals {
+            stop: data.and_then(|d| d.stops.get(turn_id).copied()),
+            commands: data
+                .and_then(|d| d.commands.get(turn_id).cloned())
+                .unwrap_or_default(),
+        })
+    }
+
+    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let sessions = self.lock()?;
+        Ok(sessions.get(session).and_then(|d| {
+            d.turns
+                .iter()
+                .filter(|(_, t)| !t.status.is_done() && t.lease_until > SystemTime::now())
+                .map(|(id, _)| id.clone())
+                .next()
+        }))
     }
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {

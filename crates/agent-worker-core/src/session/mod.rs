@@ -6,6 +6,7 @@
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
 mod approval;
+mod commands;
 pub mod conversations;
 mod error;
 pub mod history;
@@ -17,6 +18,7 @@ mod turn;
 mod ui_answer;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
+pub use commands::{CommandOutcome, TurnCommand, TurnSignals};
 pub use conversations::{ConversationError, ConversationStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
@@ -144,6 +146,50 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// The record of a turn that was claimed, if any.
     async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError>;
+
+    /// Adds `command` to running turn `turn_id`'s (see [`TurnCommand`]): kept after those
+    /// before it, and only while the turn runs and no stop was asked of it. A store that takes
+    /// no commands says so as a failure.
+    async fn add_command(
+        &self,
+        session: &str,
+        turn_id: &str,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        let _ = (session, turn_id, command);
+        Err(StoreError::Backend("this session store takes no commands".into()))
+    }
+
+    /// What a running turn has been sent, in one read: its stop and its commands. A store that
+    /// takes no commands reads the stop alone.
+    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        Ok(TurnSignals {
+            stop: self.stop_requested(session, turn_id).await?,
+            commands: Vec::new(),
+        })
+    }
+
+    /// [`complete_turn`](Self::complete_turn) for a turn that ran to its own end having seen
+    /// `seen` commands: refused with [`StoreError::CommandsPending`], nothing written, while the
+    /// turn has more, so that it runs them first.
+    async fn complete_turn_seen(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        let _ = seen;
+        self.complete_turn(session, turn_id, messages, outcome).await
+    }
+
+    /// The turn of `session` that is running now, if the store knows it (a conversation with an
+    /// owner records its latest turn to start and to end).
+    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let _ = session;
+        Ok(None)
+    }
 }
 
 #[async_trait]
@@ -214,5 +260,35 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
         (**self).turn(session, turn_id).await
+    }
+
+    async fn add_command(
+        &self,
+        session: &str,
+        turn_id: &str,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        (**self).add_command(session, turn_id, command).await
+    }
+
+    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        (**self).turn_signals(session, turn_id).await
+    }
+
+    async fn complete_turn_seen(
+        &self,
+        session: &str,
+        turn_id: &str,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        (**self)
+            .complete_turn_seen(session, turn_id, messages, outcome, seen)
+            .await
+    }
+
+    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        (**self).active_turn(session).await
     }
 }

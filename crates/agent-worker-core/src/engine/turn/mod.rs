@@ -5,6 +5,7 @@
 //! - [`rounds`]: the model steps, their retries and tool calls, under the stop watch.
 //! - [`state`]: what the turn has produced so far.
 
+mod commands;
 mod fit;
 mod phases;
 mod rounds;
@@ -299,7 +300,9 @@ async fn run_phases(
         account_id: account_id.as_deref(),
         user_token: user_token.as_ref(),
     };
-    let ending = match early_stop {
+    let flag = stop::StopFlag::default();
+    let started = tokio::time::Instant::now();
+    let mut ending = match early_stop {
         Some(stop) => {
             tracing::info!(
                 reason = stop.reason.as_str(),
@@ -307,26 +310,47 @@ async fn run_phases(
             );
             Ending::Stopped(stop)
         }
-        None => run_watched(engine, ctx, &mut turn, out, budget).await,
+        None => run_watched(engine, ctx, &mut turn, out, budget, &flag).await,
     };
-    if let Ending::Stopped(stop) = &ending {
-        stop::mark(&mut turn.messages, *stop);
+    loop {
+        if let Ending::Stopped(stop) = &ending {
+            stop::mark(&mut turn.messages, *stop);
+        }
+        // A stored turn ends with the model's words, so that stored histories alternate on
+        // their own.
+        if turn.produced_anything() && turn.messages.last().is_some_and(|m| m.role == Role::User) {
+            turn.messages.push(Message::assistant_text(ending.closing_line()));
+        }
+        let file_tokens = turn.file_tokens();
+        // A turn that ran to its own end has taken every command it heard; the store refuses it
+        // while more wait, and it runs those first.
+        let seen = matches!(ending, Ending::Completed { .. }).then(|| commands::seen(&turn));
+        // Keep what the turn produced; a turn that produced nothing stores no message, so a
+        // prompt the model refuses never poisons the session.
+        let messages = if turn.produced_anything() {
+            let mut messages = turn.messages.clone();
+            super::result::settle_calls(&mut messages);
+            repair(messages).0
+        } else {
+            Vec::new()
+        };
+        match phases::store(engine, ask, messages, ending, file_tokens, seen).await {
+            Ok(terminal) => return Ok(terminal),
+            Err(phases::CommandsPending) => {
+                stop::read_signals(engine.store.as_ref(), session, turn_id, &flag).await;
+                if !commands::deliver_next(&mut turn, out, &flag) {
+                    release(engine, session, turn_id).await;
+                    return Ok(AgentEvent::failed(
+                        "the store says commands wait for the turn, and none could be read; it was not stored",
+                        true,
+                        Some(crate::protocol::codes::STORE_FAILED),
+                    ));
+                }
+                let left = budget.saturating_sub(started.elapsed());
+                ending = run_watched(engine, ctx, &mut turn, out, left, &flag).await;
+            }
+        }
     }
-    // A stored turn ends with the model's words, so that stored histories alternate on their own.
-    if turn.produced_anything() && turn.messages.last().is_some_and(|m| m.role == Role::User) {
-        turn.messages.push(Message::assistant_text(ending.closing_line()));
-    }
-
-    let file_tokens = turn.file_tokens();
-    // Keep what the turn produced; a turn that produced nothing stores no message, so a prompt
-    // the model refuses never poisons the session.
-    let messages = if turn.produced_anything() {
-        super::result::settle_calls(&mut turn.messages);
-        repair(turn.messages).0
-    } else {
-        Vec::new()
-    };
-    Ok(phases::store(engine, ask, messages, ending, file_tokens).await)
 }
 
 /// Logs a store failure whole and gives what the client may be told of it.

@@ -265,17 +265,23 @@ pub(super) async fn load_history(engine: &EngineInner, ask: &TurnAsk) -> Result<
     }
 }
 
+/// Commands wait for a turn that tried to complete: nothing of it was stored.
+#[derive(Debug)]
+pub(super) struct CommandsPending;
+
 /// Stores what the turn produced with its ending, and says the turn's terminal: the ending's
 /// own, or the failure to store it. Past its deadline the turn may take only `store_timeout` to
 /// store; after that nothing of it is kept, and a late write cannot land (completion is
-/// conditional on `running`).
+/// conditional on `running`). A turn that ran to its own end says how many of its commands it
+/// has `seen`; when more wait, nothing is stored and [`CommandsPending`] says so.
 pub(super) async fn store(
     engine: &EngineInner,
     ask: &TurnAsk,
     messages: Vec<Message>,
     ending: Ending,
     file_tokens: u64,
-) -> AgentEvent {
+    seen: Option<usize>,
+) -> Result<AgentEvent, CommandsPending> {
     let (store, config) = (&engine.store, &engine.config);
     let (session, turn_id) = (ask.session.as_str(), ask.turn_id.as_str());
     let past_deadline = matches!(
@@ -300,12 +306,27 @@ pub(super) async fn store(
             )),
         }
     } else {
-        store
-            .complete_turn(session, turn_id, &messages, &outcome)
-            .await
-            .map_err(|e| logged_store_error(&e))
+        let stored = match seen {
+            Some(seen) => {
+                store
+                    .complete_turn_seen(session, turn_id, &messages, &outcome, seen)
+                    .await
+            }
+            None => store.complete_turn(session, turn_id, &messages, &outcome).await,
+        };
+        match stored {
+            Err(StoreError::CommandsPending(sent)) => {
+                tracing::info!(
+                    sent,
+                    seen,
+                    "commands came for the turn as it ended; running them first"
+                );
+                return Err(CommandsPending);
+            }
+            other => other.map_err(|e| logged_store_error(&e)),
+        }
     };
-    match stored {
+    Ok(match stored {
         Ok(()) => {
             if let (Some(area), true) = (&engine.file_area, file_tokens > 0) {
                 if let Err(e) = area.record_usage(session, file_tokens).await {
@@ -339,7 +360,7 @@ pub(super) async fn store(
                 Some(codes::STORE_FAILED),
             )
         }
-    }
+    })
 }
 
 /// The details of a turn that ended failed in a way no retry can help (the model refused it), if

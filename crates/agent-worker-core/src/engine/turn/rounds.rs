@@ -36,32 +36,29 @@ pub(super) async fn run_watched(
     turn: &mut TurnState,
     out: &Emitter,
     budget: Duration,
+    flag: &StopFlag,
 ) -> Ending {
     let config = &engine.config;
     let (session, turn_id) = (ctx.session, ctx.turn_id);
-    let flag = StopFlag::default();
     let ended = {
         let rounds =
-            tokio::time::timeout_at(Instant::now() + budget, run_rounds(engine, ctx, turn, out, &flag));
+            tokio::time::timeout_at(Instant::now() + budget, run_rounds(engine, ctx, turn, out, flag));
         tokio::pin!(rounds);
         let store = engine.store.as_ref();
-        let mut watch = Box::pin(stop::look_after(
+        let mut watch = Box::pin(stop::watch(
             store,
             session,
             turn_id,
             config.stop_poll_interval,
+            flag,
         ));
         let mut grace_until: Option<Instant> = None;
         loop {
             tokio::select! {
                 result = &mut rounds => break result.ok(),
-                found = &mut watch, if grace_until.is_none() => match found {
-                    Some(stop) => {
-                        tracing::info!(reason = stop.reason.as_str(), "a stop was asked; letting what is on its way finish");
-                        flag.set(stop);
-                        grace_until = Some(Instant::now() + config.stop_grace);
-                    }
-                    None => watch = Box::pin(stop::look_after(store, session, turn_id, config.stop_poll_interval)),
+                stop = &mut watch, if grace_until.is_none() => {
+                    tracing::info!(reason = stop.reason.as_str(), "a stop was asked; letting what is on its way finish");
+                    grace_until = Some(Instant::now() + config.stop_grace);
                 },
                 () = tokio::time::sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => break None,
             }
@@ -211,6 +208,7 @@ pub(super) async fn run_rounds(
         }
         if step.called {
             turn.close_step();
+            super::commands::steer_at_boundary(engine, ctx.session, ctx.turn_id, turn, out, flag).await;
             continue;
         }
         match step.stop {
@@ -243,6 +241,11 @@ pub(super) async fn run_rounds(
             }
             _ => {
                 turn.close_step();
+                if super::commands::deliver_next(turn, out, flag) {
+                    // A follow-up is a new request of the person's: it gets rounds of its own.
+                    ctx.round = 0;
+                    continue;
+                }
                 let nudge = engine.policy.as_ref().and_then(|p| p.continue_after_text(&ctx));
                 match nudge {
                     None => return Ending::Completed { result: None },

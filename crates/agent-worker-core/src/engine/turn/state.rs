@@ -58,6 +58,8 @@ pub(super) struct TurnState {
     pub(super) additions: Vec<ContentBlock>,
     /// Where the typed result stands, when the turn asks for one.
     pub(super) result: Option<crate::engine::result::ResultState>,
+    /// The places of the commands sent to the turn that it has given the model.
+    pub(super) delivered: std::collections::BTreeSet<usize>,
 }
 
 impl TurnState {
@@ -75,6 +77,7 @@ impl TurnState {
             message_limit: None,
             additions: Vec::new(),
             result: None,
+            delivered: std::collections::BTreeSet::new(),
         }
     }
 

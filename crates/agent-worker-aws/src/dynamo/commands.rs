@@ -1,0 +1,122 @@
+//! Commands for a running turn, on its turn item (`commands`, a list in the order accepted):
+//! added by one conditional write while the turn runs unstopped, read with its stop in the one
+//! read the turn makes for both, and counted by the commit's condition (see
+//! [`TurnCommand`]).
+
+use std::collections::HashMap;
+
+use agent_worker_core::session::{CommandOutcome, StoreError, TurnCommand, TurnSignals};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use super::DynamoStore;
+use super::codec::{decode_stop, get_s, n, s};
+use super::keys::{ACTIVE_TURN, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK};
+use super::sdk_error::{is_conditional_failure, store_error};
+
+fn encode(command: &TurnCommand) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("kind".to_owned(), s(command.kind())),
+        ("text".to_owned(), s(command.text())),
+    ]))
+}
+
+fn decode(value: &AttributeValue) -> Option<TurnCommand> {
+    let map = value.as_m().ok()?;
+    let text = get_s(map, "text")?.to_owned();
+    match get_s(map, "kind")? {
+        "steer" => Some(TurnCommand::Steer { text }),
+        "follow_up" => Some(TurnCommand::FollowUp { text }),
+        _ => None,
+    }
+}
+
+fn commands_of(item: &HashMap<String, AttributeValue>) -> Result<Vec<TurnCommand>, StoreError> {
+    let Some(list) = item.get(COMMANDS) else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_l()
+        .map_err(|_| StoreError::Corrupt("a turn's commands are not a list".into()))?;
+    list.iter()
+        .map(|value| {
+            decode(value).ok_or_else(|| StoreError::Corrupt("a turn's command cannot be read".into()))
+        })
+        .collect()
+}
+
+impl DynamoStore {
+    /// Adds `command` after the turn's others, while it runs and no stop was asked of it.
+    pub(super) async fn add_turn_command(
+        &self,
+        session: &str,
+        turn_id: &str,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        let result = self
+            .update_turn(session, turn_id)
+            .update_expression("SET #cmds = list_append(if_not_exists(#cmds, :none), :one), #exp = :exp")
+            .condition_expression("#status = :running AND attribute_not_exists(stopReason)")
+            .expression_attribute_names("#cmds", COMMANDS)
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(":one", AttributeValue::L(vec![encode(command)]))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":exp", n(self.expires_at()))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let count = out
+                    .attributes()
+                    .and_then(|a| a.get(COMMANDS))
+                    .and_then(|l| l.as_l().ok())
+                    .map_or(1, Vec::len);
+                Ok(CommandOutcome::Accepted {
+                    position: count.saturating_sub(1),
+                })
+            }
+            Err(e) if is_conditional_failure(&e) => Ok(CommandOutcome::NotRunning),
+            Err(e) => Err(store_error("adding a command for the turn", e)),
+        }
+    }
+
+    /// The turn's stop and commands: one consistent read.
+    pub(super) async fn read_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        let out = self
+            .get_turn(session, turn_id)
+            .projection_expression("stopReason, stopAt, #cmds")
+            .expression_attribute_names("#cmds", COMMANDS)
+            .send()
+            .await
+            .map_err(|e| store_error("looking for a stop or commands", e))?;
+        let Some(item) = out.item() else {
+            return Ok(TurnSignals::default());
+        };
+        Ok(TurnSignals {
+            stop: decode_stop(item),
+            commands: commands_of(item)?,
+        })
+    }
+
+    /// The running turn of `session`, from its meta item: the latest to start, when it is not
+    /// the latest to end.
+    pub(super) async fn read_active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(self.key(session, META_SK.to_owned())))
+            .projection_expression("#active, #ended")
+            .expression_attribute_names("#active", ACTIVE_TURN)
+            .expression_attribute_names("#ended", ENDED_TURN)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("reading the session's running turn", e))?;
+        Ok(out.item().and_then(|item| {
+            let active = get_s(item, ACTIVE_TURN)?;
+            (Some(active) != get_s(item, ENDED_TURN)).then(|| active.to_owned())
+        }))
+    }
+}

@@ -1,0 +1,150 @@
+//! The control plane on a session store ([`StoreControl`], and the engine's own
+//! [`SessionControl`]): commands go to the session's running turn through the store, so that the
+//! turn takes them on whatever worker runs it, and any process with the store can send them (a
+//! host needs no engine to take them).
+
+use std::sync::Arc;
+
+use crate::protocol::control::{CommandCounts, ControlFuture, SessionStatus, refusals};
+use crate::protocol::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
+use crate::session::{CommandOutcome, SessionStore, Stop, StopCause, StopOutcome, StoreError, TurnCommand};
+
+use super::Engine;
+
+/// The longest prompt a command may carry, in bytes: it is kept on the turn's record.
+pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
+
+/// What the engine offers.
+const CAPABILITIES: &[&str] = &["steer", "follow_up", "abort"];
+
+/// The control plane of the sessions in a store: what the engine's turns on that store take.
+#[derive(Debug, Clone)]
+pub struct StoreControl {
+    store: Arc<dyn SessionStore>,
+}
+
+impl StoreControl {
+    /// The control plane of `store`'s sessions.
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Self { store }
+    }
+}
+
+impl SessionControl for StoreControl {
+    fn capabilities(&self) -> &'static [&'static str] {
+        CAPABILITIES
+    }
+
+    fn dispatch<'a>(&'a self, session: &'a str, command: SessionCommand) -> ControlFuture<'a, Accepted> {
+        Box::pin(dispatch(self.store.as_ref(), session, command))
+    }
+
+    fn state<'a>(&'a self, session: &'a str) -> ControlFuture<'a, SessionState> {
+        Box::pin(state(self.store.as_ref(), session))
+    }
+}
+
+impl Engine {
+    /// The control plane of this engine's sessions: commands its turns take, on any worker of
+    /// the same store.
+    pub fn control(&self) -> StoreControl {
+        StoreControl::new(self.inner.store.clone())
+    }
+}
+
+fn store_failed(error: &StoreError) -> Refused {
+    tracing::warn!(%error, "a command could not be taken");
+    Refused::new(refusals::STORE_FAILED, error.client_message(), true)
+}
+
+fn no_active_run(session: &str) -> Refused {
+    Refused::new(
+        refusals::NO_ACTIVE_RUN,
+        format!("session {session} has no running turn to take the command; send a turn instead"),
+        true,
+    )
+}
+
+/// The command as a turn keeps it, or why it is not one.
+fn turn_command(command: SessionCommand) -> Result<Option<TurnCommand>, Refused> {
+    let (prompt, make): (String, fn(String) -> TurnCommand) = match command {
+        SessionCommand::Abort => return Ok(None),
+        SessionCommand::Steer { prompt } => (prompt, |text| TurnCommand::Steer { text }),
+        SessionCommand::FollowUp { prompt } => (prompt, |text| TurnCommand::FollowUp { text }),
+    };
+    if prompt.trim().is_empty() {
+        return Err(Refused::new(refusals::INVALID_COMMAND, "prompt: is empty", false));
+    }
+    if prompt.len() > MAX_COMMAND_BYTES {
+        return Err(Refused::new(
+            refusals::INVALID_COMMAND,
+            format!(
+                "prompt: is {} bytes, over the limit of {MAX_COMMAND_BYTES}",
+                prompt.len()
+            ),
+            false,
+        ));
+    }
+    Ok(Some(make(prompt)))
+}
+
+async fn dispatch(
+    store: &dyn SessionStore,
+    session: &str,
+    command: SessionCommand,
+) -> Result<Accepted, Refused> {
+    let command = turn_command(command)?;
+    let run = store
+        .active_turn(session)
+        .await
+        .map_err(|e| store_failed(&e))?
+        .ok_or_else(|| no_active_run(session))?;
+    let kept = match &command {
+        None => {
+            let asked = store
+                .request_stop(session, &run, Stop::now(StopCause::UserStop))
+                .await
+                .map_err(|e| store_failed(&e))?;
+            asked == StopOutcome::Recorded
+        }
+        Some(command) => {
+            let outcome = store
+                .add_command(session, &run, command)
+                .await
+                .map_err(|e| store_failed(&e))?;
+            matches!(outcome, CommandOutcome::Accepted { .. })
+        }
+    };
+    if kept {
+        Ok(Accepted { run_id: run })
+    } else {
+        Err(no_active_run(session))
+    }
+}
+
+async fn state(store: &dyn SessionStore, session: &str) -> Result<SessionState, Refused> {
+    let Some(run) = store.active_turn(session).await.map_err(|e| store_failed(&e))? else {
+        return Ok(SessionState {
+            status: SessionStatus::Idle,
+            active_run_id: None,
+            commands: CommandCounts::default(),
+        });
+    };
+    let signals = store
+        .turn_signals(session, &run)
+        .await
+        .map_err(|e| store_failed(&e))?;
+    let steering = signals
+        .commands
+        .iter()
+        .filter(|c| matches!(c, TurnCommand::Steer { .. }))
+        .count();
+    Ok(SessionState {
+        status: SessionStatus::Running,
+        active_run_id: Some(run),
+        commands: CommandCounts {
+            steering,
+            follow_up: signals.commands.len() - steering,
+        },
+    })
+}
