@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::protocol::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, ImageRef, Prompt, RESULT_SCHEMA_KEY,
-    SUPERSEDES_KEY, Scope, USER_ID_KEY, UserToken,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, BRANCH_HINTS_KEY, ImageRef, PARENT_SESSION_KEY,
+    Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, USER_ID_KEY, UserToken,
 };
 
 /// One turn: who sent it, in which conversation, and what they said.
@@ -68,6 +68,14 @@ pub struct AgentTurnPayload {
     /// a value, and `completed.data.result` carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_schema: Option<Map<String, Value>>,
+    /// The conversation this new one branches from: read only by the conversation's first turn,
+    /// which then begins with the parent's history (the same person's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// Where in the parent's transcript the branch starts: turn ids of the parent, the first
+    /// found wins; none found, the parent's present.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branch_hints: Vec<String>,
 }
 
 /// A body that is not a turn; `path` names the field at fault (empty for the body itself).
@@ -144,6 +152,9 @@ impl AgentTurnPayload {
         for (i, id) in payload.supersedes.iter().enumerate() {
             check_id(&format!("supersedes[{i}]"), id)?;
         }
+        if let Some(parent) = &payload.parent_session {
+            check_id("parentSession", parent)?;
+        }
         Ok(payload)
     }
 
@@ -171,6 +182,12 @@ impl AgentTurnPayload {
         }
         if let Some(schema) = &self.result_schema {
             scope = scope.with(RESULT_SCHEMA_KEY, Value::Object(schema.clone()));
+        }
+        if let Some(parent) = &self.parent_session {
+            scope = scope.with(PARENT_SESSION_KEY, parent.clone());
+            if !self.branch_hints.is_empty() {
+                scope = scope.with(BRANCH_HINTS_KEY, self.branch_hints.clone());
+            }
         }
         scope
     }

@@ -86,6 +86,12 @@ pub const DEADLINE_KEY: &str = "deadlineMs";
 pub const ACCOUNT_ID_KEY: &str = "accountId";
 /// The extension naming the agent definition a multi-agent runtime runs for the turn.
 pub const AGENT_KEY: &str = "agent";
+/// The extension naming the session a new session branches from (`parentSession`): read only
+/// when the session does not exist yet, which then starts with the parent's history, once.
+pub const PARENT_SESSION_KEY: &str = "parentSession";
+/// The extension with opaque markers of where in the parent's transcript the branch starts
+/// (`branchHints`, a list: the first found wins; none found, the parent's present).
+pub const BRANCH_HINTS_KEY: &str = "branchHints";
 /// The extension carrying the JSON Schema a turn's typed result must match: the model gives its
 /// answer as a value of that schema, and `completed.data.result` carries it.
 pub const RESULT_SCHEMA_KEY: &str = "resultSchema";

@@ -267,6 +267,8 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
             .as_deref()
             .map(crate::run::result_schema)
             .transpose()?,
+        parent_session: None,
+        branch_hints: Vec::new(),
     };
     let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);

@@ -337,6 +337,7 @@ impl ConversationStore for DynamoStore {
         let version = get_n(&meta, "version").unwrap_or(0);
         let range = page_range(before, limit, version);
         let started = started_turn(&meta).map(str::to_owned);
+        let lineage = super::lineage::lineage_of(&meta)?;
         let running = async {
             match &started {
                 Some(turn) => Ok(self
@@ -349,7 +350,7 @@ impl ConversationStore for DynamoStore {
             }
         };
         let (messages, waiting, running) = tokio::join!(
-            self.message_page(id, range.clone()),
+            self.page(id, &lineage, range.clone()),
             self.waiting_approvals(id),
             running
         );

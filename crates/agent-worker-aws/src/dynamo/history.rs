@@ -8,26 +8,29 @@ use agent_worker_core::session::{Message, StoreError};
 use super::DynamoStore;
 use super::codec::{get_s, s};
 use super::keys::{MESSAGE_PREFIX, SK, message_sk, session_pk};
+use super::lineage::Segment;
 use super::sdk_error::store_error;
 
 impl DynamoStore {
-    /// Messages `from..to` of the session, in one paged, strongly consistent query.
+    /// Messages `from..to` of the session whose lineage is `lineage` (its parents' parts from
+    /// their partitions), each part in one paged, strongly consistent query.
     pub(super) async fn messages(
         &self,
         session: &str,
+        lineage: &[Segment],
         from: u64,
         to: u64,
     ) -> Result<Vec<Message>, StoreError> {
         Ok(self
-            .message_page(session, from..to)
+            .page(session, lineage, from..to)
             .await?
             .into_iter()
             .map(|stored| stored.message)
             .collect())
     }
 
-    /// Messages `range` of the session, with their places and turns: one paged, strongly
-    /// consistent query of exactly that key range.
+    /// Messages `range` of the session's own partition, with their places and turns: one
+    /// paged, strongly consistent query of exactly that key range.
     pub(super) async fn message_page(
         &self,
         session: &str,

@@ -2,7 +2,7 @@
 //!
 //! | item | `pk` | `sk` |
 //! | --- | --- | --- |
-//! | the session's version (how many messages it holds) | `session#<id>` | `meta` |
+//! | the session's version (how many messages it holds; a branch's `lineage`) | `session#<id>` | `meta` |
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
 //! | the summary of the session's older messages (how many: `summaryUpto` on `meta`) | `session#<id>` | `summary` |
 //! | a turn record (with the stop asked of it, and the commands sent to it while it runs: `commands`) | `session#<id>` | `turn#<turnId>` |
@@ -32,6 +32,10 @@ pub const EXPIRES_AT: &str = "expiresAt";
 /// On a turn item: the token of the claim or commit that last wrote it, so that a write whose
 /// answer was lost can tell, on the SDK's retry, that it landed.
 pub const WRITE_TOKEN: &str = "writeToken";
+
+/// On a meta item of a branched conversation: the parents' parts it begins with
+/// (`[{session, upto}]`, see the `lineage` module).
+pub const LINEAGE: &str = "lineage";
 
 /// On a turn item: the commands sent to it while it runs, in the order accepted.
 pub const COMMANDS: &str = "commands";

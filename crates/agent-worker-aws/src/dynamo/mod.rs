@@ -21,6 +21,7 @@ mod event_log;
 mod history;
 mod job_events;
 pub mod keys;
+mod lineage;
 mod owner;
 mod sdk_error;
 mod store;

@@ -25,12 +25,13 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop, StopOutcome,
-    StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
+    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop,
+    StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
 use super::keys::*;
+use super::lineage::{Segment, lineage_of};
 use super::sdk_error::{is_conditional_failure, store_error};
 use super::transact::item_size;
 
@@ -129,11 +130,17 @@ impl DynamoStore {
     }
 
     /// The session's version, and how many messages its summary stands for.
-    async fn meta(&self, session: &str) -> Result<(u64, Option<u64>), StoreError> {
+    /// The session's version, how many of its first messages its summary holds, and its
+    /// lineage (a branch's parents).
+    async fn meta(&self, session: &str) -> Result<(u64, Option<u64>, Vec<Segment>), StoreError> {
         let Some(item) = self.meta_item(session).await? else {
-            return Ok((0, None));
+            return Ok((0, None, Vec::new()));
         };
-        Ok((get_n(&item, "version").unwrap_or(0), get_n(&item, "summaryUpto")))
+        Ok((
+            get_n(&item, "version").unwrap_or(0),
+            get_n(&item, "summaryUpto"),
+            lineage_of(&item)?,
+        ))
     }
 
     /// The session's meta item, read strongly.
@@ -373,20 +380,23 @@ impl SessionStore for DynamoStore {
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
         // A deleted conversation's tombstone has no version: its history is empty.
-        let (version, _) = self.meta(session).await?;
-        self.messages(session, 0, version).await
+        let (version, _, lineage) = self.meta(session).await?;
+        self.messages(session, &lineage, 0, version).await
     }
 
     async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
-        let (version, upto) = self.meta(session).await?;
+        let (version, upto, lineage) = self.meta(session).await?;
         let Some(upto) = upto else {
             return Ok(HistoryView {
                 summary: None,
-                messages: self.messages(session, 0, version).await?,
+                messages: self.messages(session, &lineage, 0, version).await?,
             });
         };
         let first = upto.min(version);
-        let (summary, messages) = tokio::join!(self.summary(session), self.messages(session, first, version));
+        let (summary, messages) = tokio::join!(
+            self.summary(session),
+            self.messages(session, &lineage, first, version)
+        );
         let summary = summary?.filter(|s| s.upto == upto).ok_or_else(|| {
             StoreError::Corrupt(format!("the summary of the first {upto} messages is missing").into())
         })?;
@@ -470,6 +480,16 @@ impl SessionStore for DynamoStore {
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.read_active_turn(session).await
+    }
+
+    async fn fork(
+        &self,
+        session: &str,
+        parent: &str,
+        hints: &[String],
+        asking: Option<&Owner>,
+    ) -> Result<ForkOutcome, StoreError> {
+        self.branch(session, parent, hints, asking).await
     }
 
     async fn request_stop(

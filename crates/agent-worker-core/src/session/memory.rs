@@ -10,11 +10,13 @@ use super::conversations::{
     ConversationError, ConversationPage, ConversationStore, ConversationSummary, Deleted, ListCursor,
     StoredConversation, StoredMessage, is_waiting, page_range, preview_of, title_of,
 };
+use super::fork::branch_point;
 use super::history::check;
 use super::{
     ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
-    HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop, StopCause,
-    StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals, TurnStatus,
+    ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop,
+    StopCause, StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
+    TurnStatus,
 };
 use crate::clock::now_ms;
 
@@ -261,6 +263,48 @@ impl SessionStore for MemoryStore {
                 .and_then(|d| d.commands.get(turn_id).cloned())
                 .unwrap_or_default(),
         })
+    }
+
+    async fn fork(
+        &self,
+        session: &str,
+        parent: &str,
+        hints: &[String],
+        asking: Option<&Owner>,
+    ) -> Result<ForkOutcome, StoreError> {
+        let mut sessions = self.lock()?;
+        if sessions
+            .get(session)
+            .is_some_and(|d| d.deleted || !d.messages.is_empty())
+        {
+            return Ok(ForkOutcome::Exists);
+        }
+        let Some(from) = sessions
+            .get(parent)
+            .filter(|d| !d.deleted && !d.messages.is_empty())
+        else {
+            return Ok(ForkOutcome::NoParent);
+        };
+        if from.owner.as_ref().is_some_and(|owner| Some(owner) != asking) {
+            return Ok(ForkOutcome::NotOwner);
+        }
+        let turns: Vec<Option<&str>> = (0..from.messages.len())
+            .map(|i| {
+                from.message_turns
+                    .get(i)
+                    .map(String::as_str)
+                    .filter(|t| !t.is_empty())
+            })
+            .collect();
+        let upto = branch_point(&turns, hints);
+        // One process's memory: the branch holds a copy (DynamoDB's refers to the parent).
+        let messages = from.messages[..upto].to_vec();
+        let mut message_turns = from.message_turns.clone();
+        message_turns.resize(upto, String::new());
+        let child = sessions.entry(session.to_owned()).or_default();
+        child.messages = messages;
+        child.message_turns = message_turns;
+        Ok(ForkOutcome::Forked { upto: upto as u64 })
     }
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {

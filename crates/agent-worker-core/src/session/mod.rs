@@ -9,6 +9,7 @@ mod approval;
 mod commands;
 pub mod conversations;
 mod error;
+pub mod fork;
 pub mod history;
 mod memory;
 mod message;
@@ -21,6 +22,7 @@ pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use commands::{CommandOutcome, TurnCommand, TurnSignals};
 pub use conversations::{ConversationError, ConversationStore};
 pub use error::StoreError;
+pub use fork::ForkOutcome;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
 pub use owner::{Owner, OwnerCheck};
@@ -184,6 +186,24 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         self.complete_turn(session, turn_id, messages, outcome).await
     }
 
+    /// Starts `session` as a branch of `parent`, once: when `session` holds no message yet
+    /// (otherwise [`ForkOutcome::Exists`], whatever the parent), it begins with `parent`'s
+    /// messages up to the branch point (after the last message of the first of `hints`, turn
+    /// ids of the parent, that the parent holds; with none found, all of them). A parent with
+    /// an owner other than `asking` is refused. The parent is never changed.
+    async fn fork(
+        &self,
+        session: &str,
+        parent: &str,
+        hints: &[String],
+        asking: Option<&Owner>,
+    ) -> Result<ForkOutcome, StoreError> {
+        let _ = (session, parent, hints, asking);
+        Err(StoreError::Backend(
+            "this session store cannot branch a session".into(),
+        ))
+    }
+
     /// The turn of `session` that is running now, if the store knows it (a conversation with an
     /// owner records its latest turn to start and to end).
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
@@ -290,5 +310,15 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         (**self).active_turn(session).await
+    }
+
+    async fn fork(
+        &self,
+        session: &str,
+        parent: &str,
+        hints: &[String],
+        asking: Option<&Owner>,
+    ) -> Result<ForkOutcome, StoreError> {
+        (**self).fork(session, parent, hints, asking).await
     }
 }

@@ -167,6 +167,23 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
     let approval = scope.extensions.get(APPROVAL_KEY).cloned();
     let context = scope.extensions.get(super::ui::CONTEXT_KEY).cloned();
     let result_schema = scope.extensions.get(crate::protocol::RESULT_SCHEMA_KEY).cloned();
+    let parent_session = scope
+        .extensions
+        .get(crate::protocol::PARENT_SESSION_KEY)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let branch_hints = scope
+        .extensions
+        .get(crate::protocol::BRANCH_HINTS_KEY)
+        .and_then(Value::as_array)
+        .map(|hints| {
+            hints
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     let ask = TurnAsk {
         session: scope.session,
         turn_id,
@@ -177,6 +194,8 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         supersedes,
         context,
         result_schema,
+        parent_session,
+        branch_hints,
     };
     run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)
@@ -196,6 +215,10 @@ struct TurnAsk {
     context: Option<Value>,
     /// The JSON Schema the turn's typed result must match (the scope's `resultSchema`).
     result_schema: Option<Value>,
+    /// The session a new session branches from (the scope's `parentSession`).
+    parent_session: Option<String>,
+    /// Where in the parent's transcript the branch starts (the scope's `branchHints`).
+    branch_hints: Vec<String>,
 }
 
 /// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
@@ -224,6 +247,7 @@ async fn run_phases(
         .for_result(ask.result_schema.as_ref())
         .map_err(Refusal::InvalidPrompt)?;
     phases::check_owner(engine, ask).await?;
+    phases::branch(engine, ask).await?;
     phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
     let early_stop = phases::look_before_start(engine, ask).await?;
     let TurnAsk {
@@ -236,6 +260,8 @@ async fn run_phases(
         supersedes,
         context: _,
         result_schema: _,
+        parent_session: _,
+        branch_hints: _,
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.

@@ -11,8 +11,8 @@ use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, ContentBlock, Lease, Message, Owner, OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError,
-    TurnOutcome, TurnRecord, TurnStatus, id_problem,
+    Claim, ContentBlock, ForkOutcome, Lease, Message, Owner, OwnerCheck, Role, SessionStore, Stop, StopCause,
+    StoreError, TurnOutcome, TurnRecord, TurnStatus, id_problem,
 };
 
 /// Why a turn ends before its rounds run.
@@ -183,6 +183,54 @@ pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(
         }
         Err(e) => {
             tracing::error!(error = %e, "could not check the conversation's owner");
+            Err(Refusal::ClaimFailed(e))
+        }
+    }
+}
+
+/// A new session that names a parent begins with the parent's history, once (see
+/// [`SessionStore::fork`]): only a parent of the same person (or of no one), and never the session
+/// itself. A session that already holds messages ignores it.
+pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Refusal> {
+    let Some(parent) = &ask.parent_session else {
+        return Ok(());
+    };
+    let invalid = |reason: String| {
+        Refusal::InvalidPrompt(InvalidPrompt {
+            field: crate::protocol::PARENT_SESSION_KEY.into(),
+            reason,
+        })
+    };
+    if parent == &ask.session {
+        return Err(invalid("names the session itself".into()));
+    }
+    if let Some(problem) = id_problem(parent, engine.store.max_id_bytes()) {
+        return Err(invalid(problem));
+    }
+    let asking = ask
+        .user_id
+        .as_deref()
+        .zip(ask.account_id.as_deref())
+        .map(|(user, account)| Owner::new(user, account));
+    let forked = engine
+        .store
+        .fork(&ask.session, parent, &ask.branch_hints, asking.as_ref())
+        .await;
+    match forked {
+        Ok(ForkOutcome::Forked { upto }) => {
+            tracing::info!(upto, "the session begins as a branch of its parent");
+            Ok(())
+        }
+        Ok(ForkOutcome::Exists) => Ok(()),
+        Ok(ForkOutcome::NoParent) => Err(invalid(format!(
+            "there is no conversation {parent} to branch from"
+        ))),
+        Ok(ForkOutcome::NotOwner) => {
+            tracing::warn!("a branch of another person's conversation was refused");
+            Err(Refusal::NotOwner)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not branch the session from its parent");
             Err(Refusal::ClaimFailed(e))
         }
     }

@@ -47,6 +47,8 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         supersedes: Vec::new(),
         context: None,
         result_schema: None,
+        parent_session: None,
+        branch_hints: Vec::new(),
     }
 }
 
