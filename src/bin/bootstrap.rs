@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use agent_worker::engine::StoreControl;
 use agent_worker::hosts::config::{CONFIG_ENV, Configured, Loader, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::secrets::{AwsSecrets, read_secret_settings};
@@ -58,6 +59,7 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let files = settings
         .file_area(|| s3)
         .map(|f| f as Arc<dyn agent_worker::engine::FileArea>);
+    let control = StoreControl::new(Arc::new(settings.store(dynamodb.clone())?));
     let (agent, sinks) = settings.build(
         aws_sdk_bedrockruntime::Client::new(&aws),
         dynamodb,
@@ -66,5 +68,7 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
     let requeue = Requeue::from_config(aws.clone(), settings.redrive);
-    Ok(TurnHandler::from_settings(agent, sinks, &settings).requeue(requeue))
+    Ok(TurnHandler::from_settings(agent, sinks, &settings)
+        .requeue(requeue)
+        .control(control))
 }

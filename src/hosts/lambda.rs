@@ -44,7 +44,10 @@ use tracing::Instrument as _;
 
 use super::payload::AgentTurnPayload;
 pub use super::redrive::{RedriveBackoff, Requeue};
-use crate::protocol::{Agent, AgentEvent, codes};
+use crate::engine::StoreControl;
+use crate::protocol::control::refusals;
+use crate::protocol::{Agent, AgentEvent, SessionCommand, codes};
+use crate::session::Owner;
 use crate::sinks::{Sinks, TurnRef};
 
 pub use super::settings::{DEFAULT_MIN_TURN_TIME, DEFAULT_STORE_MARGIN};
@@ -128,6 +131,7 @@ pub struct TurnHandler {
     store_margin: Duration,
     min_turn_time: Duration,
     requeue: Option<Arc<Requeue>>,
+    control: Option<StoreControl>,
 }
 
 impl fmt::Debug for TurnHandler {
@@ -168,7 +172,17 @@ impl TurnHandler {
             store_margin: DEFAULT_STORE_MARGIN,
             min_turn_time: DEFAULT_MIN_TURN_TIME,
             requeue: None,
+            control: None,
         }
+    }
+
+    /// Delivers the commands payloads carry (`command`) to their conversations' running turns
+    /// through `control`. Without it, a `steer` or `follow_up` runs as a turn of its own, and an
+    /// `abort` goes back to the queue (and on to its dead-letter queue).
+    #[must_use]
+    pub fn control(mut self, control: StoreControl) -> Self {
+        self.control = Some(control);
+        self
     }
 
     /// Changes the time kept back from an invocation's deadline.
@@ -314,6 +328,11 @@ impl TurnHandler {
     /// Runs one turn, streaming its events to the sinks; returns its terminal and what a queue
     /// should do with it.
     pub async fn run_turn_to_end(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> TurnRun {
+        if let Some(command) = turn.session_command()
+            && let Some(handled) = self.deliver(turn, command).await
+        {
+            return handled;
+        }
         let mut scope = turn.scope();
         if let Some(deadline) = deadline {
             scope = scope.with_deadline(deadline.checked_sub(self.store_margin).unwrap_or(deadline));
@@ -385,6 +404,44 @@ impl TurnRun {
         Self {
             disposition: disposition(terminal.as_ref()),
             terminal,
+        }
+    }
+
+    /// A message that ran no turn of its own: a command, delivered or refused.
+    fn command(disposition: Disposition) -> Self {
+        Self {
+            terminal: None,
+            disposition,
+        }
+    }
+}
+
+impl TurnHandler {
+    /// Delivers a payload's command to its conversation's running turn: what the queue does
+    /// with the message, or `None` when it runs as a turn of its own (a steer or follow-up
+    /// that found no running turn).
+    async fn deliver(&self, turn: &AgentTurnPayload, command: SessionCommand) -> Option<TurnRun> {
+        let abort = command == SessionCommand::Abort;
+        let Some(control) = &self.control else {
+            return abort
+                .then(|| TurnRun::command(Disposition::Redrive("this worker takes no commands".into())));
+        };
+        let name = command.name();
+        let asking = Owner::new(turn.user_id.as_str(), turn.account_id.as_str());
+        match control.dispatch_as(&turn.conversation_id, &asking, command).await {
+            Ok(accepted) => Some(TurnRun::command(Disposition::Acknowledge(format!(
+                "{name} delivered to running turn {}",
+                accepted.run_id
+            )))),
+            Err(refused) if refused.code == refusals::NO_ACTIVE_RUN && !abort => None,
+            Err(refused) if refused.code == refusals::NO_ACTIVE_RUN => Some(TurnRun::command(
+                Disposition::Acknowledge("no running turn to abort; nothing to do".into()),
+            )),
+            // Not the person's, an empty prompt, or a store that failed: the queue keeps it,
+            // and its redrive policy takes what can never be delivered to the dead-letter queue.
+            Err(refused) => Some(TurnRun::command(Disposition::Redrive(format!(
+                "the {name} command was refused: {refused}"
+            )))),
         }
     }
 }

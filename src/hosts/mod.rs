@@ -22,7 +22,7 @@ pub mod redrive;
 pub mod secrets;
 pub mod settings;
 
-pub use payload::{AgentTurnPayload, PayloadError};
+pub use payload::{AgentTurnPayload, PayloadCommand, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
 
 #[cfg(feature = "agent-protocol")]

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::protocol::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, BRANCH_HINTS_KEY, ImageRef, PARENT_SESSION_KEY,
-    Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, USER_ID_KEY, UserToken,
+    Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, SessionCommand, USER_ID_KEY, UserToken,
 };
 
 /// One turn: who sent it, in which conversation, and what they said.
@@ -76,6 +76,36 @@ pub struct AgentTurnPayload {
     /// found wins; none found, the parent's present.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub branch_hints: Vec<String>,
+    /// Deliver `content` to the conversation's running turn instead of running it: `steer` or
+    /// `follow_up` (when no turn runs, the message runs as this turn), or `abort` the running
+    /// turn (when none runs, nothing happens). On a FIFO queue, send it in a message group of
+    /// its own (not the conversation's, whose running turn holds it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<PayloadCommand>,
+}
+
+/// What a payload's `command` asks of the conversation's running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadCommand {
+    /// The content reaches the model at the running turn's next round boundary.
+    Steer,
+    /// The content runs once the running turn is otherwise done.
+    FollowUp,
+    /// The running turn stops.
+    Abort,
+}
+
+impl AgentTurnPayload {
+    /// The session command this payload carries, if any, with its content as the prompt.
+    pub fn session_command(&self) -> Option<SessionCommand> {
+        let prompt = self.content.clone();
+        Some(match self.command? {
+            PayloadCommand::Steer => SessionCommand::Steer { prompt },
+            PayloadCommand::FollowUp => SessionCommand::FollowUp { prompt },
+            PayloadCommand::Abort => SessionCommand::Abort,
+        })
+    }
 }
 
 /// A body that is not a turn; `path` names the field at fault (empty for the body itself).

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod steering;
 
 use std::path::PathBuf;
 use std::sync::Arc;

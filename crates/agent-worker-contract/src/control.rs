@@ -90,6 +90,8 @@ pub mod refusals {
     pub const UNSUPPORTED_CAPABILITY: &str = "unsupported_capability";
     /// The session's store failed: nothing was kept; sending again may succeed.
     pub const STORE_FAILED: &str = "store_failed";
+    /// The conversation is another person's: nothing was kept.
+    pub const NOT_OWNER: &str = "not_owner";
 }
 
 /// A command's answer on the wire: `{"ok": true, "runId"}` or `{"ok": false, "error": {…}}`.

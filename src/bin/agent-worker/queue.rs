@@ -10,7 +10,7 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::secrets::read_secret_settings;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
-use agent_worker::hosts::{AgentTurnPayload, WorkerSettings};
+use agent_worker::hosts::{AgentTurnPayload, PayloadCommand, WorkerSettings};
 use agent_worker::session::{DynamoConfig, DynamoStore};
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
@@ -89,6 +89,11 @@ pub(crate) struct SendArgs {
     /// The JSON Schema the turn's typed result must match, as JSON or `@file`.
     #[arg(long)]
     pub(crate) result_schema: Option<String>,
+    /// Deliver the text to the conversation's running turn (`steer`, `follow-up`), or `abort`
+    /// it, instead of running a turn: sent in the conversation's control group, so that its
+    /// running turn does not hold it back.
+    #[arg(long, value_enum)]
+    pub(crate) command: Option<CommandArg>,
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
     pub(crate) region: Option<String>,
@@ -153,7 +158,8 @@ impl WorkerArgs {
             .build(bedrock, dynamodb, files.clone(), &configured)
             .map_err(|e| e.to_string())?;
         Ok(Worker {
-            handler: TurnHandler::from_settings(agent, sinks, &settings),
+            handler: TurnHandler::from_settings(agent, sinks, &settings)
+                .control(agent_worker::engine::StoreControl::new(Arc::new(store.clone()))),
             conversations: settings.conversations(store.clone(), files, &configured),
             events: configured.events.clone(),
             uploads,
@@ -245,6 +251,17 @@ pub(crate) async fn setup(args: SetupArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A `send --command`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CommandArg {
+    /// At the running turn's next round boundary.
+    Steer,
+    /// Once the running turn is otherwise done.
+    FollowUp,
+    /// Stop the running turn.
+    Abort,
+}
+
 pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
     let payload = AgentTurnPayload {
         turn_id: args
@@ -269,13 +286,24 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
             .transpose()?,
         parent_session: None,
         branch_hints: Vec::new(),
+        command: args.command.map(|command| match command {
+            CommandArg::Steer => PayloadCommand::Steer,
+            CommandArg::FollowUp => PayloadCommand::FollowUp,
+            CommandArg::Abort => PayloadCommand::Abort,
+        }),
     };
     let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
     let mut request = sqs.send_message().queue_url(&args.queue_url).message_body(body);
     if args.queue_url.ends_with(".fifo") {
+        // A command waits behind nothing: the conversation's own group is held by its running
+        // turn until that turn ends.
+        let group = match payload.command {
+            Some(_) => format!("{}#control", payload.conversation_id),
+            None => payload.conversation_id.clone(),
+        };
         request = request
-            .message_group_id(&payload.conversation_id)
+            .message_group_id(group)
             .message_deduplication_id(&payload.turn_id);
     }
     let sent = request

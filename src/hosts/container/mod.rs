@@ -479,6 +479,16 @@ async fn accept_turn(
                 .into_response();
         }
     };
+    if turn.command.is_some() {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({
+                "error": "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
+                "field": "command",
+            })),
+        )
+            .into_response();
+    }
     // Words the store could not keep are refused here, before anything runs (the engine would
     // refuse them too, after the 202).
     if let Some(limit) = host.inner.store.max_message_bytes() {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::protocol::control::{CommandCounts, ControlFuture, SessionStatus, refusals};
 use crate::protocol::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
-use crate::session::{CommandOutcome, SessionStore, Stop, StopCause, StopOutcome, StoreError, TurnCommand};
+use crate::session::{
+    CommandOutcome, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError, TurnCommand,
+};
 
 use super::Engine;
 
@@ -27,6 +29,28 @@ impl StoreControl {
     /// The control plane of `store`'s sessions.
     pub fn new(store: Arc<dyn SessionStore>) -> Self {
         Self { store }
+    }
+
+    /// [`dispatch`](SessionControl::dispatch) for the person `asking`: a conversation that is
+    /// someone else's is refused (`not_owner`), and nothing is kept.
+    pub async fn dispatch_as(
+        &self,
+        session: &str,
+        asking: &Owner,
+        command: SessionCommand,
+    ) -> Result<Accepted, Refused> {
+        match self.store.owner(session).await {
+            Err(e) => Err(store_failed(&e)),
+            Ok(Some(owner)) if &owner != asking => {
+                asking.warn_refused(&owner, "a command");
+                Err(Refused::new(
+                    refusals::NOT_OWNER,
+                    "this conversation belongs to another person; nothing was kept",
+                    false,
+                ))
+            }
+            Ok(_) => dispatch(self.store.as_ref(), session, command).await,
+        }
     }
 }
 
