@@ -263,3 +263,132 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
     let history = store.load_history("s-memory").await.unwrap();
     assert_eq!(history.len(), 8, "{history:?}");
 }
+
+#[tokio::test]
+async fn only_a_running_turn_under_a_live_lease_and_not_stopped_takes_a_command() {
+    use agent_worker::session::{
+        CommandOutcome, DynamoConfig, DynamoStore, Lease, MemoryStore, Stop, StopCause, TurnCommand,
+    };
+    let table = format!("commands-{}", uuid::Uuid::new_v4().simple());
+    let dynamo = DynamoStore::new(
+        agent_worker_testkit::moto().dynamodb(),
+        DynamoConfig::new(&table).unwrap(),
+    );
+    dynamo.create_table().await.unwrap();
+    let stores: [(&str, Arc<dyn agent_worker::session::SessionStore>); 2] = [
+        ("memory", Arc::new(MemoryStore::new())),
+        ("dynamodb", Arc::new(dynamo)),
+    ];
+    let lease = Lease(Duration::from_secs(60));
+    let command = TurnCommand::FollowUp { text: "More?".into() };
+    for (name, store) in stores {
+        assert_eq!(
+            store.add_command("s", "t", &command).await.unwrap(),
+            CommandOutcome::NotRunning,
+            "{name}: a turn never claimed"
+        );
+        store.claim_turn("s", "t", lease).await.unwrap();
+        assert_eq!(
+            store.add_command("s", "t", &command).await.unwrap(),
+            CommandOutcome::Accepted { position: 0 },
+            "{name}"
+        );
+        store.release_turn("s", "t").await.unwrap();
+        assert_eq!(
+            store.add_command("s", "t", &command).await.unwrap(),
+            CommandOutcome::NotRunning,
+            "{name}: a turn that gave up its claim takes nothing"
+        );
+        store.claim_turn("s", "t", lease).await.unwrap();
+        assert_eq!(
+            store.add_command("s", "t", &command).await.unwrap(),
+            CommandOutcome::Accepted { position: 1 },
+            "{name}: claimed again, it takes them, after the one kept before"
+        );
+        store
+            .request_stop("s", "t", Stop::now(StopCause::UserStop))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.add_command("s", "t", &command).await.unwrap(),
+            CommandOutcome::NotRunning,
+            "{name}: a stopped turn takes nothing more"
+        );
+        let signals = store.turn_signals("s", "t").await.unwrap();
+        assert_eq!(signals.commands.len(), 2, "{name}");
+        assert!(signals.stop.is_some(), "{name}");
+    }
+}
+
+/// An engine whose every turn is sent a follow-up while its first answer is held: what a client
+/// that dispatches mid-run sees.
+struct Dispatching {
+    engine: Engine,
+    reached: Arc<Notify>,
+    open: Arc<Notify>,
+}
+
+impl agent_worker::protocol::Agent for Dispatching {
+    fn invoke(&self, scope: Scope, prompt: Prompt) -> agent_worker::protocol::EventStream {
+        let (control, session) = (self.engine.control(), scope.session.clone());
+        let (reached, open) = (self.reached.clone(), self.open.clone());
+        tokio::spawn(async move {
+            reached.notified().await;
+            let sent = control.dispatch(&session, follow_up("And again?")).await;
+            assert!(sent.is_ok(), "{sent:?}");
+            open.notify_one();
+        });
+        self.engine.invoke(scope, prompt)
+    }
+}
+
+#[tokio::test]
+async fn the_engine_conforms_with_a_dispatch_mid_run_as_without() {
+    use agent_worker::protocol::conformance::{Case, Hanging, Limits, Subject, check};
+    use agent_worker::session::MemoryStore;
+    use agent_worker_testkit::StreamScript;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Hello."));
+    bedrock.push(Reply::text("Hello again."));
+    let (reached, open) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let completing = Dispatching {
+        engine: Engine::builder()
+            .model(Gated {
+                inner: Arc::new(BedrockModel::new(bedrock.client(), support::MODEL_ID)),
+                calls: AtomicUsize::new(0),
+                at: 0,
+                reached: reached.clone(),
+                open: open.clone(),
+            })
+            .store(MemoryStore::new())
+            .config(support::config())
+            .build()
+            .unwrap(),
+        reached,
+        open,
+    };
+    let failing = BedrockStandIn::start().await.unwrap();
+    failing.push(Reply::http_error(400, "ValidationException", "bad request"));
+    let hanging = BedrockStandIn::start().await.unwrap();
+    hanging.push(StreamScript::new().open_text("Let me think").hang().into_reply());
+    let mut closed = hanging.closed_early();
+    let engine_on =
+        |stand_in: &BedrockStandIn| support::engine(stand_in, &MemoryStore::new(), support::config(), vec![]);
+    let subject = Subject::new(
+        Case::new(completing, Scope::new("c").with_turn_id("t1"), Prompt::text("Hi")),
+        Case::new(engine_on(&failing), Scope::new("f"), Prompt::text("Hi")),
+        Hanging::new(
+            Case::new(engine_on(&hanging), Scope::new("h"), Prompt::text("Hi")),
+            async move {
+                let _ = closed.wait_for(|n| *n > 0).await;
+            },
+        ),
+    )
+    .with_limits(Limits {
+        cleanup_within: Duration::from_secs(5),
+        ..Limits::default()
+    });
+    let report = check(subject).await;
+    assert!(report.is_conformant(), "{report}");
+    assert_eq!(bedrock.requests().len(), 2, "the follow-up ran in the same turn");
+}

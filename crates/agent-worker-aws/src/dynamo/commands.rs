@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{CommandOutcome, StoreError, TurnCommand, TurnSignals};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -45,7 +46,8 @@ fn commands_of(item: &HashMap<String, AttributeValue>) -> Result<Vec<TurnCommand
 }
 
 impl DynamoStore {
-    /// Adds `command` after the turn's others, while it runs and no stop was asked of it.
+    /// Adds `command` after the turn's others, while it runs (under a live lease: a turn that
+    /// gave up its claim, or whose worker is gone, takes nothing) and no stop was asked of it.
     pub(super) async fn add_turn_command(
         &self,
         session: &str,
@@ -55,12 +57,15 @@ impl DynamoStore {
         let result = self
             .update_turn(session, turn_id)
             .update_expression("SET #cmds = list_append(if_not_exists(#cmds, :none), :one), #exp = :exp")
-            .condition_expression("#status = :running AND attribute_not_exists(stopReason)")
+            .condition_expression(
+                "#status = :running AND leaseUntil > :now AND attribute_not_exists(stopReason)",
+            )
             .expression_attribute_names("#cmds", COMMANDS)
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
             .expression_attribute_values(":one", AttributeValue::L(vec![encode(command)]))
             .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":exp", n(self.expires_at()))
             .return_values(ReturnValue::UpdatedNew)
             .send()

@@ -243,7 +243,11 @@ impl SessionStore for MemoryStore {
         let Some(data) = sessions.get_mut(session) else {
             return Ok(CommandOutcome::NotRunning);
         };
-        let running = data.turns.get(turn_id).is_some_and(|t| !t.status.is_done());
+        // Under a live lease: a turn that gave up its claim, or whose worker is gone, takes nothing.
+        let running = data
+            .turns
+            .get(turn_id)
+            .is_some_and(|t| !t.status.is_done() && t.lease_until > SystemTime::now());
         if !running || data.stops.contains_key(turn_id) {
             return Ok(CommandOutcome::NotRunning);
         }
