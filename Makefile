@@ -35,7 +35,7 @@ demo-tools: $(PY_TOOLS) build
 	scripts/demo_tools.sh
 
 ## test-browser: the console page in headless Chromium (Debian's chromium package): a turn
-## streams, the model adds a task to the page, a delete waits for the click, stop, reload.
+## streams, the model adds a task to the page, a delete waits for the click, stop, a steer, reload.
 test-browser: $(PY_TOOLS) $(NODE_TOOLS) build
 	scripts/browser_test.sh
 

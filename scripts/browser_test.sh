@@ -54,6 +54,8 @@ replies = [
     text("Deleted it: your list is empty again."),
     text("Your notes say the launch is on Friday."),
     text(story, pieces=60, delay_ms=250),
+    text("Let me work out how far the lake is from here, step by step.", pieces=30, delay_ms=200),
+    text("Metric it is: the lake is five kilometres away."),
 ]
 json.dump(replies, open(sys.argv[1], "w"))
 PY

@@ -116,12 +116,28 @@ test("stop mid-turn marks the turn stopped", async () => {
   await shot("6-stopped");
 });
 
+test("a steer reaches the running turn, and the agent takes it", async () => {
+  await send("How far is the lake?");
+  await page.waitForFunction(() => {
+    const last = [...document.querySelectorAll(".message.assistant")].pop();
+    return last && last.querySelector(".text").textContent.length > 0 && !last.dataset.ended;
+  }, null, { timeout: 20000 });
+  await page.fill("#input", "Use metric units");
+  assert.ok(await page.isVisible("#steer"), "a running turn offers the steer");
+  await page.click("#steer");
+  await page.waitForSelector(".message.user.steer[data-delivered='steer']", { timeout: 20000 });
+  assert.equal(await ended(), "completed");
+  assert.match(await lastAssistant().locator(".text").textContent(), /five kilometres/);
+  await shot("6b-steered");
+});
+
 test("reloading the page restores the conversation", async () => {
   await page.reload();
   await page.waitForSelector("body[data-ready='true']");
   await page.waitForSelector(".message.user");
   const said = await page.locator(".message.user .text").allTextContents();
-  assert.deepEqual(said, ["Hello", "Add a task to buy milk", "Delete the milk task", "What does my file say?", "Tell me a long story"]);
+  assert.deepEqual(said, ["Hello", "Add a task to buy milk", "Delete the milk task", "What does my file say?",
+    "Tell me a long story", "How far is the lake?", "Use metric units"]);
   assert.match(await page.locator(".message.user .file").first().textContent(), /notes\.txt/, "the file's reference is kept");
   assert.ok((await page.locator(".message .stopped").count()) >= 1, "the stopped marker is kept");
   assert.ok((await page.locator(".conversation[aria-current='true']").count()) === 1, "the conversation is listed");

@@ -36,7 +36,8 @@ async function api(path, { method = "GET", body } = {}) {
   const text = await response.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { error: text }; }
-  if (!response.ok) throw new Error((data && data.error) || `${response.status}`);
+  const why = data && data.error;
+  if (!response.ok) throw new Error((why && why.message) || why || `${response.status}`);
   return data;
 }
 const personQuery = () => `userId=${encodeURIComponent(person.userId)}&accountId=${encodeURIComponent(person.accountId)}`;
@@ -295,6 +296,7 @@ async function openConversation(id) {
 // ---- A turn ---------------------------------------------------------------------------------
 function setRunning(running) {
   $("send").hidden = running && !$("input").value.trim();
+  $("steer").hidden = !running || !$("input").value.trim();
   $("stop").hidden = !running;
   const status = $("status");
   status.dataset.state = running ? "running" : "idle";
@@ -347,9 +349,12 @@ async function send(text, approval) {
 }
 
 const EVENT_TYPES = ["text", "thinking", "tool_started", "tool_ended", "retrying", "usage",
-  "approval_required", "ui_action_requested", "compacting", "compacted", "completed", "failed", "cancelled"];
+  "approval_required", "ui_action_requested", "compacting", "compacted", "command_delivered", "completed", "failed",
+  "cancelled"];
 
-function follow(turnId, session, view) {
+function follow(turnId, session, firstView) {
+  // The turn's words go to its newest view: a steer the turn takes starts a new one after it.
+  let view = firstView;
   const source = new EventSource(`/turns/${encodeURIComponent(turnId)}/events?${turnQuery(session)}&consoleToken=${token}`);
   state.turn = { id: turnId, source, view };
   setRunning(true);
@@ -387,6 +392,13 @@ function follow(turnId, session, view) {
       case "ui_action_requested":
         answerAction(event).catch((e) => console.warn("could not answer the action", e));
         break;
+      case "command_delivered": {
+        const steer = messages.querySelector(".message.user.steer:not([data-delivered])");
+        if (steer) steer.dataset.delivered = event.kind;
+        view = messageView("assistant");
+        view.node.dataset.turn = turnId;
+        break;
+      }
       case "completed":
       case "failed":
       case "cancelled":
@@ -425,8 +437,30 @@ $("input").addEventListener("keydown", (e) => {
   }
 });
 $("input").addEventListener("input", () => {
-  if (state.turn) $("send").hidden = !$("input").value.trim();
+  if (state.turn) {
+    $("send").hidden = !$("input").value.trim();
+    $("steer").hidden = !$("input").value.trim();
+  }
   state.voice = state.voice && $("input").value ? state.voice : null;
+});
+// A steer goes to the running turn, which gives it to the model at its next step.
+$("steer").addEventListener("click", async () => {
+  const text = $("input").value.trim();
+  if (!state.turn || !text) return;
+  $("input").value = "";
+  $("steer").hidden = true;
+  $("send").hidden = true;
+  const mine = messageView("user");
+  mine.node.classList.add("steer");
+  mine.text.textContent = text;
+  scrollDown();
+  try {
+    await api(`/sessions/${encodeURIComponent(state.conversation)}/commands?${personQuery()}`, {
+      method: "POST", body: { type: "steer", prompt: text },
+    });
+  } catch (e) {
+    mine.node.append(el("div", { class: "note failed" }, `Not taken: ${e.message}`));
+  }
 });
 $("stop").addEventListener("click", async () => {
   if (!state.turn) return;
