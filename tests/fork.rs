@@ -96,6 +96,10 @@ async fn the_branch_starts_from_its_parent_and_goes_its_own_way(store: impl Sess
     turn(&engine, &bedrock, ("parent", "p3", "u"), "Q5", "A5", none).await;
     assert_eq!(sent(&bedrock), ["Q1", "A1", "Q2", "A2", "Q5"]);
     assert_eq!(store.load_history("child").await.unwrap().len(), 8);
+    // Its durable history from a cursor crosses from the parent's part into its own.
+    let entries = store.entries("child", 3, 2).await.unwrap();
+    let read: Vec<(u64, Option<&str>)> = entries.iter().map(|e| (e.seq, e.turn_id.as_deref())).collect();
+    assert_eq!(read, [(3, Some("p2")), (4, Some("c1"))]);
 
     // A hint cuts the parent at that turn; the first hint found wins.
     let hinted = json!({ PARENT_SESSION_KEY: "parent", BRANCH_HINTS_KEY: ["nope", "p1", "p2"] });

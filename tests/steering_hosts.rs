@@ -229,6 +229,23 @@ mod over_http {
             (&json!("completed"), &json!("user_stop")),
             "{all:?}"
         );
+        // The durable history, from a cursor.
+        let entries: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/sessions/conv-1/entries?since=0&limit=1&userId=u&accountId=a",
+                server.url
+            ))
+            .header("x-api-key", KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(entries["next"], 1, "{entries}");
+        assert_eq!(entries["entries"][0]["seq"], 0);
+        assert_eq!(entries["entries"][0]["turnId"], "t1");
+        assert_eq!(entries["entries"][0]["message"]["role"], "user");
         let (status, answer) = post(
             &commands,
             Some(KEY),

@@ -10,7 +10,7 @@
 //! | `POST /conversations/{id}/files?userId=U&accountId=A&name=N` with the file's bytes | a file the person attaches: see [`files`] (with [`ContainerHost::uploads`]) |
 //! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
-//! | `POST /sessions/{id}/commands?userId=U&accountId=A` with `{"type": "steer" \| "follow_up", "prompt"}` or `{"type": "abort"}`, `GET /sessions/{id}/state…` | the session control plane: see [`sessions`] |
+//! | `POST /sessions/{id}/commands?userId=U&accountId=A` with `{"type": "steer" \| "follow_up", "prompt"}` or `{"type": "abort"}`, `GET /sessions/{id}/state…`, `GET /sessions/{id}/entries?since=N…` | the session control plane and the durable history from a cursor: see [`sessions`] |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
@@ -332,6 +332,7 @@ impl ContainerHost {
             .route("/jobs/events", post(jobs::report))
             .route("/sessions/{id}/commands", post(sessions::command))
             .route("/sessions/{id}/state", get(sessions::state))
+            .route("/sessions/{id}/entries", get(sessions::entries))
             .route("/conversations", get(conversations::list))
             .route(
                 "/conversations/{id}",

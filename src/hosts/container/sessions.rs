@@ -6,6 +6,9 @@
 //!   retryable}}` before, with 409 (`no_active_run`), 400 (`invalid_command`) or 503
 //!   (`store_failed`).
 //! - `GET /sessions/{id}/state?userId=U&accountId=A`: `{status, activeRunId?, commands}`.
+//! - `GET /sessions/{id}/entries?since=N&limit=L&userId=U&accountId=A`: the durable history from
+//!   place `N` (0 by default), at most `L` entries (100 by default, at most 1,000), each `{seq,
+//!   turnId?, message}`, and `next`, the place to read on from.
 //!
 //! 404 for a conversation that is someone else's, as on every route of a person's conversations.
 
@@ -21,13 +24,19 @@ use crate::engine::StoreControl;
 use crate::protocol::control::{answer, refusals};
 use crate::protocol::{Refused, SessionCommand, SessionControl};
 
-/// Who asks.
+/// Who asks, and for `entries` from where.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Person {
     user_id: Option<String>,
     account_id: Option<String>,
+    #[serde(default)]
+    since: u64,
+    limit: Option<usize>,
 }
+
+/// Entries a read gives when it names no limit, and the most it may ask for.
+const ENTRIES: (usize, usize) = (100, 1_000);
 
 impl Person {
     async fn check(&self, host: &ContainerHost, session: &str) -> Result<(), Response> {
@@ -77,6 +86,25 @@ pub(super) async fn command(
         Err(refused) => status_of(refused),
     };
     (status, Json(answer(&result))).into_response()
+}
+
+/// `GET /sessions/{id}/entries`.
+pub(super) async fn entries(
+    State(host): State<ContainerHost>,
+    Path(session): Path<String>,
+    Query(person): Query<Person>,
+) -> Response {
+    if let Err(refused) = person.check(&host, &session).await {
+        return refused;
+    }
+    let limit = person.limit.unwrap_or(ENTRIES.0).clamp(1, ENTRIES.1);
+    match StoreControl::new(host.inner.store.clone())
+        .entries(&session, person.since, limit)
+        .await
+    {
+        Ok(entries) => (StatusCode::OK, Json(entries)).into_response(),
+        Err(refused) => error(status_of(&refused), refused.message),
+    }
 }
 
 /// `GET /sessions/{id}/state`.

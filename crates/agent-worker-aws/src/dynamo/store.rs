@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
     Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop,
-    StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
+    StopOutcome, StoreError, StoredMessage, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
@@ -480,6 +480,17 @@ impl SessionStore for DynamoStore {
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.read_active_turn(session).await
+    }
+
+    async fn entries(
+        &self,
+        session: &str,
+        since: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let (version, _, lineage) = self.meta(session).await?;
+        let end = version.min(since.saturating_add(limit as u64));
+        self.page(session, &lineage, since.min(end)..end).await
     }
 
     async fn fork(

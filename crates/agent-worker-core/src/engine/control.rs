@@ -8,10 +8,19 @@ use std::sync::Arc;
 use crate::protocol::control::{CommandCounts, ControlFuture, SessionStatus, refusals};
 use crate::protocol::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 use crate::session::{
-    CommandOutcome, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError, TurnCommand,
+    CommandOutcome, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError, StoredMessage, TurnCommand,
 };
 
 use super::Engine;
+
+/// A piece of a session's durable history, read from a cursor.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Entries {
+    /// The messages, each with its place and turn.
+    pub entries: Vec<StoredMessage>,
+    /// The place to read on from (`since` of the next read).
+    pub next: u64,
+}
 
 /// The longest prompt a command may carry, in bytes: it is kept on the turn's record.
 pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
@@ -29,6 +38,18 @@ impl StoreControl {
     /// The control plane of `store`'s sessions.
     pub fn new(store: Arc<dyn SessionStore>) -> Self {
         Self { store }
+    }
+
+    /// The session's durable history from place `since`, at most `limit` entries, and the place
+    /// to read on from.
+    pub async fn entries(&self, session: &str, since: u64, limit: usize) -> Result<Entries, Refused> {
+        let entries = self
+            .store
+            .entries(session, since, limit)
+            .await
+            .map_err(|e| store_failed(&e))?;
+        let next = entries.last().map_or(since, |last| last.seq + 1);
+        Ok(Entries { entries, next })
     }
 
     /// [`dispatch`](SessionControl::dispatch) for the person `asking`: a conversation that is

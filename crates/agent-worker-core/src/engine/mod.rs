@@ -48,7 +48,7 @@ pub use approvals::{
 use attachments::FILES_ARE_DATA;
 pub use attachments::{FileArea, LocalFileArea};
 pub use config::{ConfigError, EngineConfig};
-pub use control::{MAX_COMMAND_BYTES, StoreControl};
+pub use control::{Entries, MAX_COMMAND_BYTES, StoreControl};
 pub use error::EngineError;
 pub use events::EngineEvent;
 pub use image_format::ImageFormat;

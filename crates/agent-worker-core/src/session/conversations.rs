@@ -71,8 +71,10 @@ pub fn page_range(before: Option<u64>, limit: usize, length: u64) -> std::ops::R
     end.saturating_sub(limit as u64)..end
 }
 
-/// A stored message with its place: what a page of a conversation holds.
-#[derive(Debug, Clone, PartialEq)]
+/// A stored message with its place: what a page of a conversation holds, and an entry of its
+/// durable history (`turnId` in JSON).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StoredMessage {
     /// Its position in the conversation, from 0.
     pub seq: u64,

@@ -311,6 +311,30 @@ impl SessionStore for MemoryStore {
         Ok(ForkOutcome::Forked { upto: upto as u64 })
     }
 
+    async fn entries(
+        &self,
+        session: &str,
+        since: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let sessions = self.lock()?;
+        let Some(data) = sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        Ok(data
+            .messages
+            .iter()
+            .enumerate()
+            .skip(usize::try_from(since).unwrap_or(usize::MAX))
+            .take(limit)
+            .map(|(seq, message)| StoredMessage {
+                seq: seq as u64,
+                turn_id: data.message_turns.get(seq).filter(|t| !t.is_empty()).cloned(),
+                message: message.clone(),
+            })
+            .collect())
+    }
+
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         let sessions = self.lock()?;
         Ok(sessions.get(session).and_then(|d| {

@@ -20,7 +20,7 @@ mod ui_answer;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
 pub use commands::{CommandOutcome, TurnCommand, TurnSignals};
-pub use conversations::{ConversationError, ConversationStore};
+pub use conversations::{ConversationError, ConversationStore, StoredMessage};
 pub use error::StoreError;
 pub use fork::ForkOutcome;
 pub use memory::MemoryStore;
@@ -204,6 +204,29 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         ))
     }
 
+    /// The session's durable history from place `since`: at most `limit` messages, each with
+    /// its place and (where the store knows it) its turn.
+    async fn entries(
+        &self,
+        session: &str,
+        since: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        Ok(self
+            .load_history(session)
+            .await?
+            .into_iter()
+            .enumerate()
+            .skip(usize::try_from(since).unwrap_or(usize::MAX))
+            .take(limit)
+            .map(|(seq, message)| StoredMessage {
+                seq: seq as u64,
+                turn_id: None,
+                message,
+            })
+            .collect())
+    }
+
     /// The turn of `session` that is running now, if the store knows it (a conversation with an
     /// owner records its latest turn to start and to end).
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
@@ -310,6 +333,15 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         (**self).active_turn(session).await
+    }
+
+    async fn entries(
+        &self,
+        session: &str,
+        since: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        (**self).entries(session, since, limit).await
     }
 
     async fn fork(
