@@ -39,11 +39,23 @@ fn runtime_on(
     threads: impl ThreadStore,
 ) -> AgentRuntime {
     let client = bedrock.client();
+    runtime_with(
+        move |id| Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn Model>,
+        catalog,
+        sessions,
+        threads,
+    )
+}
+
+fn runtime_with(
+    models: impl Fn(&str) -> Arc<dyn Model> + Send + Sync + 'static,
+    catalog: Catalog,
+    sessions: impl SessionStore + 'static,
+    threads: impl ThreadStore,
+) -> AgentRuntime {
     AgentRuntime::builder()
         .catalog(catalog)
-        .models(support::MODEL_ID, move |id| {
-            Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn Model>
-        })
+        .models(support::MODEL_ID, models)
         .session_store(sessions)
         .thread_store(threads)
         .tools(support::example_tools(&["current_time"]))
@@ -432,25 +444,60 @@ async fn a_parked_approval_gate_is_resumed_by_another_worker() {
 }
 
 #[tokio::test]
-async fn a_message_while_a_turn_runs_is_refused_as_in_progress() {
+async fn a_message_while_a_turn_runs_becomes_its_follow_up_in_the_same_invocation() {
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::Notify;
     let bedrock = BedrockStandIn::start().await.unwrap();
-    let runtime = runtime(&bedrock, examples());
+    let (reached, open) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    // The first model call waits at the gate while the person's next message comes.
+    let gated = Arc::new(support::steering::Gated {
+        inner: Arc::new(BedrockModel::new(bedrock.client(), support::MODEL_ID)),
+        calls: AtomicUsize::new(0),
+        at: 0,
+        reached: reached.clone(),
+        open: open.clone(),
+    });
+    let runtime = runtime_with(
+        move |_| gated.clone() as Arc<dyn Model>,
+        examples(),
+        MemoryStore::new(),
+        MemoryThreadStore::new(),
+    );
     let assistant = runtime.agent("assistant").unwrap();
-    bedrock.push(StreamScript::new().open_text("Thinking").hang().into_reply());
-    let mut running = assistant.invoke(Scope::new("busy").with_turn_id("t1"), Prompt::text("Hi"));
-    // The first event comes once the session is claimed.
-    let first = running.next().await.unwrap();
-    assert_eq!(statuses(std::slice::from_ref(&first))[0]["status"], "running");
-    let events = say(&assistant, "busy", "t2", "Hello?").await;
-    match events.last() {
-        Some(AgentEvent::Failed {
-            code: Some(code),
-            retryable: true,
-            ..
-        }) => assert_eq!(code, "turn_in_progress"),
-        other => panic!("expected a retryable turn_in_progress, got {other:?}"),
-    }
-    drop(running);
+    bedrock.push(Reply::text("Hello."));
+    bedrock.push(Reply::text("Yes, still here."));
+    let running = tokio::spawn(
+        assistant
+            .invoke(Scope::new("busy").with_turn_id("t1"), Prompt::text("Hi"))
+            .collect::<Vec<_>>(),
+    );
+    reached.notified().await;
+    let queued = say(&assistant, "busy", "t2", "Are you there?").await;
+    assert_eq!(completed(&queued), json!({"followUp": "queued", "runId": "t1"}));
+    open.notify_one();
+    let events = running.await.unwrap();
+    assert_eq!(
+        completed(&events)["sessionStatus"],
+        "awaiting_human",
+        "{events:#?}"
+    );
+    let delivered = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Other(v) if v["type"] == "command_delivered"))
+        .count();
+    assert_eq!(delivered, 1);
+    let requests = bedrock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        texts_sent(&requests[1].body),
+        ["Hi", "Hello.", "Are you there?"],
+        "the follow-up went to the model after the answer it waited for"
+    );
+    // Its own message, redelivered, runs nothing: the running turn took it.
+    assert_eq!(
+        failure_code(&say(&assistant, "busy", "t2", "Are you there?").await),
+        "duplicate_turn"
+    );
 }
 
 #[tokio::test]

@@ -43,7 +43,7 @@ pub use runner::{
 };
 pub use subagents::ChildReply;
 pub use thread::{
-    ChildLink, MemoryThreadStore, ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord,
-    ThreadStore, ThreadStoreError,
+    ChildLink, MemoryThreadStore, ParentLink, QueuedMessage, SessionEnd, SessionStatus, Side, ThreadMessage,
+    ThreadRecord, ThreadStore, ThreadStoreError,
 };
 pub use validate::{Issue, Known, Severity, has_errors};

@@ -176,9 +176,23 @@ pub struct ThreadRecord {
     /// The agents that handed the thread on, oldest first; `agent` has it now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handed_off_from: Vec<String>,
+    /// The person's messages that came while a turn ran, oldest first: the running turn takes
+    /// them when the person's side is next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<QueuedMessage>,
     /// Bumped by every save; a save expects the version it read.
     #[serde(default)]
     pub version: u64,
+}
+
+/// A message queued on a running session: a follow-up of its turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedMessage {
+    /// The turn that carried it (marked handled once taken).
+    pub turn_id: String,
+    /// The person's words.
+    pub text: String,
 }
 
 /// How many handled turn ids a record keeps for redelivery checks.
@@ -208,6 +222,7 @@ impl ThreadRecord {
             children: Vec::new(),
             waiting_on: Vec::new(),
             handed_off_from: Vec::new(),
+            follow_ups: Vec::new(),
             version: 0,
         }
     }

@@ -14,7 +14,10 @@
 //!   ends it), then `maxSteps` (model steps in the turn). A bound tool the prompt does not
 //!   register is provided by the runner: it takes the named properties and answers `ok`.
 //! - A **handler side** runs one [`Handler`] invocation.
-//! - A **human side** parks the session: `awaiting_human`, until the next `invoke`.
+//! - A **human side** parks the session: `awaiting_human`, until the next `invoke`. A person's
+//!   message to a session whose turn is running is queued as a follow-up of that turn (its
+//!   `invoke` completes with `data: {"followUp": "queued", "runId"}`), and the running turn takes
+//!   it, in the same invocation, when the person's side is next.
 //! - `maxSessionTurns` counts every side turn, whatever backs it; reaching it ends the session.
 //! - A prompt side that calls an exposed agent named in its prompt's `tools` hands the thread
 //!   off: that agent takes it, with its transcript and its person, in the same invocation.
@@ -49,8 +52,10 @@ use crate::protocol::{AGENT_KEY, Agent, AgentEvent, EventStream, Prompt, Scope, 
 use crate::session::SessionStore;
 
 mod builder;
+mod claim;
 mod engines;
 mod events;
+mod follow_ups;
 mod session;
 mod stop_rules;
 

@@ -10,7 +10,6 @@ use crate::agents::definition::{AgentDefinition, HookStage, PromptSide, SideConf
 use crate::agents::handler::ChildPort;
 use crate::agents::handler::{HandlerEnd, ThreadState};
 use crate::agents::hooks::HookContext;
-use crate::agents::subagents::PARENT_KEY;
 use crate::agents::thread::{
     ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStoreError,
 };
@@ -20,18 +19,19 @@ use crate::protocol::{Agent, AgentEvent, DEADLINE_KEY, Prompt, Scope, codes};
 
 use super::engines::{bound_message, build_engine};
 use super::events::SessionEvent;
+use super::follow_ups;
 use super::stop_rules::{SideOutcome, apply_stop_rules};
-use super::{RuntimeInner, SESSION_ENDED, SESSION_FAILED};
+use super::{RuntimeInner, SESSION_FAILED};
 
 /// A side turn that could not finish: the invocation fails with it.
 pub(super) struct TurnFailure {
-    details: String,
-    retryable: bool,
-    code: String,
+    pub(super) details: String,
+    pub(super) retryable: bool,
+    pub(super) code: String,
 }
 
 impl TurnFailure {
-    fn store(e: &ThreadStoreError) -> Self {
+    pub(super) fn store(e: &ThreadStoreError) -> Self {
         match e {
             ThreadStoreError::Conflict => Self {
                 details: "another worker took this session over".into(),
@@ -49,7 +49,7 @@ impl TurnFailure {
         }
     }
 
-    fn emit(self, out: &Emitter) {
+    pub(super) fn emit(self, out: &Emitter) {
         out.emit(AgentEvent::failed(self.details, self.retryable, Some(&self.code)));
     }
 }
@@ -63,7 +63,7 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn side(&self, side: Side) -> &SideConfig {
+    pub(super) fn side(&self, side: Side) -> &SideConfig {
         match side {
             Side::A => &self.definition.side_a,
             Side::B => &self.definition.side_b,
@@ -71,7 +71,7 @@ impl Session {
     }
 
     /// The side whose messages `invoke` delivers: the human side, or side B.
-    fn speaker(&self) -> Side {
+    pub(super) fn speaker(&self) -> Side {
         if self.definition.side_a.is_human() {
             Side::A
         } else {
@@ -80,9 +80,8 @@ impl Session {
     }
 
     pub(super) async fn run(self, prompt: Prompt) {
-        let record = match self.claim(&prompt).await {
-            Ok(record) => record,
-            Err(failure) => return failure.emit(&self.out),
+        let Some(record) = self.claim_or_queue(&prompt).await else {
+            return;
         };
         // A thread handed off goes on with the agent that has it now.
         let owner = match self.inner.catalog.get_agent(&record.agent) {
@@ -236,85 +235,6 @@ impl Session {
         }
     }
 
-    /// Loads the session, delivers the prompt, and marks the session as running this turn.
-    async fn claim(&self, prompt: &Prompt) -> Result<ThreadRecord, TurnFailure> {
-        let threads = &self.inner.threads;
-        let stored = threads
-            .load(&self.scope.session)
-            .await
-            .map_err(|e| TurnFailure::store(&e))?;
-        let now = now_ms();
-        let speaker = self.speaker();
-        let deliver = |record: &mut ThreadRecord| {
-            record
-                .transcript
-                .push(ThreadMessage::new(speaker, prompt.text.clone()));
-            record.trim_transcript();
-            record.next_side = speaker.other();
-        };
-        let mut record = match stored {
-            None => {
-                let mut record =
-                    ThreadRecord::new(&self.scope.session, &self.definition.name, speaker.other());
-                record.parent = self
-                    .scope
-                    .extensions
-                    .get(PARENT_KEY)
-                    .and_then(|link| serde_json::from_value::<ParentLink>(link.clone()).ok());
-                deliver(&mut record);
-                record
-            }
-            Some(mut record) => {
-                if record.agent != self.definition.name
-                    && !record.handed_off_from.contains(&self.definition.name)
-                {
-                    return Err(TurnFailure {
-                        details: format!(
-                            "session {} runs agent `{}`, not `{}`",
-                            record.session, record.agent, self.definition.name
-                        ),
-                        retryable: false,
-                        code: codes::INVALID_PROMPT.into(),
-                    });
-                }
-                if record.handled_turns.contains(&self.turn_id) {
-                    return Err(TurnFailure {
-                        details: format!("turn {} was already handled; it does not run again", self.turn_id),
-                        retryable: false,
-                        code: codes::DUPLICATE_TURN.into(),
-                    });
-                }
-                match record.status {
-                    status if status.is_final() => {
-                        return Err(TurnFailure {
-                            details: format!("session {} has ended ({})", record.session, status.as_str()),
-                            retryable: false,
-                            code: SESSION_ENDED.into(),
-                        });
-                    }
-                    SessionStatus::Running if record.lease_until_ms > now => {
-                        return Err(TurnFailure {
-                            details: format!("session {} is running a turn", record.session),
-                            retryable: true,
-                            code: codes::TURN_IN_PROGRESS.into(),
-                        });
-                    }
-                    // This turn was cut off earlier: resume it, its message already delivered.
-                    SessionStatus::Running
-                        if record.running_turn.as_deref() == Some(self.turn_id.as_str()) => {}
-                    // Parked, or another turn's lease ran out: this message goes in, and on.
-                    _ => deliver(&mut record),
-                }
-                record
-            }
-        };
-        record.status = SessionStatus::Running;
-        record.running_turn = Some(self.turn_id.clone());
-        record.lease_until_ms = now.saturating_add(self.inner.lease.as_millis() as u64);
-        record.version = threads.save(&record).await.map_err(|e| TurnFailure::store(&e))?;
-        Ok(record)
-    }
-
     async fn run_sides(&self, mut record: ThreadRecord) -> Result<ThreadRecord, TurnFailure> {
         loop {
             if let Some(max) = self.definition.max_session_turns {
@@ -331,6 +251,10 @@ impl Session {
             let side = record.next_side;
             let config = self.side(side);
             if config.is_human() {
+                // The person's follow-ups, queued while this turn ran, come first.
+                if follow_ups::take_next(&mut record, side, &self.out) {
+                    continue;
+                }
                 record.status = SessionStatus::AwaitingHuman;
                 break;
             }
@@ -394,10 +318,21 @@ impl Session {
             record.lease_until_ms = now_ms().saturating_add(self.inner.lease.as_millis() as u64);
             self.save(&mut record).await?;
         }
+        let lease = record.lease_until_ms;
         record.running_turn = None;
         record.lease_until_ms = 0;
         record.handled(&self.turn_id);
-        self.save(&mut record).await?;
+        // The last save parks the session only when no follow-up came meanwhile; one that did
+        // runs first, in this invocation.
+        let came = follow_ups::finish(self.inner.threads.as_ref(), &mut record, &self.turn_id)
+            .await
+            .map_err(|e| TurnFailure::store(&e))?;
+        if came {
+            record.running_turn = Some(self.turn_id.clone());
+            record.lease_until_ms = lease;
+            record.status = SessionStatus::Running;
+            return Box::pin(self.run_sides(record)).await;
+        }
         Ok(record)
     }
 
@@ -455,14 +390,12 @@ impl Session {
     }
 
     /// Saves `record`, which takes the stored version.
+    /// Saves the running turn's thread, keeping what the person queued on it meanwhile.
     async fn save(&self, record: &mut ThreadRecord) -> Result<(), TurnFailure> {
-        record.version = self
-            .inner
-            .threads
-            .save(record)
+        follow_ups::save_keeping(self.inner.threads.as_ref(), record, &self.turn_id)
             .await
-            .map_err(|e| TurnFailure::store(&e))?;
-        Ok(())
+            .map(|_| ())
+            .map_err(|e| TurnFailure::store(&e))
     }
 
     fn finish(&self, record: &ThreadRecord) {
