@@ -43,29 +43,22 @@ async fn turn(engine: &Engine, session: &str, text: &str) -> Vec<AgentEvent> {
         .await
 }
 
-#[tokio::test]
-async fn the_fixture_turn_runs_on_the_anthropic_api() {
-    let stand_in = ProviderStandIn::start().await.unwrap();
-    stand_in.push(SseReply::tool_call("toolu_01", "add", r#"{"numbers": [2, 40]}"#));
-    stand_in.push(SseReply::text("2 + 40 is 42."));
-    let engine = anthropic_engine(&stand_in, config());
-    let events = turn(&engine, "s-fixture", "What is 2 + 40?").await;
-
+/// The fixture turn's events after any `leading` ones: the `add` call and its sum, then the
+/// answer streamed in three pieces, its usage, and `completed`.
+fn assert_fixture_events(events: &[AgentEvent], leading: &[&str]) {
     let kinds: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
-    assert_eq!(
-        kinds,
-        [
-            "tool_started",
-            "tool_ended",
-            "usage",
-            "text",
-            "text",
-            "text",
-            "usage",
-            "completed"
-        ],
-        "{events:?}"
-    );
+    let fixture = [
+        "tool_started",
+        "tool_ended",
+        "usage",
+        "text",
+        "text",
+        "text",
+        "usage",
+        "completed",
+    ];
+    assert_eq!(kinds[..leading.len()], *leading, "{events:?}");
+    assert_eq!(kinds[leading.len()..], fixture, "{events:?}");
     let ended = events
         .iter()
         .find_map(|e| match e {
@@ -78,7 +71,17 @@ async fn the_fixture_turn_runs_on_the_anthropic_api() {
         })
         .unwrap();
     assert_eq!(ended["sum"], 42.0, "{ended}");
-    assert_eq!(support::text_of(&events), "2 + 40 is 42.");
+    assert_eq!(support::text_of(events), "2 + 40 is 42.");
+}
+
+#[tokio::test]
+async fn the_fixture_turn_runs_on_the_anthropic_api() {
+    let stand_in = ProviderStandIn::start().await.unwrap();
+    stand_in.push(SseReply::tool_call("toolu_01", "add", r#"{"numbers": [2, 40]}"#));
+    stand_in.push(SseReply::text("2 + 40 is 42."));
+    let engine = anthropic_engine(&stand_in, config());
+    let events = turn(&engine, "s-fixture", "What is 2 + 40?").await;
+    assert_fixture_events(&events, &[]);
 
     let requests = stand_in.requests();
     assert_eq!(requests.len(), 2);
@@ -159,31 +162,16 @@ async fn a_refused_request_fails_the_turn_with_the_apis_words_and_the_key_is_nev
     let _ = Arc::new(model);
 }
 
-#[tokio::test]
-async fn invoke_runs_a_tool_turn_on_the_anthropic_api_and_prints_the_same_event_shapes() {
-    let stand_in = ProviderStandIn::start().await.unwrap();
-    stand_in.push(SseReply::tool_call("toolu_9", "current_time", "{}"));
-    stand_in.push(SseReply::text("It is now."));
+/// `agent-worker invoke --provider provider --endpoint-url url` with the key in `key_variable`,
+/// a turn that calls `current_time`: it succeeds, never prints the key, and prints the same event
+/// shapes as on Bedrock.
+async fn invoke_a_time_turn(provider: &str, url: &str, key_variable: &str, model: &str) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        .args([
-            "invoke",
-            "--provider",
-            "anthropic",
-            "--endpoint-url",
-            stand_in.url(),
-        ])
-        .args([
-            "--model-id",
-            "claude-haiku-4-5",
-            "--session",
-            "s1",
-            "--text",
-            "Time?",
-            "--tool",
-            "current_time",
-        ])
+        .args(["invoke", "--provider", provider, "--endpoint-url", url])
+        .args(["--model-id", model, "--session", "s1", "--text", "Time?"])
+        .args(["--tool", "current_time"])
         .env_remove("TABLE_NAME")
-        .env("ANTHROPIC_API_KEY", KEY)
+        .env(key_variable, KEY)
         .env("AWS_REGION", "us-east-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
@@ -203,6 +191,20 @@ async fn invoke_runs_a_tool_turn_on_the_anthropic_api_and_prints_the_same_event_
         AgentEvent::ToolEnded { is_error: false, .. }
     ));
     assert_eq!(events.last(), Some(&AgentEvent::completed()));
+}
+
+#[tokio::test]
+async fn invoke_runs_a_tool_turn_on_the_anthropic_api_and_prints_the_same_event_shapes() {
+    let stand_in = ProviderStandIn::start().await.unwrap();
+    stand_in.push(SseReply::tool_call("toolu_9", "current_time", "{}"));
+    stand_in.push(SseReply::text("It is now."));
+    invoke_a_time_turn(
+        "anthropic",
+        stand_in.url(),
+        "ANTHROPIC_API_KEY",
+        "claude-haiku-4-5",
+    )
+    .await;
     assert_eq!(stand_in.requests()[0].body["model"], "claude-haiku-4-5");
 
     // Without a key, it says which is missing.
@@ -252,27 +254,11 @@ async fn the_fixture_turn_runs_on_an_openai_compatible_api() {
     };
     let engine = engine_on(model, waits);
     let events = turn(&engine, "s-openai", "What is 2 + 40?").await;
-    let kinds: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
-    assert_eq!(
-        kinds,
-        [
-            "retrying",
-            "tool_started",
-            "tool_ended",
-            "usage",
-            "text",
-            "text",
-            "text",
-            "usage",
-            "completed"
-        ],
-        "{events:?}"
-    );
+    assert_fixture_events(&events, &["retrying"]);
     match &events[0] {
         AgentEvent::Retrying { delay_ms, .. } => assert!(*delay_ms >= 200, "retry-after: {delay_ms}"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(support::text_of(&events), "2 + 40 is 42.");
     let requests = stand_in.requests();
     assert_eq!(requests.len(), 3);
     assert!(requests.iter().all(|r| r.path == "/v1/chat/completions"));
@@ -298,43 +284,6 @@ async fn invoke_runs_a_tool_turn_on_an_openai_compatible_api() {
     let stand_in = ProviderStandIn::start().await.unwrap();
     stand_in.push(SseReply::openai_tool_call("call_7", "current_time", "{}"));
     stand_in.push(SseReply::openai_text("It is now."));
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        .args([
-            "invoke",
-            "--provider",
-            "openai",
-            "--endpoint-url",
-            &stand_in.openai_url(),
-        ])
-        .args([
-            "--model-id",
-            "llama3.1",
-            "--session",
-            "s1",
-            "--text",
-            "Time?",
-            "--tool",
-            "current_time",
-        ])
-        .env_remove("TABLE_NAME")
-        .env("OPENAI_API_KEY", KEY)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let events: Vec<AgentEvent> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(matches!(&events[0], AgentEvent::ToolStarted { name, .. } if name == "current_time"));
-    assert!(matches!(
-        &events[1],
-        AgentEvent::ToolEnded { is_error: false, .. }
-    ));
-    assert_eq!(events.last(), Some(&AgentEvent::completed()));
+    invoke_a_time_turn("openai", &stand_in.openai_url(), "OPENAI_API_KEY", "llama3.1").await;
     assert_eq!(stand_in.requests()[0].body["model"], "llama3.1");
 }

@@ -22,7 +22,7 @@ use agent_worker_core::session::{ContentBlock, Message, Role};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::http::ApiKey;
+use crate::http::{ApiKey, Endpoint};
 
 /// Where the API is, when no base URL is given.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -41,18 +41,14 @@ const PROVIDER: &str = "the Anthropic API";
 /// ```
 #[derive(Clone)]
 pub struct AnthropicModel {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: ApiKey,
-    model: String,
+    endpoint: Endpoint,
     prompt_caching: bool,
 }
 
 impl fmt::Debug for AnthropicModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
+        self.endpoint
+            .debug(&mut f.debug_struct("AnthropicModel"))
             .field("prompt_caching", &self.prompt_caching)
             .finish_non_exhaustive()
     }
@@ -62,10 +58,7 @@ impl AnthropicModel {
     /// Model `model` on the Anthropic API, with `api_key`; prompt caching on.
     pub fn new(api_key: ApiKey, model: impl Into<String>) -> Self {
         Self {
-            http: reqwest::Client::new(),
-            base_url: DEFAULT_ANTHROPIC_BASE_URL.to_owned(),
-            api_key,
-            model: model.into(),
+            endpoint: Endpoint::new(api_key, model.into(), DEFAULT_ANTHROPIC_BASE_URL),
             prompt_caching: true,
         }
     }
@@ -74,7 +67,7 @@ impl AnthropicModel {
     /// stand-in.
     #[must_use]
     pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
-        self.base_url = base_url.into().trim_end_matches('/').to_owned();
+        self.endpoint.set_base_url(base_url.into());
         self
     }
 
@@ -87,24 +80,21 @@ impl AnthropicModel {
 
     /// The JSON body of `request`.
     pub fn body(&self, request: &ModelRequest) -> Value {
-        body(&self.model, request, self.prompt_caching)
+        body(&self.endpoint.model, request, self.prompt_caching)
     }
 }
 
 impl Model for AnthropicModel {
     fn id(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let call = self
-            .http
-            .post(format!("{}/v1/messages", self.base_url))
-            .header("x-api-key", self.api_key.expose())
-            .header("anthropic-version", ANTHROPIC_VERSION)
-            .header("accept", "text/event-stream")
-            .header("content-type", "application/json")
-            .body(self.body(&request).to_string());
+            .endpoint
+            .post("/v1/messages", &self.body(&request))
+            .header("x-api-key", self.endpoint.key())
+            .header("anthropic-version", ANTHROPIC_VERSION);
         crate::http::model_stream::<Assembly>(PROVIDER, call)
     }
 }

@@ -35,6 +35,55 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// Where a provider's API is, the model asked for, and the key it is asked with: what every
+/// HTTP model holds.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: ApiKey,
+    pub(crate) model: String,
+}
+
+impl Endpoint {
+    /// Model `model` at `base_url`, asked with `api_key`.
+    pub(crate) fn new(api_key: ApiKey, model: String, base_url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base_url: base_url.to_owned(),
+            api_key,
+            model,
+        }
+    }
+
+    /// Moves the API to `base_url` (a trailing `/` dropped).
+    pub(crate) fn set_base_url(&mut self, base_url: String) {
+        self.base_url = base_url.trim_end_matches('/').to_owned();
+    }
+
+    /// A POST of `body` to `path` below the base URL, asking for server-sent events.
+    pub(crate) fn post(&self, path: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}{path}", self.base_url))
+            .header("accept", "text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    }
+
+    /// The key itself, for the provider's header.
+    pub(crate) fn key(&self) -> &str {
+        self.api_key.expose()
+    }
+
+    /// The model and where it is, for a model's `Debug` (never the key).
+    pub(crate) fn debug<'a, 'b>(
+        &self,
+        f: &'a mut fmt::DebugStruct<'a, 'b>,
+    ) -> &'a mut fmt::DebugStruct<'a, 'b> {
+        f.field("model", &self.model).field("base_url", &self.base_url)
+    }
+}
+
 /// The kind of failure an HTTP status says: 429 throttled, 529 and 5xx unavailable (overloaded),
 /// 408 a timeout, 400 and 413 rejected (the engine compacts a "too long" one), 401 and 403
 /// refused, 404 not found.

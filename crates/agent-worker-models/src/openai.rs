@@ -19,7 +19,7 @@ use agent_worker_core::engine::model::{
 use agent_worker_core::session::{ContentBlock, Message, Role};
 use serde_json::{Value, json};
 
-use crate::http::ApiKey;
+use crate::http::{ApiKey, Endpoint};
 
 /// Where the API is, when no base URL is given (as OpenAI's own SDKs take it, with `/v1`).
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -36,18 +36,14 @@ const PROVIDER: &str = "the OpenAI-compatible API";
 /// ```
 #[derive(Clone)]
 pub struct OpenAiModel {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: ApiKey,
-    model: String,
+    endpoint: Endpoint,
     headers: Vec<(String, String)>,
 }
 
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
+        self.endpoint
+            .debug(&mut f.debug_struct("OpenAiModel"))
             .finish_non_exhaustive()
     }
 }
@@ -56,10 +52,7 @@ impl OpenAiModel {
     /// Model `model` on OpenAI's API, with `api_key`.
     pub fn new(api_key: ApiKey, model: impl Into<String>) -> Self {
         Self {
-            http: reqwest::Client::new(),
-            base_url: DEFAULT_OPENAI_BASE_URL.to_owned(),
-            api_key,
-            model: model.into(),
+            endpoint: Endpoint::new(api_key, model.into(), DEFAULT_OPENAI_BASE_URL),
             headers: Vec::new(),
         }
     }
@@ -67,7 +60,7 @@ impl OpenAiModel {
     /// The API at `base_url`, with its `/v1` (a gateway, a local server, a stand-in).
     #[must_use]
     pub fn base_url(mut self, base_url: impl Into<String>) -> Self {
-        self.base_url = base_url.into().trim_end_matches('/').to_owned();
+        self.endpoint.set_base_url(base_url.into());
         self
     }
 
@@ -80,26 +73,23 @@ impl OpenAiModel {
 
     /// The JSON body of `request`.
     pub fn body(&self, request: &ModelRequest) -> Value {
-        body(&self.model, request)
+        body(&self.endpoint.model, request)
     }
 }
 
 impl Model for OpenAiModel {
     fn id(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let mut call = self
-            .http
-            .post(format!("{}/chat/completions", self.base_url))
-            .header("authorization", format!("Bearer {}", self.api_key.expose()))
-            .header("accept", "text/event-stream")
-            .header("content-type", "application/json");
+            .endpoint
+            .post("/chat/completions", &self.body(&request))
+            .header("authorization", format!("Bearer {}", self.endpoint.key()));
         for (name, value) in &self.headers {
             call = call.header(name.as_str(), value.as_str());
         }
-        let call = call.body(self.body(&request).to_string());
         crate::http::model_stream::<Assembly>(PROVIDER, call)
     }
 }
