@@ -113,15 +113,14 @@ fn body(model: &str, request: &ModelRequest, caching: bool) -> Value {
         mark(&mut system[stable - 1]);
     }
     let mut messages: Vec<Value> = request.messages.iter().map(message).collect();
-    if caching && plan.history_messages > 0 {
-        if let Some(Value::Array(blocks)) = messages
+    if caching
+        && plan.history_messages > 0
+        && let Some(Value::Array(blocks)) = messages
             .get_mut(plan.history_messages - 1)
             .and_then(|m| m.get_mut("content"))
-        {
-            if let Some(last) = blocks.iter_mut().rev().find(|b| cacheable(b)) {
-                mark(last);
-            }
-        }
+        && let Some(last) = blocks.iter_mut().rev().find(|b| cacheable(b))
+    {
+        mark(last);
     }
     let mut body = json!({
         "model": model,
@@ -140,10 +139,11 @@ fn body(model: &str, request: &ModelRequest, caching: bool) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         // Without a system prompt, the tools end the cached prefix.
-        if caching && stable == 0 {
-            if let Some(last) = tools.last_mut() {
-                mark(last);
-            }
+        if caching
+            && stable == 0
+            && let Some(last) = tools.last_mut()
+        {
+            mark(last);
         }
         body["tools"] = Value::Array(tools);
         body["tool_choice"] = match &request.tool_choice {

@@ -81,11 +81,11 @@ pub(super) async fn upload(
     }
     let id = format!("f-{}", uuid::Uuid::new_v4().simple());
     let mut reference = AttachmentRef::new(id, name, media_type, body.len() as u64);
-    if reference.kind == AttachmentKind::Image {
-        if let Some((width, height)) = image_size(&body) {
-            reference.width = Some(width);
-            reference.height = Some(height);
-        }
+    if reference.kind == AttachmentKind::Image
+        && let Some((width, height)) = image_size(&body)
+    {
+        reference.width = Some(width);
+        reference.height = Some(height);
     }
     match files.upload(&conversation, &reference, body.to_vec()).await {
         Ok(()) => (StatusCode::CREATED, axum::Json(reference)).into_response(),

@@ -492,9 +492,10 @@ async fn accept_turn(
     }
     // Words the store could not keep are refused here, before anything runs (the engine would
     // refuse them too, after the 202).
-    if let Some(limit) = host.inner.store.max_message_bytes() {
-        if turn.content.len() > limit {
-            return (
+    if let Some(limit) = host.inner.store.max_message_bytes()
+        && turn.content.len() > limit
+    {
+        return (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 axum::Json(json!({
                     "error": format!("content is {} bytes; a turn's message may hold at most {limit}", turn.content.len()),
@@ -502,7 +503,6 @@ async fn accept_turn(
                 })),
             )
                 .into_response();
-        }
     }
     {
         let Ok(mut running) = host.inner.running.lock() else {

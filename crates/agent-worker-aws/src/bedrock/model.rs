@@ -156,15 +156,15 @@ fn translate(
     output: ConverseStreamOutput,
     assembly: &mut Assembly,
 ) -> Result<Option<ModelEvent>, ModelError> {
-    if let ConverseStreamOutput::MessageStop(_) = &output {
-        if let Some((index, (id, name, _))) = assembly.tools.iter().min_by_key(|(index, _)| **index) {
-            return Err(ModelError::new(
-                ModelErrorKind::StreamInterrupted,
-                format!(
-                    "the model's response stopped inside its call of `{name}` ({id}, block {index}): the call's input was never closed"
-                ),
-            ));
-        }
+    if let ConverseStreamOutput::MessageStop(_) = &output
+        && let Some((index, (id, name, _))) = assembly.tools.iter().min_by_key(|(index, _)| **index)
+    {
+        return Err(ModelError::new(
+            ModelErrorKind::StreamInterrupted,
+            format!(
+                "the model's response stopped inside its call of `{name}` ({id}, block {index}): the call's input was never closed"
+            ),
+        ));
     }
     Ok(event_of(output, assembly))
 }
@@ -325,16 +325,17 @@ fn build_call(
         .map(to_bedrock_message)
         .collect::<Result<Vec<_>, _>>()?;
     let plan = request.cache;
-    if caching && plan.history_messages > 0 {
-        if let Some(last) = messages.get_mut(plan.history_messages - 1) {
-            let mut content = last.content().to_vec();
-            content.push(bedrock::ContentBlock::CachePoint(cache_point()?));
-            *last = bedrock::Message::builder()
-                .role(last.role().clone())
-                .set_content(Some(content))
-                .build()
-                .map_err(invalid)?;
-        }
+    if caching
+        && plan.history_messages > 0
+        && let Some(last) = messages.get_mut(plan.history_messages - 1)
+    {
+        let mut content = last.content().to_vec();
+        content.push(bedrock::ContentBlock::CachePoint(cache_point()?));
+        *last = bedrock::Message::builder()
+            .role(last.role().clone())
+            .set_content(Some(content))
+            .build()
+            .map_err(invalid)?;
     }
     let inference = bedrock::InferenceConfiguration::builder()
         .max_tokens(i32::try_from(request.max_tokens).unwrap_or(i32::MAX))

@@ -99,13 +99,13 @@ pub(crate) async fn message_child(
         match alive.last() {
             Some(newest) if reuse => newest.session.clone(),
             _ => {
-                if let Some(max) = relationship.max_instances {
-                    if alive.len() >= max as usize {
-                        return Err(format!(
-                            "`{name}` may have at most {max} child session(s) alive at once; {} are",
-                            alive.len()
-                        ));
-                    }
+                if let Some(max) = relationship.max_instances
+                    && alive.len() >= max as usize
+                {
+                    return Err(format!(
+                        "`{name}` may have at most {max} child session(s) alive at once; {} are",
+                        alive.len()
+                    ));
                 }
                 let n = pad.children.iter().filter(|c| c.relationship == name).count() + 1;
                 let session = format!("{parent_session}/{name}/{n}");

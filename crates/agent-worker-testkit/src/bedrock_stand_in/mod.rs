@@ -249,13 +249,12 @@ fn with_cache_use(reply: Reply, used: CacheUse) -> Reply {
             hang,
         } => {
             for frame in &mut frames {
-                if let Frame::Event { event, payload } = frame {
-                    if event == "metadata" {
-                        if let Some(usage) = payload.get_mut("usage").and_then(Value::as_object_mut) {
-                            usage.insert("cacheReadInputTokens".into(), used.read_tokens.into());
-                            usage.insert("cacheWriteInputTokens".into(), used.write_tokens.into());
-                        }
-                    }
+                if let Frame::Event { event, payload } = frame
+                    && event == "metadata"
+                    && let Some(usage) = payload.get_mut("usage").and_then(Value::as_object_mut)
+                {
+                    usage.insert("cacheReadInputTokens".into(), used.read_tokens.into());
+                    usage.insert("cacheWriteInputTokens".into(), used.write_tokens.into());
                 }
             }
             Reply::Stream {

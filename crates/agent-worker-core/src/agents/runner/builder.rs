@@ -136,10 +136,10 @@ impl AgentRuntimeBuilder {
         if has_errors(&issues) {
             return Err(RuntimeError::Definitions(issues));
         }
-        if let Some(name) = &self.default_agent {
-            if self.catalog.get_agent(name).is_none() {
-                return Err(RuntimeError::UnknownDefault(name.clone()));
-            }
+        if let Some(name) = &self.default_agent
+            && self.catalog.get_agent(name).is_none()
+        {
+            return Err(RuntimeError::UnknownDefault(name.clone()));
         }
         let (default_model, models) = self.models.ok_or(RuntimeError::Missing {
             what: "models are",

@@ -44,12 +44,12 @@ pub(super) fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide)
             tools.push(binding_tool(binding));
         }
     }
-    if let Some(stop_tool) = &side.stop_tool {
-        if !prompt.tools.contains(stop_tool) {
-            let mut binding = SessionToolBinding::new(stop_tool.clone());
-            binding.message_property = side.stop_tool_response_property.clone();
-            tools.push(binding_tool(&binding));
-        }
+    if let Some(stop_tool) = &side.stop_tool
+        && !prompt.tools.contains(stop_tool)
+    {
+        let mut binding = SessionToolBinding::new(stop_tool.clone());
+        binding.message_property = side.stop_tool_response_property.clone();
+        tools.push(binding_tool(&binding));
     }
     let mut composed = false;
     for relationship in side.subagents.iter().filter(|r| r.is_enabled() && !r.hidden) {

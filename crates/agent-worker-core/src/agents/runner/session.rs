@@ -92,10 +92,10 @@ impl Session {
         };
         match owner.run_sides(record).await {
             Ok(record) => {
-                if record.status.is_final() {
-                    if let Some(link) = &record.parent {
-                        self.resume_parent(link, &record).await;
-                    }
+                if record.status.is_final()
+                    && let Some(link) = &record.parent
+                {
+                    self.resume_parent(link, &record).await;
                 }
                 self.finish(&record);
             }
@@ -210,10 +210,10 @@ impl Session {
         };
         match Box::pin(session.run_sides(parent)).await {
             Ok(parent) => {
-                if parent.status.is_final() {
-                    if let Some(grandparent) = &parent.parent {
-                        Box::pin(session.resume_parent(grandparent, &parent)).await;
-                    }
+                if parent.status.is_final()
+                    && let Some(grandparent) = &parent.parent
+                {
+                    Box::pin(session.resume_parent(grandparent, &parent)).await;
                 }
                 self.out.emit(
                     SessionEvent::ParentSettled {
@@ -237,16 +237,16 @@ impl Session {
 
     async fn run_sides(&self, mut record: ThreadRecord) -> Result<ThreadRecord, TurnFailure> {
         loop {
-            if let Some(max) = self.definition.max_session_turns {
-                if record.side_turns >= max {
-                    record.status = SessionStatus::Completed;
-                    record.end = Some(SessionEnd {
-                        message: record.transcript.last().map(|m| m.text.clone()),
-                        attachments: None,
-                        reason: "max_session_turns".into(),
-                    });
-                    break;
-                }
+            if let Some(max) = self.definition.max_session_turns
+                && record.side_turns >= max
+            {
+                record.status = SessionStatus::Completed;
+                record.end = Some(SessionEnd {
+                    message: record.transcript.last().map(|m| m.text.clone()),
+                    attachments: None,
+                    reason: "max_session_turns".into(),
+                });
+                break;
             }
             let side = record.next_side;
             let config = self.side(side);

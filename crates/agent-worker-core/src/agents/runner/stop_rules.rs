@@ -69,16 +69,16 @@ pub(super) fn apply_stop_rules(
         return;
     }
     // 2. The side's stop tool.
-    if let Some(stop_tool) = &side.stop_tool {
-        if let Some((_, input)) = calls.iter().find(|(name, _)| name == stop_tool) {
-            let mut binding = SessionToolBinding::new(stop_tool.clone());
-            binding.message_property = side.stop_tool_response_property.clone();
-            outcome.message = match side.stop_tool_response_property {
-                Some(_) => Some(bound_message(&binding, input)),
-                None => said,
-            };
-            return;
-        }
+    if let Some(stop_tool) = &side.stop_tool
+        && let Some((_, input)) = calls.iter().find(|(name, _)| name == stop_tool)
+    {
+        let mut binding = SessionToolBinding::new(stop_tool.clone());
+        binding.message_property = side.stop_tool_response_property.clone();
+        outcome.message = match side.stop_tool_response_property {
+            Some(_) => Some(bound_message(&binding, input)),
+            None => said,
+        };
+        return;
     }
     // 3. A text answer (stopOnResponse), or 4. the step limit: what it said is its message.
     outcome.message = said;

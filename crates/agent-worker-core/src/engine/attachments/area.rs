@@ -265,10 +265,10 @@ impl FileArea for LocalFileArea {
             .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?
         {
             let path = entry.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                if let Ok(bytes) = tokio::fs::read(&path).await {
-                    references.extend(serde_json::from_slice::<AttachmentRef>(&bytes).ok());
-                }
+            if path.extension().is_some_and(|e| e == "json")
+                && let Ok(bytes) = tokio::fs::read(&path).await
+            {
+                references.extend(serde_json::from_slice::<AttachmentRef>(&bytes).ok());
             }
         }
         references.sort_by(|a, b| a.id.cmp(&b.id));

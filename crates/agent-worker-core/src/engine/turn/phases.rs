@@ -376,10 +376,10 @@ pub(super) async fn store(
     };
     Ok(match stored {
         Ok(()) => {
-            if let (Some(area), true) = (&engine.file_area, file_tokens > 0) {
-                if let Err(e) = area.record_usage(session, file_tokens).await {
-                    tracing::warn!(error = %e, "could not count the turn's file tokens for the conversation");
-                }
+            if let (Some(area), true) = (&engine.file_area, file_tokens > 0)
+                && let Err(e) = area.record_usage(session, file_tokens).await
+            {
+                tracing::warn!(error = %e, "could not count the turn's file tokens for the conversation");
             }
             terminal
         }

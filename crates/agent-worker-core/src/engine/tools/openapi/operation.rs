@@ -336,10 +336,10 @@ pub(super) fn read_binding(
         check.refuse("x-async-binding, but no event declarations were given");
         return None;
     };
-    if let Some((effect, _)) = effect {
-        if !matches!(effect, Effect::Job | Effect::Transaction) {
-            check.refuse("x-async-binding on an operation whose effect is not job or transaction");
-        }
+    if let Some((effect, _)) = effect
+        && !matches!(effect, Effect::Job | Effect::Transaction)
+    {
+        check.refuse("x-async-binding on an operation whose effect is not job or transaction");
     }
     let Some(event) = binding.get("event").and_then(Value::as_str) else {
         check.refuse("x-async-binding names no event");
