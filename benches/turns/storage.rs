@@ -3,7 +3,7 @@
 //! event log), with a metering interceptor on the DynamoDB client.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
@@ -38,6 +38,31 @@ pub struct Counts {
     pub received: u64,
     /// Requests by operation (`GetItem`, `Query`, ...).
     pub operations: std::collections::BTreeMap<String, u64>,
+    /// Requests in flight now.
+    in_flight: u64,
+    /// Round trips one after the other: how often requests began while none was in flight.
+    pub rounds: u64,
+    /// When the requests in flight began (the first of them), while any is.
+    busy_since: Option<Instant>,
+    /// Time with a request in flight.
+    pub busy: Duration,
+    /// When the measured span began ([`Meter::start`]).
+    started: Option<Instant>,
+    /// The first model request since the start: what came before it.
+    pub before_model: Option<BeforeModel>,
+}
+
+/// What a turn did before its first model request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BeforeModel {
+    /// DynamoDB requests sent.
+    pub requests: u64,
+    /// Sequential DynamoDB round trips (requests sent together count once).
+    pub rounds: u64,
+    /// From the start to the model request.
+    pub elapsed: Duration,
+    /// Of which a DynamoDB request was in flight.
+    pub dynamo: Duration,
 }
 
 /// Counts each DynamoDB request and its bytes both ways.
@@ -50,9 +75,53 @@ impl Meter {
         aws_sdk_dynamodb::Client::from_conf(plain.config().to_builder().interceptor(self.clone()).build())
     }
 
-    /// What was counted since the last take.
+    /// A Bedrock client like `plain` that tells this meter when the model is first called.
+    pub fn model_client(&self, plain: &aws_sdk_bedrockruntime::Client) -> aws_sdk_bedrockruntime::Client {
+        aws_sdk_bedrockruntime::Client::from_conf(
+            plain
+                .config()
+                .to_builder()
+                .interceptor(ModelMark(self.clone()))
+                .build(),
+        )
+    }
+
+    /// What was counted since the last take; the next span starts now.
     pub fn take(&self) -> Counts {
-        std::mem::take(&mut *self.0.lock().expect("the meter's lock"))
+        let mut counts = self.0.lock().expect("the meter's lock");
+        let taken = std::mem::take(&mut *counts);
+        counts.started = Some(Instant::now());
+        taken
+    }
+}
+
+/// Marks the first model request after [`Meter::take`] in the meter.
+#[derive(Debug, Clone)]
+struct ModelMark(Meter);
+
+impl Intercept for ModelMark {
+    fn name(&self) -> &'static str {
+        "ModelMark"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let mut counts = (self.0).0.lock().expect("the meter's lock");
+        if counts.before_model.is_none() {
+            let now = Instant::now();
+            let dynamo = counts.busy + counts.busy_since.map_or(Duration::ZERO, |since| now - since);
+            counts.before_model = Some(BeforeModel {
+                requests: counts.requests,
+                rounds: counts.rounds,
+                elapsed: counts.started.map_or(Duration::ZERO, |started| now - started),
+                dynamo,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -81,6 +150,11 @@ impl Intercept for Meter {
         counts.requests += 1;
         counts.sent += sent;
         *counts.operations.entry(operation).or_default() += 1;
+        if counts.in_flight == 0 {
+            counts.rounds += 1;
+            counts.busy_since = Some(Instant::now());
+        }
+        counts.in_flight += 1;
         Ok(())
     }
 
@@ -92,6 +166,22 @@ impl Intercept for Meter {
     ) -> Result<(), BoxError> {
         let received = context.response().body().bytes().map_or(0, <[u8]>::len) as u64;
         self.0.lock().expect("the meter's lock").received += received;
+        Ok(())
+    }
+
+    fn read_after_attempt(
+        &self,
+        _: &aws_sdk_dynamodb::config::interceptors::FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let mut counts = self.0.lock().expect("the meter's lock");
+        counts.in_flight = counts.in_flight.saturating_sub(1);
+        if counts.in_flight == 0
+            && let Some(since) = counts.busy_since.take()
+        {
+            counts.busy += since.elapsed();
+        }
         Ok(())
     }
 }
@@ -116,6 +206,14 @@ pub struct StorageRow {
     pub operations: std::collections::BTreeMap<String, f64>,
     /// Wall time of a measured turn, in milliseconds: on moto, mostly moto's.
     pub wall_ms: f64,
+    /// DynamoDB requests before the first model request.
+    pub requests_before_model: f64,
+    /// Sequential DynamoDB round trips before the first model request.
+    pub rounds_before_model: f64,
+    /// From the SQS record handed to the handler to the first model request, milliseconds.
+    pub to_model_ms: f64,
+    /// The same without the time a DynamoDB request was in flight: the worker's own.
+    pub to_model_own_ms: f64,
 }
 
 fn sqs_record(turn: &str, session: &str) -> SqsEvent {
@@ -208,14 +306,18 @@ pub async fn run() -> Vec<StorageRow> {
     let deadline = || Some(SystemTime::now() + Duration::from_secs(600));
 
     println!(
-        "{:>9} {:>10} {:>12} {:>12} {:>14} {:>16} {:>14}",
+        "{:>9} {:>10} {:>12} {:>12} {:>14} {:>16} {:>14} {:>13} {:>13} {:>15} {:>15}",
         "messages",
         "requests",
         "bytes sent",
         "bytes recv",
         "first: reqs",
         "first: bytes recv",
-        "wall ms (moto)"
+        "wall ms (moto)",
+        "to model: rt",
+        "to model: req",
+        "to model ms",
+        "own ms (no DDB)"
     );
     let mut rows = Vec::new();
     for length in LENGTHS {
@@ -228,7 +330,7 @@ pub async fn run() -> Vec<StorageRow> {
             .expect("the table");
         let store = DynamoStore::new(metered.clone(), config);
         let engine = Engine::builder()
-            .model(BedrockModel::new(bedrock.client(), "bench-model"))
+            .model(BedrockModel::new(meter.model_client(&bedrock.client()), "bench-model"))
             .store(store.clone())
             .system_prompt("You are a benchmark.")
             .config(EngineConfig::default())
@@ -250,17 +352,33 @@ pub async fn run() -> Vec<StorageRow> {
         assert!(first.batch_item_failures.is_empty(), "the first turn failed");
         let first = meter.take();
         let measured = std::time::Instant::now();
+        let mut counts = Counts::default();
+        let mut before = BeforeModel::default();
         for i in 0..MEASURED {
             bedrock.push(Reply::text(ANSWER));
+            let record = sqs_record(&format!("{session}-{i}"), &session);
+            meter.take();
             let answer = handler
-                .handle_batch(sqs_record(&format!("{session}-{i}"), &session), deadline())
+                .handle_batch(record, deadline())
                 .await
                 .expect("the batch is handled");
             assert!(answer.batch_item_failures.is_empty(), "a measured turn failed");
+            let turn = meter.take();
+            let model = turn.before_model.expect("the turn called the model");
+            before.requests += model.requests;
+            before.rounds += model.rounds;
+            before.elapsed += model.elapsed;
+            before.dynamo += model.dynamo;
+            counts.requests += turn.requests;
+            counts.sent += turn.sent;
+            counts.received += turn.received;
+            for (operation, n) in turn.operations {
+                *counts.operations.entry(operation).or_default() += n;
+            }
         }
         let wall_ms = measured.elapsed().as_secs_f64() * 1e3 / MEASURED as f64;
-        let counts = meter.take();
         let per = |n: u64| n as f64 / MEASURED as f64;
+        let per_ms = |d: Duration| d.as_secs_f64() * 1e3 / MEASURED as f64;
         let row = StorageRow {
             messages: length,
             requests: per(counts.requests),
@@ -274,16 +392,24 @@ pub async fn run() -> Vec<StorageRow> {
                 .map(|(k, v)| (k.clone(), per(*v)))
                 .collect(),
             wall_ms,
+            requests_before_model: per(before.requests),
+            rounds_before_model: per(before.rounds),
+            to_model_ms: per_ms(before.elapsed),
+            to_model_own_ms: per_ms(before.elapsed.saturating_sub(before.dynamo)),
         };
         println!(
-            "{:>9} {:>10.1} {:>12.0} {:>12.0} {:>14} {:>16} {:>14.1}",
+            "{:>9} {:>10.1} {:>12.0} {:>12.0} {:>14} {:>16} {:>14.1} {:>13.1} {:>13.1} {:>15.2} {:>15.3}",
             row.messages,
             row.requests,
             row.bytes_sent,
             row.bytes_received,
             row.first_turn_requests,
             row.first_turn_bytes_received,
-            row.wall_ms
+            row.wall_ms,
+            row.rounds_before_model,
+            row.requests_before_model,
+            row.to_model_ms,
+            row.to_model_own_ms
         );
         rows.push(row);
     }
