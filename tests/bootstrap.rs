@@ -115,7 +115,10 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
     };
 
     // Three 500s on the commit outlast the SDK's three attempts: redriven.
-    proxy.inject(Rule::new(Match::target("TransactWriteItems"), Fault::dynamo_internal()).times(3));
+    // (The commit is the transaction that writes messages; the event log writes in transactions
+    // too.)
+    let commit = || Match::target("TransactWriteItems").and(Match::body("msg#"));
+    proxy.inject(Rule::new(commit(), Fault::dynamo_internal()).times(3));
     let response = invoke("req-1", turn("t-1", "s-1")).await;
     assert_eq!(
         response,
@@ -132,10 +135,7 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
         Match::target("UpdateItem").and(Match::body("attribute_not_exists(#status)")),
         Fault::LoseResponse,
     ));
-    proxy.inject(Rule::new(
-        Match::target("TransactWriteItems"),
-        Fault::StallResponse,
-    ));
+    proxy.inject(Rule::new(commit(), Fault::StallResponse));
     let response = invoke("req-3", turn("t-2", "s-2")).await;
     assert_eq!(response, json!({"batchItemFailures": []}));
     assert_eq!(proxy.injected().len(), 5, "{:?}", proxy.injected());

@@ -191,6 +191,7 @@ async fn a_turn_over_http_streams_its_events_in_order_and_a_reconnect_resumes_ex
 async fn shutdown_while_turns_run_loses_none() {
     let quick = EngineConfig {
         stop_poll_interval: Duration::from_millis(20),
+        stop_poll_idle: Duration::from_millis(20),
         stop_grace: Duration::from_millis(50),
         ..config()
     };

@@ -224,12 +224,13 @@ fn history_read() -> Match {
     Match::target("Query").and(Match::body("msg#"))
 }
 
+/// The turn's events, written together: a short turn's log is one transaction.
 fn event_write() -> Match {
-    Match::target("PutItem").and(Match::body("event#"))
+    Match::target("TransactWriteItems").and(Match::body("event#"))
 }
 
 fn commit() -> Match {
-    Match::target("TransactWriteItems")
+    Match::target("TransactWriteItems").and(Match::body("msg#"))
 }
 
 fn store_cases() -> Vec<StoreCase> {

@@ -216,6 +216,7 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
         .tools(support::example_tools(&["add"]))
         .config(EngineConfig {
             stop_poll_interval: ONLY_AT_BOUNDARIES,
+            stop_poll_idle: ONLY_AT_BOUNDARIES,
             ..support::config()
         })
         .build()

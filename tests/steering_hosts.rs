@@ -165,6 +165,7 @@ mod over_http {
     async fn commands_reach_the_running_turn_behind_the_key_and_the_owner_check() {
         let quick = EngineConfig {
             stop_poll_interval: Duration::from_millis(20),
+            stop_poll_idle: Duration::from_millis(20),
             stop_grace: Duration::from_millis(50),
             ..support::config()
         };

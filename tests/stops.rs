@@ -26,6 +26,7 @@ use support::*;
 fn quick_stops() -> EngineConfig {
     EngineConfig {
         stop_poll_interval: Duration::from_millis(10),
+        stop_poll_idle: Duration::from_millis(10),
         stop_grace: Duration::from_millis(50),
         ..config()
     }

@@ -315,6 +315,7 @@ fn stop_config() -> EngineConfig {
     EngineConfig {
         ui_answer_poll: Duration::from_secs(60),
         stop_poll_interval: Duration::from_millis(20),
+        stop_poll_idle: Duration::from_millis(20),
         stop_grace: Duration::from_millis(100),
         ..config()
     }

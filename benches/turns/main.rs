@@ -8,6 +8,8 @@
 //! - Per provider (Bedrock, the Anthropic API, OpenAI-compatible), each against its wire-level
 //!   stand-in: cold start and the CPU of a one-tool turn (`providers`).
 //! - DynamoDB requests and bytes per turn against conversation length (`storage`).
+//! - What watching for a stop costs a 30 s turn with a 20 s tool call, in DynamoDB requests
+//!   (`watch`).
 //! - DynamoDB requests per call of the conversations API: a list of 1,000, a get of a
 //!   10,000-message conversation (`conversations`).
 //! - Turns per second through `agent-worker poll` on moto's SQS (`poller`).
@@ -24,6 +26,7 @@ mod plot;
 mod poller;
 mod process;
 mod storage;
+mod watch;
 
 use std::path::Path;
 
@@ -61,6 +64,9 @@ async fn main() {
         std::fs::write(out.join("dynamodb-per-turn.svg"), plot::storage_svg(&storage))
             .expect("the plot is written");
         results.insert("storage".into(), serde_json::to_value(&storage).expect("JSON"));
+    }
+    if wants("watch") {
+        results.insert("watch".into(), watch::run().await);
     }
     if wants("conversations") {
         results.insert("conversations".into(), conversations::run().await);

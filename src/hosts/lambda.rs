@@ -360,7 +360,17 @@ impl TurnHandler {
                 terminal = Some(event);
                 break;
             }
-            next = events.next().await;
+            // A sink that gathers events for fewer writes is flushed when its time comes, even
+            // while the turn says nothing (a long tool call).
+            next = loop {
+                let Some(due) = sinks.flush_due() else {
+                    break events.next().await;
+                };
+                match tokio::time::timeout_at(due.into(), events.next()).await {
+                    Ok(next) => break next,
+                    Err(_) => sinks.flush().await,
+                }
+            };
         }
         sinks.close().await;
         TurnRun::ended(terminal)

@@ -100,6 +100,7 @@ pub async fn deployment(gate_at: usize, poll: Duration) -> Deployment {
     let (model_reached, model_open) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let config = EngineConfig {
         stop_poll_interval: poll,
+        stop_poll_idle: poll,
         stop_grace: Duration::from_millis(50),
         ..super::config()
     };

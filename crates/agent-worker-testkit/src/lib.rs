@@ -14,6 +14,7 @@ pub mod fault_proxy;
 pub mod files;
 pub mod lambda_api;
 pub mod mcp_server;
+pub mod meter;
 pub mod moto;
 pub mod prompt_cache;
 pub mod provider_stand_in;

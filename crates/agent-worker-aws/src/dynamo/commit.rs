@@ -30,9 +30,15 @@ impl DynamoStore {
         seen: Option<usize>,
     ) -> Result<(), StoreError> {
         check(messages)?;
+        // The version the turn read with its claim is the first guess; a moved one is read.
+        let mut guess = self.versions.take(session, turn_id);
         for _ in 0..VERSION_RETRIES {
+            let version = match guess.take() {
+                Some(version) => version,
+                None => self.version(session).await?,
+            };
             if self
-                .try_complete(session, turn_id, messages, outcome, seen)
+                .try_complete(session, turn_id, version, messages, outcome, seen)
                 .await?
             {
                 return Ok(());
@@ -50,11 +56,11 @@ format!(
         &self,
         session: &str,
         turn_id: &str,
+        version: u64,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: Option<usize>,
     ) -> Result<bool, StoreError> {
-        let version = self.version(session).await?;
         let (puts, sizes): (Vec<TransactWriteItem>, Vec<usize>) = messages
             .iter()
             .enumerate()

@@ -1,21 +1,24 @@
 //! [`DynamoEventLog`]: a turn's events in the session table, read back from a cursor.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
 use agent_worker_core::protocol::AgentEvent;
 use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
-use super::keys::{EXPIRES_AT, PK, SK, event_prefix, event_sk, is_event_of, session_pk};
+use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
+use super::sdk_error::is_conditional_failure;
+use super::store::write_token;
 
-/// Text deltas are gathered into one item until this many bytes, until another event comes, or
-/// until the first of them has waited [`TEXT_COALESCE_WINDOW`].
+/// Text deltas are gathered into one event until this many bytes, or until another event comes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
-/// How long gathered text may wait for more before it is written: a reader following the log
-/// sees the answer grow at least this often while the model streams.
+/// How long gathered events may wait for more before they are written together: a reader
+/// following the log sees the turn move at least this often.
 pub const TEXT_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Events a turn's log keeps queued while the table refuses writes; past it the oldest go.
@@ -23,9 +26,10 @@ const MAX_PENDING_EVENTS: usize = 1000;
 
 /// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
 /// can read them from a cursor ([`read`](Self::read)). Consecutive text deltas are coalesced, so
-/// a long answer is a handful of items, not one per token. An event whose write fails (after the
-/// SDK's retries) stays queued and is written, in order, before the next one: a table that
-/// recovers within the turn loses nothing of its log.
+/// a long answer is a handful of items, not one per token, and the events of a window
+/// ([`TEXT_COALESCE_WINDOW`]) are written together: a short turn's log is one write. An event
+/// whose write fails (after the SDK's retries) stays queued and is written, in order, with the
+/// next: a table that recovers within the turn loses nothing of its log.
 #[derive(Debug, Clone)]
 pub struct DynamoEventLog {
     store: DynamoStore,
@@ -91,7 +95,7 @@ impl DynamoEventLog {
     /// `t#2`'s), and those may sort after this turn's: keys are read newest first until one of
     /// this turn's comes, so the log never continues from another turn's position (and
     /// overwrites its own events).
-    async fn last_seq(&self, turn: &TurnRef) -> Result<Option<u64>, SinkError> {
+    async fn last_seq(&self, turn: &TurnRef) -> Result<Option<(u64, Option<String>)>, SinkError> {
         let mut pages = self
             .store
             .client()
@@ -100,7 +104,8 @@ impl DynamoEventLog {
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
             .expression_attribute_values(":pk", AttributeValue::S(session_pk(&turn.session)))
             .expression_attribute_values(":prefix", AttributeValue::S(event_prefix(&turn.turn_id)))
-            .projection_expression("sk, seq")
+            .projection_expression("sk, seq, #token")
+            .expression_attribute_names("#token", WRITE_TOKEN)
             .scan_index_forward(false)
             .limit(LAST_SEQ_PAGE)
             .consistent_read(true)
@@ -114,7 +119,8 @@ impl DynamoEventLog {
                 .and_then(|sk| sk.as_s().ok())
                 .is_some_and(|sk| is_event_of(sk, &turn.turn_id))
             {
-                return seq_of(&item).map(Some);
+                let token = item.get(WRITE_TOKEN).and_then(|v| v.as_s().ok()).cloned();
+                return seq_of(&item).map(|seq| Some((seq, token)));
             }
         }
         Ok(None)
@@ -149,7 +155,7 @@ impl Sink for DynamoEventLog {
             turn: turn.clone(),
             next: None,
             text: String::new(),
-            text_since: None,
+            since: None,
             pending: VecDeque::new(),
             dropped: 0,
         })
@@ -164,8 +170,9 @@ struct TurnLog {
     /// (a reclaimed one) logged.
     next: Option<u64>,
     text: String,
-    /// When the gathered text's first delta came.
-    text_since: Option<std::time::Instant>,
+    /// When the oldest event not written yet (gathered text included) came, or a failed write
+    /// was last tried: what is held goes out [`TEXT_COALESCE_WINDOW`] after it.
+    since: Option<Instant>,
     /// Events not written yet, oldest first.
     pending: VecDeque<AgentEvent>,
     /// Events dropped because the queue was full.
@@ -173,42 +180,8 @@ struct TurnLog {
 }
 
 impl TurnLog {
-    async fn write(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
-        let seq = match self.next {
-            Some(seq) => seq,
-            None => self.log.last_seq(&self.turn).await?.map_or(0, |s| s + 1),
-        };
-        let json =
-            serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
-        let item = HashMap::from([
-            (PK.to_owned(), AttributeValue::S(session_pk(&self.turn.session))),
-            (
-                SK.to_owned(),
-                AttributeValue::S(event_sk(&self.turn.turn_id, seq)),
-            ),
-            ("seq".to_owned(), AttributeValue::N(seq.to_string())),
-            ("event".to_owned(), AttributeValue::S(json)),
-            (
-                EXPIRES_AT.to_owned(),
-                AttributeValue::N(self.log.store.expires_at().to_string()),
-            ),
-        ]);
-        self.log
-            .store
-            .client()
-            .put_item()
-            .table_name(self.log.store.table())
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| SinkError::caused_by(format!("writing event {seq}"), e))?;
-        self.next = Some(seq + 1);
-        Ok(())
-    }
-
     /// Queues the gathered text as one event.
     fn queue_text(&mut self) {
-        self.text_since = None;
         if !self.text.is_empty() {
             let text = AgentEvent::text(std::mem::take(&mut self.text));
             self.queue(text);
@@ -223,17 +196,23 @@ impl TurnLog {
         self.pending.push_back(event);
     }
 
-    /// Writes what is queued, oldest first, until a write fails.
+    /// Writes what is queued, oldest first, [`EVENTS_PER_WRITE`] at a time, until a write
+    /// fails; then what is left waits a window before it is tried again.
     async fn drain(&mut self) -> Result<(), SinkError> {
-        while let Some(event) = self.pending.front().cloned() {
-            self.write(&event).await.map_err(|e| {
-                SinkError::new(format!(
+        self.queue_text();
+        while !self.pending.is_empty() {
+            let count = self.pending.len().min(EVENTS_PER_WRITE);
+            let batch: Vec<AgentEvent> = self.pending.iter().take(count).cloned().collect();
+            if let Err(e) = self.write(&batch).await {
+                self.since = Some(Instant::now());
+                return Err(SinkError::new(format!(
                     "{e}; {} event(s) kept to write with the next",
                     self.pending.len()
-                ))
-            })?;
-            self.pending.pop_front();
+                )));
+            }
+            self.pending.drain(..count);
         }
+        self.since = None;
         if self.dropped > 0 {
             let dropped = std::mem::take(&mut self.dropped);
             return Err(SinkError::new(format!(
@@ -242,27 +221,184 @@ impl TurnLog {
         }
         Ok(())
     }
+
+    /// Writes `events` at the log's next positions, together. The first write of a turn goes
+    /// to position 0 only if nothing is there: a turn that ran before (a reclaimed one) finds
+    /// the last position it logged then and goes on after it, so a first run reads nothing
+    /// first.
+    async fn write(&mut self, events: &[AgentEvent]) -> Result<(), SinkError> {
+        // Each write's items carry a token of their own: when the SDK retries a first write
+        // whose answer was lost, the retry finds the position taken, and the token tells that
+        // it was by this very write.
+        let token = write_token();
+        if let Some(seq) = self.next {
+            return self
+                .put(events, seq, false, &token)
+                .await
+                .map_err(SinkError::from);
+        }
+        match self.put(events, 0, true, &token).await {
+            Err(PutError::Taken) => match self.log.last_seq(&self.turn).await? {
+                Some((last, Some(landed))) if landed == token => {
+                    self.next = Some(last + 1);
+                    Ok(())
+                }
+                last => {
+                    let seq = last.map_or(0, |(seq, _)| seq + 1);
+                    self.put(events, seq, false, &token).await
+                }
+            },
+            other => other,
+        }
+        .map_err(SinkError::from)
+    }
+
+    /// One write of `events` from position `seq`: a put for one event, a transaction for more,
+    /// so that a reader following the log sees all of them or none (never a later one without
+    /// those before it). With `first`, position `seq` must be free.
+    async fn put(
+        &mut self,
+        events: &[AgentEvent],
+        seq: u64,
+        first: bool,
+        token: &str,
+    ) -> Result<(), PutError> {
+        let items = events
+            .iter()
+            .zip(seq..)
+            .map(|(event, seq)| self.item(event, seq, token))
+            .collect::<Result<Vec<_>, _>>()?;
+        let last = seq + events.len() as u64 - 1;
+        let client = self.log.store.client();
+        let table = self.log.store.table();
+        let written = if let [item] = items.as_slice() {
+            let mut put = client.put_item().table_name(table).set_item(Some(item.clone()));
+            if first {
+                put = put.condition_expression("attribute_not_exists(sk)");
+            }
+            match put.send().await {
+                Ok(_) => Ok(()),
+                Err(e) if first && is_conditional_failure(&e) => Err(PutError::Taken),
+                Err(e) => Err(SinkError::caused_by(format!("writing event {seq}"), e).into()),
+            }
+        } else {
+            let puts = items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let put = Put::builder().table_name(table).set_item(Some(item));
+                    let put = if first && i == 0 {
+                        put.condition_expression("attribute_not_exists(sk)")
+                    } else {
+                        put
+                    };
+                    put.build()
+                        .map(|put| TransactWriteItem::builder().put(put).build())
+                        .map_err(|e| SinkError::caused_by("an event's write does not build", e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            match client
+                .transact_write_items()
+                .set_transact_items(Some(puts))
+                .send()
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(e) if first && e.code() == Some("TransactionCanceledException") => Err(PutError::Taken),
+                Err(e) => Err(SinkError::caused_by(format!("writing events {seq} to {last}"), e).into()),
+            }
+        };
+        written?;
+        self.next = Some(last + 1);
+        Ok(())
+    }
+
+    /// The item of `event` at position `seq`.
+    fn item(
+        &self,
+        event: &AgentEvent,
+        seq: u64,
+        token: &str,
+    ) -> Result<HashMap<String, AttributeValue>, SinkError> {
+        let json =
+            serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
+        Ok(HashMap::from([
+            (PK.to_owned(), AttributeValue::S(session_pk(&self.turn.session))),
+            (
+                SK.to_owned(),
+                AttributeValue::S(event_sk(&self.turn.turn_id, seq)),
+            ),
+            ("seq".to_owned(), AttributeValue::N(seq.to_string())),
+            ("event".to_owned(), AttributeValue::S(json)),
+            (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
+            (
+                EXPIRES_AT.to_owned(),
+                AttributeValue::N(self.log.store.expires_at().to_string()),
+            ),
+        ]))
+    }
+}
+
+/// Events written together, at most: one transaction's worth of small items.
+const EVENTS_PER_WRITE: usize = 25;
+
+/// Why events were not written.
+#[derive(Debug)]
+enum PutError {
+    /// The first write found the position taken: the turn logged events before.
+    Taken,
+    /// The write failed.
+    Failed(SinkError),
+}
+
+impl From<SinkError> for PutError {
+    fn from(e: SinkError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+impl From<PutError> for SinkError {
+    fn from(e: PutError) -> Self {
+        match e {
+            PutError::Taken => SinkError::new("the event log's first position was taken twice"),
+            PutError::Failed(e) => e,
+        }
+    }
 }
 
 #[async_trait]
 impl TurnSink for TurnLog {
+    /// Gathers events: consecutive text deltas into one event, and every event into one write
+    /// until [`TEXT_COALESCE_WINDOW`] after the oldest not written yet, [`TEXT_COALESCE_BYTES`]
+    /// of text, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
+    /// the turn at least once a window; the host flushes a window that passes with no event.
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        self.since.get_or_insert_with(Instant::now);
         if let AgentEvent::Text { delta } = event {
             self.text.push_str(delta);
-            let since = *self.text_since.get_or_insert_with(std::time::Instant::now);
-            if self.text.len() < TEXT_COALESCE_BYTES && since.elapsed() < TEXT_COALESCE_WINDOW {
-                return Ok(());
+            if self.text.len() >= TEXT_COALESCE_BYTES {
+                self.queue_text();
             }
-            self.queue_text();
         } else {
             self.queue_text();
             self.queue(event.clone());
         }
-        self.drain().await
+        let due = self.flush_due().is_some_and(|due| due <= Instant::now());
+        if event.is_terminal() || due || self.pending.len() >= EVENTS_PER_WRITE {
+            return self.drain().await;
+        }
+        Ok(())
     }
 
     async fn close(&mut self) -> Result<(), SinkError> {
-        self.queue_text();
+        self.drain().await
+    }
+
+    fn flush_due(&self) -> Option<Instant> {
+        self.since.map(|since| since + TEXT_COALESCE_WINDOW)
+    }
+
+    async fn flush(&mut self) -> Result<(), SinkError> {
         self.drain().await
     }
 }

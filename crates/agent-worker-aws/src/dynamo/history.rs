@@ -3,11 +3,14 @@
 
 use agent_worker_core::Failure;
 use agent_worker_core::session::conversations::StoredMessage;
-use agent_worker_core::session::{Message, StoreError};
+use std::collections::HashMap;
+
+use agent_worker_core::session::{Message, StoreError, Summary};
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
-use super::codec::{get_s, s};
-use super::keys::{MESSAGE_PREFIX, SK, message_sk, session_pk};
+use super::codec::{get_n, get_s, s};
+use super::keys::{MESSAGE_PREFIX, SK, SUMMARY_SK, message_sk, session_pk};
 use super::lineage::Segment;
 use super::sdk_error::store_error;
 
@@ -54,21 +57,71 @@ impl DynamoStore {
         let mut messages = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or_default());
         while let Some(item) = pages.next().await {
             let item = item.map_err(|e| store_error("reading the history", e))?;
-            let sk = get_s(&item, SK).unwrap_or_default();
-            let seq = sk
-                .strip_prefix(MESSAGE_PREFIX)
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| StoreError::Corrupt(format!("{sk} is not a message's key").into()))?;
-            let json = get_s(&item, "message")
-                .ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
-            let message = serde_json::from_str(json)
-                .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?;
-            messages.push(StoredMessage {
-                seq,
-                turn_id: get_s(&item, "turnId").map(str::to_owned),
-                message,
-            });
+            messages.push(stored_message(&item)?);
         }
         Ok(messages)
     }
+
+    /// The summary and messages `range` of the session's own partition, in one paged, strongly
+    /// consistent query: the summary's key sorts right after the messages', so the key range
+    /// from the first message to the summary holds both (and messages past `range`, written
+    /// ahead of a version by a large turn, which are left out).
+    pub(super) async fn summary_and_messages(
+        &self,
+        session: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<(Option<Summary>, Vec<Message>), StoreError> {
+        let mut pages = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :summary")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(message_sk(range.start)))
+            .expression_attribute_values(":summary", s(SUMMARY_SK))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut summary = None;
+        let mut messages = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or_default());
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| store_error("reading the history", e))?;
+            if get_s(&item, SK) == Some(SUMMARY_SK) {
+                summary = summary_of(&item);
+                continue;
+            }
+            let stored = stored_message(&item)?;
+            if range.contains(&stored.seq) {
+                messages.push(stored.message);
+            }
+        }
+        Ok((summary, messages))
+    }
+}
+
+/// A summary item's summary.
+pub(super) fn summary_of(item: &HashMap<String, AttributeValue>) -> Option<Summary> {
+    Some(Summary {
+        text: get_s(item, "summary")?.to_owned(),
+        upto: get_n(item, "upto")?,
+    })
+}
+
+/// A message item's message, place and turn.
+fn stored_message(item: &HashMap<String, AttributeValue>) -> Result<StoredMessage, StoreError> {
+    let sk = get_s(item, SK).unwrap_or_default();
+    let seq = sk
+        .strip_prefix(MESSAGE_PREFIX)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("{sk} is not a message's key").into()))?;
+    let json =
+        get_s(item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
+    let message = serde_json::from_str(json)
+        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?;
+    Ok(StoredMessage {
+        seq,
+        turn_id: get_s(item, "turnId").map(str::to_owned),
+        message,
+    })
 }

@@ -1,5 +1,7 @@
 //! A conversation's owner, on its meta item (`pk = session#<id>`, `sk = meta`).
 
+use std::collections::HashMap;
+
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::conversations::owner_key;
 use agent_worker_core::session::{Owner, OwnerCheck, StoreError};
@@ -21,6 +23,17 @@ pub(super) async fn claim(
     turn_id: &str,
     owner: &Owner,
 ) -> Result<OwnerCheck, StoreError> {
+    Ok(claim_reading(store, session, turn_id, owner).await?.0)
+}
+
+/// [`claim`], and the meta item as it was before the write when the conversation is the
+/// person's: its version, summary position and lineage, which the write does not change.
+pub(super) async fn claim_reading(
+    store: &DynamoStore,
+    session: &str,
+    turn_id: &str,
+    owner: &Owner,
+) -> Result<(OwnerCheck, Option<HashMap<String, AttributeValue>>), StoreError> {
     let written = store
         .client()
         .update_item()
@@ -53,21 +66,25 @@ pub(super) async fn claim(
         .await;
     match written {
         // The old values say whether it was already this person's.
-        Ok(out) => Ok(match out.attributes().and_then(|a| a.get(OWNER_USER)) {
-            Some(_) => OwnerCheck::Same,
-            None => OwnerCheck::Claimed,
-        }),
+        Ok(out) => {
+            let check = match out.attributes().and_then(|a| a.get(OWNER_USER)) {
+                Some(_) => OwnerCheck::Same,
+                None => OwnerCheck::Claimed,
+            };
+            Ok((check, out.attributes))
+        }
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            Ok(match read_meta(store, session).await? {
+            let check = match read_meta(store, session).await? {
                 Meta { deleted: true, .. } => OwnerCheck::Deleted,
                 // Refused, then gone in between: nobody's now, and still not this turn's.
                 Meta { owner, .. } => {
                     OwnerCheck::Other(owner.unwrap_or_else(|| Owner::new(String::new(), String::new())))
                 }
-            })
+            };
+            Ok((check, None))
         }
         Err(e) => Err(store_error("recording the conversation's owner", e)),
     }

@@ -16,7 +16,7 @@
 use agent_worker_core::Failure;
 use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -25,13 +25,14 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, SessionStore, Stop,
-    StopOutcome, StoreError, StoredMessage, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
+    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, SessionStore,
+    Stop, StopOutcome, StoreError, StoredMessage, Summary, TurnCommand, TurnOpening, TurnOutcome, TurnRecord,
+    TurnSignals,
 };
 
 use super::codec::*;
 use super::keys::*;
-use super::lineage::{Segment, lineage_of};
+use super::opening::{Meta, VersionHints};
 use super::sdk_error::{is_conditional_failure, store_error};
 use super::transact::item_size;
 
@@ -81,6 +82,8 @@ impl DynamoConfig {
 pub struct DynamoStore {
     pub(super) client: Client,
     pub(super) config: DynamoConfig,
+    /// The version each open turn read with its claim: its commit's first guess.
+    pub(super) versions: VersionHints,
 }
 
 impl fmt::Debug for DynamoStore {
@@ -94,7 +97,11 @@ impl fmt::Debug for DynamoStore {
 impl DynamoStore {
     /// A store on `client`'s DynamoDB, in `config.table`.
     pub fn new(client: Client, config: DynamoConfig) -> Self {
-        Self { client, config }
+        Self {
+            client,
+            config,
+            versions: VersionHints::default(),
+        }
     }
 
     /// The table's name.
@@ -129,18 +136,43 @@ impl DynamoStore {
         }
     }
 
-    /// The session's version, and how many messages its summary stands for.
     /// The session's version, how many of its first messages its summary holds, and its
     /// lineage (a branch's parents).
-    async fn meta(&self, session: &str) -> Result<(u64, Option<u64>, Vec<Segment>), StoreError> {
-        let Some(item) = self.meta_item(session).await? else {
-            return Ok((0, None, Vec::new()));
+    async fn meta(&self, session: &str) -> Result<Meta, StoreError> {
+        Meta::of(self.meta_item(session).await?.as_ref())
+    }
+
+    /// What a turn reads of the session whose meta item says `meta`: its summary, if it has
+    /// one, and the messages after it (one round trip: the summary is read beside them).
+    pub(super) async fn view_at(&self, session: &str, meta: &Meta) -> Result<HistoryView, StoreError> {
+        let Meta {
+            version,
+            summary_upto,
+            lineage,
+        } = meta;
+        let Some(upto) = *summary_upto else {
+            return Ok(HistoryView {
+                summary: None,
+                messages: self.messages(session, lineage, 0, *version).await?,
+            });
         };
-        Ok((
-            get_n(&item, "version").unwrap_or(0),
-            get_n(&item, "summaryUpto"),
-            lineage_of(&item)?,
-        ))
+        let first = upto.min(*version);
+        let (summary, messages) = if lineage.is_empty() {
+            self.summary_and_messages(session, first..*version).await?
+        } else {
+            let (summary, messages) = tokio::join!(
+                self.summary(session),
+                self.messages(session, lineage, first, *version)
+            );
+            (summary?, messages?)
+        };
+        let summary = summary.filter(|s| s.upto == upto).ok_or_else(|| {
+            StoreError::Corrupt(format!("the summary of the first {upto} messages is missing").into())
+        })?;
+        Ok(HistoryView {
+            summary: Some(summary),
+            messages,
+        })
     }
 
     /// The session's meta item, read strongly.
@@ -171,12 +203,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| store_error("reading the session's summary", e))?;
-        Ok(out.item().and_then(|item| {
-            Some(Summary {
-                text: get_s(item, "summary")?.to_owned(),
-                upto: get_n(item, "upto")?,
-            })
-        }))
+        Ok(out.item().and_then(super::history::summary_of))
     }
 
     /// An update of a turn item; `#status` names its status attribute.
@@ -307,103 +334,22 @@ impl SessionStore for DynamoStore {
     }
 
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
-        let now = now_ms();
-        let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
-        // Each claim writes a token of its own: when the SDK retries a claim whose answer was
-        // lost, the retry's condition fails, and the token tells that the turn is ours.
-        let token = write_token();
-        // An update, not a put: a stop asked before the claim stays on the item.
-        let claim = self
-            .update_turn(session, turn_id)
-            .update_expression(
-                "SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp, #token = :token",
-            )
-            .condition_expression("attribute_not_exists(#status)")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_names("#token", WRITE_TOKEN)
-            .expression_attribute_values(":token", s(&token))
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":lease", n(lease_until))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":exp", n(self.expires_at()))
-            .send()
-            .await;
-        match claim {
-            Ok(_) => return Ok(Claim::Claimed { reclaimed: false }),
-            Err(e) if is_conditional_failure(&e) => {}
-            Err(e) => return Err(store_error("claiming the turn", e)),
-        }
-        let Some((record, landed)) = self.read_turn_with_token(session, turn_id).await? else {
-            return Err(StoreError::Backend(
-                format!("turn {turn_id} exists and does not").into(),
-            ));
-        };
-        if landed.as_deref() == Some(token.as_str()) {
-            tracing::info!("the claim landed and its answer was lost; the turn is ours");
-            return Ok(Claim::Claimed { reclaimed: false });
-        }
-        if record.status.is_done() {
-            return Ok(Claim::Done(record));
-        }
-        let old_lease = get_lease_ms(&record);
-        if old_lease > now {
-            return Ok(Claim::Running(record));
-        }
-        // The earlier worker's lease ran out: take the turn over, unless another worker just did.
-        let reclaim = self
-            .update_turn(session, turn_id)
-            .update_expression("SET leaseUntil = :new, attempts = attempts + :one, #token = :token")
-            .condition_expression("#status = :running AND leaseUntil = :old")
-            .expression_attribute_names("#token", WRITE_TOKEN)
-            .expression_attribute_values(":token", s(&token))
-            .expression_attribute_values(":new", n(lease_until))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":old", n(old_lease))
-            .send()
-            .await;
-        match reclaim {
-            Ok(_) => Ok(Claim::Claimed { reclaimed: true }),
-            Err(e) if is_conditional_failure(&e) => {
-                match self.read_turn_with_token(session, turn_id).await? {
-                    Some((_, Some(landed))) if landed == token => Ok(Claim::Claimed { reclaimed: true }),
-                    Some((record, _)) if record.status.is_done() => Ok(Claim::Done(record)),
-                    Some((record, _)) => Ok(Claim::Running(record)),
-                    None => Err(StoreError::Backend(
-                        format!("turn {turn_id} vanished while being claimed").into(),
-                    )),
-                }
-            }
-            Err(e) => Err(store_error("reclaiming the turn", e)),
-        }
+        Ok(self.claim(session, turn_id, lease).await?.claim)
+    }
+
+    async fn open_turn(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
+        self.open(opening).await
     }
 
     async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
         // A deleted conversation's tombstone has no version: its history is empty.
-        let (version, _, lineage) = self.meta(session).await?;
-        self.messages(session, &lineage, 0, version).await
+        let meta = self.meta(session).await?;
+        self.messages(session, &meta.lineage, 0, meta.version).await
     }
 
     async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
-        let (version, upto, lineage) = self.meta(session).await?;
-        let Some(upto) = upto else {
-            return Ok(HistoryView {
-                summary: None,
-                messages: self.messages(session, &lineage, 0, version).await?,
-            });
-        };
-        let first = upto.min(version);
-        let (summary, messages) = tokio::join!(
-            self.summary(session),
-            self.messages(session, &lineage, first, version)
-        );
-        let summary = summary?.filter(|s| s.upto == upto).ok_or_else(|| {
-            StoreError::Corrupt(format!("the summary of the first {upto} messages is missing").into())
-        })?;
-        Ok(HistoryView {
-            summary: Some(summary),
-            messages: messages?,
-        })
+        let meta = self.meta(session).await?;
+        self.view_at(session, &meta).await
     }
 
     async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
@@ -488,9 +434,9 @@ impl SessionStore for DynamoStore {
         since: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let (version, _, lineage) = self.meta(session).await?;
-        let end = version.min(since.saturating_add(limit as u64));
-        self.page(session, &lineage, since.min(end)..end).await
+        let meta = self.meta(session).await?;
+        let end = meta.version.min(since.saturating_add(limit as u64));
+        self.page(session, &meta.lineage, since.min(end)..end).await
     }
 
     async fn fork(
@@ -546,6 +492,7 @@ impl SessionStore for DynamoStore {
     }
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        self.versions.forget(session, turn_id);
         let result = self
             .update_turn(session, turn_id)
             .update_expression("SET leaseUntil = :zero")
@@ -565,12 +512,4 @@ impl SessionStore for DynamoStore {
 /// A token for one conditional write, kept on the item it wrote.
 pub(super) fn write_token() -> String {
     uuid::Uuid::new_v4().to_string()
-}
-
-fn get_lease_ms(record: &TurnRecord) -> u64 {
-    record
-        .lease_until
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
 }

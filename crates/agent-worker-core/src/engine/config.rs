@@ -52,6 +52,9 @@ pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(20);
 pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(60);
 /// How often a running turn looks for a stop request (one read each time).
 pub const DEFAULT_STOP_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How far apart a running turn's looks for a stop may grow while the model is not streaming
+/// (a long tool call): from [`DEFAULT_STOP_POLL_INTERVAL`], doubling, up to this.
+pub const DEFAULT_STOP_POLL_IDLE: Duration = Duration::from_secs(3);
 /// How long an answer already on its way is still waited for once a stop is seen.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
 /// How often a UI action's call looks for the tab's answer.
@@ -103,8 +106,11 @@ pub struct EngineConfig {
     pub retry_max_delay: Duration,
     /// Lease beyond the deadline.
     pub lease_margin: Duration,
-    /// How often a running turn looks for a stop.
+    /// How often a running turn looks for a stop while the model streams.
     pub stop_poll_interval: Duration,
+    /// How far apart its looks may grow while the model is not streaming (at least
+    /// `stop_poll_interval`).
+    pub stop_poll_idle: Duration,
     /// How long an answer on its way is waited for after a stop.
     pub stop_grace: Duration,
     /// How long a barge-in waits for the turns it supersedes.
@@ -145,6 +151,7 @@ impl Default for EngineConfig {
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
             lease_margin: DEFAULT_LEASE_MARGIN,
             stop_poll_interval: DEFAULT_STOP_POLL_INTERVAL,
+            stop_poll_idle: DEFAULT_STOP_POLL_IDLE,
             stop_grace: DEFAULT_STOP_GRACE,
             ui_answer_poll: DEFAULT_UI_ANSWER_POLL,
             supersede_wait: DEFAULT_SUPERSEDE_WAIT,
@@ -203,6 +210,16 @@ impl EngineConfig {
             return fail("retries", format!("at most 10, not {}", self.retries));
         }
         longer_than_zero("stop_poll_interval", self.stop_poll_interval)?;
+        if self.stop_poll_idle < self.stop_poll_interval {
+            return fail(
+                "stop_poll_idle",
+                format!(
+                    "at least stop_poll_interval ({} ms), not {} ms",
+                    self.stop_poll_interval.as_millis(),
+                    self.stop_poll_idle.as_millis()
+                ),
+            );
+        }
         if self.approval_ttl.is_zero() || self.approval_ttl > MAX_APPROVAL_TTL {
             return fail(
                 "approval_ttl",

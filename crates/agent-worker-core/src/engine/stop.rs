@@ -19,6 +19,8 @@ struct Heard {
     stop: Option<Stop>,
     commands: Vec<TurnCommand>,
     last_read: Option<Instant>,
+    /// Whether the model is streaming a response now.
+    streaming: bool,
 }
 
 impl StopFlag {
@@ -51,6 +53,32 @@ impl StopFlag {
     fn last_read(&self) -> Option<Instant> {
         self.0.lock().ok().and_then(|heard| heard.last_read)
     }
+
+    /// Marks the model as streaming a response (the watch looks most often then) for as long
+    /// as the mark lives, however the step ends.
+    pub(crate) fn mark_streaming(&self) -> StreamingMark<'_> {
+        self.set_streaming(true);
+        StreamingMark(self)
+    }
+
+    fn set_streaming(&self, streaming: bool) {
+        if let Ok(mut heard) = self.0.lock() {
+            heard.streaming = streaming;
+        }
+    }
+
+    fn streaming(&self) -> bool {
+        self.0.lock().is_ok_and(|heard| heard.streaming)
+    }
+}
+
+/// The model streams while this lives ([`StopFlag::mark_streaming`]).
+pub(crate) struct StreamingMark<'a>(&'a StopFlag);
+
+impl Drop for StreamingMark<'_> {
+    fn drop(&mut self) {
+        self.0.set_streaming(false);
+    }
 }
 
 /// Reads the turn's stop and commands once, into `flag`. Failing to read never fails or holds
@@ -62,40 +90,36 @@ pub(crate) async fn read_signals(store: &dyn SessionStore, session: &str, turn_i
     }
 }
 
-/// The running turn's watch: reads its stop and commands `interval` after the last read (the
-/// rounds read too, at each round boundary, and a read there puts this one off), and returns the
-/// stop once one is heard.
+/// The running turn's watch: reads its stop and commands `interval` after the last read while
+/// the model streams; while it does not (a long tool call), the reads grow apart, doubling up to
+/// `idle`. The rounds read too, at each round boundary, and a read there puts this one off. It
+/// wakes at most once an `interval` (a timer, no request) and returns the stop once one is heard.
 pub(crate) async fn watch(
     store: &dyn SessionStore,
     session: &str,
     turn_id: &str,
     interval: Duration,
+    idle: Duration,
     flag: &StopFlag,
 ) -> Stop {
+    let started = Instant::now();
+    let mut apart = interval;
     loop {
-        let due = flag.last_read().unwrap_or_else(Instant::now) + interval;
-        tokio::time::sleep_until(due).await;
-        if flag
-            .last_read()
-            .is_some_and(|last| last + interval > Instant::now())
-        {
+        let last = flag.last_read().unwrap_or(started);
+        let wait = if flag.streaming() { interval } else { apart };
+        let now = Instant::now();
+        if last + wait > now {
+            tokio::time::sleep_until((last + wait).min(now + interval)).await;
             continue;
         }
         read_signals(store, session, turn_id, flag).await;
+        apart = if flag.streaming() {
+            interval
+        } else {
+            (apart * 2).min(idle.max(interval))
+        };
         if let Some(stop) = flag.get() {
             return stop;
-        }
-    }
-}
-
-/// Looks once for a stop request. Failing to look never fails or holds a turn: it is logged and
-/// taken as no stop, and the next look tries again.
-pub(crate) async fn look(store: &dyn SessionStore, session: &str, turn_id: &str) -> Option<Stop> {
-    match store.stop_requested(session, turn_id).await {
-        Ok(stop) => stop,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not look for a stop request; looking again later");
-            None
         }
     }
 }

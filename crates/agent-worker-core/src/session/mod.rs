@@ -13,6 +13,7 @@ pub mod fork;
 pub mod history;
 mod memory;
 mod message;
+pub mod opening;
 mod owner;
 mod summary;
 mod turn;
@@ -25,6 +26,7 @@ pub use error::StoreError;
 pub use fork::ForkOutcome;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
+pub use opening::{OpenTurn, Opened, TurnOpening};
 pub use owner::{Owner, OwnerCheck};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
@@ -49,8 +51,8 @@ pub fn id_problem(id: &str, limit: Option<usize>) -> Option<String> {
 
 /// Where a session's state lives, so that any worker can serve any turn (portable conformance).
 ///
-/// The engine calls it in this order for a turn: [`claim_turn`](Self::claim_turn), then
-/// [`load_history`](Self::load_history), then, once the turn has ended,
+/// The engine opens a turn with [`open_turn`](Self::open_turn) (the owner check, the claim, a
+/// stop asked while it waited and the history, at once), then, once the turn has ended, calls
 /// [`complete_turn`](Self::complete_turn) with every message the turn produced, or
 /// [`release_turn`](Self::release_turn) when it could store nothing.
 ///
@@ -233,6 +235,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         let _ = session;
         Ok(None)
     }
+
+    /// Everything a turn asks before its first model call, at once: the owner check (when
+    /// `opening` names one), the claim, a stop asked while the turn waited, and (when asked) the
+    /// history. The default takes them one after another ([`opening::open_in_steps`]); a store
+    /// whose reads are round trips answers them in as few as it can.
+    async fn open_turn(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
+        opening::open_in_steps(self, opening).await
+    }
 }
 
 #[async_trait]
@@ -333,6 +343,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         (**self).active_turn(session).await
+    }
+
+    async fn open_turn(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
+        (**self).open_turn(opening).await
     }
 
     async fn entries(

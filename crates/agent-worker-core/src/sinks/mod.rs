@@ -13,6 +13,7 @@ pub use stdout::StdoutSink;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::Failure;
 
@@ -118,6 +119,19 @@ pub trait TurnSink: Send + fmt::Debug {
     async fn close(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+
+    /// When this sink wants [`flush`](Self::flush) called if no event comes before: a sink that
+    /// gathers events into fewer writes says when the oldest it holds must go out. `None` (the
+    /// default): it holds nothing back.
+    fn flush_due(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Writes what it has gathered. The host calls it once [`flush_due`](Self::flush_due) has
+    /// passed with no event in between.
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// Several sinks, written together.
@@ -161,6 +175,23 @@ impl OpenSinks {
         for sink in &mut self.open {
             if let Err(e) = sink.event(event).await {
                 tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink dropped an event");
+            }
+        }
+    }
+
+    /// The soonest any sink wants [`flush`](Self::flush) called, if one does.
+    pub fn flush_due(&self) -> Option<Instant> {
+        self.open.iter().filter_map(|sink| sink.flush_due()).min()
+    }
+
+    /// Flushes every sink whose time has come; a failure is logged.
+    pub async fn flush(&mut self) {
+        let now = Instant::now();
+        for sink in &mut self.open {
+            if sink.flush_due().is_some_and(|due| due <= now)
+                && let Err(e) = sink.flush().await
+            {
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink could not write what it gathered; it tries again");
             }
         }
     }

@@ -246,10 +246,18 @@ async fn run_phases(
     let engine = &engine
         .for_result(ask.result_schema.as_ref())
         .map_err(Refusal::InvalidPrompt)?;
-    phases::check_owner(engine, ask).await?;
-    phases::branch(engine, ask).await?;
-    phases::claim(engine, ask, Lease(budget + engine.config.lease_margin)).await?;
-    let early_stop = phases::look_before_start(engine, ask).await?;
+    // A branch is made before its first turn is claimed, and its owner checked before that.
+    let branching = ask.parent_session.is_some();
+    if branching {
+        phases::check_owner(engine, ask).await?;
+        phases::branch(engine, ask).await?;
+    }
+    // A turn that supersedes others reads its history once they have ended; any other reads it
+    // with its claim.
+    let waits_for_others = ask.supersedes.iter().any(|id| id != &ask.turn_id);
+    let lease = Lease(budget + engine.config.lease_margin);
+    let opening = phases::open(engine, ask, lease, branching, !waits_for_others).await?;
+    let early_stop = opening.stop;
     let TurnAsk {
         session,
         turn_id,
@@ -288,7 +296,10 @@ async fn run_phases(
         let told = approvals::redeem(engine, session, person, turn_id, decision, out).await;
         user.content.insert(0, ContentBlock::text(told));
     }
-    let history = phases::load_history(engine, ask).await?;
+    let history = match opening.history {
+        Some(history) => history,
+        None => phases::load_history(engine, ask).await?,
+    };
 
     let attached: Vec<AttachmentRef> = user
         .content

@@ -6,13 +6,12 @@ use serde_json::json;
 
 use super::{Ending, History, TurnAsk, logged_store_error, release};
 use crate::engine::prompt::{InvalidPrompt, user_message};
-use crate::engine::stop;
 use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, ContentBlock, ForkOutcome, Lease, Message, Owner, OwnerCheck, Role, SessionStore, Stop, StopCause,
-    StoreError, TurnOutcome, TurnRecord, TurnStatus, id_problem,
+    Claim, ContentBlock, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, Role,
+    SessionStore, Stop, StopCause, StoreError, TurnOpening, TurnOutcome, TurnRecord, TurnStatus, id_problem,
 };
 
 /// Why a turn ends before its rounds run.
@@ -167,23 +166,39 @@ fn kept_size(message: &Message) -> usize {
 /// (or the first since owners are recorded). A turn without both ids is not checked: a library
 /// caller that names no person owns nothing.
 pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Refusal> {
-    let (Some(user_id), Some(account_id)) = (&ask.user_id, &ask.account_id) else {
+    let Some(owner) = asking_owner(ask) else {
         return Ok(());
     };
-    let owner = Owner::new(user_id.as_str(), account_id.as_str());
     match engine.store.claim_owner(&ask.session, &ask.turn_id, &owner).await {
-        Ok(OwnerCheck::Claimed | OwnerCheck::Same) => Ok(()),
-        Ok(OwnerCheck::Other(holder)) => {
-            owner.warn_refused(&holder, "a turn");
-            Err(Refusal::NotOwner)
-        }
-        Ok(OwnerCheck::Deleted) => {
-            tracing::info!("a turn of a deleted conversation; nothing runs");
-            Err(Refusal::Deleted)
-        }
+        Ok(check) => owner_refusal(Some(&owner), check).map_or(Ok(()), Err),
         Err(e) => {
             tracing::error!(error = %e, "could not check the conversation's owner");
             Err(Refusal::ClaimFailed(e))
+        }
+    }
+}
+
+/// The person the turn is for, when it names one (both ids).
+fn asking_owner(ask: &TurnAsk) -> Option<Owner> {
+    ask.user_id
+        .as_deref()
+        .zip(ask.account_id.as_deref())
+        .map(|(user, account)| Owner::new(user, account))
+}
+
+/// The refusal an owner check says, if it refuses: someone else's conversation, or a deleted one.
+fn owner_refusal(owner: Option<&Owner>, check: OwnerCheck) -> Option<Refusal> {
+    match check {
+        OwnerCheck::Claimed | OwnerCheck::Same => None,
+        OwnerCheck::Other(holder) => {
+            if let Some(owner) = owner {
+                owner.warn_refused(&holder, "a turn");
+            }
+            Some(Refusal::NotOwner)
+        }
+        OwnerCheck::Deleted => {
+            tracing::info!("a turn of a deleted conversation; nothing runs");
+            Some(Refusal::Deleted)
         }
     }
 }
@@ -207,11 +222,7 @@ pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Re
     if let Some(problem) = id_problem(parent, engine.store.max_id_bytes()) {
         return Err(invalid(problem));
     }
-    let asking = ask
-        .user_id
-        .as_deref()
-        .zip(ask.account_id.as_deref())
-        .map(|(user, account)| Owner::new(user, account));
+    let asking = asking_owner(ask);
     let forked = engine
         .store
         .fork(&ask.session, parent, &ask.branch_hints, asking.as_ref())
@@ -236,35 +247,74 @@ pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Re
     }
 }
 
-/// Claims the turn for `lease`: a redelivery of a turn done, or one running elsewhere, is
-/// refused, and nothing runs twice.
-pub(super) async fn claim(engine: &EngineInner, ask: &TurnAsk, lease: Lease) -> Result<(), Refusal> {
-    match engine.store.claim_turn(&ask.session, &ask.turn_id, lease).await {
+/// What the opening gave a claimed turn.
+pub(super) struct Opening {
+    /// A stop asked while the turn waited.
+    pub(super) stop: Option<Stop>,
+    /// Its history, when it was read with the claim.
+    pub(super) history: Option<History>,
+}
+
+/// Opens the turn in one ask of the store ([`SessionStore::open_turn`]): the owner check (unless
+/// `owner_checked`), the claim for `lease`, a stop asked while it waited, and its history when
+/// `read_history`. Someone else's conversation, a redelivery of a turn done, or one running
+/// elsewhere is refused, and nothing runs twice.
+pub(super) async fn open(
+    engine: &EngineInner,
+    ask: &TurnAsk,
+    lease: Lease,
+    owner_checked: bool,
+    read_history: bool,
+) -> Result<Opening, Refusal> {
+    let owner = asking_owner(ask).filter(|_| !owner_checked);
+    let opened = engine
+        .store
+        .open_turn(TurnOpening {
+            session: &ask.session,
+            turn_id: &ask.turn_id,
+            owner: owner.as_ref(),
+            lease,
+            read_history,
+        })
+        .await;
+    let open = match opened {
         Err(e) => {
             tracing::error!(error = %e, "could not claim the turn");
-            Err(Refusal::ClaimFailed(e))
+            return Err(Refusal::ClaimFailed(e));
         }
-        Ok(Claim::Done(record)) => {
+        Ok(Opened::Refused(check)) => {
+            return Err(owner_refusal(owner.as_ref(), check).unwrap_or(Refusal::NotOwner));
+        }
+        Ok(Opened::NotClaimed(Claim::Done(record))) => {
             tracing::info!(status = ?record.status, "duplicate delivery of a finished turn; not run again");
-            Err(match failed_for_good(&record) {
+            return Err(match failed_for_good(&record) {
                 Some(details) => Refusal::FailedBefore(details),
                 None => Refusal::AlreadyRan,
-            })
+            });
         }
-        Ok(Claim::Running(_)) => Err(Refusal::RunningElsewhere),
-        Ok(Claim::Claimed { reclaimed }) => {
-            if reclaimed {
-                tracing::warn!("reclaimed a turn whose earlier worker's lease ran out");
-            }
-            Ok(())
-        }
+        Ok(Opened::NotClaimed(_)) => return Err(Refusal::RunningElsewhere),
+        Ok(Opened::Claimed(open)) => open,
+    };
+    if open.reclaimed {
+        tracing::warn!("reclaimed a turn whose earlier worker's lease ran out");
     }
+    let history = match open.view {
+        None => None,
+        Some(view) => Some(history_of(engine, ask, view).await?),
+    };
+    Ok(Opening {
+        stop: before_start(engine, ask, open.stop).await?,
+        history,
+    })
 }
 
 /// A stop asked while the turn waited in the queue: the model is never called. A turn
 /// superseded so is recorded as such and refused; any other stop is the turn's ending.
-pub(super) async fn look_before_start(engine: &EngineInner, ask: &TurnAsk) -> Result<Option<Stop>, Refusal> {
-    let early = stop::look(engine.store.as_ref(), &ask.session, &ask.turn_id).await;
+async fn before_start(
+    engine: &EngineInner,
+    ask: &TurnAsk,
+    early: Option<Stop>,
+) -> Result<Option<Stop>, Refusal> {
     if let Some(Stop {
         reason: StopCause::Superseded,
         ..
@@ -290,7 +340,16 @@ pub(super) async fn look_before_start(engine: &EngineInner, ask: &TurnAsk) -> Re
 /// The session's history as the turn reads it (repaired if it must be); on a store failure the
 /// claim is released, so a redelivery can run the turn.
 pub(super) async fn load_history(engine: &EngineInner, ask: &TurnAsk) -> Result<History, Refusal> {
-    match engine.store.load_view(&ask.session).await {
+    history_of(engine, ask, engine.store.load_view(&ask.session).await).await
+}
+
+/// The history a read gave, repaired if it must be; on a failed read the claim is released.
+async fn history_of(
+    engine: &EngineInner,
+    ask: &TurnAsk,
+    view: Result<HistoryView, StoreError>,
+) -> Result<History, Refusal> {
+    match view {
         Ok(view) => {
             let first = view.first();
             let (messages, repairs) = repair(view.messages);

@@ -50,6 +50,7 @@ pub(super) async fn run_watched(
             session,
             turn_id,
             config.stop_poll_interval,
+            config.stop_poll_idle,
             flag,
         ));
         let mut grace_until: Option<Instant> = None;
@@ -526,6 +527,7 @@ pub(super) async fn run_step(
     flag: &StopFlag,
 ) -> Result<StepEnd, ModelError> {
     let mut stream = engine.model.stream(request);
+    let streaming = flag.mark_streaming();
     let mut calls = StepCalls::default();
     let mut stop = None;
     let mut ending = Vec::new();
@@ -572,6 +574,7 @@ pub(super) async fn run_step(
             "the model's stream ended without a stop reason: the response was cut",
         ));
     };
+    drop(streaming);
     turn.flush_text(out);
     calls.release(turn, out);
     while let Some((index, outcome)) = calls.running.next().await {

@@ -92,9 +92,9 @@ async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
     let store = MemoryStore::new();
     let engine = engine(&store);
     let turn = ask("s", "t-1");
-    phases::claim(&engine, &turn, LEASE).await.unwrap();
+    phases::open(&engine, &turn, LEASE, false, true).await.unwrap();
     assert!(matches!(
-        phases::claim(&engine, &turn, LEASE).await,
+        phases::open(&engine, &turn, LEASE, false, true).await,
         Err(Refusal::RunningElsewhere)
     ));
     let done = TurnOutcome {
@@ -103,7 +103,7 @@ async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
     };
     store.complete_turn("s", "t-1", &[], &done).await.unwrap();
     assert!(matches!(
-        phases::claim(&engine, &turn, LEASE).await,
+        phases::open(&engine, &turn, LEASE, false, true).await,
         Err(Refusal::AlreadyRan)
     ));
 }
@@ -112,31 +112,34 @@ async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
 async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_end_it() {
     let store = MemoryStore::new();
     let engine = engine(&store);
-    let superseded = ask("s", "t-1");
-    phases::claim(&engine, &superseded, LEASE).await.unwrap();
     store
         .request_stop("s", "t-1", Stop::now(StopCause::Superseded))
         .await
         .unwrap();
     assert!(matches!(
-        phases::look_before_start(&engine, &superseded).await,
+        phases::open(&engine, &ask("s", "t-1"), LEASE, false, true).await,
         Err(Refusal::Superseded)
     ));
     let record = store.turn("s", "t-1").await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Completed);
 
-    let stopped = ask("s", "t-2");
-    phases::claim(&engine, &stopped, LEASE).await.unwrap();
-    assert_eq!(phases::look_before_start(&engine, &stopped).await.unwrap(), None);
+    let opened = phases::open(&engine, &ask("s", "t-2"), LEASE, false, true)
+        .await
+        .unwrap();
+    assert_eq!(opened.stop, None);
+    assert!(opened.history.is_some(), "the history is read with the claim");
     store
-        .request_stop("s", "t-2", Stop::now(StopCause::UserStop))
+        .request_stop("s", "t-3", Stop::now(StopCause::UserStop))
         .await
         .unwrap();
-    let stop = phases::look_before_start(&engine, &stopped)
+    let opened = phases::open(&engine, &ask("s", "t-3"), LEASE, false, false)
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(stop.reason, StopCause::UserStop);
+    assert_eq!(opened.stop.map(|stop| stop.reason), Some(StopCause::UserStop));
+    assert!(
+        opened.history.is_none(),
+        "a turn that waits for others reads it later"
+    );
 }
 
 #[test]

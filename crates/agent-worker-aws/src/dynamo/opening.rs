@@ -1,0 +1,298 @@
+//! A turn's opening on the table, in two round trips before the model is called: first the claim
+//! of the turn item and the owner check on the meta item together (each write returns the item
+//! it wrote: the claim a stop asked while the turn waited, the owner check the session's version,
+//! summary position and lineage); then the history, bounded by that version.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use agent_worker_core::clock::now_ms;
+use agent_worker_core::session::{
+    Claim, Lease, OpenTurn, Opened, OwnerCheck, SessionStore, Stop, StoreError, TurnOpening, TurnRecord,
+};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use super::DynamoStore;
+use super::codec::{decode_stop, get_n, n, s};
+use super::keys::{EXPIRES_AT, WRITE_TOKEN, turn_sk};
+use super::lineage::{Segment, lineage_of};
+use super::sdk_error::{is_conditional_failure, store_error};
+use super::store::write_token;
+
+/// What a session's meta item says a turn reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Meta {
+    /// How many messages the session holds.
+    pub(super) version: u64,
+    /// How many of its first messages its summary stands for, when it has one.
+    pub(super) summary_upto: Option<u64>,
+    /// A branch's parents' parts.
+    pub(super) lineage: Vec<Segment>,
+}
+
+impl Meta {
+    /// What `item` says; an absent item is an empty session (so is a deleted one's tombstone).
+    pub(super) fn of(item: Option<&HashMap<String, AttributeValue>>) -> Result<Self, StoreError> {
+        let Some(item) = item else {
+            return Ok(Self::default());
+        };
+        Ok(Self {
+            version: get_n(item, "version").unwrap_or(0),
+            summary_upto: get_n(item, "summaryUpto"),
+            lineage: lineage_of(item)?,
+        })
+    }
+}
+
+/// Open turns may keep this many version guesses; past it they are all forgotten (a commit
+/// without one reads the version, as it did before guesses).
+const MAX_VERSION_HINTS: usize = 4096;
+
+/// The version each open turn read with its claim, kept for its commit's first try: a commit
+/// then writes without reading the version again. A wrong guess (another writer moved the
+/// version) costs the one retry a moved version always took.
+#[derive(Debug, Clone, Default)]
+pub(super) struct VersionHints(Arc<Mutex<HashMap<(String, String), u64>>>);
+
+impl VersionHints {
+    fn remember(&self, session: &str, turn_id: &str, version: u64) {
+        if let Ok(mut hints) = self.0.lock() {
+            if hints.len() >= MAX_VERSION_HINTS {
+                hints.clear();
+            }
+            hints.insert((session.to_owned(), turn_id.to_owned()), version);
+        }
+    }
+
+    /// The guess for `turn_id`'s commit, taken: a second try reads the version.
+    pub(super) fn take(&self, session: &str, turn_id: &str) -> Option<u64> {
+        self.0
+            .lock()
+            .ok()?
+            .remove(&(session.to_owned(), turn_id.to_owned()))
+    }
+
+    /// Forgets `turn_id`'s guess (the turn was given up).
+    pub(super) fn forget(&self, session: &str, turn_id: &str) {
+        let _ = self.take(session, turn_id);
+    }
+}
+
+/// What a claim found, and the token it wrote.
+pub(super) struct Claimed {
+    pub(super) claim: Claim,
+    /// A stop asked of the turn before the claim, when it is ours.
+    pub(super) stop: Option<Stop>,
+    token: String,
+}
+
+impl DynamoStore {
+    /// The opening ([`SessionStore::open_turn`]): the claim and the owner check (or, for a turn
+    /// of no one, a read of the meta item) sent together, then the history. A claim made beside
+    /// a refused owner check is given up at once.
+    pub(super) async fn open(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
+        let TurnOpening {
+            session,
+            turn_id,
+            owner,
+            lease,
+            read_history,
+        } = opening;
+        let meta = async {
+            match owner {
+                Some(owner) => super::owner::claim_reading(self, session, turn_id, owner)
+                    .await
+                    .map(|(check, item)| (Some(check), item)),
+                None => Ok((None, self.meta_item(session).await?)),
+            }
+        };
+        let (claimed, meta) = tokio::join!(self.claim(session, turn_id, lease), meta);
+        let (check, item) = match meta {
+            Ok(meta) => meta,
+            Err(e) => {
+                if let Ok(claimed) = &claimed {
+                    self.give_up(session, turn_id, claimed).await;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(refused @ (OwnerCheck::Other(_) | OwnerCheck::Deleted)) = check {
+            if let Ok(claimed) = &claimed {
+                self.give_up(session, turn_id, claimed).await;
+            }
+            return Ok(Opened::Refused(refused));
+        }
+        let (reclaimed, stop) = match claimed? {
+            Claimed {
+                claim: Claim::Claimed { reclaimed },
+                stop,
+                ..
+            } => (reclaimed, stop),
+            Claimed { claim, .. } => return Ok(Opened::NotClaimed(claim)),
+        };
+        let view = if read_history {
+            let view = match Meta::of(item.as_ref()) {
+                Ok(meta) => {
+                    self.versions.remember(session, turn_id, meta.version);
+                    self.view_at(session, &meta).await
+                }
+                Err(e) => Err(e),
+            };
+            Some(view)
+        } else {
+            None
+        };
+        Ok(Opened::Claimed(OpenTurn {
+            reclaimed,
+            stop,
+            view,
+        }))
+    }
+
+    /// Takes back a claim the opening will not use: a first claim's item is deleted (as if the
+    /// turn had never come), a reclaimed turn is released.
+    async fn give_up(&self, session: &str, turn_id: &str, claimed: &Claimed) {
+        let given_up = match claimed.claim {
+            Claim::Claimed { reclaimed: false } => self
+                .client
+                .delete_item()
+                .table_name(&self.config.table)
+                .set_key(Some(self.key(session, turn_sk(turn_id))))
+                .condition_expression("#token = :token")
+                .expression_attribute_names("#token", WRITE_TOKEN)
+                .expression_attribute_values(":token", s(&claimed.token))
+                .send()
+                .await
+                .map(|_| ())
+                .or_else(|e| {
+                    if is_conditional_failure(&e) {
+                        Ok(())
+                    } else {
+                        Err(store_error("taking back the claim", e))
+                    }
+                }),
+            Claim::Claimed { reclaimed: true } => self.release_turn(session, turn_id).await,
+            _ => Ok(()),
+        };
+        if let Err(e) = given_up {
+            tracing::warn!(error = %e, "could not take back a claim made beside a refused owner check");
+        }
+    }
+
+    /// Claims the turn for `lease`, and says the stop asked of it before, if any: one
+    /// conditional write that returns the item it wrote. Each claim writes a token of its own:
+    /// when the SDK retries a claim whose answer was lost, the retry's condition fails, and the
+    /// token tells that the turn is ours.
+    pub(super) async fn claim(
+        &self,
+        session: &str,
+        turn_id: &str,
+        lease: Lease,
+    ) -> Result<Claimed, StoreError> {
+        let now = now_ms();
+        let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
+        let token = write_token();
+        // An update, not a put: a stop asked before the claim stays on the item.
+        let claim = self
+            .update_turn(session, turn_id)
+            .update_expression(
+                "SET #status = :running, leaseUntil = :lease, attempts = :one, #exp = :exp, #token = :token",
+            )
+            .condition_expression("attribute_not_exists(#status)")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_names("#token", WRITE_TOKEN)
+            .expression_attribute_values(":token", s(&token))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":lease", n(lease_until))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":exp", n(self.expires_at()))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match claim {
+            Ok(out) => {
+                return Ok(Claimed {
+                    claim: Claim::Claimed { reclaimed: false },
+                    stop: out.attributes().and_then(decode_stop),
+                    token,
+                });
+            }
+            Err(e) if is_conditional_failure(&e) => {}
+            Err(e) => return Err(store_error("claiming the turn", e)),
+        }
+        let claim = self
+            .claim_again(session, turn_id, now, lease_until, &token)
+            .await?;
+        // Only a turn met before (a lost answer, a reclaim) looks for its stop on its own.
+        let stop = match claim {
+            Claim::Claimed { .. } => self.stop_requested(session, turn_id).await?,
+            _ => None,
+        };
+        Ok(Claimed { claim, stop, token })
+    }
+
+    /// The claim of a turn whose item has a status: ours (the answer was lost), done, running
+    /// elsewhere, or taken over once its earlier worker's lease ran out.
+    async fn claim_again(
+        &self,
+        session: &str,
+        turn_id: &str,
+        now: u64,
+        lease_until: u64,
+        token: &str,
+    ) -> Result<Claim, StoreError> {
+        let Some((record, landed)) = self.read_turn_with_token(session, turn_id).await? else {
+            return Err(StoreError::Backend(
+                format!("turn {turn_id} exists and does not").into(),
+            ));
+        };
+        if landed.as_deref() == Some(token) {
+            tracing::info!("the claim landed and its answer was lost; the turn is ours");
+            return Ok(Claim::Claimed { reclaimed: false });
+        }
+        if record.status.is_done() {
+            return Ok(Claim::Done(record));
+        }
+        let old_lease = lease_ms(&record);
+        if old_lease > now {
+            return Ok(Claim::Running(record));
+        }
+        // The earlier worker's lease ran out: take the turn over, unless another worker just did.
+        let reclaim = self
+            .update_turn(session, turn_id)
+            .update_expression("SET leaseUntil = :new, attempts = attempts + :one, #token = :token")
+            .condition_expression("#status = :running AND leaseUntil = :old")
+            .expression_attribute_names("#token", WRITE_TOKEN)
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":new", n(lease_until))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":old", n(old_lease))
+            .send()
+            .await;
+        match reclaim {
+            Ok(_) => Ok(Claim::Claimed { reclaimed: true }),
+            Err(e) if is_conditional_failure(&e) => {
+                match self.read_turn_with_token(session, turn_id).await? {
+                    Some((_, Some(landed))) if landed == token => Ok(Claim::Claimed { reclaimed: true }),
+                    Some((record, _)) if record.status.is_done() => Ok(Claim::Done(record)),
+                    Some((record, _)) => Ok(Claim::Running(record)),
+                    None => Err(StoreError::Backend(
+                        format!("turn {turn_id} vanished while being claimed").into(),
+                    )),
+                }
+            }
+            Err(e) => Err(store_error("reclaiming the turn", e)),
+        }
+    }
+}
+
+/// When `record`'s lease runs out, in epoch milliseconds.
+fn lease_ms(record: &TurnRecord) -> u64 {
+    record
+        .lease_until
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
