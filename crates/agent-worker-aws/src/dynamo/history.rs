@@ -42,23 +42,17 @@ impl DynamoStore {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pages = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(session_pk(session)))
-            .expression_attribute_values(":first", s(message_sk(range.start)))
-            .expression_attribute_values(":last", s(message_sk(range.end - 1)))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
         let mut messages = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or_default());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| store_error("reading the history", e))?;
-            messages.push(stored_message(&item)?);
-        }
+        self.each_in_range(
+            session,
+            message_sk(range.start),
+            message_sk(range.end - 1),
+            |item| {
+                messages.push(stored_message(&item)?);
+                Ok(())
+            },
+        )
+        .await?;
         Ok(messages)
     }
 
@@ -71,32 +65,48 @@ impl DynamoStore {
         session: &str,
         range: std::ops::Range<u64>,
     ) -> Result<(Option<Summary>, Vec<Message>), StoreError> {
-        let mut pages = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :summary")
-            .expression_attribute_values(":pk", s(session_pk(session)))
-            .expression_attribute_values(":first", s(message_sk(range.start)))
-            .expression_attribute_values(":summary", s(SUMMARY_SK))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
         let mut summary = None;
         let mut messages = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or_default());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| store_error("reading the history", e))?;
+        self.each_in_range(session, message_sk(range.start), SUMMARY_SK.to_owned(), |item| {
             if get_s(&item, SK) == Some(SUMMARY_SK) {
                 summary = summary_of(&item);
-                continue;
+                return Ok(());
             }
             let stored = stored_message(&item)?;
             if range.contains(&stored.seq) {
                 messages.push(stored.message);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok((summary, messages))
+    }
+
+    /// Hands each item of the session's partition from sort key `first` to `last` (both
+    /// included) to `take`, in key order: one paged, strongly consistent query.
+    async fn each_in_range(
+        &self,
+        session: &str,
+        first: String,
+        last: String,
+        mut take: impl FnMut(HashMap<String, AttributeValue>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut pages = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(first))
+            .expression_attribute_values(":last", s(last))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = pages.next().await {
+            take(item.map_err(|e| store_error("reading the history", e))?)?;
+        }
+        Ok(())
     }
 }
 
