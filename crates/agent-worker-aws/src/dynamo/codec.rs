@@ -107,3 +107,8 @@ pub(super) fn decode_turn(
         stop: decode_stop(item),
     })
 }
+
+/// A token for one conditional write, kept on the item it wrote.
+pub(super) fn write_token() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

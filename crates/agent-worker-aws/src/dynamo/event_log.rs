@@ -11,9 +11,9 @@ use agent_worker_core::protocol::AgentEvent;
 use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
+use super::codec::write_token;
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
 use super::sdk_error::is_conditional_failure;
-use super::store::write_token;
 
 /// Text deltas are gathered into one event until this many bytes, or until another event comes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;

@@ -14,11 +14,10 @@ use agent_worker_core::session::{
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::DynamoStore;
-use super::codec::{decode_stop, get_n, n, s};
+use super::codec::{decode_stop, get_n, n, s, write_token};
 use super::keys::{EXPIRES_AT, WRITE_TOKEN, turn_sk};
 use super::lineage::{Segment, lineage_of};
 use super::sdk_error::{is_conditional_failure, store_error};
-use super::store::write_token;
 
 /// What a session's meta item says a turn reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

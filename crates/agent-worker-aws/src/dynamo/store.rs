@@ -508,8 +508,3 @@ impl SessionStore for DynamoStore {
         }
     }
 }
-
-/// A token for one conditional write, kept on the item it wrote.
-pub(super) fn write_token() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
