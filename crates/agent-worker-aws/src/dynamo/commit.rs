@@ -12,8 +12,7 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use super::DynamoStore;
-use super::codec::write_token;
-use super::codec::{n, s, status_name};
+use super::codec::{n, s, status_name, write_token};
 use super::keys::{COMMANDS, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, WRITE_TOKEN, turn_sk};
 use super::sdk_error::store_error;
 use super::store::{TAIL_BYTES, VERSION_RETRIES};

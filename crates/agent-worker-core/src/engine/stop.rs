@@ -116,7 +116,7 @@ pub(crate) async fn watch(
         apart = if flag.streaming() {
             interval
         } else {
-            (apart * 2).min(idle.max(interval))
+            (apart * 2).min(idle)
         };
         if let Some(stop) = flag.get() {
             return stop;
