@@ -69,17 +69,53 @@ async fn events_arrive_in_order_with_the_api_key() {
     }
     open.close().await.unwrap();
     let received = received.lock().unwrap();
-    assert_eq!(received.keys, ["secret", "secret", "secret"]);
+    // The two deltas were queued together, so they went as one event: two requests, not three.
+    assert_eq!(received.keys, ["secret", "secret"]);
     let kinds: Vec<&str> = received
         .bodies
         .iter()
         .map(|b| b["event"]["type"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["text", "text", "completed"]);
-    assert_eq!(received.bodies[0]["event"]["delta"], "a");
+    assert_eq!(kinds, ["text", "completed"]);
+    assert_eq!(received.bodies[0]["event"]["delta"], "ab");
     assert_eq!(received.bodies[0]["conversationId"], "conv-1");
     assert_eq!(received.bodies[0]["turnId"], "turn-1");
     assert!(received.bodies[0].get("socketRoom").is_none(), "no room, no key");
+}
+
+/// The deltas and events each request carried, in order.
+fn sent(received: &Mutex<Received>) -> Vec<String> {
+    received
+        .lock()
+        .unwrap()
+        .bodies
+        .iter()
+        .map(|b| match b["event"]["delta"].as_str() {
+            Some(delta) => delta.to_owned(),
+            None => b["event"]["type"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_delta_held_for_more_goes_at_once_when_another_event_or_the_close_comes() {
+    let (addr, received) = receiver(0).await;
+    // A window no test waits out: were the delta held for it, closing would give up after
+    // EMIT_DRAIN and say so.
+    let sink = HttpEmitSink::new(&format!("http://{addr}"), "k")
+        .unwrap()
+        .with_text_window(std::time::Duration::from_secs(3600));
+    let mut open = sink.open(&turn());
+    open.event(&AgentEvent::text("a")).await.unwrap();
+    // The sink's task takes the delta and waits for more.
+    tokio::task::yield_now().await;
+    open.event(&AgentEvent::text("b")).await.unwrap();
+    open.event(&AgentEvent::Thinking { delta: "t".into() })
+        .await
+        .unwrap();
+    open.event(&AgentEvent::text("c")).await.unwrap();
+    open.close().await.unwrap();
+    assert_eq!(sent(&received), ["ab", "t", "c"]);
 }
 
 #[tokio::test]

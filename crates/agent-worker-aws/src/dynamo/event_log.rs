@@ -1,6 +1,6 @@
 //! [`DynamoEventLog`]: a turn's events in the session table, read back from a cursor.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -8,14 +8,14 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
 use agent_worker_core::protocol::AgentEvent;
-use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
+use agent_worker_core::sinks::{PendingEvents, Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
 use super::codec::write_token;
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
 use super::sdk_error::is_conditional_failure;
 
-/// Text deltas are gathered into one event until this many bytes, or until another event comes.
+/// Consecutive text (or thinking) deltas are merged into one event of at most this many bytes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
 /// How long gathered events may wait for more before they are written together: a reader
 /// following the log sees the turn move at least this often.
@@ -25,7 +25,7 @@ pub const TEXT_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_
 const MAX_PENDING_EVENTS: usize = 1000;
 
 /// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
-/// can read them from a cursor ([`read`](Self::read)). Consecutive text deltas are coalesced, so
+/// can read them from a cursor ([`read`](Self::read)). Consecutive deltas are merged, so
 /// a long answer is a handful of items, not one per token, and the events of a window
 /// ([`TEXT_COALESCE_WINDOW`]) are written together: a short turn's log is one write. An event
 /// whose write fails (after the SDK's retries) stays queued and is written, in order, with the
@@ -154,9 +154,8 @@ impl Sink for DynamoEventLog {
             log: self.clone(),
             turn: turn.clone(),
             next: None,
-            text: String::new(),
             since: None,
-            pending: VecDeque::new(),
+            pending: PendingEvents::new(TEXT_COALESCE_BYTES),
             dropped: 0,
         })
     }
@@ -169,40 +168,30 @@ struct TurnLog {
     /// The next position; found on the first write, after what an earlier run of the same turn
     /// (a reclaimed one) logged.
     next: Option<u64>,
-    text: String,
     /// When the oldest event not written yet (gathered text included) came, or a failed write
     /// was last tried: what is held goes out [`TEXT_COALESCE_WINDOW`] after it.
     since: Option<Instant>,
-    /// Events not written yet, oldest first.
-    pending: VecDeque<AgentEvent>,
+    /// Events not written yet, oldest first, consecutive text deltas merged.
+    pending: PendingEvents,
     /// Events dropped because the queue was full.
     dropped: usize,
 }
 
 impl TurnLog {
-    /// Queues the gathered text as one event.
-    fn queue_text(&mut self) {
-        if !self.text.is_empty() {
-            let text = AgentEvent::text(std::mem::take(&mut self.text));
-            self.queue(text);
-        }
-    }
-
     fn queue(&mut self, event: AgentEvent) {
-        if self.pending.len() >= MAX_PENDING_EVENTS {
-            self.pending.pop_front();
+        self.pending.push(event);
+        if self.pending.len() > MAX_PENDING_EVENTS {
+            self.pending.discard(1);
             self.dropped += 1;
         }
-        self.pending.push_back(event);
     }
 
     /// Writes what is queued, oldest first, [`EVENTS_PER_WRITE`] at a time, until a write
     /// fails; then what is left waits a window before it is tried again.
     async fn drain(&mut self) -> Result<(), SinkError> {
-        self.queue_text();
         while !self.pending.is_empty() {
             let count = self.pending.len().min(EVENTS_PER_WRITE);
-            let batch: Vec<AgentEvent> = self.pending.iter().take(count).cloned().collect();
+            let batch: Vec<AgentEvent> = self.pending.front(count).cloned().collect();
             if let Err(e) = self.write(&batch).await {
                 self.since = Some(Instant::now());
                 return Err(SinkError::new(format!(
@@ -210,7 +199,7 @@ impl TurnLog {
                     self.pending.len()
                 )));
             }
-            self.pending.drain(..count);
+            self.pending.discard(count);
         }
         self.since = None;
         if self.dropped > 0 {
@@ -368,21 +357,13 @@ impl From<PutError> for SinkError {
 
 #[async_trait]
 impl TurnSink for TurnLog {
-    /// Gathers events: consecutive text deltas into one event, and every event into one write
-    /// until [`TEXT_COALESCE_WINDOW`] after the oldest not written yet, [`TEXT_COALESCE_BYTES`]
-    /// of text, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
+    /// Gathers events: consecutive deltas into one event of at most [`TEXT_COALESCE_BYTES`],
+    /// and every event into one write until [`TEXT_COALESCE_WINDOW`] after the oldest not
+    /// written yet, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
     /// the turn at least once a window; the host flushes a window that passes with no event.
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
         self.since.get_or_insert_with(Instant::now);
-        if let AgentEvent::Text { delta } = event {
-            self.text.push_str(delta);
-            if self.text.len() >= TEXT_COALESCE_BYTES {
-                self.queue_text();
-            }
-        } else {
-            self.queue_text();
-            self.queue(event.clone());
-        }
+        self.queue(event.clone());
         let due = self.flush_due().is_some_and(|due| due <= Instant::now());
         if event.is_terminal() || due || self.pending.len() >= EVENTS_PER_WRITE {
             return self.drain().await;

@@ -2,11 +2,13 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Sink, SinkError, TurnRef, TurnSink};
+use super::{PendingEvents, Sink, SinkError, TurnRef, TurnSink};
 use crate::protocol::AgentEvent;
 
 /// Tries per event, the first included.
@@ -19,19 +21,30 @@ pub const EMIT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const EMIT_DRAIN: Duration = Duration::from_secs(10);
 /// The header that carries the API key.
 pub const API_KEY_HEADER: &str = "x-api-key";
+/// How long a text (or thinking) delta waits for the next ones before it is sent, by default:
+/// the deltas of that time go out as one event.
+pub const EMIT_TEXT_WINDOW: Duration = Duration::from_millis(100);
+/// Merged deltas stop growing at this many bytes.
+pub const EMIT_TEXT_BYTES: usize = 4096;
 
 /// Sends every event of a turn to `POST {url}/api/emit` with the API key in `x-api-key`; the
 /// body is `{"conversationId":..,"turnId":..,"event":{..}}`.
 ///
 /// Events go out in order from a task of the turn's own, so a slow or dead endpoint never holds
-/// the turn up and never fails it. Each event is tried [`EMIT_ATTEMPTS`] times; once one has
-/// failed every try, the endpoint is taken as down for the rest of the turn and only the
-/// terminal is still tried. Closing waits at most [`EMIT_DRAIN`] for what is queued.
+/// the turn up and never fails it. Deltas are batched: consecutive text (or thinking) deltas
+/// that come within the text window ([`EMIT_TEXT_WINDOW`] unless
+/// [`with_text_window`](Self::with_text_window) says otherwise), or while an earlier event is
+/// being sent, go as one event, so a streamed answer costs a few requests, not one per token.
+/// No other event waits, and none is reordered. Each event is tried [`EMIT_ATTEMPTS`] times;
+/// once one has failed every try, the endpoint is taken as down for the rest of the turn and
+/// only the terminal is still tried. Closing sends what is held at once and waits at most
+/// [`EMIT_DRAIN`] for what is queued.
 #[derive(Debug, Clone)]
 pub struct HttpEmitSink {
     client: reqwest::Client,
     endpoint: String,
     api_key: String,
+    text_window: Duration,
 }
 
 impl HttpEmitSink {
@@ -55,7 +68,16 @@ impl HttpEmitSink {
             client,
             endpoint: format!("{base}/api/emit"),
             api_key,
+            text_window: EMIT_TEXT_WINDOW,
         })
+    }
+
+    /// How long a delta waits for the next ones before it is sent; zero sends each delta that
+    /// finds nothing queued behind it at once.
+    #[must_use]
+    pub fn with_text_window(mut self, window: Duration) -> Self {
+        self.text_window = window;
+        self
     }
 }
 
@@ -104,9 +126,57 @@ impl TurnSink for HttpTurn {
     }
 }
 
-async fn deliver(sink: HttpEmitSink, turn: TurnRef, mut rx: mpsc::UnboundedReceiver<AgentEvent>) {
+/// The turn's events, as they are to be sent: what came while the last one was being sent is
+/// merged, and a delta alone waits up to the text window for the ones after it.
+#[derive(Debug)]
+struct Outbox {
+    rx: mpsc::UnboundedReceiver<AgentEvent>,
+    pending: PendingEvents,
+    /// Whether the turn may still send events.
+    open: bool,
+    window: Duration,
+}
+
+impl Outbox {
+    /// The next event to send; `None` once the turn has closed and everything went.
+    async fn next(&mut self) -> Option<AgentEvent> {
+        if self.pending.is_empty() && self.open {
+            match self.rx.recv().await {
+                Some(event) => self.pending.push(event),
+                None => self.open = false,
+            }
+        }
+        while let Ok(event) = self.rx.try_recv() {
+            self.pending.push(event);
+        }
+        if self.open && self.pending.len() == 1 && self.pending.ends_in_delta() {
+            let until = Instant::now() + self.window;
+            // More deltas merge into it (the length stays 1) until the window ends, another
+            // kind of event comes, or the turn closes.
+            while self.pending.len() == 1 {
+                match tokio::time::timeout_at(until, self.rx.recv()).await {
+                    Ok(Some(event)) => self.pending.push(event),
+                    Ok(None) => self.open = false,
+                    Err(_) => {}
+                }
+                if !self.open || Instant::now() >= until {
+                    break;
+                }
+            }
+        }
+        self.pending.pop_front()
+    }
+}
+
+async fn deliver(sink: HttpEmitSink, turn: TurnRef, rx: mpsc::UnboundedReceiver<AgentEvent>) {
+    let mut outbox = Outbox {
+        rx,
+        pending: PendingEvents::new(EMIT_TEXT_BYTES),
+        open: true,
+        window: sink.text_window,
+    };
     let mut down = false;
-    while let Some(event) = rx.recv().await {
+    while let Some(event) = outbox.next().await {
         if down && !event.is_terminal() {
             continue;
         }

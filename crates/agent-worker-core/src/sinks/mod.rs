@@ -6,9 +6,14 @@
 //! the turn.
 
 mod http;
+mod pending;
 mod stdout;
 
-pub use http::{API_KEY_HEADER, EMIT_ATTEMPTS, EMIT_DRAIN, EMIT_RETRY_DELAY, EMIT_TIMEOUT, HttpEmitSink};
+pub use http::{
+    API_KEY_HEADER, EMIT_ATTEMPTS, EMIT_DRAIN, EMIT_RETRY_DELAY, EMIT_TEXT_BYTES, EMIT_TEXT_WINDOW,
+    EMIT_TIMEOUT, HttpEmitSink,
+};
+pub use pending::PendingEvents;
 pub use stdout::StdoutSink;
 
 use std::fmt;
