@@ -881,3 +881,91 @@ fn sam_build_packages_the_configuration_layer_where_the_function_reads_it() {
     let config = serde_yaml::to_string(&variables["AGENT_WORKER_CONFIG"]).unwrap();
     assert!(config.contains("/opt/config/agent-worker.yaml"), "{config}");
 }
+
+/// The metric names the worker writes (`hosts::metrics`; `tests/metrics.rs` reads each back).
+const WRITTEN_METRICS: [&str; 16] = [
+    "Turns",
+    "TurnDuration",
+    "TimeToFirstToken",
+    "QueueDelay",
+    "ModelCalls",
+    "ModelRetries",
+    "ModelThrottles",
+    "InputTokens",
+    "OutputTokens",
+    "CacheReadTokens",
+    "CacheWriteTokens",
+    "ToolCalls",
+    "ToolDuration",
+    "ApprovalsRequested",
+    "ApprovalsRedeemed",
+    "Compactions",
+];
+
+#[test]
+fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
+    let template = template();
+    let resources = &template["Resources"];
+    let env = &resources["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"];
+    assert!(env.get("POWERTOOLS_METRICS_NAMESPACE").is_some());
+    assert!(env.get("POWERTOOLS_SERVICE_NAME").is_some());
+
+    // The body, with every ${...} of its !Sub filled in, is JSON.
+    let Value::Tagged(sub) = &resources["AgentWorkerDashboard"]["Properties"]["DashboardBody"] else {
+        panic!("the dashboard body is a !Sub");
+    };
+    let mut body = sub.value[0].as_str().unwrap().to_owned();
+    while let Some(start) = body.find("${") {
+        let end = start + body[start..].find('}').unwrap();
+        let name = body[start + 2..end].to_owned();
+        body.replace_range(start..=end, if name == "Ns" { "NS" } else { "x" });
+    }
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let widgets = body["widgets"].as_array().unwrap();
+    assert!(widgets.len() >= 9, "{widgets:?}");
+    let mut read = Vec::new();
+    for widget in widgets {
+        for metric in widget["properties"]["metrics"].as_array().unwrap() {
+            let parts = metric.as_array().unwrap();
+            match parts[0].as_str() {
+                Some("NS") => read.push(parts[1].as_str().unwrap().to_owned()),
+                Some(_) => {}
+                None => {
+                    let expression = parts[0]["expression"].as_str().unwrap();
+                    let name = expression.split("MetricName=\"").nth(1).unwrap();
+                    read.push(name.split('"').next().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    for alarm in [
+        "TurnErrorRateAlarm",
+        "ModelThrottleRateAlarm",
+        "FirstTokenLatencyAlarm",
+    ] {
+        let properties = &resources[alarm]["Properties"];
+        if let Some(name) = properties["MetricName"].as_str() {
+            read.push(name.to_owned());
+        }
+        for metric in properties["Metrics"].as_sequence().into_iter().flatten() {
+            if let Some(name) = metric["MetricStat"]["Metric"]["MetricName"].as_str() {
+                read.push(name.to_owned());
+            }
+        }
+    }
+    for name in &read {
+        assert!(WRITTEN_METRICS.contains(&name.as_str()), "{name} is not written");
+    }
+    for name in [
+        "Turns",
+        "TimeToFirstToken",
+        "InputTokens",
+        "ModelThrottles",
+        "ToolCalls",
+    ] {
+        assert!(
+            read.iter().any(|r| r == name),
+            "the dashboard or an alarm shows {name}"
+        );
+    }
+}

@@ -7,6 +7,7 @@
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
 //!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
 //!   tools, policy and persona; [`jobs`]: the events that settle jobs, reported by the product.
+//! - [`metrics`]: each turn's metrics in CloudWatch's embedded metric format.
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
@@ -16,6 +17,7 @@
 pub mod config;
 pub mod headers;
 pub mod jobs;
+pub mod metrics;
 mod payload;
 pub mod redrive;
 #[cfg(feature = "lambda")]

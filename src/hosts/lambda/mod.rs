@@ -42,6 +42,11 @@ use futures_util::StreamExt as _;
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
+mod disposition;
+
+pub use disposition::{Disposition, disposition};
+
+use super::metrics::{Metrics, TurnMeter, TurnOutcome};
 use super::payload::AgentTurnPayload;
 pub use super::redrive::{RedriveBackoff, Requeue};
 use crate::engine::StoreControl;
@@ -62,53 +67,6 @@ const LONGEST_INVOCATION: Duration = Duration::from_secs(16 * 60);
 pub(crate) fn usable_deadline(deadline: SystemTime, now: SystemTime) -> Option<SystemTime> {
     let left = deadline.duration_since(now).ok()?;
     (!left.is_zero() && left <= LONGEST_INVOCATION).then_some(deadline)
-}
-
-/// What the queue should do with one record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Disposition {
-    /// Delete it: the turn ran, ran before, or cannot be helped by running again.
-    Acknowledge(String),
-    /// Report it in `batchItemFailures`: it comes back soon (after its [`RedriveBackoff`] when
-    /// the handler has a [`Requeue`]), and after `maxReceiveCount` goes to the DLQ. The reason is
-    /// logged.
-    Redrive(String),
-    /// Report it in `batchItemFailures` and leave its visibility to the queue: the turn is
-    /// running on another worker, which is to be given its time.
-    Defer(String),
-}
-
-impl Disposition {
-    /// Whether the record is reported as a failure.
-    pub fn is_redrive(&self) -> bool {
-        matches!(self, Self::Redrive(_) | Self::Defer(_))
-    }
-}
-
-/// What the queue should do, given how a turn ended (`None`: it ended without a terminal).
-pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
-    match terminal {
-        Some(AgentEvent::Completed { .. }) => Disposition::Acknowledge("completed".into()),
-        Some(AgentEvent::Failed { details, code, .. }) => match code.as_deref() {
-            Some(codes::DUPLICATE_TURN) => {
-                Disposition::Acknowledge("a duplicate delivery; nothing ran".into())
-            }
-            Some(codes::TURN_IN_PROGRESS) => Disposition::Defer(details.clone()),
-            // What cannot run now, and what can never run: the queue keeps it, and its redrive
-            // policy moves it to the dead-letter queue, where an operator sees it.
-            Some(
-                codes::STORE_FAILED
-                | codes::INTERNAL
-                | codes::INVALID_PROMPT
-                | codes::MODEL_REJECTED
-                | codes::FAILED_BEFORE
-                | codes::NOT_OWNER,
-            )
-            | None => Disposition::Redrive(details.clone()),
-            Some(other) => Disposition::Acknowledge(format!("failed ({other}), and the client was told")),
-        },
-        Some(_) | None => Disposition::Redrive("the turn ended without a terminal event".into()),
-    }
 }
 
 /// A batch the handler cannot answer record by record.
@@ -132,6 +90,7 @@ pub struct TurnHandler {
     min_turn_time: Duration,
     requeue: Option<Arc<Requeue>>,
     control: Option<StoreControl>,
+    metrics: Option<Metrics>,
 }
 
 impl fmt::Debug for TurnHandler {
@@ -141,6 +100,7 @@ impl fmt::Debug for TurnHandler {
             .field("store_margin", &self.store_margin)
             .field("min_turn_time", &self.min_turn_time)
             .field("requeue", &self.requeue)
+            .field("metrics", &self.metrics)
             .finish_non_exhaustive()
     }
 }
@@ -156,12 +116,16 @@ impl TurnHandler {
         Self::from_shared(Arc::new(agent), sinks)
     }
 
-    /// The handler for `agent` and `sinks` with `settings`' store margin and least turn time. A
-    /// binary that reads a queue adds its [`Requeue`].
+    /// The handler for `agent` and `sinks` with `settings`' store margin, least turn time and
+    /// metrics (written to standard output). A binary that reads a queue adds its [`Requeue`].
     pub fn from_settings(agent: Arc<dyn Agent>, sinks: Sinks, settings: &super::WorkerSettings) -> Self {
-        Self::from_shared(agent, sinks)
+        let handler = Self::from_shared(agent, sinks)
             .store_margin(settings.store_margin)
-            .min_turn_time(settings.min_turn_time)
+            .min_turn_time(settings.min_turn_time);
+        match &settings.metrics {
+            Some(config) => handler.metrics(Metrics::stdout(config.clone())),
+            None => handler,
+        }
     }
 
     /// A handler running turns on an agent already shared.
@@ -173,7 +137,15 @@ impl TurnHandler {
             min_turn_time: DEFAULT_MIN_TURN_TIME,
             requeue: None,
             control: None,
+            metrics: None,
         }
+    }
+
+    /// Writes each turn's metrics ([`Metrics`]): every record of a batch, every turn run.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Delivers the commands payloads carry (`command`) to their conversations' running turns
@@ -286,16 +258,26 @@ impl TurnHandler {
 
     async fn run_record(&self, record: &SqsMessage, decoded: &Decoded, start: &StartRule) -> Disposition {
         let message_id = record.message_id.as_deref().unwrap_or("<none>");
+        let sent = sent_at(record);
         match decoded {
             Decoded::Malformed(why) => {
                 tracing::error!(message_id, error = %why, "the record's body is not a turn");
+                self.unrun(None, message_id, sent, "malformed_body");
                 Disposition::Redrive(why.clone())
             }
             Decoded::Turn(turn) => {
                 let span = tracing::info_span!("record", message_id, turn_id = %turn.turn_id, session = %turn.conversation_id);
                 let outcome = match start.refuses(SystemTime::now()) {
-                    Some(why) => Disposition::Redrive(why),
-                    None => self.run_turn(turn, start.deadline).instrument(span.clone()).await,
+                    Some(why) => {
+                        self.unrun(Some(&turn.turn_id), message_id, sent, "not_started");
+                        Disposition::Redrive(why)
+                    }
+                    None => {
+                        self.run_metered(turn, start.deadline, sent, Some(message_id))
+                            .instrument(span.clone())
+                            .await
+                            .disposition
+                    }
                 };
                 let _entered = span.enter();
                 match &outcome {
@@ -328,6 +310,53 @@ impl TurnHandler {
     /// Runs one turn, streaming its events to the sinks; returns its terminal and what a queue
     /// should do with it.
     pub async fn run_turn_to_end(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> TurnRun {
+        self.run_metered(turn, deadline, None, None).await
+    }
+
+    /// Writes the metrics of a record that ran no turn: it goes back to the queue, `why`.
+    fn unrun(&self, turn_id: Option<&str>, message_id: &str, sent: Option<SystemTime>, why: &str) {
+        if let Some(metrics) = &self.metrics {
+            let meter = metrics.start(sent, turn_id, Some(message_id));
+            metrics.finish(meter, TurnOutcome::Redriven, Some(why));
+        }
+    }
+
+    /// [`run_turn_to_end`](Self::run_turn_to_end), measured when the handler has metrics: the
+    /// message was sent at `sent` as `message_id` (when a queue says).
+    async fn run_metered(
+        &self,
+        turn: &AgentTurnPayload,
+        deadline: Option<SystemTime>,
+        sent: Option<SystemTime>,
+        message_id: Option<&str>,
+    ) -> TurnRun {
+        let Some(metrics) = &self.metrics else {
+            return self.run_observed(turn, deadline, None).await;
+        };
+        let mut meter = metrics.start(sent, Some(&turn.turn_id), message_id);
+        if turn.approval.is_some() {
+            meter.approval_redeemed();
+        }
+        let run = self.run_observed(turn, deadline, Some(&mut meter)).await;
+        if !run.command {
+            let outcome = TurnOutcome::of(run.terminal.as_ref(), run.disposition.is_redrive());
+            let code = match &run.terminal {
+                Some(AgentEvent::Failed { code, .. }) => code.as_deref(),
+                Some(_) => None,
+                None => Some("no_terminal"),
+            };
+            metrics.finish(meter, outcome, code);
+        }
+        run
+    }
+
+    /// Runs one turn, each event shown to `meter` as well as to the sinks.
+    async fn run_observed(
+        &self,
+        turn: &AgentTurnPayload,
+        deadline: Option<SystemTime>,
+        mut meter: Option<&mut TurnMeter>,
+    ) -> TurnRun {
         if let Some(command) = turn.session_command()
             && let Some(handled) = self.deliver(turn, command).await
         {
@@ -341,6 +370,9 @@ impl TurnHandler {
         let Some(first) = events.next().await else {
             return TurnRun::ended(None);
         };
+        if let Some(meter) = meter.as_deref_mut() {
+            meter.observe(&first);
+        }
         // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
         // what the run it repeats wrote.
         if let AgentEvent::Failed { code: Some(code), .. } = &first
@@ -371,6 +403,9 @@ impl TurnHandler {
                     Err(_) => sinks.flush().await,
                 }
             };
+            if let (Some(meter), Some(event)) = (meter.as_deref_mut(), &next) {
+                meter.observe(event);
+            }
         }
         sinks.close().await;
         TurnRun::ended(terminal)
@@ -407,6 +442,8 @@ pub struct TurnRun {
     pub terminal: Option<AgentEvent>,
     /// What a queue should do with its message.
     pub disposition: Disposition,
+    /// Whether the message was a command for a running turn, which ran no turn of its own.
+    pub command: bool,
 }
 
 impl TurnRun {
@@ -414,6 +451,7 @@ impl TurnRun {
         Self {
             disposition: disposition(terminal.as_ref()),
             terminal,
+            command: false,
         }
     }
 
@@ -422,6 +460,7 @@ impl TurnRun {
         Self {
             terminal: None,
             disposition,
+            command: true,
         }
     }
 }
@@ -454,6 +493,12 @@ impl TurnHandler {
             )))),
         }
     }
+}
+
+/// When the queue says `record` was sent (SQS's `SentTimestamp`, epoch milliseconds).
+fn sent_at(record: &SqsMessage) -> Option<SystemTime> {
+    let millis: u64 = record.attributes.get("SentTimestamp")?.parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
 }
 
 fn decode(record: &SqsMessage) -> Decoded {
@@ -504,37 +549,6 @@ pub async fn run(handler: TurnHandler) -> Result<(), lambda_runtime::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_terminal_maps_to_what_the_queue_should_do() {
-        let failed = |code: &str, retryable| AgentEvent::failed("why", retryable, Some(code));
-        let redrives = |e: &AgentEvent| disposition(Some(e)).is_redrive();
-        assert!(!redrives(&AgentEvent::completed()));
-        assert!(!redrives(&AgentEvent::completed_with(
-            serde_json::json!({"stopReason": "deadline"})
-        )));
-        assert!(!redrives(&failed(codes::MODEL_UNAVAILABLE, true)));
-        assert!(!redrives(&failed(codes::MODEL_STREAM_INTERRUPTED, true)));
-        assert!(!redrives(&failed(codes::DUPLICATE_TURN, false)));
-        assert!(redrives(&failed(codes::STORE_FAILED, true)));
-        assert!(redrives(&failed(codes::TURN_IN_PROGRESS, true)));
-        assert!(matches!(
-            disposition(Some(&failed(codes::TURN_IN_PROGRESS, true))),
-            Disposition::Defer(_)
-        ));
-        assert!(matches!(
-            disposition(Some(&failed(codes::STORE_FAILED, true))),
-            Disposition::Redrive(_)
-        ));
-        assert!(redrives(&failed(codes::INVALID_PROMPT, false)));
-        assert!(redrives(&failed(codes::MODEL_REJECTED, false)));
-        assert!(redrives(&failed(codes::FAILED_BEFORE, false)));
-        assert!(redrives(&failed(codes::NOT_OWNER, false)));
-        assert!(!redrives(&failed(codes::CONVERSATION_DELETED, false)));
-        assert!(redrives(&failed(codes::INTERNAL, false)));
-        assert!(redrives(&AgentEvent::failed("no code", false, None)));
-        assert!(disposition(None).is_redrive());
-    }
 
     #[test]
     fn a_deadline_that_cannot_be_real_is_none() {

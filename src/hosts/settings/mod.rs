@@ -29,23 +29,20 @@
 //! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
 //! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000, or half the batch's window when shorter); with less it goes back to the queue unclaimed |
 //! | `REDRIVE_DELAY_MS`, `REDRIVE_MAX_DELAY_MS` | no | how long a redriven record stays hidden: the first delay, doubling with each receive, up to the longest (5000, 900000) |
+//! | `POWERTOOLS_METRICS_NAMESPACE` | no | turns metrics on ([`metrics`](super::metrics)): each turn's figures in CloudWatch's embedded metric format on stdout, in this namespace |
+//! | `POWERTOOLS_SERVICE_NAME` | no | the metrics' `service` dimension (`agent-worker`) |
+//! | `POWERTOOLS_METRICS_DISABLED` | no | `true`: no metrics, the namespace notwithstanding |
+//! | `METRICS_DIMENSIONS` | no | dimensions of your own on every metric besides `service`, `name=value,...` (such as `model=claude,agent=desk`) |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::Configured;
+use super::metrics::{DEFAULT_SERVICE, MetricsConfig};
 use super::redrive::RedriveBackoff;
-use crate::agents::{AgentRuntime, DynamoThreadStore};
-use crate::engine::attachments::FileArea;
-use crate::engine::model::Model;
-use crate::engine::tools::{Tool, examples};
-use crate::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig, ToolClass};
-use crate::protocol::Agent;
-use crate::session::{DynamoConfig, DynamoStore};
-use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
+use crate::engine::tools::examples;
+use crate::engine::{ApprovalSigner, EngineConfig};
 
 /// A value that is missing or cannot be used; `name` is the setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -160,6 +157,8 @@ pub struct WorkerSettings {
     pub min_turn_time: Duration,
     /// `REDRIVE_DELAY_MS` and `REDRIVE_MAX_DELAY_MS`: how long a redriven record stays hidden.
     pub redrive: RedriveBackoff,
+    /// `POWERTOOLS_METRICS_NAMESPACE` and the rest: each turn's metrics, when on.
+    pub metrics: Option<MetricsConfig>,
 }
 
 /// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
@@ -197,45 +196,6 @@ pub struct FilesLocation {
     pub bucket: String,
     /// `FILES_PREFIX`.
     pub prefix: String,
-}
-
-/// Model `id` on `provider` (Bedrock on `client`), prompt caching as `caching` says (or as
-/// the model supports).
-fn model_of(
-    provider: &ModelProvider,
-    client: aws_sdk_bedrockruntime::Client,
-    id: &str,
-    caching: Option<bool>,
-) -> Arc<dyn Model> {
-    match provider {
-        ModelProvider::Bedrock => Arc::new(bedrock_model(client, id, caching)),
-        ModelProvider::Anthropic { api_key, base_url } => {
-            let mut model = crate::models::AnthropicModel::new(api_key.clone(), id);
-            if let Some(url) = base_url {
-                model = model.base_url(url.clone());
-            }
-            if let Some(on) = caching {
-                model = model.with_prompt_caching(on);
-            }
-            Arc::new(model)
-        }
-        ModelProvider::OpenAi { api_key, base_url } => {
-            let model = crate::models::OpenAiModel::new(api_key.clone(), id);
-            Arc::new(match base_url {
-                Some(url) => model.base_url(url.clone()),
-                None => model,
-            })
-        }
-    }
-}
-
-/// Model `id` on `client`, prompt caching as `caching` says (or as the model supports).
-fn bedrock_model(client: aws_sdk_bedrockruntime::Client, id: &str, caching: Option<bool>) -> BedrockModel {
-    let model = BedrockModel::new(client, id);
-    match caching {
-        Some(on) => model.with_prompt_caching(on),
-        None => model,
-    }
 }
 
 /// The key prefix of attached files when `FILES_PREFIX` is not set.
@@ -277,6 +237,31 @@ fn millis(
     parsed(get, name, &mut ms)?;
     *into = Duration::from_millis(ms);
     Ok(())
+}
+
+/// The metrics configuration the Powertools settings give: `None` without a namespace, or when
+/// `POWERTOOLS_METRICS_DISABLED` is true.
+fn metrics_config(get: &impl Fn(&str) -> Option<String>) -> Result<Option<MetricsConfig>, SettingsError> {
+    let mut disabled = false;
+    parsed(get, "POWERTOOLS_METRICS_DISABLED", &mut disabled)?;
+    let namespace = get("POWERTOOLS_METRICS_NAMESPACE").filter(|v| !v.trim().is_empty());
+    let (Some(namespace), false) = (namespace, disabled) else {
+        return Ok(None);
+    };
+    let service = get("POWERTOOLS_SERVICE_NAME")
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_SERVICE.to_owned());
+    let mut config = MetricsConfig::new(namespace, service)
+        .map_err(|e| error("POWERTOOLS_METRICS_NAMESPACE", e.to_string()))?;
+    for pair in list(get("METRICS_DIMENSIONS")) {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Err(error("METRICS_DIMENSIONS", format!("{pair:?} is not name=value")));
+        };
+        config = config
+            .dimension(name.trim(), value.trim())
+            .map_err(|e| error("METRICS_DIMENSIONS", e.to_string()))?;
+    }
+    Ok(Some(config))
 }
 
 impl WorkerSettings {
@@ -420,7 +405,9 @@ impl WorkerSettings {
         millis(&get, "REDRIVE_MAX_DELAY_MS", &mut longest)?;
         let redrive =
             RedriveBackoff::new(first, longest).map_err(|e| error("REDRIVE_DELAY_MS", e.to_string()))?;
+        let metrics = metrics_config(&get)?;
         Ok(Self {
+            metrics,
             min_turn_time,
             redrive,
             store_margin,
@@ -442,171 +429,9 @@ impl WorkerSettings {
             engine,
         })
     }
-
-    /// The session store these settings name.
-    pub fn store(&self, dynamodb: aws_sdk_dynamodb::Client) -> Result<DynamoStore, SettingsError> {
-        let config = DynamoConfig::new(&self.table).map_err(|e| error("TABLE_NAME", e.to_string()))?;
-        Ok(DynamoStore::new(dynamodb, config))
-    }
-
-    /// The agent and sinks these settings describe, on the given clients: the engine, or with
-    /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents. `files` is the
-    /// file area `FILES_BUCKET` names (see [`S3FileArea`](crate::hosts::S3FileArea)); it is
-    /// required when that is set.
-    ///
-    /// `configured` is what the configuration file gives ([`Configured::load`]; the default
-    /// when there is none): its tools join the example tools `TOOLS` names, its system prompt
-    /// stands where `SYSTEM_PROMPT` is not set, and its policy decides each call.
-    pub fn build(
-        &self,
-        bedrock: aws_sdk_bedrockruntime::Client,
-        dynamodb: aws_sdk_dynamodb::Client,
-        files: Option<Arc<dyn FileArea>>,
-        configured: &Configured,
-    ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
-        if (self.files.is_some() || self.files_dir.is_some()) && files.is_none() {
-            return Err(error("FILES_BUCKET", "is set, and no file area was given for it"));
-        }
-        let store = self.store(dynamodb)?;
-        let sinks = self.sinks(&store)?;
-        let agent: Arc<dyn Agent> = match &self.agents_dir {
-            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store, configured)?),
-            None => Arc::new(self.engine(bedrock, store, files, configured)?),
-        };
-        Ok((agent, sinks))
-    }
-
-    /// The conversations API on `store`: the tools these settings run with say whose arguments
-    /// a conversation may show, and `files` (the file area of [`build`](Self::build)) lose a
-    /// deleted conversation's files.
-    pub fn conversations(
-        &self,
-        store: DynamoStore,
-        files: Option<Arc<dyn FileArea>>,
-        configured: &Configured,
-    ) -> crate::conversations::Conversations {
-        let tools = self.tools_with(configured);
-        let mut conversations =
-            crate::conversations::Conversations::new(store).tools(tools.iter().map(|t| t.spec()));
-        if let Some(files) = files {
-            conversations = conversations.file_area(files);
-        }
-        conversations
-    }
-
-    /// The example tools `TOOLS` names.
-    fn example_tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.tools.iter().filter_map(|t| examples::by_name(t)).collect()
-    }
-
-    /// The tools a turn runs with: `configured`'s, and the example tools `TOOLS` adds to them.
-    pub fn tools_with(&self, configured: &Configured) -> Vec<Arc<dyn Tool>> {
-        configured.tools_with(self.example_tools())
-    }
-
-    /// The file area of the files people attach: the S3 one `FILES_BUCKET` names, on the client
-    /// `s3` makes (made only then), or the folder `FILES_DIR` names.
-    #[cfg(feature = "s3")]
-    pub fn file_area(
-        &self,
-        s3: impl FnOnce() -> aws_sdk_s3::Client,
-    ) -> Option<Arc<dyn crate::engine::attachments::FileUploads>> {
-        if let Some(f) = &self.files {
-            return Some(Arc::new(crate::hosts::S3FileArea::new(
-                s3(),
-                &f.bucket,
-                &f.prefix,
-            )));
-        }
-        self.files_dir
-            .as_ref()
-            .map(|dir| Arc::new(crate::engine::attachments::LocalFileArea::new(dir)) as Arc<_>)
-    }
-
-    /// The Standard Agents runtime for `folder`: sessions and their state in the table, the
-    /// example tools registered, every definition checked first.
-    fn agent_runtime(
-        &self,
-        folder: &Path,
-        bedrock: aws_sdk_bedrockruntime::Client,
-        store: DynamoStore,
-        configured: &Configured,
-    ) -> Result<AgentRuntime, SettingsError> {
-        let prompt_caching = self.prompt_caching;
-        let provider = self.provider.clone();
-        let mut builder = AgentRuntime::builder()
-            .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
-            .catalog_dir(folder)
-            .map_err(|e| error("AGENTS_DIR", e.to_string()))?
-            .models(&self.model_id, move |id| {
-                model_of(&provider, bedrock.clone(), id, prompt_caching)
-            })
-            .session_store(store.clone())
-            .thread_store(DynamoThreadStore::new(store))
-            .engine_config(self.engine.clone());
-        if let Some(name) = &self.default_agent {
-            builder = builder.default_agent(name);
-        }
-        builder.build().map_err(|e| error("AGENTS_DIR", e.to_string()))
-    }
-
-    fn engine(
-        &self,
-        bedrock: aws_sdk_bedrockruntime::Client,
-        store: DynamoStore,
-        files: Option<Arc<dyn FileArea>>,
-        configured: &Configured,
-    ) -> Result<Engine, SettingsError> {
-        let builder = Engine::builder()
-            .model(model_of(
-                &self.provider,
-                bedrock,
-                &self.model_id,
-                self.prompt_caching,
-            ))
-            .store(store.clone())
-            .ui_answers(match &self.ui_answers {
-                UiAnswersFrom::Table => Arc::new(store.clone()) as Arc<dyn crate::session::ActionAnswers>,
-                UiAnswersFrom::Realtime { url, api_key } => Arc::new(
-                    crate::engine::ui::RealtimeAnswers::new(url, api_key.clone())
-                        .map_err(|e| error("EMIT_URL", e))?,
-                ),
-            })
-            .config(self.engine.clone());
-        let mut builder = configured.equip(builder, self.example_tools());
-        if let Some(prompt) = self.system_prompt.as_ref().or(configured.system_prompt.as_ref()) {
-            builder = builder.system_prompt(prompt.clone());
-        }
-        if let Some(secret) = &self.approval_secret {
-            let signer = ApprovalSigner::new(secret.as_bytes())
-                .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
-            builder = builder.approvals(store.clone(), signer);
-        }
-        if let Some(area) = files {
-            builder = builder.file_area(area);
-        }
-        let mut policy = configured.policy.clone();
-        if self.attachment_tools {
-            policy = policy.admitting(ToolClass::Attachment);
-        }
-        builder = builder.tool_policy(policy);
-        builder.build().map_err(|e| error("engine", e.to_string()))
-    }
-
-    fn sinks(&self, store: &DynamoStore) -> Result<Sinks, SettingsError> {
-        let mut sinks = Sinks::new();
-        for kind in &self.sinks {
-            sinks = match kind {
-                SinkKind::Stdout => sinks.with(StdoutSink),
-                SinkKind::Dynamo => sinks.with(DynamoEventLog::new(store.clone())),
-                SinkKind::Http { url, api_key } => sinks.with(
-                    HttpEmitSink::new(url, api_key.clone()).map_err(|e| error("EMIT_URL", e.to_string()))?,
-                ),
-            };
-        }
-        Ok(sinks)
-    }
 }
+
+mod build;
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 use super::*;
 
 use std::collections::HashMap;
+use std::path::Path;
 
 fn settings(pairs: &[(&str, &str)]) -> Result<WorkerSettings, SettingsError> {
     let map: HashMap<String, String> = pairs
@@ -192,5 +193,55 @@ fn overrides_apply_and_bad_values_are_named() {
             .unwrap_err()
             .to_string()
             .contains("temperature must be between 0 and 1")
+    );
+}
+
+#[test]
+fn metrics_are_on_with_a_namespace_as_powertools_reads_it() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m1")];
+    assert_eq!(settings(&base).unwrap().metrics, None);
+    let with = |more: &[(&'static str, &'static str)]| {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(more);
+        settings(&pairs)
+    };
+    let on = with(&[("POWERTOOLS_METRICS_NAMESPACE", "Agents")]).unwrap();
+    let expected = MetricsConfig::new("Agents", DEFAULT_SERVICE).unwrap();
+    assert_eq!(on.metrics, Some(expected));
+    let named = with(&[
+        ("POWERTOOLS_METRICS_NAMESPACE", "Agents"),
+        ("POWERTOOLS_SERVICE_NAME", "desk"),
+        ("METRICS_DIMENSIONS", "model=m1, agent=helper"),
+    ])
+    .unwrap();
+    let expected = MetricsConfig::new("Agents", "desk")
+        .unwrap()
+        .dimension("model", "m1")
+        .and_then(|c| c.dimension("agent", "helper"))
+        .unwrap();
+    assert_eq!(named.metrics, Some(expected));
+    let off = with(&[
+        ("POWERTOOLS_METRICS_NAMESPACE", "Agents"),
+        ("POWERTOOLS_METRICS_DISABLED", "true"),
+    ])
+    .unwrap();
+    assert_eq!(off.metrics, None);
+    let bad = with(&[
+        ("POWERTOOLS_METRICS_NAMESPACE", "Agents"),
+        ("METRICS_DIMENSIONS", "agent"),
+    ]);
+    assert_eq!(
+        bad.unwrap_err().to_string(),
+        "METRICS_DIMENSIONS: \"agent\" is not name=value"
+    );
+    let reserved = with(&[
+        ("POWERTOOLS_METRICS_NAMESPACE", "Agents"),
+        ("METRICS_DIMENSIONS", "outcome=x"),
+    ]);
+    assert!(
+        reserved
+            .unwrap_err()
+            .to_string()
+            .starts_with("METRICS_DIMENSIONS: metrics: the dimension \"outcome\"")
     );
 }

@@ -57,6 +57,7 @@ pub use policy::{StepContext, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};
+pub use turn::is_throttled_retry;
 pub(crate) use turn_stream::{Emitter, turn_stream};
 
 use std::fmt;

@@ -336,6 +336,18 @@ impl ToolOutcome {
     }
 }
 
+/// What the error of a call stopped at its timeout says after the tool's name.
+const TIMED_OUT: &str = "did not finish within";
+
+/// Whether a `tool_ended` event's `content` is that of a call stopped at its timeout (for
+/// metrics).
+pub fn is_timeout_result(content: &Value) -> bool {
+    content
+        .get("error")
+        .and_then(Value::as_str)
+        .is_some_and(|error| error.starts_with("the tool ") && error.contains(TIMED_OUT))
+}
+
 /// A tool set that cannot be built; the message names the tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolsetError {
@@ -501,7 +513,7 @@ impl Toolset {
                 ToolOutcome::error(format!("the tool {name} crashed: {why}"))
             }
             Err(_) => ToolOutcome::error(format!(
-                "the tool {name} did not finish within {} ms and was stopped",
+                "the tool {name} {TIMED_OUT} {} ms and was stopped",
                 timeout.as_millis()
             )),
         }

@@ -13,6 +13,8 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use rounds::is_throttled_retry;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 

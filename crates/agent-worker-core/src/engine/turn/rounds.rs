@@ -352,13 +352,21 @@ pub(super) fn for_client(error: &ModelError) -> String {
 pub(super) fn retry_reason(error: &ModelError) -> String {
     use crate::engine::model::ModelErrorKind as K;
     let what = match error.kind {
-        K::Throttled => "The model is busy (throttled)",
+        K::Throttled => THROTTLED_RETRY,
         K::NotReady => "The model is starting up",
         K::Timeout => "The model took too long to answer",
         K::StreamInterrupted => "The model's answer was interrupted",
         _ => "The model is unavailable",
     };
     format!("{what}; trying again shortly. ({})", for_client(error))
+}
+
+/// How a `retrying` event's reason begins when the model throttled the call.
+const THROTTLED_RETRY: &str = "The model is busy (throttled)";
+
+/// Whether a `retrying` event's `reason` says the model throttled the call (for metrics).
+pub fn is_throttled_retry(reason: &str) -> bool {
+    reason.starts_with(THROTTLED_RETRY)
 }
 
 type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
