@@ -18,7 +18,7 @@ use agent_worker_testkit::{BedrockStandIn, Fallback, moto};
 use serde_json::{Value, json};
 
 use crate::inprocess::percentile;
-use crate::process::status_kib;
+use crate::process::{cpu_ms, status_kib};
 
 /// Sessions that run side by side.
 const SESSIONS: usize = 48;
@@ -250,23 +250,6 @@ async fn follow(
         window_start = now;
     }
     windows
-}
-
-/// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
-fn cpu_ms(pid: u32) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = fields.get(11)?.parse().ok()?;
-            let stime: f64 = fields.get(12)?.parse().ok()?;
-            Some((utime + stime) * 1000.0 / ticks)
-        })
-        .unwrap_or(0.0)
 }
 
 /// Checks the table: every turn stored once, none lost. Returns the JSON figures.

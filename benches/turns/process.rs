@@ -137,6 +137,23 @@ fn peak_rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmHWM")
 }
 
+/// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
+pub fn cpu_ms(pid: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) * 1000.0 / ticks)
+        })
+        .unwrap_or(0.0)
+}
+
 /// A memory figure of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...), in KiB; 0 once it is gone.
 pub fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -156,8 +173,9 @@ const INVOCATIONS: usize = 300;
 
 /// The Lambda function (`bootstrap`) under a Runtime API stand-in, on moto's DynamoDB: process
 /// start to its first invocation's answer, peak memory after one invocation and after many,
-/// and the wall time of a warm invocation of one turn.
-async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
+/// and the wall time and CPU of a warm invocation of one turn; with each turn's metrics written
+/// (EMF, `POWERTOOLS_METRICS_NAMESPACE`) when `metrics`.
+async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
     let table = crate::fresh_table("bench-fn").await;
     let mut api = LambdaRuntimeApi::start().await.expect("the Runtime API stand-in");
     let event = |i: usize| {
@@ -177,6 +195,7 @@ async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
     let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
         .env_clear()
         .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
+        .envs(metrics.then_some(("POWERTOOLS_METRICS_NAMESPACE", "Bench")))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -190,6 +209,7 @@ async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
         ("req-0/response", &json!({"batchItemFailures": []}))
     );
     let rss_one = peak_rss_kib(pid);
+    let cpu_before = cpu_ms(pid);
     let mut walls = Vec::with_capacity(INVOCATIONS);
     for i in 1..=INVOCATIONS {
         bedrock.push(Reply::text("The answer is forty-two."));
@@ -199,16 +219,19 @@ async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
         walls.push(sent.elapsed());
         assert_eq!(answer, json!({"batchItemFailures": []}));
     }
+    let cpu = (cpu_ms(pid) - cpu_before) / INVOCATIONS as f64;
     let rss_many = peak_rss_kib(pid);
     let (anon, file) = (status_kib(pid, "RssAnon"), status_kib(pid, "RssFile"));
     let _ = function.kill().await;
     walls.sort();
     let p50 = walls[walls.len() / 2];
     println!(
-        "Lambda function: process start to the first answer {:.1} ms; a warm invocation of one turn (DynamoDB on moto) p50 {:.2} ms; \
+        "Lambda function{}: process start to the first answer {:.1} ms; a warm invocation of one turn (DynamoDB on moto) p50 {:.2} ms, CPU {:.3} ms; \
          peak RSS {:.1} MiB after one invocation, {:.1} MiB after {} (now {:.1} MiB heap and stacks, {:.1} MiB of the binary and libraries)",
+        if metrics { " with metrics" } else { "" },
         ms(cold),
         ms(p50),
+        cpu,
         rss_one as f64 / 1024.0,
         rss_many as f64 / 1024.0,
         INVOCATIONS + 1,
@@ -218,6 +241,8 @@ async fn lambda_function(bedrock: &BedrockStandIn) -> Value {
     json!({
         "coldStartToFirstAnswerMs": ms(cold),
         "warmInvocationP50Ms": ms(p50),
+        "warmInvocationCpuMs": cpu,
+        "metrics": metrics,
         "peakRssMiBAfterOne": rss_one as f64 / 1024.0,
         "peakRssMiBAfterMany": rss_many as f64 / 1024.0,
         "rssAnonMiB": anon as f64 / 1024.0,
@@ -331,9 +356,11 @@ pub async fn run() -> Value {
     let StandIn::Bedrock(bedrock) = &stand_in else {
         unreachable!("started as Bedrock's")
     };
-    let function = lambda_function(bedrock).await;
+    let function = lambda_function(bedrock, false).await;
+    let with_metrics = lambda_function(bedrock, true).await;
     json!({
         "lambdaFunction": function,
+        "lambdaFunctionWithMetrics": with_metrics,
         "coldStartMs": ms(cold_p50),
         "singleTurnProcess": {
             "wallMs": ms(single.wall),
