@@ -100,11 +100,6 @@ impl MetricsConfig {
         self.dimensions.push((name, value));
         Ok(self)
     }
-
-    /// The CloudWatch namespace.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
 }
 
 /// Where the lines go: the process's standard output (the function's log) by default.

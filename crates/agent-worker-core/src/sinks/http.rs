@@ -156,11 +156,11 @@ impl Outbox {
             while self.pending.len() == 1 {
                 match tokio::time::timeout_at(until, self.rx.recv()).await {
                     Ok(Some(event)) => self.pending.push(event),
-                    Ok(None) => self.open = false,
-                    Err(_) => {}
-                }
-                if !self.open || Instant::now() >= until {
-                    break;
+                    Ok(None) => {
+                        self.open = false;
+                        break;
+                    }
+                    Err(_) => break,
                 }
             }
         }
