@@ -11,10 +11,11 @@ use std::time::{Duration, SystemTime};
 
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
-use agent_worker::hosts::metrics::{Metrics, MetricsConfig, MetricsOut};
+use agent_worker::hosts::metrics::{Metrics, MetricsConfig, MetricsOut, counted};
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{Sink, SinkError, Sinks, TurnRef, TurnSink};
+use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::{Value, json};
@@ -57,18 +58,24 @@ struct World {
     store: DynamoStore,
     lines: Arc<Caught>,
     events: Recorder,
+    /// Counts the store's requests on its own, as the bench does.
+    meter: Meter,
 }
 
 impl World {
     async fn new() -> Self {
         let table = format!("sessions-{}", uuid::Uuid::new_v4().simple());
-        let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+        let meter = Meter::default();
+        let client = counted(&meter.client(&moto().dynamodb()));
+        let store = DynamoStore::new(client, DynamoConfig::new(&table).unwrap());
         store.create_table().await.unwrap();
+        meter.take();
         Self {
             bedrock: BedrockStandIn::start().await.unwrap(),
             store,
             lines: Arc::default(),
             events: Recorder::default(),
+            meter,
         }
     }
 
@@ -254,7 +261,12 @@ async fn a_completed_turn_with_a_throttle_and_a_tool_call_writes_every_figure() 
     let mut expected: Vec<&str> = TURN_FIGURES
         .iter()
         .copied()
-        .chain(["TurnDuration", "TimeToFirstToken", "QueueDelay"])
+        .chain([
+            "TurnDuration",
+            "TimeToFirstToken",
+            "QueueDelay",
+            "DynamoDBRequests",
+        ])
         .collect();
     expected.sort_unstable();
     assert_eq!(names, expected);
@@ -292,9 +304,14 @@ async fn a_completed_turn_with_a_throttle_and_a_tool_call_writes_every_figure() 
         ("ApprovalsRequested", 0),
         ("ApprovalsRedeemed", 0),
         ("Compactions", 0),
+        ("DynamoDBRequests", world.meter.take().requests),
     ] {
         assert_eq!(count(&metrics, name), want, "{name}");
     }
+    assert!(
+        count(&metrics, "DynamoDBRequests") >= 2,
+        "a claim and a commit at least"
+    );
     let duration = millis(&metrics, "TurnDuration");
     let first = millis(&metrics, "TimeToFirstToken");
     assert!(0.0 < first && first <= duration, "{first} {duration}");

@@ -883,7 +883,7 @@ fn sam_build_packages_the_configuration_layer_where_the_function_reads_it() {
 }
 
 /// The metric names the worker writes (`hosts::metrics`; `tests/metrics.rs` reads each back).
-const WRITTEN_METRICS: [&str; 16] = [
+const WRITTEN_METRICS: [&str; 17] = [
     "Turns",
     "TurnDuration",
     "TimeToFirstToken",
@@ -900,6 +900,7 @@ const WRITTEN_METRICS: [&str; 16] = [
     "ApprovalsRequested",
     "ApprovalsRedeemed",
     "Compactions",
+    "DynamoDBRequests",
 ];
 
 #[test]
@@ -909,6 +910,11 @@ fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
     let env = &resources["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"];
     assert!(env.get("POWERTOOLS_METRICS_NAMESPACE").is_some());
     assert!(env.get("POWERTOOLS_SERVICE_NAME").is_some());
+    assert!(env.get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some());
+    assert!(
+        env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            .is_some()
+    );
 
     // The body, with every ${...} of its !Sub filled in, is JSON.
     let Value::Tagged(sub) = &resources["AgentWorkerDashboard"]["Properties"]["DashboardBody"] else {
@@ -925,11 +931,21 @@ fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
     assert!(widgets.len() >= 9, "{widgets:?}");
     let mut read = Vec::new();
     for widget in widgets {
+        // A row whose namespace is "." (or "...") has the row before's.
+        let mut namespace = String::new();
         for metric in widget["properties"]["metrics"].as_array().unwrap() {
             let parts = metric.as_array().unwrap();
             match parts[0].as_str() {
-                Some("NS") => read.push(parts[1].as_str().unwrap().to_owned()),
-                Some(_) => {}
+                Some(ns) => {
+                    if !ns.starts_with('.') {
+                        namespace = ns.to_owned();
+                    }
+                    if namespace == "NS"
+                        && let Some(name) = parts.get(1).and_then(|p| p.as_str()).filter(|p| *p != ".")
+                    {
+                        read.push(name.to_owned());
+                    }
+                }
                 None => {
                     let expression = parts[0]["expression"].as_str().unwrap();
                     let name = expression.split("MetricName=\"").nth(1).unwrap();
@@ -962,6 +978,7 @@ fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
         "InputTokens",
         "ModelThrottles",
         "ToolCalls",
+        "DynamoDBRequests",
     ] {
         assert!(
             read.iter().any(|r| r == name),

@@ -68,7 +68,8 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     )?;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");
     let requeue = Requeue::from_config(aws.clone(), settings.redrive);
-    Ok(TurnHandler::from_settings(agent, sinks, &settings)
-        .requeue(requeue)
-        .control(control))
+    let handler = TurnHandler::from_settings(agent, sinks, &settings);
+    #[cfg(feature = "otlp")]
+    let handler = handler.traced_tools(&settings.tools_with(&configured));
+    Ok(handler.requeue(requeue).control(control))
 }

@@ -8,6 +8,8 @@
 //!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
 //!   tools, policy and persona; [`jobs`]: the events that settle jobs, reported by the product.
 //! - [`metrics`]: each turn's metrics in CloudWatch's embedded metric format.
+//! - [`traces`]: each turn's spans in OpenTelemetry's GenAI conventions, over OTLP (feature
+//!   `otlp`).
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
@@ -40,6 +42,8 @@ pub mod lambda;
 pub mod mcp;
 #[cfg(feature = "lambda")]
 pub mod sqs_poller;
+#[cfg(feature = "otlp")]
+pub mod traces;
 
 /// What an AWS call's failure says, short: the service's code and message when it answered
 /// (the raw response left out), else the whole chain of causes.

@@ -1,5 +1,5 @@
 //! agent-worker's test kit: the Bedrock stand-in, the model providers' stand-in (Anthropic, OpenAI-compatible), moto's server, the fault proxy, the desk
-//! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, the session
+//! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, an OTLP receiver, the session
 //! audit, and real files (a PDF).
 //!
 //! A dev-dependency of the workspace's tests and benches, and of nothing the Lambda function or
@@ -16,6 +16,7 @@ pub mod lambda_api;
 pub mod mcp_server;
 pub mod meter;
 pub mod moto;
+pub mod otlp_receiver;
 pub mod prompt_cache;
 pub mod provider_stand_in;
 pub mod session_audit;
@@ -29,6 +30,7 @@ pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use lambda_api::LambdaRuntimeApi;
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
+pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};
 

@@ -157,9 +157,12 @@ impl WorkerArgs {
         let (agent, sinks) = settings
             .build(bedrock, dynamodb, files.clone(), &configured)
             .map_err(|e| e.to_string())?;
+        let handler = TurnHandler::from_settings(agent, sinks, &settings)
+            .control(agent_worker::engine::StoreControl::new(Arc::new(store.clone())));
+        #[cfg(feature = "otlp")]
+        let handler = handler.traced_tools(&settings.tools_with(&configured));
         Ok(Worker {
-            handler: TurnHandler::from_settings(agent, sinks, &settings)
-                .control(agent_worker::engine::StoreControl::new(Arc::new(store.clone()))),
+            handler,
             conversations: settings.conversations(store.clone(), files, &configured),
             events: configured.events.clone(),
             uploads,

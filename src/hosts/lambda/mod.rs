@@ -43,10 +43,12 @@ use futures_util::future::join_all;
 use tracing::Instrument as _;
 
 mod disposition;
+mod observers;
 
 pub use disposition::{Disposition, disposition};
+use observers::{Delivery, Observers};
 
-use super::metrics::{Metrics, TurnMeter, TurnOutcome};
+use super::metrics::Metrics;
 use super::payload::AgentTurnPayload;
 pub use super::redrive::{RedriveBackoff, Requeue};
 use crate::engine::StoreControl;
@@ -91,6 +93,8 @@ pub struct TurnHandler {
     requeue: Option<Arc<Requeue>>,
     control: Option<StoreControl>,
     metrics: Option<Metrics>,
+    #[cfg(feature = "otlp")]
+    tracer: Option<super::traces::Tracer>,
 }
 
 impl fmt::Debug for TurnHandler {
@@ -116,16 +120,22 @@ impl TurnHandler {
         Self::from_shared(Arc::new(agent), sinks)
     }
 
-    /// The handler for `agent` and `sinks` with `settings`' store margin, least turn time and
-    /// metrics (written to standard output). A binary that reads a queue adds its [`Requeue`].
+    /// The handler for `agent` and `sinks` with `settings`' store margin, least turn time,
+    /// metrics (written to standard output) and traces. A binary that reads a queue adds its
+    /// [`Requeue`]; with traces, it names the tools a span may show
+    /// ([`traced_tools`](Self::traced_tools)).
     pub fn from_settings(agent: Arc<dyn Agent>, sinks: Sinks, settings: &super::WorkerSettings) -> Self {
-        let handler = Self::from_shared(agent, sinks)
+        let mut handler = Self::from_shared(agent, sinks)
             .store_margin(settings.store_margin)
             .min_turn_time(settings.min_turn_time);
-        match &settings.metrics {
-            Some(config) => handler.metrics(Metrics::stdout(config.clone())),
-            None => handler,
+        if let Some(config) = &settings.metrics {
+            handler = handler.metrics(Metrics::stdout(config.clone()));
         }
+        #[cfg(feature = "otlp")]
+        if let Some(config) = &settings.traces {
+            handler = handler.tracer(super::traces::Tracer::new(config.clone()));
+        }
+        handler
     }
 
     /// A handler running turns on an agent already shared.
@@ -138,7 +148,31 @@ impl TurnHandler {
             requeue: None,
             control: None,
             metrics: None,
+            #[cfg(feature = "otlp")]
+            tracer: None,
         }
+    }
+
+    /// Sends each turn's trace with `tracer` ([`traces`](super::traces)).
+    #[cfg(feature = "otlp")]
+    #[must_use]
+    pub fn tracer(mut self, tracer: super::traces::Tracer) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
+    /// The tools whose arguments and results a trace may show, when its content capture is on:
+    /// those of `tools` declared with `args_sensitive: false`.
+    #[cfg(feature = "otlp")]
+    #[must_use]
+    pub fn traced_tools(mut self, tools: &[Arc<dyn crate::engine::tools::Tool>]) -> Self {
+        let shown = tools
+            .iter()
+            .map(|tool| tool.spec())
+            .filter(|spec| !spec.args_sensitive)
+            .map(|spec| spec.name.clone());
+        self.tracer = self.tracer.map(|tracer| tracer.show_tools(shown));
+        self
     }
 
     /// Writes each turn's metrics ([`Metrics`]): every record of a batch, every turn run.
@@ -258,22 +292,22 @@ impl TurnHandler {
 
     async fn run_record(&self, record: &SqsMessage, decoded: &Decoded, start: &StartRule) -> Disposition {
         let message_id = record.message_id.as_deref().unwrap_or("<none>");
-        let sent = sent_at(record);
+        let delivery = Delivery::of(record);
         match decoded {
             Decoded::Malformed(why) => {
                 tracing::error!(message_id, error = %why, "the record's body is not a turn");
-                self.unrun(None, message_id, sent, "malformed_body");
+                self.unrun(None, delivery, "malformed_body");
                 Disposition::Redrive(why.clone())
             }
             Decoded::Turn(turn) => {
                 let span = tracing::info_span!("record", message_id, turn_id = %turn.turn_id, session = %turn.conversation_id);
                 let outcome = match start.refuses(SystemTime::now()) {
                     Some(why) => {
-                        self.unrun(Some(&turn.turn_id), message_id, sent, "not_started");
+                        self.unrun(Some(&turn.turn_id), delivery, "not_started");
                         Disposition::Redrive(why)
                     }
                     None => {
-                        self.run_metered(turn, start.deadline, sent, Some(message_id))
+                        self.run_watched(turn, start.deadline, delivery)
                             .instrument(span.clone())
                             .await
                             .disposition
@@ -310,52 +344,15 @@ impl TurnHandler {
     /// Runs one turn, streaming its events to the sinks; returns its terminal and what a queue
     /// should do with it.
     pub async fn run_turn_to_end(&self, turn: &AgentTurnPayload, deadline: Option<SystemTime>) -> TurnRun {
-        self.run_metered(turn, deadline, None, None).await
+        self.run_watched(turn, deadline, Delivery::default()).await
     }
 
-    /// Writes the metrics of a record that ran no turn: it goes back to the queue, `why`.
-    fn unrun(&self, turn_id: Option<&str>, message_id: &str, sent: Option<SystemTime>, why: &str) {
-        if let Some(metrics) = &self.metrics {
-            let meter = metrics.start(sent, turn_id, Some(message_id));
-            metrics.finish(meter, TurnOutcome::Redriven, Some(why));
-        }
-    }
-
-    /// [`run_turn_to_end`](Self::run_turn_to_end), measured when the handler has metrics: the
-    /// message was sent at `sent` as `message_id` (when a queue says).
-    async fn run_metered(
-        &self,
-        turn: &AgentTurnPayload,
-        deadline: Option<SystemTime>,
-        sent: Option<SystemTime>,
-        message_id: Option<&str>,
-    ) -> TurnRun {
-        let Some(metrics) = &self.metrics else {
-            return self.run_observed(turn, deadline, None).await;
-        };
-        let mut meter = metrics.start(sent, Some(&turn.turn_id), message_id);
-        if turn.approval.is_some() {
-            meter.approval_redeemed();
-        }
-        let run = self.run_observed(turn, deadline, Some(&mut meter)).await;
-        if !run.command {
-            let outcome = TurnOutcome::of(run.terminal.as_ref(), run.disposition.is_redrive());
-            let code = match &run.terminal {
-                Some(AgentEvent::Failed { code, .. }) => code.as_deref(),
-                Some(_) => None,
-                None => Some("no_terminal"),
-            };
-            metrics.finish(meter, outcome, code);
-        }
-        run
-    }
-
-    /// Runs one turn, each event shown to `meter` as well as to the sinks.
+    /// Runs one turn, each event shown to `observers` as well as to the sinks.
     async fn run_observed(
         &self,
         turn: &AgentTurnPayload,
         deadline: Option<SystemTime>,
-        mut meter: Option<&mut TurnMeter>,
+        observers: &mut Observers,
     ) -> TurnRun {
         if let Some(command) = turn.session_command()
             && let Some(handled) = self.deliver(turn, command).await
@@ -370,9 +367,7 @@ impl TurnHandler {
         let Some(first) = events.next().await else {
             return TurnRun::ended(None);
         };
-        if let Some(meter) = meter.as_deref_mut() {
-            meter.observe(&first);
-        }
+        observers.observe(&first);
         // A redelivery that did not run says so at once: it gets no sink, so it cannot disturb
         // what the run it repeats wrote.
         if let AgentEvent::Failed { code: Some(code), .. } = &first
@@ -403,8 +398,8 @@ impl TurnHandler {
                     Err(_) => sinks.flush().await,
                 }
             };
-            if let (Some(meter), Some(event)) = (meter.as_deref_mut(), &next) {
-                meter.observe(event);
+            if let Some(event) = &next {
+                observers.observe(event);
             }
         }
         sinks.close().await;
@@ -493,12 +488,6 @@ impl TurnHandler {
             )))),
         }
     }
-}
-
-/// When the queue says `record` was sent (SQS's `SentTimestamp`, epoch milliseconds).
-fn sent_at(record: &SqsMessage) -> Option<SystemTime> {
-    let millis: u64 = record.attributes.get("SentTimestamp")?.parse().ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
 }
 
 fn decode(record: &SqsMessage) -> Decoded {

@@ -11,6 +11,7 @@
 //! | `ModelCalls`, `ModelRetries`, `ModelThrottles` | Count | the base set |
 //! | `InputTokens`, `OutputTokens`, `CacheReadTokens`, `CacheWriteTokens` | Count | the base set |
 //! | `ToolCalls`, `ApprovalsRequested`, `ApprovalsRedeemed`, `Compactions` | Count | the base set |
+//! | `DynamoDBRequests` | Count | the base set: the table's requests the turn sent, its event log's included (when its client is [`counted`]) |
 //! | `ToolCalls`, `ToolDuration` (Milliseconds) | Count | the base set with `tool`; with `tool` and `result` |
 //!
 //! The base set is `service` and the dimensions the deployer adds ([`MetricsConfig::dimension`],
@@ -24,12 +25,16 @@
 //! for a query from a metric to its log lines.
 
 mod emf;
+mod requests;
 mod turn;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+#[cfg(feature = "lambda")]
+pub(crate) use requests::counting;
+pub use requests::{CountRequests, counted};
 pub use turn::{TurnMeter, TurnOutcome};
 
 /// Dimension names the metrics use themselves; a deployer's dimension may not take them.

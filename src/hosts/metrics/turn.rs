@@ -82,6 +82,8 @@ pub struct TurnMeter {
     approvals_requested: u64,
     approvals_redeemed: u64,
     compactions: u64,
+    /// The table's requests the turn sent, when they were counted.
+    dynamodb_requests: Option<u64>,
     /// Calls started and not ended: their tool and when they started, by call id.
     open_calls: HashMap<String, (String, Instant)>,
     /// Each tool's ended calls by result: their durations in milliseconds.
@@ -108,6 +110,7 @@ impl TurnMeter {
             approvals_requested: 0,
             approvals_redeemed: 0,
             compactions: 0,
+            dynamodb_requests: None,
             open_calls: HashMap::new(),
             calls: BTreeMap::new(),
         }
@@ -116,6 +119,12 @@ impl TurnMeter {
     /// Notes that the turn carries the person's decision on a call that waited for approval.
     pub fn approval_redeemed(&mut self) {
         self.approvals_redeemed += 1;
+    }
+
+    /// Notes the DynamoDB requests the turn sent; none means its client was not counted (or
+    /// it has no table), and the line leaves the figure out.
+    pub fn dynamodb_requests(&mut self, requests: u64) {
+        self.dynamodb_requests = (requests > 0).then_some(requests);
     }
 
     /// Takes in one of the turn's events.
@@ -241,6 +250,9 @@ impl TurnMeter {
         }
         if let Some(delay) = self.queue_delay {
             figures.push(("QueueDelay", Unit::Milliseconds, millis(delay)));
+        }
+        if let Some(requests) = self.dynamodb_requests {
+            figures.push(("DynamoDBRequests", Unit::Count, count(requests)));
         }
         turn.metrics(&[&[]], &figures);
         let mut lines = vec![turn.finish(now)];

@@ -33,6 +33,9 @@
 //! | `POWERTOOLS_SERVICE_NAME` | no | the metrics' `service` dimension (`agent-worker`) |
 //! | `POWERTOOLS_METRICS_DISABLED` | no | `true`: no metrics, the namespace notwithstanding |
 //! | `METRICS_DIMENSIONS` | no | dimensions of your own on every metric besides `service`, `name=value,...` (such as `model=claude,agent=desk`) |
+//! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` added) | no | turns traces on ([`traces`](super::traces), feature `otlp`): each turn's spans over OTLP/HTTP (`http/json`, the only `OTEL_EXPORTER_OTLP_PROTOCOL` taken), with `OTEL_EXPORTER_OTLP_HEADERS` (`name=value,...`); `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turns them off |
+//! | `OTEL_SERVICE_NAME` | no | the traces' `service.name` (else `POWERTOOLS_SERVICE_NAME`, else `agent-worker`) |
+//! | `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | no | `true`: the person's words, the answer, and the arguments and results of tools declared `args_sensitive: false` go in the spans (off) |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
 use std::path::PathBuf;
@@ -159,6 +162,9 @@ pub struct WorkerSettings {
     pub redrive: RedriveBackoff,
     /// `POWERTOOLS_METRICS_NAMESPACE` and the rest: each turn's metrics, when on.
     pub metrics: Option<MetricsConfig>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` and the rest: each turn's trace, when on.
+    #[cfg(feature = "otlp")]
+    pub traces: Option<crate::hosts::traces::TraceConfig>,
 }
 
 /// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
@@ -174,7 +180,7 @@ pub const DEFAULT_STORE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A DynamoDB client for the session store on `shared`, whose attempts time out after
 /// `attempt_timeout` (see [`DEFAULT_STORE_ATTEMPT_TIMEOUT`]), so that a stalled answer does not
-/// hold a turn until its deadline.
+/// hold a turn until its deadline; its requests count toward each turn's `DynamoDBRequests`.
 #[cfg(feature = "lambda")]
 pub fn dynamodb_client(
     shared: &aws_config::SdkConfig,
@@ -185,6 +191,7 @@ pub fn dynamodb_client(
         .build();
     let config = aws_sdk_dynamodb::config::Builder::from(shared)
         .timeout_config(timeouts)
+        .interceptor(super::metrics::CountRequests)
         .build();
     aws_sdk_dynamodb::Client::from_conf(config)
 }
@@ -406,8 +413,12 @@ impl WorkerSettings {
         let redrive =
             RedriveBackoff::new(first, longest).map_err(|e| error("REDRIVE_DELAY_MS", e.to_string()))?;
         let metrics = metrics_config(&get)?;
+        #[cfg(feature = "otlp")]
+        let traces = traces::trace_config(&get, &provider, &model_id)?;
         Ok(Self {
             metrics,
+            #[cfg(feature = "otlp")]
+            traces,
             min_turn_time,
             redrive,
             store_margin,
@@ -432,6 +443,8 @@ impl WorkerSettings {
 }
 
 mod build;
+#[cfg(feature = "otlp")]
+mod traces;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,116 @@
+//! What watches a turn besides its sinks: its metrics ([`TurnMeter`]) and its trace
+//! ([`TurnTrace`](crate::hosts::traces::TurnTrace), feature `otlp`), started from what the
+//! queue says of the record ([`Delivery`]) and finished when the turn ends.
+
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::sqs::SqsMessage;
+
+use super::{TurnHandler, TurnRun};
+use crate::hosts::metrics::{TurnMeter, TurnOutcome, counting};
+use crate::hosts::payload::AgentTurnPayload;
+use crate::protocol::AgentEvent;
+
+/// What the queue says of a record, for the turn's metrics and trace.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Delivery<'a> {
+    /// SQS's message id.
+    pub(super) message_id: Option<&'a str>,
+    /// When it was sent (`SentTimestamp`).
+    pub(super) sent: Option<SystemTime>,
+    /// The trace it continues (`AWSTraceHeader`), read by the tracer (feature `otlp`).
+    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+    pub(super) trace_header: Option<&'a str>,
+}
+
+impl<'a> Delivery<'a> {
+    /// What `record` says.
+    pub(super) fn of(record: &'a SqsMessage) -> Self {
+        let sent = record
+            .attributes
+            .get("SentTimestamp")
+            .and_then(|millis| millis.parse().ok())
+            .and_then(|millis| SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis)));
+        Self {
+            message_id: record.message_id.as_deref(),
+            sent,
+            trace_header: record.attributes.get("AWSTraceHeader").map(String::as_str),
+        }
+    }
+}
+
+/// The observers of one turn.
+#[derive(Debug, Default)]
+pub(super) struct Observers {
+    meter: Option<TurnMeter>,
+    #[cfg(feature = "otlp")]
+    trace: Option<crate::hosts::traces::TurnTrace>,
+}
+
+impl Observers {
+    /// Shows `event` to each.
+    pub(super) fn observe(&mut self, event: &AgentEvent) {
+        if let Some(meter) = &mut self.meter {
+            meter.observe(event);
+        }
+        #[cfg(feature = "otlp")]
+        if let Some(trace) = &mut self.trace {
+            trace.observe(event);
+        }
+    }
+}
+
+impl TurnHandler {
+    /// Writes the metrics of a record that ran no turn: it goes back to the queue, `why`.
+    pub(super) fn unrun(&self, turn_id: Option<&str>, delivery: Delivery<'_>, why: &str) {
+        if let Some(metrics) = &self.metrics {
+            let meter = metrics.start(delivery.sent, turn_id, delivery.message_id);
+            metrics.finish(meter, TurnOutcome::Redriven, Some(why));
+        }
+    }
+
+    /// [`run_turn_to_end`](Self::run_turn_to_end), measured and traced when the handler has
+    /// metrics or a tracer.
+    pub(super) async fn run_watched(
+        &self,
+        turn: &AgentTurnPayload,
+        deadline: Option<SystemTime>,
+        delivery: Delivery<'_>,
+    ) -> TurnRun {
+        let mut observers = Observers {
+            meter: self.metrics.as_ref().map(|metrics| {
+                let mut meter = metrics.start(delivery.sent, Some(&turn.turn_id), delivery.message_id);
+                if turn.approval.is_some() {
+                    meter.approval_redeemed();
+                }
+                meter
+            }),
+            #[cfg(feature = "otlp")]
+            trace: self
+                .tracer
+                .as_ref()
+                .and_then(|tracer| tracer.start(turn, delivery.trace_header, delivery.message_id)),
+        };
+        let (run, requests) = counting(self.run_observed(turn, deadline, &mut observers)).await;
+        if run.command {
+            return run;
+        }
+        if let (Some(metrics), Some(mut meter)) = (&self.metrics, observers.meter) {
+            meter.dynamodb_requests(requests);
+            let outcome = TurnOutcome::of(run.terminal.as_ref(), run.disposition.is_redrive());
+            let code = match &run.terminal {
+                Some(AgentEvent::Failed { code, .. }) => code.as_deref(),
+                Some(_) => None,
+                None => Some("no_terminal"),
+            };
+            metrics.finish(meter, outcome, code);
+        }
+        #[cfg(feature = "otlp")]
+        if let (Some(tracer), Some(trace)) = (&self.tracer, observers.trace)
+            && let Err(e) = tracer.export(trace, run.terminal.as_ref()).await
+        {
+            tracing::warn!(error = %e, "the turn's trace was not sent");
+        }
+        run
+    }
+}
