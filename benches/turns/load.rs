@@ -5,7 +5,9 @@
 //! Each turn's events go to a small emit receiver here (`EVENT_SINKS=http`), which notes when
 //! each turn's terminal event arrived. Per window of turns it reports throughput, the request to
 //! end p50/p99 (container), and the worker's resident memory (`VmRSS`). At the end the session
-//! checker reads the whole table: every turn stored once, none lost, none run twice.
+//! checker reads the whole table: every turn stored once, none lost, none run twice. The worker
+//! writes each turn's metrics (EMF, on its stdout): the DynamoDB requests and the duration of
+//! each turn under load, which split the worker's CPU per turn from the store's queueing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Stdio;
@@ -146,10 +148,65 @@ fn worker(args: &[&str], table: &str, bedrock: &BedrockStandIn, emit: &str) -> t
         .env("EMIT_API_KEY", "bench")
         .env("TOOLS", "")
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
+        .env("POWERTOOLS_METRICS_NAMESPACE", "AgentWorkerBench")
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
     command
+}
+
+/// The turn lines of the worker's metrics (those with `Turns`), as it writes them.
+type TurnLines = Arc<Mutex<Vec<Value>>>;
+
+/// Reads `child`'s metrics lines from its stdout until it ends.
+fn turn_lines(child: &mut tokio::process::Child) -> TurnLines {
+    use tokio::io::AsyncBufReadExt as _;
+    let stdout = child.stdout.take().expect("the worker's stdout is piped");
+    let lines = TurnLines::default();
+    let keep = lines.clone();
+    tokio::spawn(async move {
+        let mut read = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = read.next_line().await {
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && value.get("Turns").is_some()
+                && value.get("TurnDuration").is_some()
+            {
+                keep.lock().expect("the bench's lock").push(value);
+            }
+        }
+    });
+    lines
+}
+
+/// What the worker's metrics say of its turns under load: DynamoDB requests and durations.
+fn worker_figures(lines: &TurnLines) -> Value {
+    let lines = lines.lock().expect("the bench's lock");
+    let figures = |name: &str| {
+        let mut values: Vec<f64> = lines.iter().filter_map(|l| l[name].as_f64()).collect();
+        values.sort_by(f64::total_cmp);
+        values
+    };
+    let at = |values: &[f64], q: f64| {
+        values
+            .get(((values.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let requests = figures("DynamoDBRequests");
+    let durations = figures("TurnDuration");
+    let mean = requests.iter().sum::<f64>() / requests.len().max(1) as f64;
+    println!(
+        "  the worker's metrics, {} turns: DynamoDB requests a turn mean {mean:.1}, p50 {:.0}, p99 {:.0}, max {:.0}; turn duration p50 {:.0} ms, p99 {:.0} ms",
+        lines.len(),
+        at(&requests, 0.5),
+        at(&requests, 0.99),
+        at(&requests, 1.0),
+        at(&durations, 0.5),
+        at(&durations, 0.99),
+    );
+    json!({"turns": lines.len(), "dynamodbRequestsMean": mean,
+        "dynamodbRequestsP50": at(&requests, 0.5), "dynamodbRequestsP99": at(&requests, 0.99),
+        "turnDurationP50Ms": at(&durations, 0.5), "turnDurationP99Ms": at(&durations, 0.99)})
 }
 
 /// The turns, in the order they are sent: round after round over every session.
@@ -258,6 +315,7 @@ async fn check(
     sent: &[(String, String)],
     bedrock: &BedrockStandIn,
     windows: &[Window],
+    lines: &TurnLines,
 ) -> Value {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).expect("a table name"));
     let audit = audit(&store, sent, &BTreeSet::new())
@@ -283,6 +341,7 @@ async fn check(
         "turns": sent.len(), "sessions": SESSIONS, "lost": lost, "duplicated": duplicated,
         "violations": audit.violations.len(),
         "windows": windows.iter().map(Window::json).collect::<Vec<_>>(),
+        "worker": worker_figures(lines),
     })
 }
 
@@ -313,6 +372,7 @@ async fn container() -> Value {
     )
     .spawn()
     .expect("agent-worker serve starts");
+    let lines = turn_lines(&mut server);
     let url = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let started_at = Instant::now();
@@ -372,7 +432,7 @@ async fn container() -> Value {
         done.expect("a poster");
     }
     let _ = server.kill().await;
-    check(&rig.table, &sent, &rig.bedrock, &windows).await
+    check(&rig.table, &sent, &rig.bedrock, &windows, &lines).await
 }
 
 /// The poller: every turn queued first, then one `agent-worker poll` runs them.
@@ -397,10 +457,11 @@ async fn poller() -> Value {
     )
     .spawn()
     .expect("agent-worker poll starts");
+    let lines = turn_lines(&mut child);
     let pid = child.id().expect("the poller's pid");
     let windows = follow(sent.len(), pid, &rig.ends, None, Duration::from_secs(1800)).await;
     let _ = child.kill().await;
-    check(&rig.table, &sent, &rig.bedrock, &windows).await
+    check(&rig.table, &sent, &rig.bedrock, &windows, &lines).await
 }
 
 /// Both runs; returns their figures.

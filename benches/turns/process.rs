@@ -178,17 +178,7 @@ const INVOCATIONS: usize = 300;
 async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
     let table = crate::fresh_table("bench-fn").await;
     let mut api = LambdaRuntimeApi::start().await.expect("the Runtime API stand-in");
-    let event = |i: usize| {
-        json!({"Records": [{
-            "messageId": format!("m-{i}"),
-            "receiptHandle": "rh",
-            "body": format!(r#"{{"turnId":"t-{i}","conversationId":"c-{i}","userId":"u","accountId":"a","content":"Hi"}}"#),
-            "attributes": {"ApproximateReceiveCount": "1"},
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:turns.fifo",
-            "awsRegion": "us-east-1"
-        }]})
-    };
+    let event = |i: usize| sqs_event(&i.to_string());
     bedrock.push(Reply::text("The answer is forty-two."));
     api.invoke("req-0", event(0));
     let start = Instant::now();
@@ -249,6 +239,55 @@ async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
         "rssFileMiB": file as f64 / 1024.0,
         "invocations": INVOCATIONS + 1,
     })
+}
+
+/// An SQS batch of one new conversation's turn `t-{id}`.
+fn sqs_event(id: &str) -> Value {
+    json!({"Records": [{
+        "messageId": format!("m-{id}"),
+        "receiptHandle": "rh",
+        "body": format!(r#"{{"turnId":"t-{id}","conversationId":"c-{id}","userId":"u","accountId":"a","content":"Hi"}}"#),
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:turns.fifo",
+        "awsRegion": "us-east-1"
+    }]})
+}
+
+/// Cold starts of the Lambda function, taken in turn without and with metrics.
+const FUNCTION_COLD_STARTS: usize = 9;
+
+/// The Lambda function's cold starts, process start to its first answer (one turn on moto),
+/// without and with metrics, taken alternately so that the machine's drift falls on both: the
+/// median of each.
+async fn function_cold_starts(bedrock: &BedrockStandIn) -> (Duration, Duration) {
+    let table = crate::fresh_table("bench-cold").await;
+    let mut samples = [Vec::new(), Vec::new()];
+    for i in 0..FUNCTION_COLD_STARTS {
+        for metrics in [false, true] {
+            let mut api = LambdaRuntimeApi::start().await.expect("the Runtime API stand-in");
+            bedrock.push(Reply::text("The answer is forty-two."));
+            api.invoke("req-0", sqs_event(&format!("cold-{metrics}-{i}")));
+            let start = Instant::now();
+            let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+                .env_clear()
+                .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
+                .envs(metrics.then_some(("POWERTOOLS_METRICS_NAMESPACE", "Bench")))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("the function starts");
+            let (_, answer) = api.answer().await.expect("the first answer");
+            samples[usize::from(metrics)].push(start.elapsed());
+            assert_eq!(answer, json!({"batchItemFailures": []}));
+            let _ = function.kill().await;
+        }
+    }
+    let [mut off, mut on] = samples;
+    off.sort();
+    on.sort();
+    (off[off.len() / 2], on[on.len() / 2])
 }
 
 fn ms(d: Duration) -> f64 {
@@ -358,7 +397,16 @@ pub async fn run() -> Value {
     };
     let function = lambda_function(bedrock, false).await;
     let with_metrics = lambda_function(bedrock, true).await;
+    let (cold_off, cold_on) = function_cold_starts(bedrock).await;
+    println!(
+        "Lambda function cold start, process start to the first answer (moto), median of {FUNCTION_COLD_STARTS} each, taken alternately: \
+         {:.1} ms without metrics, {:.1} ms with ({:+.1}%)",
+        ms(cold_off),
+        ms(cold_on),
+        (ms(cold_on) / ms(cold_off) - 1.0) * 100.0
+    );
     json!({
+        "lambdaColdStartMedianMs": {"withoutMetrics": ms(cold_off), "withMetrics": ms(cold_on), "samples": FUNCTION_COLD_STARTS},
         "lambdaFunction": function,
         "lambdaFunctionWithMetrics": with_metrics,
         "coldStartMs": ms(cold_p50),
