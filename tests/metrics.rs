@@ -14,12 +14,12 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::metrics::{Metrics, MetricsConfig, MetricsOut, counted};
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker::sinks::{Sink, SinkError, Sinks, TurnRef, TurnSink};
+use agent_worker::sinks::Sinks;
 use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::{Value, json};
-use support::{MODEL_ID, config, example_tools};
+use support::{MODEL_ID, Recorder, config, example_tools};
 
 /// The lines written, parsed.
 #[derive(Debug, Default)]
@@ -29,27 +29,6 @@ impl MetricsOut for Caught {
     fn line(&self, line: &str) {
         let parsed = serde_json::from_str(line).expect("an EMF line is one JSON object");
         self.0.lock().unwrap().push(parsed);
-    }
-}
-
-/// Every event the turns sent, in order.
-#[derive(Debug, Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<AgentEvent>>>);
-
-#[derive(Debug)]
-struct Recording(Arc<Mutex<Vec<AgentEvent>>>);
-
-#[async_trait::async_trait]
-impl TurnSink for Recording {
-    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Sink for Recorder {
-    fn open(&self, _turn: &TurnRef) -> Box<dyn TurnSink> {
-        Box::new(Recording(self.0.clone()))
     }
 }
 

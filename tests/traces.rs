@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
 use agent_worker::engine::{BedrockModel, Engine};
@@ -13,38 +13,17 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::traces::{TraceConfig, Tracer};
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker::sinks::{Sink, SinkError, Sinks, TurnRef, TurnSink};
+use agent_worker::sinks::Sinks;
 use agent_worker_testkit::{BedrockStandIn, OtlpReceiver, ReceivedSpan, Reply, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::{Value, json};
-use support::{MODEL_ID, config, example_tools};
+use support::{MODEL_ID, Recorder, config, example_tools};
 
 const HEADER: &str = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
 const TRACE_ID: &str = "5759e988bd862e3fe1be46a994272793";
 const SQS_SPAN: &str = "53995c3f42cd8ad8";
 const PROMPT: &str = "Add one and two, then look up ticket 7.";
 const TOKEN: &str = "person-token-4f1d";
-
-/// Every event the turns sent, in order.
-#[derive(Debug, Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<AgentEvent>>>);
-
-#[derive(Debug)]
-struct Recording(Arc<Mutex<Vec<AgentEvent>>>);
-
-#[async_trait::async_trait]
-impl TurnSink for Recording {
-    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Sink for Recorder {
-    fn open(&self, _turn: &TurnRef) -> Box<dyn TurnSink> {
-        Box::new(Recording(self.0.clone()))
-    }
-}
 
 struct World {
     bedrock: BedrockStandIn,

@@ -5,13 +5,14 @@ pub mod container;
 pub mod steering;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
+use agent_worker::sinks::{Sink, SinkError, TurnRef, TurnSink};
 use agent_worker_testkit::BedrockStandIn;
 use futures_util::StreamExt;
 
@@ -164,4 +165,25 @@ pub fn same_length_forgery(token: &str) -> String {
     let middle = token.len() / 2;
     let swapped = if &token[middle..=middle] == "A" { "B" } else { "A" };
     format!("{}{swapped}{}", &token[..middle], &token[middle + 1..])
+}
+
+/// A sink that keeps every event the turns sent, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<AgentEvent>>>);
+
+#[derive(Debug)]
+struct Recording(Arc<Mutex<Vec<AgentEvent>>>);
+
+#[async_trait::async_trait]
+impl TurnSink for Recording {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+impl Sink for Recorder {
+    fn open(&self, _turn: &TurnRef) -> Box<dyn TurnSink> {
+        Box::new(Recording(self.0.clone()))
+    }
 }

@@ -35,6 +35,8 @@ use std::time::SystemTime;
 #[cfg(feature = "lambda")]
 pub(crate) use requests::counting;
 pub use requests::{CountRequests, counted};
+#[cfg(feature = "otlp")]
+pub(crate) use turn::{APPROVAL, tool_result};
 pub use turn::{TurnMeter, TurnOutcome};
 
 /// Dimension names the metrics use themselves; a deployer's dimension may not take them.

@@ -56,11 +56,18 @@ impl TurnOutcome {
     }
 }
 
-/// What a tool call came to, for the `result` dimension.
-const OK: &str = "ok";
-const ERROR: &str = "error";
-const TIMEOUT: &str = "timeout";
-const APPROVAL: &str = "approval";
+/// A call that waits for the person's approval, as the `result` dimension says it.
+pub(crate) const APPROVAL: &str = "approval";
+
+/// What an ended tool call came to, for the `result` dimension (and a span's
+/// `agent_worker.tool.result`): `ok`, `error`, or `timeout`.
+pub(crate) fn tool_result(is_error: bool, content: &Value) -> &'static str {
+    match (is_error, is_timeout_result(content)) {
+        (false, _) => "ok",
+        (true, true) => "timeout",
+        (true, false) => "error",
+    }
+}
 
 /// One turn's figures, gathered from its events ([`observe`](Self::observe)).
 #[derive(Debug)]
@@ -147,11 +154,7 @@ impl TurnMeter {
                 content,
                 ..
             } => {
-                let result = match (is_error, is_timeout_result(content)) {
-                    (false, _) => OK,
-                    (true, true) => TIMEOUT,
-                    (true, false) => ERROR,
-                };
+                let result = tool_result(*is_error, content);
                 if let Some((tool, started)) = self.open_calls.remove(id) {
                     self.ended(tool, result, now - started);
                 }

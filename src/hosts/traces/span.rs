@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::{TraceConfig, TraceParent};
-use crate::engine::tools::is_timeout_result;
+use crate::hosts::metrics::{APPROVAL, tool_result};
 use crate::hosts::payload::AgentTurnPayload;
 use crate::protocol::{AgentEvent, codes};
 
@@ -273,11 +273,7 @@ impl TurnTrace {
                 let Some(mut span) = self.tools.remove(id) else {
                     return;
                 };
-                let result = match (is_error, is_timeout_result(content)) {
-                    (false, _) => "ok",
-                    (true, true) => "timeout",
-                    (true, false) => "error",
-                };
+                let result = tool_result(*is_error, content);
                 span.set("agent_worker.tool.result", result);
                 if *is_error {
                     span.fail(result, format!("the tool call ended in an {result}"));
@@ -300,7 +296,7 @@ impl TurnTrace {
             {
                 let call = value.get("callId").and_then(Value::as_str).unwrap_or_default();
                 if let Some(mut span) = self.tools.remove(call) {
-                    span.set("agent_worker.tool.result", "approval");
+                    span.set("agent_worker.tool.result", APPROVAL);
                     self.end(span, now);
                 }
             }
