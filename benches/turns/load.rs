@@ -169,7 +169,6 @@ fn turn_lines(child: &mut tokio::process::Child) -> TurnLines {
         while let Ok(Some(line)) = read.next_line().await {
             if let Ok(value) = serde_json::from_str::<Value>(&line)
                 && value.get("Turns").is_some()
-                && value.get("TurnDuration").is_some()
             {
                 keep.lock().expect("the bench's lock").push(value);
             }
@@ -195,6 +194,15 @@ fn worker_figures(lines: &TurnLines) -> Value {
     let requests = figures("DynamoDBRequests");
     let durations = figures("TurnDuration");
     let mean = requests.iter().sum::<f64>() / requests.len().max(1) as f64;
+    let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
+    for line in lines.iter() {
+        let outcome = match line["code"].as_str() {
+            Some(code) => format!("{} {code}", line["outcome"].as_str().unwrap_or("?")),
+            None => line["outcome"].as_str().unwrap_or("?").to_owned(),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    println!("  the worker's metrics, turns by outcome: {outcomes:?}");
     println!(
         "  the worker's metrics, {} turns: DynamoDB requests a turn mean {mean:.1}, p50 {:.0}, p99 {:.0}, max {:.0}; turn duration p50 {:.0} ms, p99 {:.0} ms",
         lines.len(),
@@ -206,7 +214,8 @@ fn worker_figures(lines: &TurnLines) -> Value {
     );
     json!({"turns": lines.len(), "dynamodbRequestsMean": mean,
         "dynamodbRequestsP50": at(&requests, 0.5), "dynamodbRequestsP99": at(&requests, 0.99),
-        "turnDurationP50Ms": at(&durations, 0.5), "turnDurationP99Ms": at(&durations, 0.99)})
+        "turnDurationP50Ms": at(&durations, 0.5), "turnDurationP99Ms": at(&durations, 0.99),
+        "outcomes": outcomes})
 }
 
 /// The turns, in the order they are sent: round after round over every session.
@@ -324,6 +333,7 @@ async fn check(
     let answered = bedrock.requests().len();
     let lost = sent.len() - audit.ended;
     let duplicated = answered.saturating_sub(sent.len());
+    let worker = worker_figures(lines);
     let first = windows.first().map_or(0, |w| w.rss_kib);
     let peak = windows.iter().map(|w| w.rss_kib).max().unwrap_or(0);
     let last = windows.last().map_or(0, |w| w.rss_kib);
@@ -341,7 +351,7 @@ async fn check(
         "turns": sent.len(), "sessions": SESSIONS, "lost": lost, "duplicated": duplicated,
         "violations": audit.violations.len(),
         "windows": windows.iter().map(Window::json).collect::<Vec<_>>(),
-        "worker": worker_figures(lines),
+        "worker": worker,
     })
 }
 

@@ -182,15 +182,7 @@ async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
     bedrock.push(Reply::text("The answer is forty-two."));
     api.invoke("req-0", event(0));
     let start = Instant::now();
-    let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-        .env_clear()
-        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
-        .envs(metrics.then_some(("POWERTOOLS_METRICS_NAMESPACE", "Bench")))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the function starts");
+    let mut function = start_function(&api, bedrock, &table, metrics);
     let pid = function.id().expect("a pid");
     let (what, answer) = api.answer().await.expect("the first answer");
     let cold = start.elapsed();
@@ -241,6 +233,25 @@ async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
     })
 }
 
+/// Starts the Lambda function (`bootstrap`) under `api`, on moto's `table` and `bedrock`, with
+/// metrics when `metrics`.
+fn start_function(
+    api: &LambdaRuntimeApi,
+    bedrock: &BedrockStandIn,
+    table: &str,
+    metrics: bool,
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), table))
+        .envs(metrics.then_some(("POWERTOOLS_METRICS_NAMESPACE", "Bench")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts")
+}
+
 /// An SQS batch of one new conversation's turn `t-{id}`.
 fn sqs_event(id: &str) -> Value {
     json!({"Records": [{
@@ -269,15 +280,7 @@ async fn function_cold_starts(bedrock: &BedrockStandIn) -> (Duration, Duration) 
             bedrock.push(Reply::text("The answer is forty-two."));
             api.invoke("req-0", sqs_event(&format!("cold-{metrics}-{i}")));
             let start = Instant::now();
-            let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-                .env_clear()
-                .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
-                .envs(metrics.then_some(("POWERTOOLS_METRICS_NAMESPACE", "Bench")))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("the function starts");
+            let mut function = start_function(&api, bedrock, &table, metrics);
             let (_, answer) = api.answer().await.expect("the first answer");
             samples[usize::from(metrics)].push(start.elapsed());
             assert_eq!(answer, json!({"batchItemFailures": []}));
