@@ -17,7 +17,7 @@ use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::Sinks;
 use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_lambda_events::event::sqs::SqsMessage;
 use serde_json::{Value, json};
 use support::{MODEL_ID, Recorder, config, example_tools};
 
@@ -76,14 +76,7 @@ impl World {
 
     /// Runs `records` as one batch; the message ids the handler reported as failures.
     async fn batch(&self, handler: &TurnHandler, records: Vec<SqsMessage>) -> Vec<String> {
-        let mut event = SqsEvent::default();
-        event.records = records;
-        let response = handler.handle_batch(event, None).await.unwrap();
-        response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect()
+        support::run_batch(handler, records, None).await
     }
 
     fn take(&self) -> Vec<Value> {

@@ -29,17 +29,8 @@ async fn batch(
     handler: &agent_worker::hosts::lambda::TurnHandler,
     records: Vec<aws_lambda_events::event::sqs::SqsMessage>,
 ) -> Vec<String> {
-    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
-    event.records = records;
     let deadline = std::time::SystemTime::now() + Duration::from_secs(600);
-    handler
-        .handle_batch(event, Some(deadline))
-        .await
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier)
-        .collect()
+    support::run_batch(handler, records, Some(deadline)).await
 }
 
 #[tokio::test]

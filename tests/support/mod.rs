@@ -187,3 +187,23 @@ impl Sink for Recorder {
         Box::new(Recording(self.0.clone()))
     }
 }
+
+/// Runs `records` as one batch through `handler`, with the invocation's `deadline`; the message
+/// ids the handler returned to the queue.
+#[cfg(feature = "lambda")]
+pub async fn run_batch(
+    handler: &agent_worker::hosts::lambda::TurnHandler,
+    records: Vec<aws_lambda_events::event::sqs::SqsMessage>,
+    deadline: Option<std::time::SystemTime>,
+) -> Vec<String> {
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = records;
+    handler
+        .handle_batch(event, deadline)
+        .await
+        .unwrap()
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect()
+}
