@@ -140,8 +140,8 @@ pub struct TurnTrace {
     chat: Option<Span>,
     /// When the next model call begins: the turn's start, or the end of the last call or tool.
     next_chat_from: SystemTime,
-    /// Tool calls under way, by call id.
-    tools: HashMap<String, Span>,
+    /// Tool calls under way, by call id, with whether their content may be shown.
+    tools: HashMap<String, (Span, bool)>,
     tokens: Tokens,
     capture: Option<Capture>,
     /// Whether the turn ran: a duplicate delivery or a refused one is not traced.
@@ -260,28 +260,25 @@ impl TurnTrace {
                 span.set("gen_ai.tool.name", name.as_str());
                 span.set("gen_ai.tool.call.id", id.as_str());
                 span.set("gen_ai.tool.type", "function");
-                if self.shows(name) {
+                let shown = self.shows(name);
+                if shown {
                     span.set("gen_ai.tool.call.arguments", args.to_string());
                 }
-                self.tools.insert(id.clone(), span);
+                self.tools.insert(id.clone(), (span, shown));
             }
             AgentEvent::ToolEnded {
                 id,
                 is_error,
                 content,
             } => {
-                let Some(mut span) = self.tools.remove(id) else {
+                let Some((mut span, shown)) = self.tools.remove(id) else {
                     return;
                 };
                 let result = tool_result(*is_error, content);
                 span.set("agent_worker.tool.result", result);
                 if *is_error {
-                    span.fail(result, format!("the tool call ended in an {result}"));
+                    span.fail(result, format!("the tool call ended: {result}"));
                 }
-                let shown = span
-                    .attributes
-                    .iter()
-                    .any(|(key, _)| *key == "gen_ai.tool.call.arguments");
                 if shown {
                     span.set("gen_ai.tool.call.result", content.to_string());
                 }
@@ -295,7 +292,7 @@ impl TurnTrace {
                 if value.get("type").and_then(Value::as_str) == Some("approval_required") =>
             {
                 let call = value.get("callId").and_then(Value::as_str).unwrap_or_default();
-                if let Some(mut span) = self.tools.remove(call) {
+                if let Some((mut span, _)) = self.tools.remove(call) {
                     span.set("agent_worker.tool.result", APPROVAL);
                     self.end(span, now);
                 }
@@ -368,7 +365,7 @@ impl TurnTrace {
             }
             self.end(chat, now);
         }
-        for (_, mut tool) in std::mem::take(&mut self.tools) {
+        for (_, (mut tool, _)) in std::mem::take(&mut self.tools) {
             tool.fail("unfinished", "the turn ended before the tool call did".into());
             self.end(tool, now);
         }
