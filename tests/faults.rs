@@ -563,3 +563,33 @@ async fn a_slow_reader_does_not_make_the_model_look_stalled() {
     assert_eq!(rest.last(), Some(&AgentEvent::completed()), "{rest:#?}");
     assert_eq!(support::text_of(&rest), "One, two, three, four.");
 }
+
+#[tokio::test]
+async fn a_stop_sent_while_a_transaction_holds_the_turn_item_waits_it_out() {
+    let proxy = FaultProxy::in_front_of(moto().endpoint()).await.unwrap();
+    let table = format!("conflict-{}", uuid::Uuid::new_v4().simple());
+    let config = DynamoConfig::new(&table).unwrap();
+    let plain = DynamoStore::new(moto().dynamodb(), config.clone());
+    plain.create_table().await.unwrap();
+    let store = DynamoStore::new(dynamodb_client(&proxy.endpoint_url()), config);
+    // DynamoDB refuses a single-item write to an item a transaction in flight touches; the SDK
+    // does not retry that.
+    proxy.inject(
+        Rule::new(
+            Match::target("UpdateItem").and(Match::body("stopReason")),
+            Fault::dynamo(
+                400,
+                "TransactionConflictException",
+                "Transaction is ongoing for the item",
+            ),
+        )
+        .times(2),
+    );
+    let stop = agent_worker::session::Stop::now(agent_worker::session::StopCause::UserStop);
+    assert_eq!(
+        store.request_stop("c-1", "t-1", stop).await.unwrap(),
+        agent_worker::session::StopOutcome::Recorded
+    );
+    assert_eq!(proxy.injected().len(), 2, "both refusals were met and waited out");
+    assert_eq!(plain.stop_requested("c-1", "t-1").await.unwrap(), Some(stop));
+}

@@ -87,3 +87,120 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
     assert_eq!(seqs, (0..logged.len() as u64).collect::<Vec<_>>());
     assert!(logged.last().is_some_and(|e| e.event.is_terminal()), "{logged:?}");
 }
+
+/// Tells once the turn's first words have come.
+#[derive(Debug, Clone, Default)]
+struct FirstWords(std::sync::Arc<tokio::sync::Notify>);
+
+#[derive(Debug)]
+struct FirstWordsSink(std::sync::Arc<tokio::sync::Notify>);
+
+#[async_trait::async_trait]
+impl agent_worker::sinks::TurnSink for FirstWordsSink {
+    async fn event(
+        &mut self,
+        event: &agent_worker::protocol::AgentEvent,
+    ) -> Result<(), agent_worker::sinks::SinkError> {
+        if matches!(event, agent_worker::protocol::AgentEvent::Text { .. }) {
+            self.0.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl agent_worker::sinks::Sink for FirstWords {
+    fn open(&self, _turn: &agent_worker::sinks::TurnRef) -> Box<dyn agent_worker::sinks::TurnSink> {
+        Box::new(FirstWordsSink(self.0.clone()))
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for_it() {
+    use agent_worker::engine::EngineConfig;
+    use agent_worker::session::{Stop, StopCause};
+    use agent_worker_testkit::StreamScript;
+
+    let meter = Meter::default();
+    let plain = moto().dynamodb();
+    let table = format!("looks-{}", uuid::Uuid::new_v4().simple());
+    let config = DynamoConfig::new(&table).unwrap();
+    let unmetered = DynamoStore::new(plain.clone(), config.clone());
+    unmetered.create_table().await.unwrap();
+    let store = DynamoStore::new(meter.client(&plain), config);
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    // Words every 100 ms for 12 s: the log writes a window's words together, every 250 ms.
+    let words: String = (0..120).map(|i| format!("w{i} ")).collect();
+    bedrock.push(
+        StreamScript::new()
+            .text(&words, 120)
+            .stop("end_turn")
+            .chunk_delay(Duration::from_millis(100))
+            .into_reply(),
+    );
+    // The watch would read every 4 s: the log's writes look every 3 s instead, well before it.
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "test-model"))
+        .store(store.clone())
+        .config(EngineConfig {
+            stop_poll_interval: Duration::from_secs(4),
+            stop_poll_idle: Duration::from_secs(4),
+            stop_grace: Duration::from_millis(50),
+            ..EngineConfig::default()
+        })
+        .build()
+        .unwrap();
+    let first_words = FirstWords::default();
+    let handler = TurnHandler::new(
+        engine,
+        Sinks::new()
+            .with(DynamoEventLog::new(store.clone()))
+            .with(first_words.clone()),
+    );
+    let deadline = Some(SystemTime::now() + Duration::from_secs(600));
+    let turn = handler.handle_batch(record("t1", "c-1"), deadline);
+    let stop = async {
+        first_words.0.notified().await;
+        let before = meter.take();
+        unmetered
+            .request_stop("c-1", "t1", Stop::now(StopCause::UserStop))
+            .await
+            .unwrap();
+        before
+    };
+    let (out, before) = tokio::join!(turn, stop);
+    assert!(out.unwrap().batch_item_failures.is_empty());
+    let after = meter.take();
+    for (when, counts) in [("before the stop", &before), ("after it", &after)] {
+        assert_eq!(
+            counts.operations.get("GetItem"),
+            None,
+            "{when}: the turn's watch read nothing, its log's writes looked: {:?}",
+            counts.operations
+        );
+    }
+    assert!(
+        after
+            .operations
+            .get("TransactWriteItems")
+            .is_some_and(|n| *n >= 2),
+        "the looks rode on the log's transactions, and the turn's commit: {:?}",
+        after.operations
+    );
+    let logged = DynamoEventLog::new(unmetered.clone())
+        .read("c-1", "t1", None)
+        .await
+        .unwrap();
+    let last = &logged.last().expect("a logged terminal").event;
+    assert_eq!(
+        last,
+        &agent_worker::protocol::AgentEvent::completed_with(json!({ "stopReason": "user_stop" })),
+        "{logged:#?}"
+    );
+    let history = unmetered.load_history("c-1").await.unwrap();
+    let said = history[1].text();
+    assert!(
+        said.starts_with("w0") && !said.contains("w119"),
+        "stopped mid-answer: {said}"
+    );
+    assert!(history[1].stopped.is_some());
+}

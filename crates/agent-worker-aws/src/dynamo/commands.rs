@@ -6,13 +6,16 @@
 use std::collections::HashMap;
 
 use agent_worker_core::clock::now_ms;
-use agent_worker_core::session::{CommandOutcome, StoreError, TurnCommand, TurnSignals};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use agent_worker_core::session::{CommandOutcome, SignalsSeen, StoreError, TurnCommand, TurnSignals};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use tokio::time::Instant;
 
 use super::DynamoStore;
 use super::codec::{decode_stop, get_s, n, s};
-use super::keys::{ACTIVE_TURN, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK};
-use super::sdk_error::{is_conditional_failure, store_error};
+use super::keys::{ACTIVE_TURN, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK, turn_sk};
+use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
 
 fn encode(command: &TurnCommand) -> AttributeValue {
     AttributeValue::M(HashMap::from([
@@ -45,6 +48,21 @@ fn commands_of(item: &HashMap<String, AttributeValue>) -> Result<Vec<TurnCommand
         .collect()
 }
 
+/// A look at a turn's signals that rides on a write for it.
+pub(super) struct SignalsLook {
+    /// When it was taken.
+    pub(super) at: Instant,
+    /// The condition on the turn's item, an item of the write's transaction.
+    pub(super) check: TransactWriteItem,
+}
+
+fn signals_of(item: &HashMap<String, AttributeValue>) -> Result<TurnSignals, StoreError> {
+    Ok(TurnSignals {
+        stop: decode_stop(item),
+        commands: commands_of(item)?,
+    })
+}
+
 impl DynamoStore {
     /// Adds `command` after the turn's others, while it runs (under a live lease: a turn that
     /// gave up its claim, or whose worker is gone, takes nothing) and no stop was asked of it.
@@ -54,7 +72,7 @@ impl DynamoStore {
         turn_id: &str,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
-        let result = self
+        let request = self
             .update_turn(session, turn_id)
             .update_expression("SET #cmds = list_append(if_not_exists(#cmds, :none), :one), #exp = :exp")
             .condition_expression(
@@ -67,9 +85,8 @@ impl DynamoStore {
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":exp", n(self.expires_at()))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await;
+            .return_values(ReturnValue::UpdatedNew);
+        let result = past_transactions(|| request.clone().send()).await;
         match result {
             Ok(out) => {
                 let count = out
@@ -86,8 +103,10 @@ impl DynamoStore {
         }
     }
 
-    /// The turn's stop and commands: one consistent read.
+    /// The turn's stop and commands: one consistent read. What it saw goes on the turn's board
+    /// too, so that the event log's looks know the commands heard so far.
     pub(super) async fn read_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+        let at = Instant::now();
         let out = self
             .get_turn(session, turn_id)
             .projection_expression("stopReason, stopAt, #cmds")
@@ -95,13 +114,66 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| store_error("looking for a stop or commands", e))?;
-        let Some(item) = out.item() else {
-            return Ok(TurnSignals::default());
+        let signals = match out.item() {
+            Some(item) => signals_of(item)?,
+            None => TurnSignals::default(),
         };
-        Ok(TurnSignals {
-            stop: decode_stop(item),
-            commands: commands_of(item)?,
+        self.signals.saw(
+            session,
+            turn_id,
+            SignalsSeen {
+                at,
+                signals: signals.clone(),
+            },
+        );
+        Ok(signals)
+    }
+
+    /// The look a write for `turn_id` takes at its signals when its watch is due one (see
+    /// [`SignalBoards::look_due`]): a condition on the turn's item, in the write's transaction,
+    /// that holds while no stop was asked and no command came beyond those known. `None`: no
+    /// look is due.
+    pub(super) fn signals_look(&self, session: &str, turn_id: &str) -> Option<SignalsLook> {
+        let known = self.signals.look_due(session, turn_id)?;
+        let check = ConditionCheck::builder()
+            .table_name(self.table())
+            .set_key(Some(self.key(session, turn_sk(turn_id))))
+            .condition_expression(
+                "attribute_not_exists(stopReason) AND (attribute_not_exists(#cmds) OR size(#cmds) <= :known)",
+            )
+            .expression_attribute_names("#cmds", COMMANDS)
+            .expression_attribute_values(":known", n(u64::try_from(known).unwrap_or(u64::MAX)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .ok()?;
+        Some(SignalsLook {
+            at: Instant::now(),
+            check: TransactWriteItem::builder().condition_check(check).build(),
         })
+    }
+
+    /// Puts what a look saw on the turn's board: nothing new when its condition held; when it
+    /// failed, what the turn's item held then (or, where the answer did not carry the item,
+    /// what a read finds now).
+    pub(super) async fn looked(
+        &self,
+        session: &str,
+        turn_id: &str,
+        at: Instant,
+        failed: Option<Option<&HashMap<String, AttributeValue>>>,
+    ) {
+        match failed {
+            None => self.signals.saw_unchanged(session, turn_id, at),
+            Some(Some(item)) => match signals_of(item) {
+                Ok(signals) => self.signals.saw(session, turn_id, SignalsSeen { at, signals }),
+                Err(e) => tracing::warn!(error = %e, "a turn's signals cannot be read"),
+            },
+            Some(None) => {
+                if let Err(e) = self.read_signals(session, turn_id).await {
+                    tracing::warn!(error = %e, "could not read a turn's signals after a write saw them change");
+                }
+            }
+        }
     }
 
     /// The running turn of `session`, from its meta item: the latest to start, when it is not

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
 use agent_worker_core::protocol::AgentEvent;
@@ -12,6 +13,7 @@ use agent_worker_core::sinks::{PendingEvents, Sink, SinkError, TurnRef, TurnSink
 
 use super::DynamoStore;
 use super::codec::write_token;
+use super::commands::SignalsLook;
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
 use super::sdk_error::is_conditional_failure;
 
@@ -244,7 +246,9 @@ impl TurnLog {
 
     /// One write of `events` from position `seq`: a put for one event, a transaction for more,
     /// so that a reader following the log sees all of them or none (never a later one without
-    /// those before it). With `first`, position `seq` must be free.
+    /// those before it). With `first`, position `seq` must be free. When the turn's watch is due
+    /// a look at its signals, the write is a transaction that takes it ([`DynamoStore::signals_look`]):
+    /// the stop and commands are heard at no extra request while the log is written.
     async fn put(
         &mut self,
         events: &[AgentEvent],
@@ -258,48 +262,126 @@ impl TurnLog {
             .map(|(event, seq)| self.item(event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
-        let client = self.log.store.client();
-        let table = self.log.store.table();
-        let written = if let [item] = items.as_slice() {
-            let mut put = client.put_item().table_name(table).set_item(Some(item.clone()));
-            if first {
-                put = put.condition_expression("attribute_not_exists(sk)");
+        let mut look = self
+            .log
+            .store
+            .signals_look(&self.turn.session, &self.turn.turn_id);
+        loop {
+            let written = match (items.as_slice(), look.take()) {
+                ([item], None) => self.put_one(item.clone(), seq, first).await,
+                (_, look) => match self.transact(&items, first, look, seq, last).await {
+                    // Only the look failed: the events go again, without it.
+                    Err(PutError::Looked) => continue,
+                    other => other,
+                },
+            };
+            written?;
+            self.next = Some(last + 1);
+            return Ok(());
+        }
+    }
+
+    /// One event, alone: a put.
+    async fn put_one(
+        &self,
+        item: HashMap<String, AttributeValue>,
+        seq: u64,
+        first: bool,
+    ) -> Result<(), PutError> {
+        let store = &self.log.store;
+        let mut put = store
+            .client()
+            .put_item()
+            .table_name(store.table())
+            .set_item(Some(item));
+        if first {
+            put = put.condition_expression("attribute_not_exists(sk)");
+        }
+        match put.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if first && is_conditional_failure(&e) => Err(PutError::Taken),
+            Err(e) => Err(SinkError::caused_by(format!("writing event {seq}"), e).into()),
+        }
+    }
+
+    /// Events together, in one transaction, with the look at the turn's signals when one is due.
+    async fn transact(
+        &self,
+        items: &[HashMap<String, AttributeValue>],
+        first: bool,
+        look: Option<SignalsLook>,
+        seq: u64,
+        last: u64,
+    ) -> Result<(), PutError> {
+        let store = &self.log.store;
+        let mut writes = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let put = Put::builder()
+                    .table_name(store.table())
+                    .set_item(Some(item.clone()));
+                let put = if first && i == 0 {
+                    put.condition_expression("attribute_not_exists(sk)")
+                } else {
+                    put
+                };
+                put.build()
+                    .map(|put| TransactWriteItem::builder().put(put).build())
+                    .map_err(|e| SinkError::caused_by("an event's write does not build", e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let looked_at = look.map(|look| {
+            writes.push(look.check);
+            look.at
+        });
+        let (session, turn_id) = (&self.turn.session, &self.turn.turn_id);
+        match store
+            .client()
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await
+        {
+            Ok(_) => {
+                if let Some(at) = looked_at {
+                    store.looked(session, turn_id, at, None).await;
+                }
+                Ok(())
             }
-            match put.send().await {
-                Ok(_) => Ok(()),
-                Err(e) if first && is_conditional_failure(&e) => Err(PutError::Taken),
-                Err(e) => Err(SinkError::caused_by(format!("writing event {seq}"), e).into()),
+            Err(e) => {
+                let reasons = e
+                    .as_service_error()
+                    .and_then(|e| match e {
+                        TransactWriteItemsError::TransactionCanceledException(canceled) => {
+                            Some(canceled.cancellation_reasons().to_vec())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let failed = |i: usize| {
+                    reasons
+                        .get(i)
+                        .is_some_and(|r| r.code() == Some("ConditionalCheckFailed"))
+                };
+                let look_failed = looked_at.is_some() && failed(items.len());
+                if let (Some(at), true) = (looked_at, look_failed) {
+                    let item = reasons.get(items.len()).and_then(|r| r.item());
+                    store.looked(session, turn_id, at, Some(item)).await;
+                }
+                let events_failed = reasons
+                    .iter()
+                    .take(items.len())
+                    .any(|r| r.code().is_some_and(|code| code != "None"));
+                if look_failed && !events_failed {
+                    Err(PutError::Looked)
+                } else if first && e.code() == Some("TransactionCanceledException") {
+                    Err(PutError::Taken)
+                } else {
+                    Err(SinkError::caused_by(format!("writing events {seq} to {last}"), e).into())
+                }
             }
-        } else {
-            let puts = items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    let put = Put::builder().table_name(table).set_item(Some(item));
-                    let put = if first && i == 0 {
-                        put.condition_expression("attribute_not_exists(sk)")
-                    } else {
-                        put
-                    };
-                    put.build()
-                        .map(|put| TransactWriteItem::builder().put(put).build())
-                        .map_err(|e| SinkError::caused_by("an event's write does not build", e))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            match client
-                .transact_write_items()
-                .set_transact_items(Some(puts))
-                .send()
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(e) if first && e.code() == Some("TransactionCanceledException") => Err(PutError::Taken),
-                Err(e) => Err(SinkError::caused_by(format!("writing events {seq} to {last}"), e).into()),
-            }
-        };
-        written?;
-        self.next = Some(last + 1);
-        Ok(())
+        }
     }
 
     /// The item of `event` at position `seq`.
@@ -336,6 +418,9 @@ const EVENTS_PER_WRITE: usize = 25;
 enum PutError {
     /// The first write found the position taken: the turn logged events before.
     Taken,
+    /// Only the look at the turn's signals failed: they changed, and what they are now is on
+    /// the turn's board; the events were not written.
+    Looked,
     /// The write failed.
     Failed(SinkError),
 }
@@ -350,6 +435,7 @@ impl From<PutError> for SinkError {
     fn from(e: PutError) -> Self {
         match e {
             PutError::Taken => SinkError::new("the event log's first position was taken twice"),
+            PutError::Looked => SinkError::new("the turn's signals changed while its events were written"),
             PutError::Failed(e) => e,
         }
     }

@@ -2,6 +2,8 @@
 //! the table.
 
 use std::fmt;
+use std::future::Future;
+use std::time::Duration;
 
 use agent_worker_core::Failure;
 use agent_worker_core::session::StoreError;
@@ -10,6 +12,35 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 /// Whether a call failed because its condition did not hold.
 pub(crate) fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
     error.code() == Some("ConditionalCheckFailedException")
+}
+
+/// How many times a single-item write is sent again while a transaction holds its item.
+const CONFLICT_RETRIES: u32 = 4;
+/// The pause before the first of those, doubled before each next.
+const CONFLICT_BACKOFF: Duration = Duration::from_millis(25);
+
+/// Sends a single-item write (`send` makes and sends it) until no transaction holds its item: a
+/// write to an item that a transaction in flight touches is refused with
+/// `TransactionConflictException`, which the SDK does not retry. The turn item is such an item
+/// while its event log's write looks at the turn's signals, for a few milliseconds a second; a
+/// stop or a command sent then waits them out instead of failing.
+pub(crate) async fn past_transactions<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+where
+    E: ProvideErrorMetadata,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+{
+    let mut pause = CONFLICT_BACKOFF;
+    for _ in 0..CONFLICT_RETRIES {
+        match send().await {
+            Err(e) if e.code() == Some("TransactionConflictException") => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            other => return other,
+        }
+    }
+    send().await
 }
 
 /// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the

@@ -25,15 +25,15 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, SessionStore,
-    Stop, StopOutcome, StoreError, StoredMessage, Summary, TurnCommand, TurnOpening, TurnOutcome, TurnRecord,
-    TurnSignals,
+    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, SeenSignals,
+    SessionStore, SignalBoards, Stop, StopOutcome, StoreError, StoredMessage, Summary, TurnCommand,
+    TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
 use super::keys::*;
 use super::opening::{Meta, VersionHints};
-use super::sdk_error::{is_conditional_failure, store_error};
+use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
 use super::transact::item_size;
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
@@ -84,6 +84,8 @@ pub struct DynamoStore {
     pub(super) config: DynamoConfig,
     /// The version each open turn read with its claim: its commit's first guess.
     pub(super) versions: VersionHints,
+    /// The looks the event log's writes take at the signals of turns watched in this process.
+    pub(super) signals: SignalBoards,
 }
 
 impl fmt::Debug for DynamoStore {
@@ -101,6 +103,7 @@ impl DynamoStore {
             client,
             config,
             versions: VersionHints::default(),
+            signals: SignalBoards::default(),
         }
     }
 
@@ -424,6 +427,10 @@ impl SessionStore for DynamoStore {
         self.read_signals(session, turn_id).await
     }
 
+    fn signals_seen(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
+        self.signals.subscribe(session, turn_id, interval)
+    }
+
     async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.read_active_turn(session).await
     }
@@ -459,16 +466,15 @@ impl SessionStore for DynamoStore {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let result = self.update_turn(session, turn_id)
+        let request = self.update_turn(session, turn_id)
             .update_expression("SET stopReason = if_not_exists(stopReason, :reason), stopAt = if_not_exists(stopAt, :at), #exp = if_not_exists(#exp, :exp)")
             .condition_expression("attribute_not_exists(#status) OR #status = :running")
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":reason", s(reason))
             .expression_attribute_values(":at", n(stop.at))
             .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":exp", n(self.expires_at()))
-            .send()
-            .await;
+            .expression_attribute_values(":exp", n(self.expires_at()));
+        let result = past_transactions(|| request.clone().send()).await;
         match result {
             Ok(_) => Ok(StopOutcome::Recorded),
             Err(e) if is_conditional_failure(&e) => Ok(StopOutcome::AlreadyEnded),

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::session::{ContentBlock, Message, Role, SessionStore, Stop, StopCause, TurnCommand, TurnSignals};
+use crate::session::{
+    ContentBlock, Message, Role, SeenSignals, SessionStore, Stop, StopCause, TurnCommand, TurnSignals,
+};
 
 /// What a running turn has heard of its stop and its commands, shared between its watcher and
 /// its rounds, and when it last read them.
@@ -31,8 +33,14 @@ impl StopFlag {
     /// Takes what one read found: its stop, and its commands when they are more than known
     /// (a store only ever adds to them).
     pub(crate) fn heard(&self, signals: TurnSignals) {
+        self.heard_at(Instant::now(), signals);
+    }
+
+    /// Takes a look at the signals taken `at` (by this turn's reads or by a store's writes),
+    /// as [`heard`](Self::heard) does; the last read is the latest look.
+    fn heard_at(&self, at: Instant, signals: TurnSignals) {
         if let Ok(mut heard) = self.0.lock() {
-            heard.last_read = Some(Instant::now());
+            heard.last_read = heard.last_read.max(Some(at));
             if let Some(stop) = signals.stop {
                 heard.stop.get_or_insert(stop);
             }
@@ -92,8 +100,11 @@ pub(crate) async fn read_signals(store: &dyn SessionStore, session: &str, turn_i
 
 /// The running turn's watch: reads its stop and commands `interval` after the last read while
 /// the model streams; while it does not (a long tool call), the reads grow apart, doubling up to
-/// `idle`. The rounds read too, at each round boundary, and a read there puts this one off. It
-/// wakes at most once an `interval` (a timer, no request) and returns the stop once one is heard.
+/// `idle`. The rounds read too, at each round boundary, and a read there puts this one off; so
+/// does a look the store's writes took for the turn ([`SessionStore::signals_seen`]: the
+/// DynamoDB event log looks while it writes the streamed answer, so a streaming turn reads
+/// nothing), and a stop such a look saw is taken at once. It wakes at most once an `interval`
+/// (a timer, no request) and returns the stop once one is heard.
 pub(crate) async fn watch(
     store: &dyn SessionStore,
     session: &str,
@@ -104,12 +115,28 @@ pub(crate) async fn watch(
 ) -> Stop {
     let started = Instant::now();
     let mut apart = interval;
+    let mut seen = store.signals_seen(session, turn_id, interval);
     loop {
+        if let Some(look) = seen.as_mut().and_then(SeenSignals::latest) {
+            flag.heard_at(look.at, look.signals);
+        }
+        if let Some(stop) = flag.get() {
+            return stop;
+        }
         let last = flag.last_read().unwrap_or(started);
         let wait = if flag.streaming() { interval } else { apart };
         let now = Instant::now();
         if last + wait > now {
-            tokio::time::sleep_until((last + wait).min(now + interval)).await;
+            let timer = tokio::time::sleep_until((last + wait).min(now + interval));
+            match seen.as_mut() {
+                Some(seen) => {
+                    tokio::select! {
+                        () = timer => {}
+                        () = seen.changed() => {}
+                    }
+                }
+                None => timer.await,
+            }
             continue;
         }
         read_signals(store, session, turn_id, flag).await;

@@ -15,6 +15,7 @@ mod memory;
 mod message;
 pub mod opening;
 mod owner;
+mod seen;
 mod summary;
 mod turn;
 mod ui_answer;
@@ -28,12 +29,14 @@ pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
 pub use opening::{OpenTurn, Opened, TurnOpening};
 pub use owner::{Owner, OwnerCheck};
+pub use seen::{SeenSignals, SignalBoards, SignalsSeen};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
 pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
 pub use ui_answer::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -171,6 +174,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
             stop: self.stop_requested(session, turn_id).await?,
             commands: Vec::new(),
         })
+    }
+
+    /// The looks at a running turn's signals this store takes while it writes for the turn
+    /// (see [`SignalBoards`]), for its watch, which would read them `interval` after the last
+    /// look, to take instead of reading. `None` (the default): its writes take none, and the
+    /// watch reads [`turn_signals`](Self::turn_signals).
+    fn signals_seen(&self, _session: &str, _turn_id: &str, _interval: Duration) -> Option<SeenSignals> {
+        None
     }
 
     /// [`complete_turn`](Self::complete_turn) for a turn that ran to its own end having seen
@@ -326,6 +337,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
         (**self).turn_signals(session, turn_id).await
+    }
+
+    fn signals_seen(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
+        (**self).signals_seen(session, turn_id, interval)
     }
 
     async fn complete_turn_seen(
