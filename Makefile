@@ -57,9 +57,11 @@ lint:
 fmt:
 	cargo fmt --all
 
-## bench: turn latency and throughput against the stand-in (a program, not a test).
+## bench: turn latency and throughput against the stand-in (a program, not a test), and the same
+## turns on rig beside ours (benches/peers/rig: its own workspace, nothing we ship depends on it).
 bench:
-	cargo bench --all-features --locked --bench turns
+	cargo build --release --locked --manifest-path benches/peers/rig/Cargo.toml
+	RIG_PEER=$(CARGO_TARGET_DIR)/release/rig-peer cargo bench --all-features --locked --bench turns
 
 build:
 	cargo build --workspace --all-features --locked --bins

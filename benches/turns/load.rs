@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 use crate::inprocess::percentile;
 use crate::process::{cpu_ms, status_kib};
 
-/// Sessions that run side by side.
-const SESSIONS: usize = 48;
+/// Sessions that run side by side: as many as moto's one-at-a-time server keeps up with (at 48
+/// its queue held calls past the store's attempt timeout, and turns ended `store_failed`).
+const SESSIONS: usize = 32;
 /// Turns per session.
 const TURNS_PER_SESSION: usize = 10;
 /// Turns per reported window.
@@ -148,6 +149,9 @@ fn worker(args: &[&str], table: &str, bedrock: &BedrockStandIn, emit: &str) -> t
         .env("EMIT_API_KEY", "bench")
         .env("TOOLS", "")
         .env("RUST_LOG", "warn")
+        // moto answers one call at a time, so under load a call waits in its queue for seconds,
+        // which DynamoDB's do not: the attempt timeout is for a stalled connection, not for that.
+        .env("DYNAMODB_ATTEMPT_TIMEOUT_MS", "30000")
         .env("POWERTOOLS_METRICS_NAMESPACE", "AgentWorkerBench")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

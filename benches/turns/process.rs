@@ -7,6 +7,7 @@
 //! parent's address space).
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,28 +53,69 @@ fn script(stand_in: &StandIn, scenario: Scenario, turns: u32) {
     }
 }
 
-/// Runs the child against the stand-in of `provider` at `endpoint` to its end, reading its
-/// events; its resources from `wait4`.
-fn run_child(provider: Provider, endpoint: &str, turns: u32) -> Run {
-    let start = Instant::now();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
-    command
-        .args([
-            "invoke",
-            "--session",
-            "bench",
-            "--text",
-            "Add 1 and 2.",
-            "--tool",
-            "add",
-        ])
-        .args(["--repeat", &turns.to_string()])
-        .args(["--provider", provider.name(), "--model-id", provider.model_id()])
-        .args(["--endpoint-url", endpoint, "--region", "us-east-1"]);
-    if let Some(variable) = provider.key_variable() {
-        command.env(variable, STAND_IN_API_KEY);
+/// The program that runs the turns: `agent-worker invoke` on a provider, or the rig peer
+/// (`benches/peers/rig`, Bedrock only) built at the path `make bench` gives in `RIG_PEER`.
+#[derive(Debug, Clone)]
+enum Runner {
+    AgentWorker(Provider),
+    Rig(PathBuf),
+}
+
+impl Runner {
+    /// The command that runs `turns` one-tool-or-text turns against `endpoint`.
+    fn command(&self, endpoint: &str, turns: u32) -> Command {
+        let turns = turns.to_string();
+        match self {
+            Self::AgentWorker(provider) => {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+                command
+                    .args([
+                        "invoke",
+                        "--session",
+                        "bench",
+                        "--text",
+                        "Add 1 and 2.",
+                        "--tool",
+                        "add",
+                    ])
+                    .args(["--repeat", &turns])
+                    .args(["--provider", provider.name(), "--model-id", provider.model_id()])
+                    .args(["--endpoint-url", endpoint, "--region", "us-east-1"]);
+                if let Some(variable) = provider.key_variable() {
+                    command.env(variable, STAND_IN_API_KEY);
+                }
+                command
+            }
+            Self::Rig(path) => {
+                let mut command = Command::new(path);
+                command.args([
+                    "--endpoint-url",
+                    endpoint,
+                    "--model-id",
+                    Provider::Bedrock.model_id(),
+                    "--repeat",
+                    &turns,
+                ]);
+                command
+            }
+        }
     }
-    let mut child = command
+
+    /// The rig peer, when `make bench` built it.
+    fn rig() -> Option<Self> {
+        std::env::var_os("RIG_PEER")
+            .map(PathBuf::from)
+            .filter(|path| path.is_file())
+            .map(Self::Rig)
+    }
+}
+
+/// Runs `runner` against the stand-in at `endpoint` to its end, reading its events; its
+/// resources from `wait4`.
+fn run_child(runner: &Runner, endpoint: &str, turns: u32) -> Run {
+    let start = Instant::now();
+    let mut child = runner
+        .command(endpoint, turns)
         .env_remove("TABLE_NAME")
         .env("AWS_ACCESS_KEY_ID", "bench")
         .env("AWS_SECRET_ACCESS_KEY", "bench")
@@ -82,7 +124,7 @@ fn run_child(provider: Provider, endpoint: &str, turns: u32) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("agent-worker starts");
+        .expect("the runner starts");
     let pid = i32::try_from(child.id()).expect("a pid");
     let stdout = child.stdout.take().expect("its stdout");
     let mut first_event = None;
@@ -118,15 +160,26 @@ fn run_child(provider: Provider, endpoint: &str, turns: u32) -> Run {
 /// this runtime), and the stand-in's answering time during it.
 /// (The stand-in's answering time is Bedrock's alone; the others count none.)
 async fn measured(stand_in: &StandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
+    measured_on(
+        &Runner::AgentWorker(stand_in.provider()),
+        stand_in,
+        scenario,
+        turns,
+    )
+    .await
+}
+
+/// [`measured`], with the turns run by `runner`.
+async fn measured_on(runner: &Runner, stand_in: &StandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
     script(stand_in, scenario, turns);
     let endpoint = stand_in.endpoint_url();
-    let provider = stand_in.provider();
+    let runner = runner.clone();
     let answering = || match stand_in {
         StandIn::Bedrock(bedrock) => bedrock.answering_time(),
         StandIn::Api(..) => Duration::ZERO,
     };
     let model_before = answering();
-    let run = tokio::task::spawn_blocking(move || run_child(provider, &endpoint, turns))
+    let run = tokio::task::spawn_blocking(move || run_child(&runner, &endpoint, turns))
         .await
         .expect("the child's thread");
     (run, answering() - model_before)
@@ -300,10 +353,15 @@ fn ms(d: Duration) -> f64 {
 /// Cold start on `stand_in`: process start to the first event of a text turn, the median of
 /// `runs`; and the first run whole.
 async fn cold_start(stand_in: &StandIn, runs: usize) -> (Duration, Run) {
+    cold_start_on(&Runner::AgentWorker(stand_in.provider()), stand_in, runs).await
+}
+
+/// [`cold_start`], with the turn run by `runner`.
+async fn cold_start_on(runner: &Runner, stand_in: &StandIn, runs: usize) -> (Duration, Run) {
     let mut cold = Vec::with_capacity(runs);
     let mut single = None;
     for _ in 0..runs {
-        let (run, _) = measured(stand_in, Scenario::Text, 1).await;
+        let (run, _) = measured_on(runner, stand_in, Scenario::Text, 1).await;
         cold.push(run.first_event);
         single.get_or_insert(run);
     }
@@ -395,6 +453,13 @@ pub async fn run() -> Value {
             }),
         );
     }
+    let rig = match Runner::rig() {
+        Some(rig) => against_rig(&rig, &stand_in, cold_p50, single, &scenarios).await,
+        None => {
+            println!("(no rig peer: `make bench` builds benches/peers/rig and names it in RIG_PEER)");
+            Value::Null
+        }
+    };
     let StandIn::Bedrock(bedrock) = &stand_in else {
         unreachable!("started as Bedrock's")
     };
@@ -419,5 +484,59 @@ pub async fn run() -> Value {
             "peakRssMiB": single.max_rss_kib as f64 / 1024.0,
         },
         "perTurn": scenarios,
+        "rig": rig,
+    })
+}
+
+/// The same turns on the rig peer, beside this run's figures for `invoke`: cold start (median of
+/// [`COLD_STARTS`]), CPU per one-tool turn over [`TURNS`], peak memory of one turn and of the
+/// long run; each with `invoke`'s over rig's (the goal: at most 0.8).
+async fn against_rig(
+    rig: &Runner,
+    stand_in: &StandIn,
+    cold: Duration,
+    single: Run,
+    scenarios: &serde_json::Map<String, Value>,
+) -> Value {
+    let (rig_cold, rig_single) = cold_start_on(rig, stand_in, COLD_STARTS).await;
+    let (one, _) = measured_on(rig, stand_in, Scenario::OneTool, 1).await;
+    let (many, _) = measured_on(rig, stand_in, Scenario::OneTool, TURNS).await;
+    let rig_cpu = ms(many.cpu.saturating_sub(one.cpu) / (TURNS - 1));
+    let ours = &scenarios["one_tool_call"];
+    let our_cpu = ours["cpuMsPerTurn"].as_f64().unwrap_or(f64::NAN);
+    let our_peak = ours["peakRssMiB"].as_f64().unwrap_or(f64::NAN);
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let rows = [
+        ("cold start, ms (median)", ms(cold), ms(rig_cold)),
+        ("CPU per one-tool turn, ms", our_cpu, rig_cpu),
+        (
+            "peak RSS, one turn, MiB",
+            mib(single.max_rss_kib),
+            mib(rig_single.max_rss_kib),
+        ),
+        (
+            &*format!("peak RSS after {TURNS} turns, MiB"),
+            our_peak,
+            mib(many.max_rss_kib),
+        ),
+    ];
+    println!(
+        "\n| same stand-in, same turns | agent-worker invoke | rig (rig-agent + rig-bedrock 0.44) | ours ÷ rig |"
+    );
+    println!("| --- | --- | --- | --- |");
+    for (name, ours, theirs) in &rows {
+        println!("| {name} | {ours:.3} | {theirs:.3} | {:.2} |", ours / theirs);
+    }
+    json!({
+        "coldStartMs": ms(rig_cold),
+        "cpuMsPerOneToolTurn": rig_cpu,
+        "peakRssMiBOneTurn": mib(rig_single.max_rss_kib),
+        "peakRssMiBAfterMany": mib(many.max_rss_kib),
+        "turns": TURNS,
+        "oursOverRig": {
+            "coldStart": ms(cold) / ms(rig_cold),
+            "cpuPerOneToolTurn": our_cpu / rig_cpu,
+            "peakRssOneTurn": mib(single.max_rss_kib) / mib(rig_single.max_rss_kib),
+        },
     })
 }
