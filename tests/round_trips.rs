@@ -137,7 +137,7 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
             .chunk_delay(Duration::from_millis(100))
             .into_reply(),
     );
-    // The watch would read every 4 s: the log's writes look every 3 s instead, well before it.
+    // The watch would read every 4 s: the log's writes look from 3.5 s on instead, before it.
     let engine = Engine::builder()
         .model(BedrockModel::new(bedrock.client(), "test-model"))
         .store(store.clone())

@@ -4,6 +4,7 @@
 //! [`TurnCommand`]).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{CommandOutcome, SignalsSeen, StoreError, TurnCommand, TurnSignals};
@@ -129,12 +130,17 @@ impl DynamoStore {
         Ok(signals)
     }
 
-    /// The look a write for `turn_id` takes at its signals when its watch is due one (see
-    /// [`SignalBoards::look_due`]): a condition on the turn's item, in the write's transaction,
-    /// that holds while no stop was asked and no command came beyond those known. `None`: no
-    /// look is due.
-    pub(super) fn signals_look(&self, session: &str, turn_id: &str) -> Option<SignalsLook> {
-        let known = self.signals.look_due(session, turn_id)?;
+    /// The look a write for `turn_id`, whose next write may come `until_next` after it, takes
+    /// at its signals when its watch would read before then (see [`SignalBoards::look_due`](agent_worker_core::session::SignalBoards::look_due)): a
+    /// condition on the turn's item, in the write's transaction, that holds while no stop was
+    /// asked and no command came beyond those known. `None`: no look is due.
+    pub(super) fn signals_look(
+        &self,
+        session: &str,
+        turn_id: &str,
+        until_next: Duration,
+    ) -> Option<SignalsLook> {
+        let known = self.signals.look_due(session, turn_id, until_next)?;
         let check = ConditionCheck::builder()
             .table_name(self.table())
             .set_key(Some(self.key(session, turn_sk(turn_id))))

@@ -262,10 +262,12 @@ impl TurnLog {
             .map(|(event, seq)| self.item(event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
-        let mut look = self
-            .log
-            .store
-            .signals_look(&self.turn.session, &self.turn.turn_id);
+        // While events stream, the next write comes a window after the oldest event held,
+        // and that event may come up to a window after this write.
+        let mut look =
+            self.log
+                .store
+                .signals_look(&self.turn.session, &self.turn.turn_id, 2 * TEXT_COALESCE_WINDOW);
         loop {
             let written = match (items.as_slice(), look.take()) {
                 ([item], None) => self.put_one(item.clone(), seq, first).await,

@@ -46,8 +46,7 @@ impl SeenSignals {
     }
 }
 
-/// The turns watched in this process, each with its latest look and how often its watch wants
-/// one. A store keeps one and shares it between its clones; a board exists while its turn's
+/// The turns watched in this process, each with its latest look and how often its watch reads. A store keeps one and shares it between its clones; a board exists while its turn's
 /// watch holds a [`SeenSignals`], so a writer looks only for turns someone watches.
 #[derive(Debug, Clone, Default)]
 pub struct SignalBoards(Arc<Mutex<HashMap<(String, String), Board>>>);
@@ -55,14 +54,13 @@ pub struct SignalBoards(Arc<Mutex<HashMap<(String, String), Board>>>);
 #[derive(Debug)]
 struct Board {
     looks: watch::Sender<Option<SignalsSeen>>,
-    /// How long after a look a writer looks again.
-    every: Duration,
+    /// How long after the last look the turn's watch reads.
+    interval: Duration,
 }
 
 impl SignalBoards {
     /// The board of `turn_id` of `session`, made if it is new, for a watch that reads its
-    /// signals `interval` after the last look: writers look a quarter sooner, so that a look
-    /// comes before the watch would read. Boards no watch holds any more are dropped here.
+    /// signals `interval` after the last look. Boards no watch holds any more are dropped here.
     pub fn subscribe(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
         let mut boards = self.0.lock().ok()?;
         boards.retain(|_, board| board.looks.receiver_count() > 0);
@@ -70,15 +68,16 @@ impl SignalBoards {
             .entry((session.to_owned(), turn_id.to_owned()))
             .or_insert_with(|| Board {
                 looks: watch::channel(None).0,
-                every: interval * 3 / 4,
+                interval,
             });
         Some(SeenSignals(board.looks.subscribe()))
     }
 
-    /// Whether a writer for `turn_id` should look at its signals now: the turn is watched, no
-    /// stop is known, and no look was taken lately. Answers the commands known so far (a look
+    /// Whether a writer for `turn_id`, whose next write may come `until_next` after this one,
+    /// should look at its signals with this write: the turn is watched, no stop is known, and
+    /// the watch would read before that next write. Answers the commands known so far (a look
     /// sees a change when there are more).
-    pub fn look_due(&self, session: &str, turn_id: &str) -> Option<usize> {
+    pub fn look_due(&self, session: &str, turn_id: &str, until_next: Duration) -> Option<usize> {
         let boards = self.0.lock().ok()?;
         let board = boards.get(&(session.to_owned(), turn_id.to_owned()))?;
         if board.looks.receiver_count() == 0 {
@@ -87,7 +86,7 @@ impl SignalBoards {
         match &*board.looks.borrow() {
             None => Some(0),
             Some(seen) if seen.signals.stop.is_some() => None,
-            Some(seen) if seen.at.elapsed() < board.every => None,
+            Some(seen) if seen.at.elapsed() + until_next < board.interval => None,
             Some(seen) => Some(seen.signals.commands.len()),
         }
     }
@@ -139,14 +138,17 @@ mod tests {
     use crate::session::{Stop, StopCause, TurnCommand};
 
     const INTERVAL: Duration = Duration::from_secs(1);
-    const EVERY: Duration = Duration::from_millis(750);
+    /// The writer's next write may come this long after one.
+    const UNTIL_NEXT: Duration = Duration::from_millis(500);
+    /// How long after a look the next one is due.
+    const EVERY: Duration = Duration::from_millis(500);
 
     #[tokio::test(start_paused = true)]
     async fn a_look_is_due_only_for_a_watched_turn_and_once_an_interval() {
         let boards = SignalBoards::default();
-        assert_eq!(boards.look_due("s", "t"), None, "nobody watches t");
+        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "nobody watches t");
         let mut watch = boards.subscribe("s", "t", INTERVAL).expect("a board");
-        assert_eq!(boards.look_due("s", "t"), Some(0));
+        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), Some(0));
 
         boards.saw_unchanged("s", "t", Instant::now());
         watch.changed().await;
@@ -154,7 +156,7 @@ mod tests {
             watch.latest().map(|seen| seen.signals),
             Some(TurnSignals::default())
         );
-        assert_eq!(boards.look_due("s", "t"), None, "just looked");
+        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "just looked");
 
         tokio::time::advance(EVERY).await;
         let signals = TurnSignals {
@@ -172,7 +174,11 @@ mod tests {
             },
         );
         tokio::time::advance(EVERY).await;
-        assert_eq!(boards.look_due("s", "t"), Some(1), "one command known");
+        assert_eq!(
+            boards.look_due("s", "t", UNTIL_NEXT),
+            Some(1),
+            "one command known"
+        );
 
         boards.saw(
             "s",
@@ -187,13 +193,13 @@ mod tests {
         );
         tokio::time::advance(EVERY).await;
         assert_eq!(
-            boards.look_due("s", "t"),
+            boards.look_due("s", "t", UNTIL_NEXT),
             None,
             "a stop is known: nothing left to look for"
         );
 
         drop(watch);
-        assert_eq!(boards.look_due("s", "t"), None, "the watch is gone");
+        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "the watch is gone");
     }
 
     #[tokio::test(start_paused = true)]
