@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -32,6 +32,8 @@ struct Shared {
     invocations: Arc<Mutex<VecDeque<Invocation>>>,
     more: Arc<Notify>,
     answers: mpsc::UnboundedSender<Answer>,
+    /// When the function first asked for an invocation: the end of its init.
+    first_next: Arc<OnceLock<Instant>>,
 }
 
 /// A running Runtime API stand-in. Dropping it stops the server.
@@ -41,6 +43,7 @@ pub struct LambdaRuntimeApi {
     shared_invocations: Arc<Mutex<VecDeque<Invocation>>>,
     more: Arc<Notify>,
     answers: mpsc::UnboundedReceiver<Answer>,
+    first_next: Arc<OnceLock<Instant>>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -54,6 +57,7 @@ impl LambdaRuntimeApi {
             invocations: Arc::default(),
             more: Arc::default(),
             answers,
+            first_next: Arc::default(),
         };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
@@ -66,8 +70,15 @@ impl LambdaRuntimeApi {
             shared_invocations: shared.invocations,
             more: shared.more,
             answers: received,
+            first_next: shared.first_next,
             _stop: stop,
         })
+    }
+
+    /// When the function first asked for an invocation (`next`): its init ends there, as
+    /// Lambda's `Init Duration` does.
+    pub fn first_next(&self) -> Option<Instant> {
+        self.first_next.get().copied()
     }
 
     /// The value of `AWS_LAMBDA_RUNTIME_API` that reaches it.
@@ -132,6 +143,7 @@ impl LambdaRuntimeApi {
 }
 
 async fn next(State(shared): State<Shared>) -> Response {
+    shared.first_next.get_or_init(Instant::now);
     let (id, event, deadline) = loop {
         let notified = shared.more.notified();
         if let Some(invocation) = shared.invocations.lock().ok().and_then(|mut q| q.pop_front()) {
