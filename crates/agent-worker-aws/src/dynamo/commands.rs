@@ -131,9 +131,11 @@ impl DynamoStore {
     }
 
     /// The look a write for `turn_id`, whose next write may come `until_next` after it, takes
-    /// at its signals when its watch would read before then (see [`SignalBoards::look_due`](agent_worker_core::session::SignalBoards::look_due)): a
+    /// at its signals when its watch would read before then ([`SignalBoards::look_due`]): a
     /// condition on the turn's item, in the write's transaction, that holds while no stop was
     /// asked and no command came beyond those known. `None`: no look is due.
+    ///
+    /// [`SignalBoards::look_due`]: agent_worker_core::session::SignalBoards::look_due
     pub(super) fn signals_look(
         &self,
         session: &str,
