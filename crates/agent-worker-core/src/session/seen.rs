@@ -46,8 +46,9 @@ impl SeenSignals {
     }
 }
 
-/// The turns watched in this process, each with its latest look and how often its watch reads. A store keeps one and shares it between its clones; a board exists while its turn's
-/// watch holds a [`SeenSignals`], so a writer looks only for turns someone watches.
+/// The turns watched in this process, each with its latest look and how often its watch reads.
+/// A store keeps one and shares it between its clones; a board exists while its turn's watch
+/// holds a [`SeenSignals`], so a writer looks only for turns someone watches.
 #[derive(Debug, Clone, Default)]
 pub struct SignalBoards(Arc<Mutex<HashMap<(String, String), Board>>>);
 
