@@ -4,14 +4,18 @@
 
 use std::time::{Duration, SystemTime};
 
-use agent_worker::engine::{BedrockModel, Engine};
+use std::sync::Arc;
+
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
-use agent_worker::sinks::{DynamoEventLog, Sinks};
+use agent_worker::protocol::AgentEvent;
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause};
+use agent_worker::sinks::{DynamoEventLog, Sink, SinkError, Sinks, TurnRef, TurnSink};
 use agent_worker_testkit::meter::Meter;
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::json;
+use tokio::sync::Notify;
 
 fn record(turn_id: &str, session: &str) -> SqsEvent {
     let mut record = SqsMessage::default();
@@ -90,36 +94,29 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
 
 /// Tells once the turn's first words have come.
 #[derive(Debug, Clone, Default)]
-struct FirstWords(std::sync::Arc<tokio::sync::Notify>);
+struct FirstWords(Arc<Notify>);
 
 #[derive(Debug)]
-struct FirstWordsSink(std::sync::Arc<tokio::sync::Notify>);
+struct FirstWordsSink(Arc<Notify>);
 
 #[async_trait::async_trait]
-impl agent_worker::sinks::TurnSink for FirstWordsSink {
-    async fn event(
-        &mut self,
-        event: &agent_worker::protocol::AgentEvent,
-    ) -> Result<(), agent_worker::sinks::SinkError> {
-        if matches!(event, agent_worker::protocol::AgentEvent::Text { .. }) {
+impl TurnSink for FirstWordsSink {
+    async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        if matches!(event, AgentEvent::Text { .. }) {
             self.0.notify_one();
         }
         Ok(())
     }
 }
 
-impl agent_worker::sinks::Sink for FirstWords {
-    fn open(&self, _turn: &agent_worker::sinks::TurnRef) -> Box<dyn agent_worker::sinks::TurnSink> {
+impl Sink for FirstWords {
+    fn open(&self, _turn: &TurnRef) -> Box<dyn TurnSink> {
         Box::new(FirstWordsSink(self.0.clone()))
     }
 }
 
 #[tokio::test]
 async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for_it() {
-    use agent_worker::engine::EngineConfig;
-    use agent_worker::session::{Stop, StopCause};
-    use agent_worker_testkit::StreamScript;
-
     let meter = Meter::default();
     let plain = moto().dynamodb();
     let table = format!("looks-{}", uuid::Uuid::new_v4().simple());
@@ -193,7 +190,7 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
     let last = &logged.last().expect("a logged terminal").event;
     assert_eq!(
         last,
-        &agent_worker::protocol::AgentEvent::completed_with(json!({ "stopReason": "user_stop" })),
+        &AgentEvent::completed_with(json!({ "stopReason": "user_stop" })),
         "{logged:#?}"
     );
     let history = unmetered.load_history("c-1").await.unwrap();
