@@ -258,8 +258,7 @@ async fn lambda_function(bedrock: &BedrockStandIn, metrics: bool) -> Value {
     let rss_many = peak_rss_kib(pid);
     let (anon, file) = (status_kib(pid, "RssAnon"), status_kib(pid, "RssFile"));
     let _ = function.kill().await;
-    walls.sort();
-    let p50 = walls[walls.len() / 2];
+    let p50 = median(walls);
     println!(
         "Lambda function{}: process start to the first answer {:.1} ms; a warm invocation of one turn (DynamoDB on moto) p50 {:.2} ms, CPU {:.3} ms; \
          peak RSS {:.1} MiB after one invocation, {:.1} MiB after {} (now {:.1} MiB heap and stacks, {:.1} MiB of the binary and libraries)",
@@ -344,10 +343,6 @@ async fn function_cold_starts(bedrock: &BedrockStandIn) -> ColdStarts {
             let _ = function.kill().await;
         }
     }
-    let median = |mut samples: Vec<Duration>| {
-        samples.sort();
-        samples[samples.len() / 2]
-    };
     let [off, on] = answers;
     let [init_off, init_on] = inits;
     ColdStarts {
@@ -362,6 +357,12 @@ struct ColdStarts {
     answer: [Duration; 2],
     /// Process start to the first ask for an invocation.
     init: [Duration; 2],
+}
+
+/// The middle of `samples` (the upper one of an even count).
+fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -383,8 +384,7 @@ async fn cold_start_on(runner: &Runner, stand_in: &StandIn, runs: usize) -> (Dur
         cold.push(run.first_event);
         single.get_or_insert(run);
     }
-    cold.sort();
-    (cold[cold.len() / 2], single.expect("one run"))
+    (median(cold), single.expect("one run"))
 }
 
 /// Turns in a provider's long run.
@@ -524,15 +524,14 @@ async fn against_rig(rig: &Runner, stand_in: &StandIn, scenarios: &serde_json::M
             samples[i].push((run.first_event, run.max_rss_kib));
         }
     }
-    let median = |runs: &[(Duration, u64)]| {
-        let mut cold: Vec<Duration> = runs.iter().map(|r| r.0).collect();
-        let mut rss: Vec<u64> = runs.iter().map(|r| r.1).collect();
-        cold.sort();
-        rss.sort();
-        (cold[cold.len() / 2], rss[rss.len() / 2])
+    let medians = |runs: &[(Duration, u64)]| {
+        (
+            median(runs.iter().map(|r| r.0).collect()),
+            median(runs.iter().map(|r| r.1).collect()),
+        )
     };
-    let (cold, our_rss) = median(&samples[0]);
-    let (rig_cold, rig_rss) = median(&samples[1]);
+    let (cold, our_rss) = medians(&samples[0]);
+    let (rig_cold, rig_rss) = medians(&samples[1]);
     let (one, _) = measured_on(rig, stand_in, Scenario::OneTool, 1).await;
     let (many, _) = measured_on(rig, stand_in, Scenario::OneTool, TURNS).await;
     let rig_cpu = ms(many.cpu.saturating_sub(one.cpu) / (TURNS - 1));

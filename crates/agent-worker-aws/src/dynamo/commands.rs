@@ -57,6 +57,14 @@ pub(super) struct SignalsLook {
     pub(super) check: TransactWriteItem,
 }
 
+/// How a look at a turn's signals came out.
+pub(super) enum Look<'a> {
+    /// Its condition held: no stop, no command beyond those known.
+    Held,
+    /// It did not: the turn's item as the answer carried it, if it did.
+    Failed(Option<&'a HashMap<String, AttributeValue>>),
+}
+
 fn signals_of(item: &HashMap<String, AttributeValue>) -> Result<TurnSignals, StoreError> {
     Ok(TurnSignals {
         stop: decode_stop(item),
@@ -163,20 +171,14 @@ impl DynamoStore {
     /// Puts what a look saw on the turn's board: nothing new when its condition held; when it
     /// failed, what the turn's item held then (or, where the answer did not carry the item,
     /// what a read finds now).
-    pub(super) async fn looked(
-        &self,
-        session: &str,
-        turn_id: &str,
-        at: Instant,
-        failed: Option<Option<&HashMap<String, AttributeValue>>>,
-    ) {
-        match failed {
-            None => self.signals.saw_unchanged(session, turn_id, at),
-            Some(Some(item)) => match signals_of(item) {
+    pub(super) async fn looked(&self, session: &str, turn_id: &str, at: Instant, look: Look<'_>) {
+        match look {
+            Look::Held => self.signals.saw_unchanged(session, turn_id, at),
+            Look::Failed(Some(item)) => match signals_of(item) {
                 Ok(signals) => self.signals.saw(session, turn_id, SignalsSeen { at, signals }),
                 Err(e) => tracing::warn!(error = %e, "a turn's signals cannot be read"),
             },
-            Some(None) => {
+            Look::Failed(None) => {
                 if let Err(e) = self.read_signals(session, turn_id).await {
                     tracing::warn!(error = %e, "could not read a turn's signals after a write saw them change");
                 }

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, Select, TransactWriteItem};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -17,7 +16,7 @@ use agent_worker_core::session::StoreError;
 use super::DynamoStore;
 use super::codec::s;
 use super::keys::{EXPIRES_AT, PK, SK};
-use super::sdk_error::store_error;
+use super::sdk_error::{cancellation_reasons, is_condition_reason, store_error};
 
 /// The attribute that holds an item's JSON.
 const DOC: &str = "doc";
@@ -216,14 +215,7 @@ impl Documents {
         match result {
             Ok(_) => Ok(()),
             Err(e) => {
-                let parent_missing = match e.as_service_error() {
-                    Some(TransactWriteItemsError::TransactionCanceledException(canceled)) => {
-                        canceled.cancellation_reasons().first().and_then(|r| r.code())
-                            == Some("ConditionalCheckFailed")
-                    }
-                    _ => false,
-                };
-                if parent_missing {
+                if is_condition_reason(cancellation_reasons(&e).first()) {
                     Err(DocumentsError::NoParent(parent.clone()))
                 } else {
                     Err(store_error("writing documents", e).into())

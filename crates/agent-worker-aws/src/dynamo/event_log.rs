@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
 use agent_worker_core::protocol::AgentEvent;
@@ -13,9 +12,9 @@ use agent_worker_core::sinks::{PendingEvents, Sink, SinkError, TurnRef, TurnSink
 
 use super::DynamoStore;
 use super::codec::write_token;
-use super::commands::SignalsLook;
+use super::commands::{Look, SignalsLook};
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
-use super::sdk_error::is_conditional_failure;
+use super::sdk_error::{cancellation_reasons, is_condition_reason, is_conditional_failure};
 
 /// Consecutive text (or thinking) deltas are merged into one event of at most this many bytes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
@@ -264,22 +263,31 @@ impl TurnLog {
         let last = seq + events.len() as u64 - 1;
         // While events stream, the next write comes a window after the oldest event held,
         // and that event may come up to a window after this write.
-        let mut look =
+        let look =
             self.log
                 .store
                 .signals_look(&self.turn.session, &self.turn.turn_id, 2 * TEXT_COALESCE_WINDOW);
-        loop {
-            let written = match (items.as_slice(), look.take()) {
-                ([item], None) => self.put_one(item.clone(), seq, first).await,
-                (_, look) => match self.transact(&items, first, look, seq, last).await {
-                    // Only the look failed: the events go again, without it.
-                    Err(PutError::Looked) => continue,
-                    other => other,
-                },
-            };
-            written?;
-            self.next = Some(last + 1);
-            return Ok(());
+        match self.send(&items, first, look, seq, last).await {
+            // Only the look failed: the events go again, without it.
+            Err(PutError::Looked) => self.send(&items, first, None, seq, last).await,
+            other => other,
+        }?;
+        self.next = Some(last + 1);
+        Ok(())
+    }
+
+    /// One write of `items`: a put for one event without a look, a transaction otherwise.
+    async fn send(
+        &self,
+        items: &[HashMap<String, AttributeValue>],
+        first: bool,
+        look: Option<SignalsLook>,
+        seq: u64,
+        last: u64,
+    ) -> Result<(), PutError> {
+        match (items, look) {
+            ([item], None) => self.put_one(item.clone(), seq, first).await,
+            (_, look) => self.transact(items, first, look, seq, last).await,
         }
     }
 
@@ -347,29 +355,16 @@ impl TurnLog {
         {
             Ok(_) => {
                 if let Some(at) = looked_at {
-                    store.looked(session, turn_id, at, None).await;
+                    store.looked(session, turn_id, at, Look::Held).await;
                 }
                 Ok(())
             }
             Err(e) => {
-                let reasons = e
-                    .as_service_error()
-                    .and_then(|e| match e {
-                        TransactWriteItemsError::TransactionCanceledException(canceled) => {
-                            Some(canceled.cancellation_reasons().to_vec())
-                        }
-                        _ => None,
-                    })
-                    .unwrap_or_default();
-                let failed = |i: usize| {
-                    reasons
-                        .get(i)
-                        .is_some_and(|r| r.code() == Some("ConditionalCheckFailed"))
-                };
-                let look_failed = looked_at.is_some() && failed(items.len());
+                let reasons = cancellation_reasons(&e);
+                let look_failed = looked_at.is_some() && is_condition_reason(reasons.get(items.len()));
                 if let (Some(at), true) = (looked_at, look_failed) {
                     let item = reasons.get(items.len()).and_then(|r| r.item());
-                    store.looked(session, turn_id, at, Some(item)).await;
+                    store.looked(session, turn_id, at, Look::Failed(item)).await;
                 }
                 let events_failed = reasons
                     .iter()

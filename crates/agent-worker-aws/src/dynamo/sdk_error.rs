@@ -8,10 +8,28 @@ use std::time::Duration;
 use agent_worker_core::Failure;
 use agent_worker_core::session::StoreError;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::CancellationReason;
 
 /// Whether a call failed because its condition did not hold.
 pub(crate) fn is_conditional_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
     error.code() == Some("ConditionalCheckFailedException")
+}
+
+/// Why each item of a cancelled transaction was refused, in the order the items were written;
+/// empty when the transaction failed otherwise.
+pub(crate) fn cancellation_reasons<R>(error: &SdkError<TransactWriteItemsError, R>) -> &[CancellationReason] {
+    match error.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(canceled)) => {
+            canceled.cancellation_reasons()
+        }
+        _ => &[],
+    }
+}
+
+/// Whether a cancelled transaction's item was refused because its condition did not hold.
+pub(crate) fn is_condition_reason(reason: Option<&CancellationReason>) -> bool {
+    reason.and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
 }
 
 /// How many times a single-item write is sent again while a transaction holds its item.
