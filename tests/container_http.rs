@@ -345,16 +345,21 @@ async fn a_turn_of_another_persons_conversation_is_refused_and_stores_nothing() 
             .to_string()
     };
     server.bedrock.push(Reply::text("Hello Ada."));
+    let ends = &server.ends;
+    let ended = |count: usize| {
+        tokio::time::timeout(Duration::from_secs(20), async move {
+            while ends.lock().unwrap().len() < count {
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Ada's turn makes the conversation hers before Mallory's comes (sent together, either
+    // could be the first to record its owner).
     assert_eq!(post(&url, Some(KEY), &of("t1", "ada")).await.0, 202);
+    ended(1).await.expect("Ada's turn ended");
     assert_eq!(post(&url, Some(KEY), &of("t2", "mallory")).await.0, 202);
-    // Both end; the second without running.
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while server.ends.lock().unwrap().len() < 2 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("both turns ended");
+    // The second ends without running.
+    ended(2).await.expect("both turns ended");
     let ends = server.ends.lock().unwrap().clone();
     let theirs = ends.iter().find(|e| e.turn_id == "t2").unwrap();
     assert_eq!(theirs.outcome.as_str(), "refused");
