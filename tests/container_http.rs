@@ -10,7 +10,7 @@ use agent_worker::hosts::container::{ContainerConfig, TurnEnd};
 use agent_worker::session::{SessionStore, TurnStatus};
 use agent_worker_testkit::{Reply, StreamScript};
 use serde_json::{Value, json};
-use support::container::{KEY, Server, events, post, server, server_with, sse_events, turn};
+use support::container::{KEY, Server, changed, events, post, server, server_with, sse_events, table, turn};
 use support::{MODEL_ID, config};
 
 #[tokio::test]
@@ -219,13 +219,9 @@ async fn shutdown_while_turns_run_loses_none() {
         assert_eq!(status, 202);
     }
     // Every turn has reached the model before the shutdown begins.
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while server.bedrock.requests().len() < 3 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("every turn reached the model");
+    tokio::time::timeout(Duration::from_secs(20), server.bedrock.requested(3))
+        .await
+        .expect("every turn reached the model");
     server.stop.take().unwrap().send(()).unwrap();
     server.served.await.unwrap().unwrap();
 
@@ -329,7 +325,6 @@ async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
             if now["eventStreams"] == 0 && now["eventReaders"] == 0 {
                 return;
             }
-            tokio::task::yield_now().await;
         }
     })
     .await
@@ -345,29 +340,19 @@ async fn a_turn_of_another_persons_conversation_is_refused_and_stores_nothing() 
             .to_string()
     };
     server.bedrock.push(Reply::text("Hello Ada."));
-    let ends = &server.ends;
-    let ended = |count: usize| {
-        tokio::time::timeout(Duration::from_secs(20), async move {
-            while ends.lock().unwrap().len() < count {
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    // Ada's turn makes the conversation hers before Mallory's comes (sent together, either
-    // could be the first to record its owner).
+    // Ada's turn makes the conversation hers before Mallory's comes: the route records the
+    // owner before it answers.
     assert_eq!(post(&url, Some(KEY), &of("t1", "ada")).await.0, 202);
-    ended(1).await.expect("Ada's turn ended");
-    assert_eq!(post(&url, Some(KEY), &of("t2", "mallory")).await.0, 202);
-    // The second ends without running.
-    ended(2).await.expect("both turns ended");
-    let ends = server.ends.lock().unwrap().clone();
-    let theirs = ends.iter().find(|e| e.turn_id == "t2").unwrap();
-    assert_eq!(theirs.outcome.as_str(), "refused");
-    assert!(
-        matches!(&theirs.terminal, Some(agent_worker::protocol::AgentEvent::Failed { code: Some(code), .. }) if code == "not_owner"),
-        "{:?}",
-        theirs.terminal
+    server.ended(1).await;
+    let before = table(&server.store).await;
+    // Mallory's is refused at the door: nothing runs, nothing is written.
+    let (status, error) = post(&url, Some(KEY), &of("t2", "mallory")).await;
+    assert_eq!(status, 404, "{error}");
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
     );
+    assert_eq!(server.ends.lock().unwrap().len(), 1);
     assert_eq!(server.bedrock.requests().len(), 1);
     assert_eq!(server.store.load_history("c-ada").await.unwrap().len(), 2);
 }
@@ -385,14 +370,10 @@ async fn only_the_owner_reads_or_stops_a_conversation() {
             .0,
         202
     );
-    // The owner is recorded once the turn has started: wait for the model to be asked.
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while server.bedrock.requests().is_empty() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the turn started");
+    // The turn runs once the model has been asked.
+    tokio::time::timeout(Duration::from_secs(20), server.bedrock.requested(1))
+        .await
+        .expect("the turn started");
     let client = reqwest::Client::new();
     let events = |who: &str| format!("{}/turns/t1/events?session=c-ada&{who}", server.url);
     let stop = |who: &str| format!("{}/turns/t1/stop?session=c-ada&{who}", server.url);
@@ -406,6 +387,8 @@ async fn only_the_owner_reads_or_stops_a_conversation() {
         assert_eq!(read.status(), 404, "{who} reads");
         assert_eq!(post(&stop(who), Some(KEY), "").await.0, 404, "{who} stops");
     }
+    // The refused stops wrote nothing: the running turn has no stop, before the owner acts.
+    assert_eq!(server.store.stop_requested("c-ada", "t1").await.unwrap(), None);
     // Without the person's ids: 400, naming the one missing.
     let (status, error) = post(&stop("userId=ada"), Some(KEY), "").await;
     assert_eq!(status, 400);
@@ -431,14 +414,7 @@ async fn only_the_owner_reads_or_stops_a_conversation() {
 
 /// The ends seen so far, once there are `count` of them.
 async fn ends(server: &Server, count: usize) -> Vec<TurnEnd> {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while server.ends.lock().unwrap().len() < count {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the turns ended");
-    server.ends.lock().unwrap().clone()
+    server.ended(count).await
 }
 
 #[tokio::test]
@@ -579,13 +555,10 @@ async fn a_persons_conversations_are_listed_read_and_deleted_for_them_alone() {
         .status(),
         404
     );
-    assert_eq!(post(&turns, Some(KEY), &of("t3", "c-1")).await.0, 202);
-    let end = ends(&server, 3).await.pop().unwrap();
-    assert!(
-        matches!(&end.terminal, Some(agent_worker::protocol::AgentEvent::Failed { code: Some(code), .. }) if code == "conversation_deleted"),
-        "{:?}",
-        end.terminal
-    );
+    // A later turn of it is refused at the door (the queue's hosts refuse it as
+    // `conversation_deleted` when it runs).
+    assert_eq!(post(&turns, Some(KEY), &of("t3", "c-1")).await.0, 404);
+    assert_eq!(server.ends.lock().unwrap().len(), 2);
     assert_eq!(
         server.bedrock.requests().len(),
         2,

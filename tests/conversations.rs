@@ -213,6 +213,7 @@ async fn get_shows_the_stopped_marker_and_a_waiting_cards_preview_never_its_toke
         args_hash: String::new(),
         created_at: agent_worker::clock::now_ms(),
         expires_at: agent_worker::clock::now_ms() + 600_000,
+        preview: None,
     };
     store.put_approval(&approval).await.unwrap();
     let token = ApprovalSigner::new(b"a secret of at least thirty-two bytes!!")
@@ -372,6 +373,7 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
             args_hash: String::new(),
             created_at: 1,
             expires_at: agent_worker::clock::now_ms() + 60_000,
+            preview: None,
         })
         .await
         .unwrap();

@@ -281,6 +281,7 @@ async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
         args_hash: "h".into(),
         created_at: 0,
         expires_at: u64::MAX / 2,
+        preview: None,
     };
     for (id, turn) in [("a1", "t1"), ("a2", "t1"), ("a3", "t1#2"), ("a4", "t2")] {
         store.put_approval(&approval(id, turn)).await.unwrap();

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_worker::engine::attachments::LocalFileArea;
-use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
+use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
+use agent_worker::hosts::container::console::Console;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
@@ -23,6 +24,8 @@ pub struct Server {
     pub store: DynamoStore,
     pub bedrock: BedrockStandIn,
     pub ends: Arc<Mutex<Vec<TurnEnd>>>,
+    /// How many turns have ended: what [`Server::ended`] waits on.
+    pub ended: tokio::sync::watch::Receiver<usize>,
     pub stop: Option<oneshot::Sender<()>>,
     pub served: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -37,6 +40,20 @@ pub async fn server_with(
     grace: Duration,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
+    server_for(capacity, engine_config, None, |settings| {
+        settings.shutdown_grace = grace;
+        tune(settings);
+    })
+    .await
+}
+
+/// A server with `console` (its page and its token) beside the API key, when given.
+pub async fn server_for(
+    capacity: usize,
+    engine_config: EngineConfig,
+    console: Option<Console>,
+    tune: impl FnOnce(&mut ContainerConfig),
+) -> Server {
     let table = format!("container-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
@@ -49,6 +66,7 @@ pub async fn server_with(
         .model(BedrockModel::new(bedrock.client(), MODEL_ID))
         .store(store.clone())
         .ui_answers(Arc::new(store.clone()))
+        .approvals(store.clone(), ApprovalSigner::new([7u8; 32]).unwrap())
         .file_area(files.clone())
         .config(engine_config)
         .build()
@@ -57,16 +75,25 @@ pub async fn server_with(
     let handler = TurnHandler::new(engine, Sinks::new().with(log.clone()));
     let mut settings = ContainerConfig::new(KEY).unwrap();
     settings.max_concurrent_turns = capacity;
-    settings.shutdown_grace = grace;
+    settings.shutdown_grace = Duration::from_secs(5);
+    settings.body_limit = 2 * 1024 * 1024;
     settings.event_poll = Duration::from_millis(20);
     tune(&mut settings);
     let ends = Arc::new(Mutex::new(Vec::new()));
     let seen = ends.clone();
-    let host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
-        .on_turn_end(move |end| seen.lock().unwrap().push(end))
+    let (count, ended) = tokio::sync::watch::channel(0);
+    let mut host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
+        .on_turn_end(move |end| {
+            let mut seen = seen.lock().unwrap();
+            seen.push(end);
+            count.send_replace(seen.len());
+        })
         .conversations(agent_worker::conversations::Conversations::new(store.clone()))
         .ui_answers(Arc::new(store.clone()))
         .uploads(Arc::new(files));
+    if let Some(console) = console {
+        host = host.console(console);
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -78,8 +105,22 @@ pub async fn server_with(
         store,
         bedrock,
         ends,
+        ended,
         stop: Some(stop),
         served,
+    }
+}
+
+impl Server {
+    /// The turns' ends, once `count` have ended (at most 20 s: a turn that never ends fails the
+    /// test).
+    pub async fn ended(&self, count: usize) -> Vec<TurnEnd> {
+        let mut ended = self.ended.clone();
+        tokio::time::timeout(Duration::from_secs(20), ended.wait_for(|&n| n >= count))
+            .await
+            .expect("the turns ended")
+            .expect("the host is running");
+        self.ends.lock().unwrap().clone()
     }
 }
 
@@ -138,4 +179,74 @@ pub async fn events_at(url: &str, session: &str, turn_id: &str, last: Option<u64
     .await
     .expect("the event stream ended after the terminal");
     sse_events(&body)
+}
+
+/// Every item of the server's table, as text sorted by key: what a refused request must leave
+/// as it found it.
+pub async fn table(store: &DynamoStore) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = moto()
+            .dynamodb()
+            .scan()
+            .table_name(store.table())
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        for item in page.items() {
+            let mut fields: Vec<String> = item.iter().map(|(k, v)| format!("{k}={}", render(v))).collect();
+            fields.sort();
+            items.push(fields.join(" "));
+        }
+        start = page.last_evaluated_key().cloned();
+        if start.is_none() {
+            break;
+        }
+    }
+    items.sort();
+    items
+}
+
+/// A request to the server with `key` as `x-api-key` (or none), its status and its body.
+pub async fn send(request: reqwest::RequestBuilder, key: Option<&str>) -> (u16, Value) {
+    let request = match key {
+        Some(key) => request.header("x-api-key", key),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// The items that differ between two [`table`]s, each cut to its first 160 characters: what a
+/// failing assertion shows (the items themselves can be hundreds of kilobytes).
+pub fn changed(before: &[String], after: &[String]) -> Vec<String> {
+    let cut = |item: &String| item.chars().take(160).collect::<String>();
+    let gone = before
+        .iter()
+        .filter(|i| !after.contains(i))
+        .map(|i| format!("- {}", cut(i)));
+    let new = after
+        .iter()
+        .filter(|i| !before.contains(i))
+        .map(|i| format!("+ {}", cut(i)));
+    gone.chain(new).collect()
+}
+
+/// An attribute value as text, maps with their keys in order (a `HashMap`'s `Debug` is not).
+fn render(value: &aws_sdk_dynamodb::types::AttributeValue) -> String {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    match value {
+        AttributeValue::M(map) => {
+            let mut fields: Vec<String> = map.iter().map(|(k, v)| format!("{k}: {}", render(v))).collect();
+            fields.sort();
+            format!("{{{}}}", fields.join(", "))
+        }
+        AttributeValue::L(list) => format!("[{}]", list.iter().map(render).collect::<Vec<_>>().join(", ")),
+        other => format!("{other:?}"),
+    }
 }

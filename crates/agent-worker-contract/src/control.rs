@@ -92,6 +92,9 @@ pub mod refusals {
     pub const STORE_FAILED: &str = "store_failed";
     /// The conversation is another person's: nothing was kept.
     pub const NOT_OWNER: &str = "not_owner";
+    /// The running turn holds as many bytes of commands as it may: nothing was kept, and
+    /// sending it again will not help while that turn runs.
+    pub const TOO_LARGE: &str = "too_large";
 }
 
 /// A command's answer on the wire: `{"ok": true, "runId"}` or `{"ok": false, "error": {…}}`.

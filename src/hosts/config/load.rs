@@ -67,31 +67,64 @@ impl Fetch for NoRemote {
     }
 }
 
-/// Fetches over HTTP(S), and from S3 with a client.
+/// How long a read of one document at start-up may take, by default: a server that never
+/// answers fails start-up with an error naming its URL instead of holding it forever.
+pub const DEFAULT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Fetches over HTTP(S), and from S3 with a client, each read within a timeout.
 #[derive(Debug, Clone)]
 pub struct Remote {
     http: reqwest::Client,
     #[cfg(feature = "s3")]
     s3: Option<aws_sdk_s3::Client>,
+    timeout: std::time::Duration,
 }
 
 impl Remote {
     /// Over `http`; `s3://` documents through `s3`.
     #[cfg(feature = "s3")]
     pub fn new(http: reqwest::Client, s3: Option<aws_sdk_s3::Client>) -> Self {
-        Self { http, s3 }
+        Self {
+            http,
+            s3,
+            timeout: DEFAULT_FETCH_TIMEOUT,
+        }
     }
 
     /// Over `http`.
     #[cfg(not(feature = "s3"))]
     pub fn new(http: reqwest::Client) -> Self {
-        Self { http }
+        Self {
+            http,
+            timeout: DEFAULT_FETCH_TIMEOUT,
+        }
+    }
+
+    /// The same, each read given at most `timeout` (the whole of it: connecting, the answer's
+    /// head and its body).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
 #[async_trait]
 impl Fetch for Remote {
     async fn fetch(&self, source: &DocumentSource) -> Result<String, String> {
+        let shown = match source {
+            DocumentSource::Url(url) => url.clone(),
+            DocumentSource::S3 { bucket, key } => format!("s3://{bucket}/{key}"),
+            DocumentSource::File(path) => path.clone(),
+        };
+        tokio::time::timeout(self.timeout, self.fetch_now(source))
+            .await
+            .unwrap_or_else(|_| Err(format!("{shown}: no answer within {:?}", self.timeout)))
+    }
+}
+
+impl Remote {
+    async fn fetch_now(&self, source: &DocumentSource) -> Result<String, String> {
         match source {
             DocumentSource::Url(url) => {
                 let answer = self
@@ -281,5 +314,33 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+}
+
+#[cfg(test)]
+mod fetch_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_fails_the_read_naming_its_url() {
+        // A listener that takes the connection and says nothing.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/openapi.json", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+            drop(socket);
+        });
+        #[cfg(feature = "s3")]
+        let remote = Remote::new(reqwest::Client::new(), None);
+        #[cfg(not(feature = "s3"))]
+        let remote = Remote::new(reqwest::Client::new());
+        let error = remote
+            .with_timeout(std::time::Duration::from_millis(200))
+            .fetch(&DocumentSource::Url(url.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(error, format!("{url}: no answer within 200ms"));
+        held.abort();
     }
 }

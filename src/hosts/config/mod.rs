@@ -63,7 +63,7 @@ pub use assertion::{
     AssertionConfig, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH, sign as sign_assertion,
     verify as verify_assertion,
 };
-pub use load::{DocumentSource, Fetch, NoRemote, Remote};
+pub use load::{DEFAULT_FETCH_TIMEOUT, DocumentSource, Fetch, NoRemote, Remote};
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 

@@ -5,40 +5,48 @@
 //! for a request the tab will not run (one of a turn that is no longer current).
 //!
 //! 200 `{"recorded": true}`; 200 `{"recorded": false}` when the answer already kept stays (a
-//! call keeps its first final answer); 400 not an answer; 404 not that person's conversation,
-//! or this host takes no answers.
+//! call keeps its first final answer); 400 not an answer, or an id that is not one; 404 not that
+//! person's conversation, or this host takes no answers; 413 an answer larger than
+//! [`MAX_ANSWER_BYTES`].
 
+use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::extract::State;
+use serde_json::{Value, json};
 
-use super::{ContainerHost, SessionQuery, error};
+use super::access::{Acting, CallPath};
+use super::{ContainerHost, HostError};
 use crate::session::ActionAnswer;
+
+/// The largest answer kept, in bytes of its JSON: what one table item holds with room to spare.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
 
 /// `POST /turns/{turnId}/actions/{callId}`.
 pub(super) async fn answer(
     State(host): State<ContainerHost>,
-    Path((turn_id, call_id)): Path<(String, String)>,
-    Query(query): Query<SessionQuery>,
+    call: CallPath,
+    conversation: Acting,
     body: Bytes,
-) -> Response {
-    let Some(answers) = host.inner.answers.get() else {
-        return error(StatusCode::NOT_FOUND, "this host takes no answers to UI actions");
-    };
-    if let Err(refused) = query.check_person(&host, &turn_id).await {
-        return refused;
+) -> Result<Json<Value>, HostError> {
+    let answers = host
+        .inner
+        .answers
+        .get()
+        .ok_or_else(|| HostError::not_found("this host takes no answers to UI actions"))?;
+    if body.len() > MAX_ANSWER_BYTES {
+        return Err(HostError::too_large(
+            "body",
+            format!(
+                "the answer is {} bytes; at most {MAX_ANSWER_BYTES} are kept",
+                body.len()
+            ),
+        ));
     }
-    let answer: ActionAnswer = match serde_json::from_slice(&body) {
-        Ok(answer) => answer,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not an answer: {e}")),
-    };
-    match answers.record(&query.session, &turn_id, &call_id, &answer).await {
-        Ok(recorded) => (StatusCode::OK, axum::Json(json!({ "recorded": recorded }))).into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "could not record a UI action's answer");
-            error(StatusCode::SERVICE_UNAVAILABLE, e.client_message())
-        }
-    }
+    let answer: ActionAnswer = serde_json::from_slice(&body)
+        .map_err(|e| HostError::field("body", format!("the body is not an answer: {e}")))?;
+    let recorded = answers
+        .record(&conversation.id, &call.turn_id, &call.call_id, &answer)
+        .await
+        .map_err(|e| HostError::store("recording a UI action's answer", &e))?;
+    Ok(Json(json!({ "recorded": recorded })))
 }

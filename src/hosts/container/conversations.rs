@@ -9,112 +9,83 @@
 //!
 //! A conversation of someone else is 404, never 403: the answer does not say that it exists.
 
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::Json;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{ContainerHost, error};
+use super::access::{Asker, Owned};
+use super::{ContainerHost, HostError};
 use crate::conversations::Conversations;
-use crate::session::{ConversationError, Owner};
+use crate::session::ConversationError;
 
-/// The query of the conversations routes: the person, and the page.
+/// The page a conversations route asks for.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct PersonQuery {
-    user_id: Option<String>,
-    account_id: Option<String>,
+pub(super) struct PageQuery {
     limit: Option<usize>,
     cursor: Option<String>,
     before: Option<u64>,
 }
 
-/// A request refused before it reaches the store: its status, and why.
-#[derive(Debug)]
-pub(super) struct Refused(StatusCode, String);
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        error(self.0, self.1)
-    }
-}
-
-/// The asking person's ids, both given and not blank; the 400 to answer otherwise.
-pub(super) fn person(user_id: Option<&str>, account_id: Option<&str>) -> Result<Owner, Refused> {
-    for (field, value) in [("userId", user_id), ("accountId", account_id)] {
-        if value.is_none_or(|v| v.trim().is_empty()) {
-            return Err(Refused(
-                StatusCode::BAD_REQUEST,
-                format!("{field} must not be empty"),
-            ));
-        }
-    }
-    Ok(Owner::new(
-        user_id.unwrap_or_default(),
-        account_id.unwrap_or_default(),
-    ))
-}
-
-fn asked(host: &ContainerHost, query: &PersonQuery) -> Result<(Conversations, Owner), Refused> {
-    let owner = person(query.user_id.as_deref(), query.account_id.as_deref())?;
-    let conversations = host
-        .inner
+fn served(host: &ContainerHost) -> Result<Conversations, HostError> {
+    host.inner
         .conversations
         .get()
         .cloned()
-        .ok_or_else(|| Refused(StatusCode::NOT_FOUND, "this host serves no conversations".into()))?;
-    Ok((conversations, owner))
+        .ok_or_else(|| HostError::not_found("this host serves no conversations"))
 }
 
 /// The answer to a conversations call: its value as JSON, or the status its error calls for.
-fn answer<T: Serialize>(result: Result<T, ConversationError>) -> Response {
+fn answer<T: Serialize>(result: Result<T, ConversationError>) -> Result<Response, HostError> {
     let e = match result {
-        Ok(value) => return axum::Json(value).into_response(),
+        Ok(value) => return Ok(Json(value).into_response()),
         Err(e) => e,
     };
-    let status = match e {
-        ConversationError::NotFound(_) => StatusCode::NOT_FOUND,
-        ConversationError::ForeignCursor | ConversationError::Limit(_) => StatusCode::BAD_REQUEST,
+    Err(match e {
+        ConversationError::NotFound(_) => HostError::not_found(e.to_string()),
+        ConversationError::ForeignCursor => HostError::field("cursor", e.to_string()),
+        ConversationError::Limit(_) => HostError::field("limit", e.to_string()),
         _ => {
             tracing::error!(error = %e, "a conversations call failed");
-            return error(StatusCode::SERVICE_UNAVAILABLE, "the conversation store failed");
+            HostError::unavailable("the conversation store failed")
         }
-    };
-    error(status, e.to_string())
+    })
 }
 
 /// `GET /conversations`.
-pub(super) async fn list(State(host): State<ContainerHost>, Query(query): Query<PersonQuery>) -> Response {
-    match asked(&host, &query) {
-        Ok((conversations, owner)) => answer(
-            conversations
-                .list(&owner, query.limit, query.cursor.as_deref())
-                .await,
-        ),
-        Err(refused) => refused.into_response(),
-    }
+pub(super) async fn list(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    Query(page): Query<PageQuery>,
+) -> Result<Response, HostError> {
+    answer(
+        served(&host)?
+            .list(&person, page.limit, page.cursor.as_deref())
+            .await,
+    )
 }
 
 /// `GET /conversations/{id}`.
 pub(super) async fn get(
     State(host): State<ContainerHost>,
-    Path(id): Path<String>,
-    Query(query): Query<PersonQuery>,
-) -> Response {
-    match asked(&host, &query) {
-        Ok((conversations, owner)) => answer(conversations.get(&owner, &id, query.limit, query.before).await),
-        Err(refused) => refused.into_response(),
-    }
+    conversation: Owned,
+    Query(page): Query<PageQuery>,
+) -> Result<Response, HostError> {
+    answer(
+        served(&host)?
+            .get(&conversation.person, &conversation.id, page.limit, page.before)
+            .await,
+    )
 }
 
 /// `DELETE /conversations/{id}`.
 pub(super) async fn delete(
     State(host): State<ContainerHost>,
-    Path(id): Path<String>,
-    Query(query): Query<PersonQuery>,
-) -> Response {
-    match asked(&host, &query) {
-        Ok((conversations, owner)) => answer(conversations.delete(&owner, &id).await),
-        Err(refused) => refused.into_response(),
-    }
+    conversation: Owned,
+) -> Result<Response, HostError> {
+    answer(
+        served(&host)?
+            .delete(&conversation.person, &conversation.id)
+            .await,
+    )
 }

@@ -4,24 +4,43 @@
 //! people watching one turn cost what one does; the reader stops when its last subscriber goes or
 //! the turn's terminal is read. The number of open streams is capped
 //! ([`ContainerConfig::max_event_streams`](super::ContainerConfig::max_event_streams)).
+//!
+//! A turn that has logged nothing yet is looked for less and less often (from the poll interval,
+//! doubling up to [`MAX_IDLE_POLL`]), and one that has not started within
+//! [`ContainerConfig::event_start_wait`](super::ContainerConfig::event_start_wait) ends its
+//! streams with a `stream_ended` event (`{"turnId", "reason": "not_started"}`), so that a stream
+//! on a turn that never comes neither holds a place under the cap nor reads forever.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
+use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::{ContainerHost, SessionQuery, error, unavailable};
+use super::access::{Acting, TurnPath};
+use super::{ContainerHost, HostError};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
 /// The most event streams open at once, by default.
 pub const DEFAULT_MAX_EVENT_STREAMS: usize = 256;
+/// How long a stream waits for a turn that has logged nothing, by default.
+pub const DEFAULT_EVENT_START_WAIT: Duration = Duration::from_secs(60);
+/// The longest pause between reads of a turn that has logged nothing yet.
+pub const MAX_IDLE_POLL: Duration = Duration::from_secs(2);
+
+/// How a turn's reader reads: its pace, and how long it waits for a first event.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pace {
+    pub(super) poll: Duration,
+    pub(super) start_wait: Duration,
+}
 
 /// The event streams of one host: a reader per followed turn, and the cap on subscribers.
 pub(super) struct Followers {
@@ -48,14 +67,14 @@ impl Followers {
     }
 
     /// The reader of `turn_id`, started if no one follows that turn yet.
-    fn reader(&self, log: &DynamoEventLog, session: &str, turn_id: &str, poll: Duration) -> Arc<TurnReader> {
+    fn reader(&self, log: &DynamoEventLog, session: &str, turn_id: &str, pace: Pace) -> Arc<TurnReader> {
         let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
         readers.retain(|_, reader| reader.strong_count() > 0);
         let key = (session.to_owned(), turn_id.to_owned());
         if let Some(reader) = readers.get(&key).and_then(Weak::upgrade) {
             return reader;
         }
-        let reader = TurnReader::start(log.clone(), key.0.clone(), key.1.clone(), poll);
+        let reader = TurnReader::start(log.clone(), key.0.clone(), key.1.clone(), pace);
         readers.insert(key, Arc::downgrade(&reader));
         reader
     }
@@ -67,6 +86,8 @@ struct Read {
     events: Arc<Vec<LoggedEvent>>,
     /// The terminal has been read: nothing more will come.
     ended: bool,
+    /// The turn logged nothing within the wait: the reader stopped looking.
+    not_started: bool,
 }
 
 /// The one reader of a turn's log in this process. Subscribers hold it; the polling task holds
@@ -76,22 +97,33 @@ struct TurnReader {
 }
 
 impl TurnReader {
-    fn start(log: DynamoEventLog, session: String, turn_id: String, poll: Duration) -> Arc<Self> {
+    fn start(log: DynamoEventLog, session: String, turn_id: String, pace: Pace) -> Arc<Self> {
         let reader = Arc::new(Self {
             read: watch::Sender::new(Read::default()),
         });
         let weak = Arc::downgrade(&reader);
         tokio::spawn(async move {
-            let mut first = true;
+            let give_up_at = tokio::time::Instant::now() + pace.start_wait;
+            let idle_most = MAX_IDLE_POLL.max(pace.poll);
+            let mut pause = None;
             loop {
-                if !std::mem::take(&mut first) {
-                    tokio::time::sleep(poll).await;
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
                 }
                 let Some(reader) = weak.upgrade() else {
                     return;
                 };
                 let after = reader.read.borrow().events.last().map(|e| e.seq);
                 match log.read(&session, &turn_id, after).await {
+                    Ok(new) if new.is_empty() && after.is_none() => {
+                        if tokio::time::Instant::now() >= give_up_at {
+                            reader.read.send_modify(|read| read.not_started = true);
+                            return;
+                        }
+                        // Nothing yet: look less often, up to the idle pace.
+                        pause = Some(pause.map_or(pace.poll, |p: Duration| (p * 2).min(idle_most)));
+                        continue;
+                    }
                     Ok(new) if new.is_empty() => {}
                     Ok(new) => {
                         let ended = new.iter().any(|e| e.event.is_terminal());
@@ -105,56 +137,63 @@ impl TurnReader {
                     }
                     Err(e) => tracing::warn!(error = %e, "could not read the event log; trying again"),
                 }
+                pause = Some(pace.poll);
             }
         });
         reader
     }
 }
 
+/// Where a stream resumes from, when no `Last-Event-ID` says.
+#[derive(Debug, Deserialize)]
+pub(super) struct Resume {
+    cursor: Option<u64>,
+}
+
+/// `GET /turns/{turnId}/events?session=S…`.
 pub(super) async fn turn_events(
     State(host): State<ContainerHost>,
-    Path(turn_id): Path<String>,
-    Query(query): Query<SessionQuery>,
+    TurnPath(turn_id): TurnPath,
+    conversation: Acting,
+    Query(resume): Query<Resume>,
     headers: HeaderMap,
-) -> Response {
-    let Some(log) = host.inner.log.clone() else {
-        return error(StatusCode::NOT_FOUND, "this worker keeps no event log");
-    };
-    if let Err(refused) = query.check_person(&host, &turn_id).await {
-        return refused;
-    }
+) -> Result<Response, HostError> {
+    let log = host
+        .inner
+        .log
+        .clone()
+        .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let resume = match headers.get("last-event-id").map(|v| v.to_str()) {
-        Some(Ok(text)) => match text.trim().parse::<u64>() {
-            Ok(cursor) => Some(cursor),
-            Err(_) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "Last-Event-ID is not an event's position",
-                );
-            }
-        },
-        Some(Err(_)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "Last-Event-ID is not an event's position",
-            );
-        }
-        None => query.cursor,
+        Some(text) => Some(
+            text.ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    HostError::field("Last-Event-ID", "Last-Event-ID is not an event's position")
+                })?,
+        ),
+        None => resume.cursor,
     };
     let followers = &host.inner.followers;
     let Ok(permit) = followers.streams.clone().try_acquire_owned() else {
-        return unavailable("too many event streams are open; try again");
+        return Err(HostError::unavailable(
+            "too many event streams are open; try again",
+        ));
     };
-    let reader = followers.reader(&log, &query.session, &turn_id, host.inner.config.event_poll);
-    Sse::new(follow(reader, resume, permit))
+    let pace = Pace {
+        poll: host.inner.config.event_poll,
+        start_wait: host.inner.config.event_start_wait,
+    };
+    let reader = followers.reader(&log, &conversation.id, &turn_id, pace);
+    Ok(Sse::new(follow(reader, turn_id, resume, permit))
         .keep_alive(KeepAlive::default())
-        .into_response()
+        .into_response())
 }
 
 /// The turn's events after `after`, as its reader reads them, ending after the terminal; at once
 /// when the terminal is at or before `after`.
 fn follow(
     reader: Arc<TurnReader>,
+    turn_id: String,
     after: Option<u64>,
     permit: OwnedSemaphorePermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
@@ -162,18 +201,26 @@ fn follow(
         /// Held so that the turn's reader goes on while this stream is open.
         _reader: Arc<TurnReader>,
         seen: watch::Receiver<Read>,
+        turn_id: String,
         after: Option<u64>,
+        /// The last event (`stream_ended`) has been sent.
+        done: bool,
         _permit: OwnedSemaphorePermit,
     }
     let seen = reader.read.subscribe();
     let state = Follow {
         _reader: reader,
         seen,
+        turn_id,
         after,
+        done: false,
         _permit: permit,
     };
     futures_util::stream::unfold(state, |mut state| async move {
         loop {
+            if state.done {
+                return None;
+            }
             let read = state.seen.borrow_and_update().clone();
             let from = state
                 .after
@@ -185,6 +232,12 @@ fn follow(
                     .id(next.seq.to_string())
                     .event(next.event.type_name())
                     .data(data);
+                return Some((Ok(event), state));
+            }
+            if read.not_started {
+                state.done = true;
+                let data = serde_json::json!({ "turnId": state.turn_id, "reason": "not_started" });
+                let event = Event::default().event("stream_ended").data(data.to_string());
                 return Some((Ok(event), state));
             }
             // Nothing after the cursor: done if the terminal has been read (it was at or before

@@ -1,57 +1,44 @@
 //! `POST /conversations/{id}/files?userId=U&accountId=A&name=N`: a file the person attaches, its
 //! bytes as the body and its media type as `Content-Type`. It goes to the file area, and the
 //! answer is its reference (`AttachmentRef`), which the next turn's payload carries in
-//! `attachments`. 201 with the reference; 400 no name, an empty body or no media type; 404 not
-//! that person's conversation, or this host keeps no files; 413 a body over the limit.
+//! `attachments`. 201 with the reference; 400 no name, an empty body, no media type, or a
+//! conversation id that is not one; 404 not that person's conversation, or this host keeps no
+//! files; 413 a body over the limit. An upload to a conversation no one owns yet makes it the
+//! person's (see [`access`](super::access)).
 
+use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{ContainerHost, check_owner, error};
+use super::access::Acting;
+use super::{ContainerHost, HostError};
 use crate::engine::attachments::image_size;
 use crate::protocol::{AttachmentKind, AttachmentRef};
 
 /// The longest file name kept, in characters.
 const MAX_NAME_CHARS: usize = 255;
 
-/// Who uploads, and the file's name.
+/// The file's name.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(super) struct UploadQuery {
-    user_id: Option<String>,
-    account_id: Option<String>,
     name: Option<String>,
 }
 
 /// `POST /conversations/{id}/files`.
 pub(super) async fn upload(
     State(host): State<ContainerHost>,
-    Path(conversation): Path<String>,
+    conversation: Acting,
     Query(query): Query<UploadQuery>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let Some(files) = host.inner.uploads.get() else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "this host keeps no files (FILES_BUCKET or FILES_DIR)",
-        );
-    };
-    let missing = format!("no conversation {conversation} of yours");
-    if let Err(refused) = check_owner(
-        &host,
-        &conversation,
-        query.user_id.as_deref(),
-        query.account_id.as_deref(),
-        &missing,
-    )
-    .await
-    {
-        return refused;
-    }
+) -> Result<(StatusCode, Json<AttachmentRef>), HostError> {
+    let files = host
+        .inner
+        .uploads
+        .get()
+        .ok_or_else(|| HostError::not_found("this host keeps no files (FILES_BUCKET or FILES_DIR)"))?;
     let name: String = query
         .name
         .unwrap_or_default()
@@ -76,7 +63,7 @@ pub(super) async fn upload(
         ("body", body.is_empty()),
     ] {
         if empty {
-            return error(StatusCode::BAD_REQUEST, format!("{field} must not be empty"));
+            return Err(HostError::field(field, format!("{field} must not be empty")));
         }
     }
     let id = format!("f-{}", uuid::Uuid::new_v4().simple());
@@ -87,11 +74,11 @@ pub(super) async fn upload(
         reference.width = Some(width);
         reference.height = Some(height);
     }
-    match files.upload(&conversation, &reference, body.to_vec()).await {
-        Ok(()) => (StatusCode::CREATED, axum::Json(reference)).into_response(),
+    match files.upload(&conversation.id, &reference, body.to_vec()).await {
+        Ok(()) => Ok((StatusCode::CREATED, Json(reference))),
         Err(e) => {
             tracing::error!(error = %e, "could not keep an upload");
-            error(StatusCode::SERVICE_UNAVAILABLE, "the file area failed")
+            Err(HostError::unavailable("the file area failed"))
         }
     }
 }

@@ -26,25 +26,31 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
+
+use access::{Acting, Authority, TurnPath};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+pub mod access;
 mod actions;
 pub mod console;
 mod conversations;
+mod error;
 mod events;
 mod files;
 mod jobs;
 mod sessions;
 
-pub use events::DEFAULT_MAX_EVENT_STREAMS;
+pub use actions::MAX_ANSWER_BYTES;
+pub use error::{HostError, RETRY_AFTER_SECS};
+
+pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
 use super::lambda::TurnHandler;
 use super::payload::AgentTurnPayload;
@@ -92,6 +98,8 @@ pub struct ContainerConfig {
     pub connections: ConnectionLimits,
     /// The most event streams open at once; past it, `GET /turns/{id}/events` answers 503.
     pub max_event_streams: usize,
+    /// How long an event stream waits for a turn that has logged nothing before it ends.
+    pub event_start_wait: Duration,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -120,6 +128,7 @@ impl ContainerConfig {
             event_poll: DEFAULT_EVENT_POLL,
             connections: ConnectionLimits::default(),
             max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
+            event_start_wait: DEFAULT_EVENT_START_WAIT,
         })
     }
 }
@@ -341,8 +350,9 @@ impl ContainerHost {
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
-                require_api_key,
+                access::authenticate,
             ))
+            .layer(axum::middleware::map_response(console::security_headers))
             .with_state(self.clone())
     }
 
@@ -379,27 +389,31 @@ impl ContainerHost {
         }
     }
 
-    /// Whether `request` carries the API key, or the console's token (as `x-console-token`, or
-    /// `consoleToken=` in the query of an event stream, which cannot carry headers).
-    fn authorized(&self, request: &Request) -> bool {
+    /// How `request` is authenticated, if it is: the API key (`x-api-key`), or the console's
+    /// token (`x-console-token`, or `consoleToken=` in the query of an event stream alone, which
+    /// cannot carry headers).
+    fn authority(&self, request: &Request) -> Option<Authority> {
         let headers = request.headers();
         let key = headers.get("x-api-key").map(|v| v.as_bytes());
         if key.is_some_and(|given| same_secret(given, &self.inner.config.api_key)) {
-            return true;
+            return Some(Authority::Backend);
         }
-        let Some(console) = self.inner.console.get() else {
-            return false;
-        };
-        let from_query = request.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|pair| pair.strip_prefix("consoleToken="))
-                .map(str::as_bytes)
-        });
+        let console = self.inner.console.get()?;
+        let from_query = access::is_event_stream(request.uri().path())
+            .then(|| {
+                request.uri().query().and_then(|q| {
+                    q.split('&')
+                        .find_map(|pair| pair.strip_prefix("consoleToken="))
+                        .map(str::as_bytes)
+                })
+            })
+            .flatten();
         headers
             .get("x-console-token")
             .map(|v| v.as_bytes())
             .or(from_query)
             .is_some_and(|given| same_secret(given, &console.token))
+            .then(|| Authority::Console(console.person()))
     }
 
     /// Whether `path` is served without a key: the health check, and the console's own assets
@@ -423,99 +437,70 @@ fn same_secret(given: &[u8], expected: &str) -> bool {
 /// The paths served without the API key: the load balancer's health check.
 pub const OPEN_PATHS: [&str; 1] = ["/health"];
 
-/// The one key check: `x-api-key` must be the host's key, on every path but [`OPEN_PATHS`].
-async fn require_api_key(State(host): State<ContainerHost>, request: Request, next: Next) -> Response {
-    if host.open(request.uri().path()) || host.authorized(&request) {
-        return next.run(request).await;
-    }
-    error(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key")
-}
-
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+    HostError::new(status, message).into_response()
 }
 
-/// How long a caller refused at capacity or during shutdown should wait, in seconds.
-pub const RETRY_AFTER_SECS: u64 = 1;
-
-fn unavailable(message: &str) -> Response {
-    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, message);
-    response.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from(RETRY_AFTER_SECS),
-    );
-    response
-}
-
+/// `POST /turns`: the turn is decoded, its person is the request's (the console's token acts
+/// for its own person alone), and its conversation is theirs (claimed when no one owns it)
+/// before it is accepted and run.
 async fn accept_turn(
     State(host): State<ContainerHost>,
+    authority: Authority,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
+) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
     if !host.inner.accepting.load(Ordering::SeqCst) {
-        return unavailable("shutting down");
+        return Err(HostError::unavailable("shutting down"));
     }
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            return Err(HostError::too_large(
+                "body",
                 format!(
                     "the body is larger than the {} bytes a turn may be",
                     host.inner.config.body_limit
                 ),
-            );
+            ));
         }
-        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+        Err(rejection) => return Err(HostError::new(rejection.status(), rejection.body_text())),
     };
-    let Ok(text) = std::str::from_utf8(&body) else {
-        return error(StatusCode::BAD_REQUEST, "the body is not UTF-8");
-    };
-    let turn = match AgentTurnPayload::decode(text) {
-        Ok(turn) => turn,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                axum::Json(json!({ "error": e.to_string(), "field": e.path })),
-            )
-                .into_response();
-        }
-    };
+    let text = std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
+    let turn = AgentTurnPayload::decode(text).map_err(|e| HostError::field(e.path.clone(), e.to_string()))?;
     if turn.command.is_some() {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({
-                "error": "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
-                "field": "command",
-            })),
-        )
-            .into_response();
+        return Err(HostError::field(
+            "command",
+            "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
+        ));
     }
     // Words the store could not keep are refused here, before anything runs (the engine would
     // refuse them too, after the 202).
     if let Some(limit) = host.inner.store.max_message_bytes()
         && turn.content.len() > limit
     {
-        return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(json!({
-                    "error": format!("content is {} bytes; a turn's message may hold at most {limit}", turn.content.len()),
-                    "field": "content",
-                })),
-            )
-                .into_response();
+        return Err(HostError::too_large(
+            "content",
+            format!(
+                "content is {} bytes; a turn's message may hold at most {limit}",
+                turn.content.len()
+            ),
+        ));
     }
+    let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
+    access::theirs(&host, &person, &turn.conversation_id, true).await?;
     {
-        let Ok(mut running) = host.inner.running.lock() else {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned");
-        };
+        let mut running =
+            host.inner.running.lock().map_err(|_| {
+                HostError::new(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned")
+            })?;
         if running.contains_key(&turn.turn_id) {
-            return error(
+            return Err(HostError::new(
                 StatusCode::CONFLICT,
                 format!("turn {} is already running", turn.turn_id),
-            );
+            ));
         }
         if running.len() >= host.inner.config.max_concurrent_turns {
-            return unavailable("at capacity; try again shortly");
+            return Err(HostError::unavailable("at capacity; try again shortly"));
         }
         running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
     }
@@ -538,7 +523,7 @@ async fn accept_turn(
         }
         runner.inner.idle.notify_waiters();
     });
-    (StatusCode::ACCEPTED, axum::Json(accepted)).into_response()
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
 }
 
 async fn health(State(host): State<ContainerHost>) -> Response {
@@ -561,83 +546,23 @@ async fn health(State(host): State<ContainerHost>) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionQuery {
-    session: String,
-    cursor: Option<u64>,
-    /// The person asking, as the product's backend vouches for them.
-    user_id: Option<String>,
-    /// Their account.
-    account_id: Option<String>,
-}
-
-impl SessionQuery {
-    /// Whether the asking person may read or stop the conversation: both their ids are given,
-    /// and the conversation is theirs (or no one's yet). Otherwise the answer to send: 400 for
-    /// a missing id, 404 for someone else's conversation (never 403: that would say it exists).
-    async fn check_person(&self, host: &ContainerHost, turn_id: &str) -> Result<(), Response> {
-        for (field, value) in [("turnId", turn_id), ("session", self.session.as_str())] {
-            if value.trim().is_empty() {
-                return Err(error(
-                    StatusCode::BAD_REQUEST,
-                    format!("{field} must not be empty"),
-                ));
-            }
-        }
-        let missing = format!("no turn {turn_id} in a conversation of yours");
-        check_owner(
-            host,
-            &self.session,
-            self.user_id.as_deref(),
-            self.account_id.as_deref(),
-            &missing,
-        )
-        .await
-    }
-}
-
-/// Whether the person the ids name may act on conversation `session`: both ids are given, and
-/// it is theirs (or no one's yet). Otherwise the answer to send: 400 for a missing id, 404
-/// saying `missing` for someone else's (never 403: that would say it exists).
-async fn check_owner(
-    host: &ContainerHost,
-    session: &str,
-    user_id: Option<&str>,
-    account_id: Option<&str>,
-    missing: &str,
-) -> Result<(), Response> {
-    let asking = conversations::person(user_id, account_id).map_err(IntoResponse::into_response)?;
-    match host.inner.store.owner(session).await {
-        Ok(Some(owner)) if owner != asking => {
-            asking.warn_refused(&owner, "a read, a stop or an upload");
-            Err(error(StatusCode::NOT_FOUND, missing))
-        }
-        Ok(_) => Ok(()),
-        Err(e) => Err(error(StatusCode::SERVICE_UNAVAILABLE, e.client_message())),
-    }
-}
-
-#[derive(Debug, Deserialize)]
 struct StopBody {
     reason: Option<String>,
 }
 
+/// `POST /turns/{turnId}/stop?session=S…`.
 async fn stop_turn(
     State(host): State<ContainerHost>,
-    Path(turn_id): Path<String>,
-    Query(query): Query<SessionQuery>,
+    TurnPath(turn_id): TurnPath,
+    conversation: Acting,
     body: Bytes,
-) -> Response {
-    if let Err(refused) = query.check_person(&host, &turn_id).await {
-        return refused;
-    }
+) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
     let reason = if body.is_empty() {
         None
     } else {
-        match serde_json::from_slice::<StopBody>(&body) {
-            Ok(stop) => stop.reason,
-            Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not a stop: {e}")),
-        }
+        serde_json::from_slice::<StopBody>(&body)
+            .map_err(|e| HostError::field("body", format!("the body is not a stop: {e}")))?
+            .reason
     };
     let cause = match reason.as_deref() {
         None | Some("user_stop") => StopCause::UserStop,
@@ -645,27 +570,27 @@ async fn stop_turn(
         Some(other) => {
             let shown: String = other.chars().take(64).collect();
             let more = if shown.len() < other.len() { "…" } else { "" };
-            return error(
-                StatusCode::BAD_REQUEST,
+            return Err(HostError::field(
+                "reason",
                 format!("reason {shown:?}{more} is not user_stop or superseded"),
-            );
+            ));
         }
     };
     match host
         .inner
         .store
-        .request_stop(&query.session, &turn_id, Stop::now(cause))
+        .request_stop(&conversation.id, &turn_id, Stop::now(cause))
         .await
     {
-        Ok(StopOutcome::Recorded) => (
+        Ok(StopOutcome::Recorded) => Ok((
             StatusCode::ACCEPTED,
             axum::Json(json!({ "turnId": turn_id, "stop": cause.as_str() })),
-        )
-            .into_response(),
-        Ok(StopOutcome::AlreadyEnded) => {
-            error(StatusCode::CONFLICT, format!("turn {turn_id} had already ended"))
-        }
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        )),
+        Ok(StopOutcome::AlreadyEnded) => Err(HostError::new(
+            StatusCode::CONFLICT,
+            format!("turn {turn_id} had already ended"),
+        )),
+        Err(e) => Err(HostError::store("recording a stop", &e)),
     }
 }
 

@@ -14,22 +14,20 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{ContainerHost, check_owner, error};
+use super::access::{Acting, Owned};
+use super::{ContainerHost, HostError};
 use crate::engine::StoreControl;
 use crate::protocol::control::{answer, refusals};
 use crate::protocol::{Refused, SessionCommand, SessionControl};
 
-/// Who asks, and for `entries` from where.
+/// For `entries`: from where, and how many.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Person {
-    user_id: Option<String>,
-    account_id: Option<String>,
+pub(super) struct Page {
     #[serde(default)]
     since: u64,
     limit: Option<usize>,
@@ -38,23 +36,11 @@ pub(super) struct Person {
 /// Entries a read gives when it names no limit, and the most it may ask for.
 const ENTRIES: (usize, usize) = (100, 1_000);
 
-impl Person {
-    async fn check(&self, host: &ContainerHost, session: &str) -> Result<(), Response> {
-        check_owner(
-            host,
-            session,
-            self.user_id.as_deref(),
-            self.account_id.as_deref(),
-            "no conversation of yours by that id",
-        )
-        .await
-    }
-}
-
 fn status_of(refused: &Refused) -> StatusCode {
     match refused.code.as_str() {
         refusals::NO_ACTIVE_RUN => StatusCode::CONFLICT,
         refusals::STORE_FAILED => StatusCode::SERVICE_UNAVAILABLE,
+        refusals::TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
         _ => StatusCode::BAD_REQUEST,
     }
 }
@@ -62,17 +48,13 @@ fn status_of(refused: &Refused) -> StatusCode {
 /// `POST /sessions/{id}/commands`.
 pub(super) async fn command(
     State(host): State<ContainerHost>,
-    Path(session): Path<String>,
-    Query(person): Query<Person>,
+    conversation: Acting,
     body: Bytes,
 ) -> Response {
-    if let Err(refused) = person.check(&host, &session).await {
-        return refused;
-    }
     let result = match serde_json::from_slice::<SessionCommand>(&body) {
         Ok(command) => {
             StoreControl::new(host.inner.store.clone())
-                .dispatch(&session, command)
+                .dispatch(&conversation.id, command)
                 .await
         }
         Err(e) => Err(Refused::new(
@@ -91,33 +73,31 @@ pub(super) async fn command(
 /// `GET /sessions/{id}/entries`.
 pub(super) async fn entries(
     State(host): State<ContainerHost>,
-    Path(session): Path<String>,
-    Query(person): Query<Person>,
-) -> Response {
-    if let Err(refused) = person.check(&host, &session).await {
-        return refused;
+    conversation: Owned,
+    Query(page): Query<Page>,
+) -> Result<Response, HostError> {
+    let limit = page.limit.unwrap_or(ENTRIES.0);
+    if !(1..=ENTRIES.1).contains(&limit) {
+        return Err(HostError::field(
+            "limit",
+            format!("limit must be from 1 to {}", ENTRIES.1),
+        ));
     }
-    let limit = person.limit.unwrap_or(ENTRIES.0).clamp(1, ENTRIES.1);
-    match StoreControl::new(host.inner.store.clone())
-        .entries(&session, person.since, limit)
+    StoreControl::new(host.inner.store.clone())
+        .entries(&conversation.id, page.since, limit)
         .await
-    {
-        Ok(entries) => (StatusCode::OK, Json(entries)).into_response(),
-        Err(refused) => error(status_of(&refused), refused.message),
-    }
+        .map(|entries| Json(entries).into_response())
+        .map_err(|refused| HostError::new(status_of(&refused), refused.message))
 }
 
 /// `GET /sessions/{id}/state`.
 pub(super) async fn state(
     State(host): State<ContainerHost>,
-    Path(session): Path<String>,
-    Query(person): Query<Person>,
-) -> Response {
-    if let Err(refused) = person.check(&host, &session).await {
-        return refused;
-    }
-    match StoreControl::new(host.inner.store.clone()).state(&session).await {
-        Ok(state) => (StatusCode::OK, Json(state)).into_response(),
-        Err(refused) => error(status_of(&refused), refused.message),
-    }
+    conversation: Owned,
+) -> Result<Response, HostError> {
+    StoreControl::new(host.inner.store.clone())
+        .state(&conversation.id)
+        .await
+        .map(|state| Json(state).into_response())
+        .map_err(|refused| HostError::new(status_of(&refused), refused.message))
 }

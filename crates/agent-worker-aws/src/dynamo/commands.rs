@@ -7,15 +7,17 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agent_worker_core::clock::now_ms;
-use agent_worker_core::session::{CommandOutcome, SignalsSeen, StoreError, TurnCommand, TurnSignals};
+use agent_worker_core::session::{
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SignalsSeen, StoreError, TurnCommand, TurnSignals, command_fits,
+};
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use tokio::time::Instant;
 
 use super::DynamoStore;
-use super::codec::{decode_stop, get_s, n, s};
-use super::keys::{ACTIVE_TURN, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK, turn_sk};
+use super::codec::{decode_stop, get_n, get_s, n, s};
+use super::keys::{ACTIVE_TURN, COMMAND_BYTES, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK, turn_sk};
 use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
 
 fn encode(command: &TurnCommand) -> AttributeValue {
@@ -81,13 +83,25 @@ impl DynamoStore {
         turn_id: &str,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
+        let size = command.text().len();
+        // The condition keeps the turn's commands within their budget: a command that would pass
+        // it is refused before it is written (the item could not hold it).
+        let room = MAX_QUEUED_COMMAND_BYTES.saturating_sub(size);
         let request = self
             .update_turn(session, turn_id)
-            .update_expression("SET #cmds = list_append(if_not_exists(#cmds, :none), :one), #exp = :exp")
+            .update_expression(
+                "SET #cmds = list_append(if_not_exists(#cmds, :none), :one), \
+                 #bytes = if_not_exists(#bytes, :zero) + :size, #exp = :exp",
+            )
             .condition_expression(
-                "#status = :running AND leaseUntil > :now AND attribute_not_exists(stopReason)",
+                "#status = :running AND leaseUntil > :now AND attribute_not_exists(stopReason) \
+                 AND (attribute_not_exists(#bytes) OR #bytes <= :room)",
             )
             .expression_attribute_names("#cmds", COMMANDS)
+            .expression_attribute_names("#bytes", COMMAND_BYTES)
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":size", n(size as u64))
+            .expression_attribute_values(":room", n(room as u64))
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
             .expression_attribute_values(":one", AttributeValue::L(vec![encode(command)]))
@@ -107,9 +121,36 @@ impl DynamoStore {
                     position: count.saturating_sub(1),
                 })
             }
-            Err(e) if is_conditional_failure(&e) => Ok(CommandOutcome::NotRunning),
+            Err(e) if is_conditional_failure(&e) => self.why_not_added(session, turn_id, size).await,
             Err(e) => Err(store_error("adding a command for the turn", e)),
         }
+    }
+
+    /// Why a command of `size` bytes was refused: the turn's commands are full, or it is not
+    /// running. One read, made only after a refusal.
+    async fn why_not_added(
+        &self,
+        session: &str,
+        turn_id: &str,
+        size: usize,
+    ) -> Result<CommandOutcome, StoreError> {
+        let out = self
+            .get_turn(session, turn_id)
+            .projection_expression("#bytes")
+            .expression_attribute_names("#bytes", COMMAND_BYTES)
+            .send()
+            .await
+            .map_err(|e| store_error("reading why a command was refused", e))?;
+        let held = out
+            .item()
+            .and_then(|item| get_n(item, COMMAND_BYTES))
+            .and_then(|bytes| usize::try_from(bytes).ok())
+            .unwrap_or_default();
+        Ok(if command_fits(held, size) {
+            CommandOutcome::NotRunning
+        } else {
+            CommandOutcome::Full
+        })
     }
 
     /// The turn's stop and commands: one consistent read. What it saw goes on the turn's board

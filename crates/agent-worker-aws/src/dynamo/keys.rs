@@ -5,7 +5,7 @@
 //! | the session's version (how many messages it holds; a branch's `lineage`) | `session#<id>` | `meta` |
 //! | a message | `session#<id>` | `msg#<seq, 10 digits>` |
 //! | the summary of the session's older messages (how many: `summaryUpto` on `meta`) | `session#<id>` | `summary` |
-//! | a turn record (with the stop asked of it, and the commands sent to it while it runs: `commands`) | `session#<id>` | `turn#<turnId>` |
+//! | a turn record (with the stop asked of it, and the commands sent to it while it runs: `commands`, their bytes in `commandBytes`) | `session#<id>` | `turn#<turnId>` |
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
@@ -15,6 +15,10 @@
 //! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |
 //!
 //! Every item carries `expiresAt` (epoch seconds) for the table's TTL.
+//!
+//! A conversation's owner (`ownerUserId`, `ownerAccountId` on its meta item) is recorded by its
+//! first turn, or by a person's first act on it through a route (a stop, an upload, an event
+//! stream), which writes the owner alone.
 //!
 //! The meta item of a conversation with an owner also carries what its person's list shows
 //! (`ownerKey`, `lastActiveAt`, `title`, `preview`, `turns`, `activeTurn`, `endedTurn`), and the
@@ -39,6 +43,8 @@ pub const LINEAGE: &str = "lineage";
 
 /// On a turn item: the commands sent to it while it runs, in the order accepted.
 pub const COMMANDS: &str = "commands";
+/// On a turn item: how many bytes of text its commands hold, kept within their budget.
+pub const COMMAND_BYTES: &str = "commandBytes";
 
 /// The index of conversations by owner, most recent first.
 pub const OWNER_INDEX: &str = "byOwner";

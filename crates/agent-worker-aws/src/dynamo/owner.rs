@@ -135,3 +135,55 @@ pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Ow
     }
     Ok(meta.owner)
 }
+
+/// Records `owner` on `session`'s meta item when it has none and was not deleted, marking no
+/// turn (so the conversation is not listed until its first turn): one consistent read, and one
+/// conditional write only when no one owns it yet.
+pub(super) async fn claim_without_turn(
+    store: &DynamoStore,
+    session: &str,
+    owner: &Owner,
+) -> Result<OwnerCheck, StoreError> {
+    let judged = |meta: Meta| match meta {
+        Meta { deleted: true, .. } => Some(OwnerCheck::Deleted),
+        Meta {
+            owner: Some(known), ..
+        } if &known == owner => Some(OwnerCheck::Same),
+        Meta {
+            owner: Some(other), ..
+        } => Some(OwnerCheck::Other(other)),
+        Meta { owner: None, .. } => None,
+    };
+    if let Some(check) = judged(read_meta(store, session).await?) {
+        return Ok(check);
+    }
+    let written = store
+        .client()
+        .update_item()
+        .table_name(store.table())
+        .key(PK, AttributeValue::S(session_pk(session)))
+        .key(SK, AttributeValue::S(META_SK.to_owned()))
+        .update_expression("SET #user = :user, #account = :account, #exp = if_not_exists(#exp, :exp)")
+        .condition_expression("attribute_not_exists(#deleted) AND attribute_not_exists(#user)")
+        .expression_attribute_names("#user", OWNER_USER)
+        .expression_attribute_names("#account", OWNER_ACCOUNT)
+        .expression_attribute_names("#deleted", DELETED_AT)
+        .expression_attribute_names("#exp", EXPIRES_AT)
+        .expression_attribute_values(":user", AttributeValue::S(owner.user_id.clone()))
+        .expression_attribute_values(":account", AttributeValue::S(owner.account_id.clone()))
+        .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
+        .send()
+        .await;
+    match written {
+        Ok(_) => Ok(OwnerCheck::Claimed),
+        // Someone claimed it (or deleted it) between the read and the write: say who.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(judged(read_meta(store, session).await?)
+                .unwrap_or_else(|| OwnerCheck::Other(Owner::new(String::new(), String::new()))))
+        }
+        Err(e) => Err(store_error("recording the conversation's owner", e)),
+    }
+}

@@ -336,6 +336,10 @@ impl SessionStore for DynamoStore {
         super::owner::read(self, session).await
     }
 
+    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        super::owner::claim_without_turn(self, session, owner).await
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         Ok(self.claim(session, turn_id, lease).await?.claim)
     }

@@ -198,10 +198,12 @@ fn display(
 }
 
 fn card(approval: &PendingApproval, specs: &HashMap<String, ToolSpec>) -> ApprovalCard {
-    let preview = match specs.get(&approval.tool) {
-        Some(spec) => preview(spec, &approval.args, &[]),
+    let preview = match (&approval.preview, specs.get(&approval.tool)) {
+        // What the live card showed, kept when it was asked.
+        (Some(shown), _) => shown.clone(),
+        (None, Some(spec)) => preview(spec, &approval.args, &[]),
         // A tool no longer declared: its name alone, never arguments nothing vouches for.
-        None => serde_json::json!({ "title": approval.tool, "fields": [] }),
+        (None, None) => serde_json::json!({ "title": approval.tool, "fields": [] }),
     };
     ApprovalCard {
         approval_id: approval.id.clone(),

@@ -300,6 +300,7 @@ mod tests {
             args,
             created_at: 0,
             expires_at: 0,
+            preview: None,
         }
     }
 
@@ -433,6 +434,7 @@ pub(crate) async fn request(
         return Err(format!("no tool named {}", held.tool));
     };
     let now = now_ms();
+    let shown = preview(spec, &held.args, &held.files);
     let approval = PendingApproval {
         id: format!("ap-{}", uuid::Uuid::new_v4().simple()),
         session: session.to_owned(),
@@ -444,6 +446,7 @@ pub(crate) async fn request(
         created_at: now,
         expires_at: now
             .saturating_add(u64::try_from(engine.config.approval_ttl.as_millis()).unwrap_or(u64::MAX)),
+        preview: Some(shown.clone()),
     };
     store.put_approval(&approval).await.map_err(|e| {
         tracing::error!(error = %e, "could not store the approval");
@@ -457,7 +460,7 @@ pub(crate) async fn request(
     out.emit(
         super::EngineEvent::ApprovalRequired {
             token: signer.sign(&approval),
-            preview: preview(spec, &approval.args, &held.files),
+            preview: shown,
             approval_id: approval.id,
             call_id: held.call_id,
             tool: approval.tool,

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::protocol::control::{CommandCounts, ControlFuture, SessionStatus, refusals};
 use crate::protocol::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 use crate::session::{
-    CommandOutcome, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError, StoredMessage, TurnCommand,
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError,
+    StoredMessage, TurnCommand,
 };
 
 use super::Engine;
@@ -153,11 +154,24 @@ async fn dispatch(
             asked == StopOutcome::Recorded
         }
         Some(command) => {
-            let outcome = store
+            match store
                 .add_command(session, &run, command)
                 .await
-                .map_err(|e| store_failed(&e))?;
-            matches!(outcome, CommandOutcome::Accepted { .. })
+                .map_err(|e| store_failed(&e))?
+            {
+                CommandOutcome::Accepted { .. } => true,
+                CommandOutcome::NotRunning => false,
+                CommandOutcome::Full => {
+                    return Err(Refused::new(
+                        refusals::TOO_LARGE,
+                        format!(
+                            "the running turn's commands would pass {MAX_QUEUED_COMMAND_BYTES} bytes; \
+                             send this as a turn once it has ended"
+                        ),
+                        false,
+                    ));
+                }
+            }
         }
     };
     if kept {

@@ -28,6 +28,11 @@ pub struct PendingApproval {
     pub created_at: u64,
     /// When it stops being redeemable, in milliseconds since the Unix epoch.
     pub expires_at: u64,
+    /// What the person was shown when it was asked (title, consequence, fields), kept so that
+    /// the card read back later shows the same, even for a tool only that turn had (a UI
+    /// action of the page). Never the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Value>,
 }
 
 /// Where an approval stands.

@@ -66,4 +66,17 @@ pub enum CommandOutcome {
     },
     /// The turn is not running (never started, ended, or stopped): nothing was kept.
     NotRunning,
+    /// The turn's commands would pass [`MAX_QUEUED_COMMAND_BYTES`]: nothing was kept, and
+    /// sending it again will not help until the turn has ended.
+    Full,
+}
+
+/// The most bytes of text a turn's waiting commands may hold together: what one table item
+/// keeps beside the turn's record with room to spare. A command past it is refused before it is
+/// written, as a permanent refusal, never a store failure.
+pub const MAX_QUEUED_COMMAND_BYTES: usize = 128 * 1024;
+
+/// Whether a command of `adding` bytes fits beside commands of `held` bytes.
+pub fn command_fits(held: usize, adding: usize) -> bool {
+    held.saturating_add(adding) <= MAX_QUEUED_COMMAND_BYTES
 }

@@ -16,7 +16,7 @@ use super::{
     ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
     ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop,
     StopCause, StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals,
-    TurnStatus,
+    TurnStatus, command_fits,
 };
 use crate::clock::now_ms;
 
@@ -252,6 +252,10 @@ impl SessionStore for MemoryStore {
             return Ok(CommandOutcome::NotRunning);
         }
         let commands = data.commands.entry(turn_id.to_owned()).or_default();
+        let held = commands.iter().map(|c| c.text().len()).sum();
+        if !command_fits(held, command.text().len()) {
+            return Ok(CommandOutcome::Full);
+        }
         commands.push(command.clone());
         Ok(CommandOutcome::Accepted {
             position: commands.len() - 1,

@@ -21,7 +21,7 @@ mod turn;
 mod ui_answer;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
-pub use commands::{CommandOutcome, TurnCommand, TurnSignals};
+pub use commands::{CommandOutcome, MAX_QUEUED_COMMAND_BYTES, TurnCommand, TurnSignals, command_fits};
 pub use conversations::{ConversationError, ConversationStore, StoredMessage};
 pub use error::StoreError;
 pub use fork::ForkOutcome;
@@ -41,11 +41,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 /// Why `id` cannot name a conversation or a turn, if it cannot: it holds a control character
-/// (NUL included), or is longer than `limit` bytes. Every host checks ids with this, at its edge
-/// and again in the engine, against the store's own limit.
+/// (NUL included), is `.` or `..` (which name folders wherever an id becomes a path, as in a
+/// file area), or is longer than `limit` bytes. Every host checks ids with this, at its edge and
+/// again in the engine, against the store's own limit.
 pub fn id_problem(id: &str, limit: Option<usize>) -> Option<String> {
     if let Some(at) = id.chars().position(char::is_control) {
         return Some(format!("holds a control character (at {at})"));
+    }
+    if matches!(id, "." | "..") {
+        return Some(format!("is {id:?}, which names a folder"));
     }
     limit
         .filter(|&limit| id.len() > limit)
@@ -102,6 +106,15 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// The person `session` belongs to, if one was recorded.
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError>;
+
+    /// Records `owner` as the person `session` belongs to when it has none, marking no turn:
+    /// a person's first act on a conversation (an upload, a stop, an event stream, before its
+    /// first turn) makes it theirs, so that nothing a stranger does on a conversation before
+    /// its owner arrives ever takes effect on it. Says who it belongs to otherwise, or that it
+    /// was deleted. The default is [`claim_owner`](Self::claim_owner) with no turn.
+    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        self.claim_owner(session, "", owner).await
+    }
 
     /// The longest id (session or turn) this store can key, in bytes; `None` for no limit. A turn
     /// with a longer one is refused before anything runs.
@@ -277,6 +290,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
         (**self).owner(session).await
+    }
+
+    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+        (**self).claim_conversation(session, owner).await
     }
 
     fn max_id_bytes(&self) -> Option<usize> {

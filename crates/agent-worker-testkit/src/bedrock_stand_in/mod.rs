@@ -70,6 +70,8 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
     closed_early: watch::Sender<u64>,
+    /// How many requests have been received, for tests that wait on a model call.
+    received: watch::Sender<usize>,
     fallback: Fallback,
     prompt_cache: Mutex<PromptCache>,
     /// Time spent answering: from a request's arrival to its response's last byte handed over.
@@ -166,6 +168,13 @@ impl BedrockStandIn {
         *lock(&self.shared.answering)
     }
 
+    /// Waits until `count` requests have been received: a notification, not a poll.
+    pub async fn requested(&self, count: usize) {
+        let mut received = self.shared.received.subscribe();
+        // The sender lives as long as `self`: the wait cannot lose it.
+        let _ = received.wait_for(|&n| n >= count).await;
+    }
+
     /// Counts the streams whose client went away before their end; `wait_for` on it to
     /// observe a cancellation.
     pub fn closed_early(&self) -> watch::Receiver<u64> {
@@ -228,12 +237,14 @@ fn record(shared: &Shared, model_id: String, operation: &str, body: &Bytes) -> (
     let body: Value = serde_json::from_slice(body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
     let prompt_cache = lock(&shared.prompt_cache).apply(&model_id, &body);
-    lock(&shared.requests).push(RecordedRequest {
+    let mut requests = lock(&shared.requests);
+    requests.push(RecordedRequest {
         model_id,
         operation: operation.to_owned(),
         body: body.clone(),
         prompt_cache,
     });
+    shared.received.send_replace(requests.len());
     (body, prompt_cache)
 }
 

@@ -62,6 +62,34 @@ impl Console {
     pub fn token(&self) -> &str {
         &self.token
     }
+
+    /// The person the console acts for: every route reached with its token acts as them.
+    pub fn person(&self) -> crate::session::Owner {
+        crate::session::Owner::new(&self.user_id, &self.account_id)
+    }
+}
+
+/// The page's content security policy: its own script and styles, requests to its own origin,
+/// pictures it shows from its own data, nothing else, and no page may frame it.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self' data: blob:; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+/// Adds the security headers to every answer of the host (the page, its assets and the API): the
+/// content security policy, no framing, no sniffing of types, and no referrer (the page's URL
+/// carries its token).
+pub(super) async fn security_headers(mut response: axum::response::Response) -> axum::response::Response {
+    use axum::http::HeaderValue;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }
 
 /// `GET /`.

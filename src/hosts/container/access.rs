@@ -1,0 +1,297 @@
+//! Who asks, and whether the conversation is theirs: the one place the container's routes learn
+//! both.
+//!
+//! [`authenticate`], a layer over the whole router, decides how a request is authenticated and
+//! leaves its [`Authority`] in the request: the API key (the product's backend, which vouches for
+//! the ids a request names) or the console's token (which stands for the console's person only,
+//! whatever a request names). The extractors read it, so a handler cannot forget either check:
+//! - [`Asker`]: the person, from the authority and the ids the query names;
+//! - [`Acting`] / [`Owned`]: a conversation of theirs (the path's `{id}` or the query's
+//!   `session`), its id checked;
+//! - [`TurnPath`], [`CallPath`]: the turn and the UI call a path names, checked.
+//!
+//! The rule for a conversation no one owns yet: a person's first act on it (a turn, a stop, a
+//! command, a UI answer, an upload, an event stream) makes it theirs, in one conditional write;
+//! a read or a delete of it finds nothing (404). So nothing a stranger does on a conversation, even before
+//! its owner's first turn, ever takes effect on it: the owner's turn is refused instead. Ids are
+//! the product's to choose; unguessable ones (UUIDs) keep a stranger from taking one first.
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, Query, RawPathParams, Request, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::ContainerHost;
+use super::error::HostError;
+use crate::session::{Owner, OwnerCheck};
+
+/// How a request was authenticated, and so whom it may act for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authority {
+    /// The product's backend, with the API key: it vouches for the ids a request names.
+    Backend,
+    /// The console's page, with its token: it acts for the console's person alone.
+    Console(Owner),
+}
+
+impl Authority {
+    /// The person a request acts for, from the ids it names: both required and checked for the
+    /// backend; for the console, its person (a request that names another is refused, 403).
+    pub fn person(&self, user_id: Option<&str>, account_id: Option<&str>) -> Result<Owner, HostError> {
+        match self {
+            Self::Backend => {
+                let user_id = user_id.unwrap_or_default();
+                let account_id = account_id.unwrap_or_default();
+                check_id("userId", user_id)?;
+                check_id("accountId", account_id)?;
+                Ok(Owner::new(user_id, account_id))
+            }
+            Self::Console(owner) => {
+                for (field, named, own) in [
+                    ("userId", user_id, &owner.user_id),
+                    ("accountId", account_id, &owner.account_id),
+                ] {
+                    if named.is_some_and(|named| named != own) {
+                        return Err(HostError::new(
+                            StatusCode::FORBIDDEN,
+                            "the console's token acts for the console's person only",
+                        )
+                        .at(field));
+                    }
+                }
+                Ok(owner.clone())
+            }
+        }
+    }
+}
+
+impl FromRequestParts<ContainerHost> for Authority {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, _host: &ContainerHost) -> Result<Self, HostError> {
+        parts
+            .extensions
+            .get::<Authority>()
+            .cloned()
+            .ok_or_else(|| HostError::new(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key"))
+    }
+}
+
+/// Checks an id a route names, the same way everywhere: not blank, and one any store of this
+/// crate can key ([`id_problem`](crate::session::id_problem)); 400 naming `field` otherwise.
+pub fn check_id(field: &str, id: &str) -> Result<(), HostError> {
+    if id.trim().is_empty() {
+        return Err(HostError::field(field, format!("{field} must not be empty")));
+    }
+    match crate::session::id_problem(id, Some(agent_worker_aws::dynamo::keys::MAX_ID_BYTES)) {
+        Some(problem) => Err(HostError::field(field, format!("{field} {problem}"))),
+        None => Ok(()),
+    }
+}
+
+/// The ids a query may name.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NamedIds {
+    user_id: Option<String>,
+    account_id: Option<String>,
+    session: Option<String>,
+}
+
+fn named_ids(parts: &Parts) -> Result<NamedIds, HostError> {
+    Query::<NamedIds>::try_from_uri(&parts.uri)
+        .map(|Query(ids)| ids)
+        .map_err(|e| HostError::field("query", e.body_text()))
+}
+
+/// The person a request acts for (see [`Authority::person`]).
+#[derive(Debug, Clone)]
+pub struct Asker(pub Owner);
+
+impl FromRequestParts<ContainerHost> for Asker {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, host: &ContainerHost) -> Result<Self, HostError> {
+        let authority = Authority::from_request_parts(parts, host).await?;
+        let ids = named_ids(parts)?;
+        authority
+            .person(ids.user_id.as_deref(), ids.account_id.as_deref())
+            .map(Asker)
+    }
+}
+
+/// What a route does with a conversation: act on it (claiming it when no one owns it), or use
+/// one that is the person's already (read it, delete it).
+pub trait Access: Send + Sync {
+    /// Whether the route acts on the conversation.
+    const ACTS: bool;
+}
+
+/// A route that acts on a conversation.
+#[derive(Debug)]
+pub enum Act {}
+impl Access for Act {
+    const ACTS: bool = true;
+}
+
+/// A route that uses a conversation the person owns already.
+#[derive(Debug)]
+pub enum Existing {}
+impl Access for Existing {
+    const ACTS: bool = false;
+}
+
+/// A conversation of the asking person's, its id checked: the path's `{id}`, or the query's
+/// `session`. 404 when it is someone else's (or, for [`Owned`], no one's).
+#[derive(Debug)]
+pub struct Conversation<A> {
+    /// The person.
+    pub person: Owner,
+    /// The conversation.
+    pub id: String,
+    access: PhantomData<A>,
+}
+
+/// A conversation the route acts on: claimed for the person when no one owns it.
+pub type Acting = Conversation<Act>;
+/// A conversation the person owns already, which the route reads or deletes.
+pub type Owned = Conversation<Existing>;
+
+impl<A: Access> FromRequestParts<ContainerHost> for Conversation<A> {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, host: &ContainerHost) -> Result<Self, HostError> {
+        let authority = Authority::from_request_parts(parts, host).await?;
+        let ids = named_ids(parts)?;
+        let person = authority.person(ids.user_id.as_deref(), ids.account_id.as_deref())?;
+        let id = match path_param(parts, "id").await? {
+            Some(id) => {
+                check_id("conversationId", &id)?;
+                id
+            }
+            None => {
+                let session = ids.session.unwrap_or_default();
+                check_id("session", &session)?;
+                session
+            }
+        };
+        theirs(host, &person, &id, A::ACTS).await?;
+        Ok(Self {
+            person,
+            id,
+            access: PhantomData,
+        })
+    }
+}
+
+/// Whether `person` may act on (`acts`) or use `conversation`: the one decision. Acting on one
+/// no one owns makes it theirs; anyone else's (or a deleted one) is 404, and nothing changes.
+pub async fn theirs(
+    host: &ContainerHost,
+    person: &Owner,
+    conversation: &str,
+    acts: bool,
+) -> Result<(), HostError> {
+    let store = &host.inner.store;
+    let found = if acts {
+        store.claim_conversation(conversation, person).await
+    } else {
+        store.owner(conversation).await.map(|owner| match owner {
+            Some(owner) if &owner == person => OwnerCheck::Same,
+            Some(owner) => OwnerCheck::Other(owner),
+            None => OwnerCheck::Deleted,
+        })
+    };
+    match found.map_err(|e| HostError::store("the owner check", &e))? {
+        OwnerCheck::Claimed | OwnerCheck::Same => Ok(()),
+        OwnerCheck::Other(owner) => {
+            person.warn_refused(&owner, if acts { "an act" } else { "a read or a delete" });
+            Err(not_theirs(conversation))
+        }
+        OwnerCheck::Deleted => Err(not_theirs(conversation)),
+    }
+}
+
+/// The 404 for a conversation that is not the person's: the same whether it exists or not.
+pub fn not_theirs(conversation: &str) -> HostError {
+    HostError::not_found(format!("no conversation {conversation} of yours"))
+}
+
+async fn path_param(parts: &mut Parts, name: &str) -> Result<Option<String>, HostError> {
+    let params = RawPathParams::from_request_parts(parts, &())
+        .await
+        .map_err(|e| HostError::field("path", e.body_text()))?;
+    Ok(params
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_owned()))
+}
+
+async fn required_param(parts: &mut Parts, name: &str, field: &str) -> Result<String, HostError> {
+    let value = path_param(parts, name).await?.unwrap_or_default();
+    check_id(field, &value)?;
+    Ok(value)
+}
+
+/// The turn a path names (`{turn_id}`), checked.
+#[derive(Debug, Clone)]
+pub struct TurnPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for TurnPath {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, HostError> {
+        required_param(parts, "turn_id", "turnId").await.map(TurnPath)
+    }
+}
+
+/// The turn and the UI call a path names (`{turn_id}`, `{call_id}`), checked; a call id holds
+/// no `#`, which would make its answer's key another call's.
+#[derive(Debug, Clone)]
+pub struct CallPath {
+    /// The turn.
+    pub turn_id: String,
+    /// The call.
+    pub call_id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CallPath {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, HostError> {
+        let turn_id = required_param(parts, "turn_id", "turnId").await?;
+        let call_id = required_param(parts, "call_id", "callId").await?;
+        if call_id.contains('#') {
+            return Err(HostError::field("callId", "callId must not hold '#'"));
+        }
+        Ok(Self { turn_id, call_id })
+    }
+}
+
+/// The one authentication, a layer over the whole router: `x-api-key` is the backend's key, or
+/// `x-console-token` the console's token (`consoleToken=` in the query on an event stream alone,
+/// which a browser's `EventSource` cannot give headers, so that the token stays out of other
+/// routes' access logs). The paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's
+/// assets) need neither. The [`Authority`] found goes with the request.
+pub async fn authenticate(State(host): State<ContainerHost>, mut request: Request, next: Next) -> Response {
+    if let Some(authority) = host.authority(&request) {
+        request.extensions_mut().insert(authority);
+        return next.run(request).await;
+    }
+    if host.open(request.uri().path()) {
+        return next.run(request).await;
+    }
+    HostError::new(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key").into_response()
+}
+
+/// Whether `path` is a turn's event stream, the one route that takes the console's token in
+/// its query.
+pub fn is_event_stream(path: &str) -> bool {
+    path.strip_prefix("/turns/")
+        .and_then(|rest| rest.strip_suffix("/events"))
+        .is_some_and(|turn| !turn.is_empty() && !turn.contains('/'))
+}
