@@ -307,31 +307,13 @@ async fn a_long_conversation_reads_back_page_by_page_and_past_its_summary() {
 
 /// Every item of `session`'s partition, straight from moto.
 async fn items_of(store: &DynamoStore, session: &str) -> Vec<HashMap<String, AttributeValue>> {
-    let mut found = Vec::new();
-    let mut start = None;
-    loop {
-        let page = moto()
-            .dynamodb()
-            .scan()
-            .table_name(store.table())
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        found.extend(
-            page.items()
-                .iter()
-                .filter(|item| {
-                    item.get("pk").and_then(|v| v.as_s().ok()) == Some(&format!("session#{session}"))
-                })
-                .cloned(),
-        );
-        match page.last_evaluated_key() {
-            Some(key) => start = Some(key.clone()),
-            None => return found,
-        }
-    }
+    let partition = format!("session#{session}");
+    agent_worker_testkit::session_audit::every_item(store.table())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|item| item.get("pk").and_then(|v| v.as_s().ok()) == Some(&partition))
+        .collect()
 }
 
 #[tokio::test]

@@ -184,28 +184,16 @@ pub async fn events_at(url: &str, session: &str, turn_id: &str, last: Option<u64
 /// Every item of the server's table, as text sorted by key: what a refused request must leave
 /// as it found it.
 pub async fn table(store: &DynamoStore) -> Vec<String> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let page = moto()
-            .dynamodb()
-            .scan()
-            .table_name(store.table())
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        for item in page.items() {
+    let mut items: Vec<String> = agent_worker_testkit::session_audit::every_item(store.table())
+        .await
+        .unwrap()
+        .iter()
+        .map(|item| {
             let mut fields: Vec<String> = item.iter().map(|(k, v)| format!("{k}={}", render(v))).collect();
             fields.sort();
-            items.push(fields.join(" "));
-        }
-        start = page.last_evaluated_key().cloned();
-        if start.is_none() {
-            break;
-        }
-    }
+            fields.join(" ")
+        })
+        .collect();
     items.sort();
     items
 }

@@ -50,21 +50,16 @@ fn text<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a
     item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
 }
 
-/// Checks every session of `store`'s table (on moto's server). `accepted` lists the turns that were sent (session,
-/// turn id); `dead_lettered` the turn ids found in the dead-letter queue.
-pub async fn audit(
-    store: &DynamoStore,
-    accepted: &[(String, String)],
-    dead_lettered: &BTreeSet<String>,
-) -> Result<Audit, String> {
-    let mut sessions: BTreeMap<String, Found> = BTreeMap::new();
-    let mut start = None;
-    // The audit reads the table straight from moto, past any fault proxy the run went through.
+/// Every item of `table` on moto's server, read straight from it (past any fault proxy), page
+/// after page.
+pub async fn every_item(table: &str) -> Result<Vec<HashMap<String, AttributeValue>>, String> {
     let client = crate::moto().dynamodb();
+    let mut items = Vec::new();
+    let mut start = None;
     loop {
         let page = client
             .scan()
-            .table_name(store.table())
+            .table_name(table)
             .consistent_read(true)
             .set_exclusive_start_key(start)
             .send()
@@ -75,7 +70,26 @@ pub async fn audit(
                     aws_sdk_dynamodb::error::DisplayErrorContext(e)
                 )
             })?;
-        for item in page.items() {
+        items.extend_from_slice(page.items());
+        start = page.last_evaluated_key().cloned();
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
+/// Checks every session of `store`'s table (on moto's server). `accepted` lists the turns that were sent (session,
+/// turn id); `dead_lettered` the turn ids found in the dead-letter queue.
+pub async fn audit(
+    store: &DynamoStore,
+    accepted: &[(String, String)],
+    dead_lettered: &BTreeSet<String>,
+) -> Result<Audit, String> {
+    let mut sessions: BTreeMap<String, Found> = BTreeMap::new();
+    // The audit reads the table straight from moto, past any fault proxy the run went through.
+    let items = every_item(store.table()).await?;
+    {
+        for item in &items {
             let (Some(pk), Some(sk)) = (text(item, "pk"), text(item, "sk")) else {
                 continue;
             };
@@ -104,10 +118,6 @@ pub async fn audit(
                     .turns
                     .insert(turn.to_owned(), text(item, "status").map(str::to_owned));
             }
-        }
-        start = page.last_evaluated_key().cloned();
-        if start.is_none() {
-            break;
         }
     }
 
