@@ -1,6 +1,6 @@
 //! [`HostError`]: what a route of the container answers when it refuses or fails, in one body
 //! shape: `{"error": "<what was wrong>", "field": "<the field at fault>"}` (`field` only when one
-//! is at fault).
+//! is at fault; a 409 for a conversation that runs another turn adds `runningTurnId`).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -18,6 +18,7 @@ pub struct HostError {
     status: StatusCode,
     message: String,
     field: Option<String>,
+    running_turn: Option<String>,
 }
 
 impl HostError {
@@ -27,7 +28,21 @@ impl HostError {
             status,
             message: message.into(),
             field: None,
+            running_turn: None,
         }
+    }
+
+    /// 409: the conversation runs turn `running`; one turn of a conversation runs at a time.
+    pub fn conversation_busy(conversation: &str, running: &str) -> Self {
+        let mut busy = Self::new(
+            StatusCode::CONFLICT,
+            format!(
+                "conversation {conversation} is running turn {running}: steer it or send a follow-up \
+                 (POST /sessions/{{id}}/commands), or supersede it (\"supersedes\": [\"{running}\"])"
+            ),
+        );
+        busy.running_turn = Some(running.to_owned());
+        busy
     }
 
     /// 400: `field` is wrong, as `message` says.
@@ -88,10 +103,13 @@ impl std::error::Error for HostError {}
 
 impl IntoResponse for HostError {
     fn into_response(self) -> Response {
-        let body = match &self.field {
-            Some(field) => json!({ "error": self.message, "field": field }),
-            None => json!({ "error": self.message }),
-        };
+        let mut body = json!({ "error": self.message });
+        if let Some(field) = &self.field {
+            body["field"] = json!(field);
+        }
+        if let Some(running) = &self.running_turn {
+            body["runningTurnId"] = json!(running);
+        }
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response

@@ -2,7 +2,7 @@
 //!
 //! | request | answers |
 //! | --- | --- |
-//! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 409 that turn is running; 413 too large; 503 with `Retry-After` at capacity or shutting down |
+//! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 404 another person's conversation; 409 that turn, or another turn of the conversation, is running (`runningTurnId`; a turn that lists it in `supersedes` replaces it); 413 too large; 503 with `Retry-After` at capacity or shutting down |
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
@@ -488,6 +488,20 @@ async fn accept_turn(
     }
     let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
     access::theirs(&host, &person, &turn.conversation_id, true).await?;
+    // One turn of a conversation at a time: said here, before the 202; the table holds to it
+    // when two arrive at once.
+    let running = host
+        .inner
+        .store
+        .running_turn(&turn.conversation_id)
+        .await
+        .map_err(|e| HostError::store("reading the conversation's run", &e))?;
+    if let Some(running) = running
+        && running != turn.turn_id
+        && !turn.supersedes.contains(&running)
+    {
+        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
+    }
     {
         let mut running =
             host.inner.running.lock().map_err(|_| {

@@ -13,7 +13,9 @@ use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use super::DynamoStore;
 use super::codec::{n, s, status_name, write_token};
-use super::keys::{COMMANDS, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, WRITE_TOKEN, turn_sk};
+use super::keys::{
+    COMMANDS, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, RUN_TURN, RUN_UNTIL, WRITE_TOKEN, turn_sk,
+};
 use super::sdk_error::store_error;
 use super::store::{TAIL_BYTES, VERSION_RETRIES};
 use super::transact::plan;
@@ -123,6 +125,10 @@ format!(
         }
         bump_expression.push_str(" ADD turns :one");
         values.insert(":one".into(), n(1));
+        // The conversation's run is given back with the turn's end.
+        bump_expression.push_str(" REMOVE #run, #until");
+        names.insert("#run".into(), RUN_TURN.into());
+        names.insert("#until".into(), RUN_UNTIL.into());
         let bump = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, META_SK.to_owned())))

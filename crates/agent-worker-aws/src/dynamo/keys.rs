@@ -21,7 +21,8 @@
 //! stream), which writes the owner alone.
 //!
 //! The meta item of a conversation with an owner also carries what its person's list shows
-//! (`ownerKey`, `lastActiveAt`, `title`, `preview`, `turns`, `activeTurn`, `endedTurn`), and the
+//! (`ownerKey`, `lastActiveAt`, `title`, `preview`, `turns`, `activeTurn`, `endedTurn`); every
+//! conversation's meta item holds its run while a turn runs (`runTurn`, `runUntil`); and the
 //! global secondary index [`OWNER_INDEX`] (`ownerKey` / `lastActiveAt`) lists a person's
 //! conversations most recent first. A deleted conversation's meta item is a tombstone
 //! (`deletedAt`, `deletedBy`: a digest, never the ids) until the TTL removes it, so that a late
@@ -60,6 +61,11 @@ pub const LAST_ACTIVE_AT: &str = "lastActiveAt";
 pub const ACTIVE_TURN: &str = "activeTurn";
 /// On a meta item: the latest turn to end.
 pub const ENDED_TURN: &str = "endedTurn";
+/// On a meta item: the turn that holds the conversation's run (one turn of a conversation runs
+/// at a time), taken with the turn's claim and given back by its commit or release.
+pub const RUN_TURN: &str = "runTurn";
+/// On a meta item: when the run's lease runs out (milliseconds); a run past it is anyone's.
+pub const RUN_UNTIL: &str = "runUntil";
 /// On a meta item: set when the conversation was deleted.
 pub const DELETED_AT: &str = "deletedAt";
 

@@ -24,6 +24,7 @@ pub mod keys;
 mod lineage;
 mod opening;
 mod owner;
+mod run;
 mod sdk_error;
 mod store;
 mod table;

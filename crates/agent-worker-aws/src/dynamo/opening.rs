@@ -9,7 +9,7 @@ use std::time::UNIX_EPOCH;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, Lease, OpenTurn, Opened, OwnerCheck, SessionStore, Stop, StoreError, TurnOpening, TurnRecord,
+    Claim, Lease, OpenTurn, Opened, SessionStore, Stop, StoreError, TurnOpening, TurnRecord,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -17,6 +17,7 @@ use super::DynamoStore;
 use super::codec::{decode_stop, get_n, n, s, write_token};
 use super::keys::{EXPIRES_AT, WRITE_TOKEN, turn_sk};
 use super::lineage::{Segment, lineage_of};
+use super::owner::MetaAnswer;
 use super::sdk_error::{is_conditional_failure, store_error};
 
 /// What a session's meta item says a turn reads.
@@ -98,17 +99,40 @@ impl DynamoStore {
             lease,
             read_history,
         } = opening;
+        // The conversation's run is taken in the same write as the owner check.
+        let run_until = lease.ends_at_ms(now_ms());
         let meta = async {
             match owner {
-                Some(owner) => super::owner::claim_reading(self, session, turn_id, owner)
-                    .await
-                    .map(|(check, item)| (Some(check), item)),
-                None => Ok((None, self.meta_item(session).await?)),
+                Some(owner) => {
+                    super::owner::claim_reading(self, session, turn_id, owner, Some(run_until)).await
+                }
+                None => self.take_run(session, turn_id, run_until).await,
             }
         };
         let (claimed, meta) = tokio::join!(self.claim(session, turn_id, lease), meta);
-        let (check, item) = match meta {
-            Ok(meta) => meta,
+        let item = match meta {
+            Ok(MetaAnswer::Written(_, item)) => item,
+            Ok(MetaAnswer::Busy(running)) => {
+                // A redelivery of a turn that ended, or runs elsewhere, is that; any other turn
+                // waits for the one running.
+                if let Ok(Claimed {
+                    claim: claim @ (Claim::Done(_) | Claim::Running(_)),
+                    ..
+                }) = claimed
+                {
+                    return Ok(Opened::NotClaimed(claim));
+                }
+                if let Ok(claimed) = &claimed {
+                    self.give_up(session, turn_id, claimed).await;
+                }
+                return Ok(Opened::Busy(running));
+            }
+            Ok(MetaAnswer::Refused(refused)) => {
+                if let Ok(claimed) = &claimed {
+                    self.give_up(session, turn_id, claimed).await;
+                }
+                return Ok(Opened::Refused(refused));
+            }
             Err(e) => {
                 if let Ok(claimed) = &claimed {
                     self.give_up(session, turn_id, claimed).await;
@@ -116,19 +140,23 @@ impl DynamoStore {
                 return Err(e);
             }
         };
-        if let Some(refused @ (OwnerCheck::Other(_) | OwnerCheck::Deleted)) = check {
-            if let Ok(claimed) = &claimed {
-                self.give_up(session, turn_id, claimed).await;
-            }
-            return Ok(Opened::Refused(refused));
-        }
-        let (reclaimed, stop) = match claimed? {
-            Claimed {
+        let (reclaimed, stop) = match claimed {
+            Ok(Claimed {
                 claim: Claim::Claimed { reclaimed },
                 stop,
                 ..
-            } => (reclaimed, stop),
-            Claimed { claim, .. } => return Ok(Opened::NotClaimed(claim)),
+            }) => (reclaimed, stop),
+            // A turn that will not run gives the run back.
+            Ok(Claimed { claim, .. }) => {
+                self.give_back_run(session, turn_id).await?;
+                return Ok(Opened::NotClaimed(claim));
+            }
+            Err(e) => {
+                if let Err(given) = self.give_back_run(session, turn_id).await {
+                    tracing::warn!(error = %given, "could not give the conversation's run back");
+                }
+                return Err(e);
+            }
         };
         let view = if read_history {
             let view = match Meta::of(item.as_ref()) {
@@ -190,7 +218,7 @@ impl DynamoStore {
         lease: Lease,
     ) -> Result<Claimed, StoreError> {
         let now = now_ms();
-        let lease_until = now.saturating_add(u64::try_from(lease.0.as_millis()).unwrap_or(u64::MAX));
+        let lease_until = lease.ends_at_ms(now);
         let token = write_token();
         // An update, not a put: a stop asked before the claim stays on the item.
         let claim = self

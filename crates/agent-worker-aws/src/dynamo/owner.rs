@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use super::DynamoStore;
 use super::keys::{
     ACTIVE_TURN, DELETED_AT, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, OWNER_ACCOUNT, OWNER_KEY, OWNER_USER, PK,
-    SK, session_pk,
+    RUN_TURN, RUN_UNTIL, SK, session_pk,
 };
 use super::sdk_error::store_error;
 
@@ -23,31 +23,60 @@ pub(super) async fn claim(
     turn_id: &str,
     owner: &Owner,
 ) -> Result<OwnerCheck, StoreError> {
-    Ok(claim_reading(store, session, turn_id, owner).await?.0)
+    Ok(match claim_reading(store, session, turn_id, owner, None).await? {
+        MetaAnswer::Written(check, _) | MetaAnswer::Refused(check) => check,
+        // Asked for no run, so held by no other turn: the owner's check passed.
+        MetaAnswer::Busy(_) => OwnerCheck::Same,
+    })
 }
 
-/// [`claim`], and the meta item as it was before the write when the conversation is the
-/// person's: its version, summary position and lineage, which the write does not change.
+/// What a turn's opening found when it wrote the meta item.
+pub(super) enum MetaAnswer {
+    /// The write landed: the owner's check, and the item as it was before it.
+    Written(OwnerCheck, Option<HashMap<String, AttributeValue>>),
+    /// The conversation is someone else's, or was deleted: nothing was written.
+    Refused(OwnerCheck),
+    /// Another turn (named) holds the conversation's run: nothing was written.
+    Busy(String),
+}
+
+/// [`claim`], taking the conversation's run for `turn_id` until `run_until` (milliseconds) when
+/// given, and the meta item as it was before the write when the conversation is the person's:
+/// its version, summary position and lineage, which the write does not change.
 pub(super) async fn claim_reading(
     store: &DynamoStore,
     session: &str,
     turn_id: &str,
     owner: &Owner,
-) -> Result<(OwnerCheck, Option<HashMap<String, AttributeValue>>), StoreError> {
-    let written = store
+    run_until: Option<u64>,
+) -> Result<MetaAnswer, StoreError> {
+    let mut update = String::from(
+        "SET #user = :user, #account = :account, #okey = :okey, #last = :now, #active = :turn, \
+         #exp = if_not_exists(#exp, :exp)",
+    );
+    let mut condition = String::from(
+        "attribute_not_exists(#deleted) AND \
+         (attribute_not_exists(#user) OR (#user = :user AND #account = :account))",
+    );
+    let now = now_ms();
+    let mut request = store
         .client()
         .update_item()
         .table_name(store.table())
         .key(PK, AttributeValue::S(session_pk(session)))
-        .key(SK, AttributeValue::S(META_SK.to_owned()))
-        .update_expression(
-            "SET #user = :user, #account = :account, #okey = :okey, #last = :now, #active = :turn, \
-             #exp = if_not_exists(#exp, :exp)",
-        )
-        .condition_expression(
-            "attribute_not_exists(#deleted) AND \
-             (attribute_not_exists(#user) OR (#user = :user AND #account = :account))",
-        )
+        .key(SK, AttributeValue::S(META_SK.to_owned()));
+    if let Some(until) = run_until {
+        update.push_str(", #run = :turn, #until = :until");
+        condition.push_str(" AND ");
+        condition.push_str(RUN_IS_FREE);
+        request = request
+            .expression_attribute_names("#run", RUN_TURN)
+            .expression_attribute_names("#until", RUN_UNTIL)
+            .expression_attribute_values(":until", AttributeValue::N(until.to_string()));
+    }
+    let written = request
+        .update_expression(update)
+        .condition_expression(condition)
         .expression_attribute_names("#user", OWNER_USER)
         .expression_attribute_names("#account", OWNER_ACCOUNT)
         .expression_attribute_names("#okey", OWNER_KEY)
@@ -58,7 +87,7 @@ pub(super) async fn claim_reading(
         .expression_attribute_values(":user", AttributeValue::S(owner.user_id.clone()))
         .expression_attribute_values(":account", AttributeValue::S(owner.account_id.clone()))
         .expression_attribute_values(":okey", AttributeValue::S(owner_key(owner)))
-        .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
         .expression_attribute_values(":turn", AttributeValue::S(turn_id.to_owned()))
         .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
         .return_values(ReturnValue::AllOld)
@@ -71,24 +100,35 @@ pub(super) async fn claim_reading(
                 Some(_) => OwnerCheck::Same,
                 None => OwnerCheck::Claimed,
             };
-            Ok((check, out.attributes))
+            Ok(MetaAnswer::Written(check, out.attributes))
         }
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            let check = match read_meta(store, session).await? {
-                Meta { deleted: true, .. } => OwnerCheck::Deleted,
-                // Refused, then gone in between: nobody's now, and still not this turn's.
-                Meta { owner, .. } => {
-                    OwnerCheck::Other(owner.unwrap_or_else(|| Owner::new(String::new(), String::new())))
-                }
-            };
-            Ok((check, None))
+            let meta = read_meta(store, session).await?;
+            Ok(match meta {
+                Meta { deleted: true, .. } => MetaAnswer::Refused(OwnerCheck::Deleted),
+                Meta {
+                    owner: Some(known), ..
+                } if &known != owner => MetaAnswer::Refused(OwnerCheck::Other(known)),
+                Meta {
+                    running: Some(holder),
+                    ..
+                } if holder != turn_id => MetaAnswer::Busy(holder),
+                // Refused, then changed in between: nobody's now, and still not this turn's.
+                Meta { owner, .. } => MetaAnswer::Refused(OwnerCheck::Other(
+                    owner.unwrap_or_else(|| Owner::new(String::new(), String::new())),
+                )),
+            })
         }
         Err(e) => Err(store_error("recording the conversation's owner", e)),
     }
 }
+
+/// The condition under which a turn may take the conversation's run: no turn holds it, this turn
+/// does, or its holder's lease ran out (`:turn` and `:now` are the write's).
+pub(super) const RUN_IS_FREE: &str = "(attribute_not_exists(#run) OR #run = :turn OR #until < :now)";
 
 /// What the meta item says of who may use the conversation.
 pub(super) struct Meta {
@@ -96,6 +136,8 @@ pub(super) struct Meta {
     pub(super) owner: Option<Owner>,
     /// Whether it was deleted.
     pub(super) deleted: bool,
+    /// The turn that holds its run under a live lease.
+    pub(super) running: Option<String>,
 }
 
 /// The owner recorded on `session`'s meta item, and whether it was deleted.
@@ -106,10 +148,12 @@ pub(super) async fn read_meta(store: &DynamoStore, session: &str) -> Result<Meta
         .table_name(store.table())
         .key(PK, AttributeValue::S(session_pk(session)))
         .key(SK, AttributeValue::S(META_SK.to_owned()))
-        .projection_expression("#user, #account, #deleted")
+        .projection_expression("#user, #account, #deleted, #run, #until")
         .expression_attribute_names("#user", OWNER_USER)
         .expression_attribute_names("#account", OWNER_ACCOUNT)
         .expression_attribute_names("#deleted", DELETED_AT)
+        .expression_attribute_names("#run", RUN_TURN)
+        .expression_attribute_names("#until", RUN_UNTIL)
         .consistent_read(true)
         .send()
         .await
@@ -120,9 +164,15 @@ pub(super) async fn read_meta(store: &DynamoStore, session: &str) -> Result<Meta
             .and_then(|v| v.as_s().ok())
             .cloned()
     };
+    let until = item
+        .and_then(|item| item.get(RUN_UNTIL))
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
     Ok(Meta {
         owner: text(OWNER_USER).map(|user| Owner::new(user, text(OWNER_ACCOUNT).unwrap_or_default())),
         deleted: item.is_some_and(|item| item.contains_key(DELETED_AT)),
+        running: text(RUN_TURN).filter(|_| until > now_ms()),
     })
 }
 

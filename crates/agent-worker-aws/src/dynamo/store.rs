@@ -340,6 +340,27 @@ impl SessionStore for DynamoStore {
         super::owner::claim_without_turn(self, session, owner).await
     }
 
+    async fn claim_run(
+        &self,
+        session: &str,
+        turn_id: &str,
+        lease: Lease,
+    ) -> Result<Option<String>, StoreError> {
+        let until = lease.ends_at_ms(agent_worker_core::clock::now_ms());
+        Ok(match self.take_run(session, turn_id, until).await? {
+            super::owner::MetaAnswer::Busy(holder) => Some(holder),
+            _ => None,
+        })
+    }
+
+    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        self.give_back_run(session, turn_id).await
+    }
+
+    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        self.run_holder(session).await
+    }
+
     async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
         Ok(self.claim(session, turn_id, lease).await?.claim)
     }
@@ -512,9 +533,10 @@ impl SessionStore for DynamoStore {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_conditional_failure(&e) => Ok(()),
-            Err(e) => Err(store_error("releasing the turn", e)),
+            Ok(_) => {}
+            Err(e) if is_conditional_failure(&e) => {}
+            Err(e) => return Err(store_error("releasing the turn", e)),
         }
+        self.give_back_run(session, turn_id).await
     }
 }

@@ -51,8 +51,19 @@ struct SessionData {
     /// The commands sent to each turn, in the order accepted.
     commands: HashMap<String, Vec<TurnCommand>>,
     owner: Option<Owner>,
+    /// The turn that holds the conversation's run, and until when.
+    run: Option<(String, SystemTime)>,
     /// What the tab answered to UI actions, by (turn, call).
     ui_answers: HashMap<(String, String), ActionAnswer>,
+}
+
+impl SessionData {
+    /// Gives the run back, if `turn_id` holds it.
+    fn end_run(&mut self, turn_id: &str) {
+        if self.run.as_ref().is_some_and(|(holder, _)| holder == turn_id) {
+            self.run = None;
+        }
+    }
 }
 
 impl MemoryStore {
@@ -93,6 +104,7 @@ impl MemoryStore {
         data.message_turns
             .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
         data.last_active = now_ms();
+        data.end_run(turn_id);
         Ok(())
     }
 
@@ -352,12 +364,51 @@ impl SessionStore for MemoryStore {
 
     async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
         let mut sessions = self.lock()?;
-        if let Some(record) = sessions.get_mut(session).and_then(|d| d.turns.get_mut(turn_id))
+        let Some(data) = sessions.get_mut(session) else {
+            return Ok(());
+        };
+        if let Some(record) = data.turns.get_mut(turn_id)
             && !record.status.is_done()
         {
             record.lease_until = SystemTime::UNIX_EPOCH;
         }
+        data.end_run(turn_id);
         Ok(())
+    }
+
+    async fn claim_run(
+        &self,
+        session: &str,
+        turn_id: &str,
+        lease: Lease,
+    ) -> Result<Option<String>, StoreError> {
+        let now = SystemTime::now();
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_owned()).or_default();
+        match &data.run {
+            Some((holder, until)) if holder != turn_id && *until > now => Ok(Some(holder.clone())),
+            _ => {
+                data.run = Some((turn_id.to_owned(), now + lease.0));
+                Ok(None)
+            }
+        }
+    }
+
+    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        if let Some(data) = self.lock()?.get_mut(session) {
+            data.end_run(turn_id);
+        }
+        Ok(())
+    }
+
+    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let now = SystemTime::now();
+        Ok(self
+            .lock()?
+            .get(session)
+            .and_then(|data| data.run.as_ref())
+            .filter(|(_, until)| *until > now)
+            .map(|(holder, _)| holder.clone()))
     }
 
     async fn request_stop(

@@ -107,6 +107,35 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// The person `session` belongs to, if one was recorded.
     async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError>;
 
+    /// Takes `session`'s run for turn `turn_id` for `lease`: at most one turn of a conversation
+    /// runs at a time, on every host. Says which turn holds it instead, when another does under
+    /// a live lease (then nothing was written). The run is given back when the turn completes or
+    /// is released ([`end_run`](Self::end_run)); a run whose lease ran out is anyone's. The
+    /// default keeps no run (a store shared by no two turns at once).
+    async fn claim_run(
+        &self,
+        session: &str,
+        turn_id: &str,
+        lease: Lease,
+    ) -> Result<Option<String>, StoreError> {
+        let _ = (session, turn_id, lease);
+        Ok(None)
+    }
+
+    /// Gives `session`'s run back, if turn `turn_id` holds it (a turn that will not run after
+    /// all). [`complete_turn`](Self::complete_turn) and [`release_turn`](Self::release_turn)
+    /// give it back themselves.
+    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        let _ = (session, turn_id);
+        Ok(())
+    }
+
+    /// The turn holding `session`'s run under a live lease, if any.
+    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let _ = session;
+        Ok(None)
+    }
+
     /// Records `owner` as the person `session` belongs to when it has none, marking no turn:
     /// a person's first act on a conversation (an upload, a stop, an event stream, before its
     /// first turn) makes it theirs, so that nothing a stranger does on a conversation before
@@ -294,6 +323,23 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
         (**self).claim_conversation(session, owner).await
+    }
+
+    async fn claim_run(
+        &self,
+        session: &str,
+        turn_id: &str,
+        lease: Lease,
+    ) -> Result<Option<String>, StoreError> {
+        (**self).claim_run(session, turn_id, lease).await
+    }
+
+    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+        (**self).end_run(session, turn_id).await
+    }
+
+    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        (**self).running_turn(session).await
     }
 
     fn max_id_bytes(&self) -> Option<usize> {

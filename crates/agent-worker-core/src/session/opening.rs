@@ -30,6 +30,8 @@ pub enum Opened {
     /// The turn was not claimed: it ran to its end before, or runs elsewhere ([`Claim::Done`] or
     /// [`Claim::Running`]).
     NotClaimed(Claim),
+    /// Another turn of the conversation (named) runs now: nothing was claimed.
+    Busy(String),
     /// The turn is this worker's.
     Claimed(OpenTurn),
 }
@@ -65,9 +67,20 @@ pub async fn open_in_steps<S: SessionStore + ?Sized>(
             refused => return Ok(Opened::Refused(refused)),
         }
     }
-    let reclaimed = match store.claim_turn(session, turn_id, lease).await? {
-        Claim::Claimed { reclaimed } => reclaimed,
-        other => return Ok(Opened::NotClaimed(other)),
+    if let Some(holder) = store.claim_run(session, turn_id, lease).await? {
+        return Ok(Opened::Busy(holder));
+    }
+    let reclaimed = match store.claim_turn(session, turn_id, lease).await {
+        Ok(Claim::Claimed { reclaimed }) => reclaimed,
+        // A turn that will not run gives the conversation's run back.
+        Ok(other) => {
+            store.end_run(session, turn_id).await?;
+            return Ok(Opened::NotClaimed(other));
+        }
+        Err(e) => {
+            store.end_run(session, turn_id).await?;
+            return Err(e);
+        }
     };
     // Failing to look never fails the turn: it is taken as no stop, and the running turn's
     // watch looks again.

@@ -71,6 +71,13 @@ pub enum Claim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease(pub Duration);
 
+impl Lease {
+    /// When a lease taken at `now_ms` (milliseconds since the Unix epoch) runs out.
+    pub fn ends_at_ms(self, now_ms: u64) -> u64 {
+        now_ms.saturating_add(u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
 /// Why a turn was stopped before its own end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -33,6 +33,8 @@ pub(super) enum Refusal {
     Deleted,
     /// The turn runs on another worker, under a live lease.
     RunningElsewhere,
+    /// Another turn of the conversation (named) runs now: one turn of a conversation at a time.
+    ConversationBusy(String),
     /// The person's next message replaced the turn before it started.
     Superseded,
     /// The session's history could not be read (the claim was released).
@@ -74,6 +76,14 @@ impl Refusal {
             ),
             Self::RunningElsewhere => AgentEvent::failed(
                 format!("turn {turn_id} is running on another worker"),
+                true,
+                Some(codes::TURN_IN_PROGRESS),
+            ),
+            Self::ConversationBusy(running) => AgentEvent::failed(
+                format!(
+                    "turn {running} of this conversation is running; turn {turn_id} waits for it \
+                     (steer it, send a follow-up, or supersede it)"
+                ),
                 true,
                 Some(codes::TURN_IN_PROGRESS),
             ),
@@ -267,16 +277,31 @@ pub(super) async fn open(
     read_history: bool,
 ) -> Result<Opening, Refusal> {
     let owner = asking_owner(ask).filter(|_| !owner_checked);
-    let opened = engine
-        .store
-        .open_turn(TurnOpening {
-            session: &ask.session,
-            turn_id: &ask.turn_id,
-            owner: owner.as_ref(),
-            lease,
-            read_history,
-        })
+    let opening = TurnOpening {
+        session: &ask.session,
+        turn_id: &ask.turn_id,
+        owner: owner.as_ref(),
+        lease,
+        read_history,
+    };
+    let mut opened = engine.store.open_turn(opening).await;
+    // The conversation runs a turn this one replaces: stop it, wait for its end, and open once
+    // more.
+    if let Ok(Opened::Busy(running)) = &opened
+        && running != &ask.turn_id
+        && ask.supersedes.contains(running)
+    {
+        let running = running.clone();
+        super::stop::supersede(
+            engine.store.as_ref(),
+            &ask.session,
+            &[running.as_str()],
+            engine.config.stop_poll_interval,
+            engine.config.supersede_wait,
+        )
         .await;
+        opened = engine.store.open_turn(opening).await;
+    }
     let open = match opened {
         Err(e) => {
             tracing::error!(error = %e, "could not claim the turn");
@@ -293,6 +318,10 @@ pub(super) async fn open(
             });
         }
         Ok(Opened::NotClaimed(_)) => return Err(Refusal::RunningElsewhere),
+        Ok(Opened::Busy(running)) => {
+            tracing::info!(running = %running, "another turn of the conversation runs; this one waits");
+            return Err(Refusal::ConversationBusy(running));
+        }
         Ok(Opened::Claimed(open)) => open,
     };
     if open.reclaimed {

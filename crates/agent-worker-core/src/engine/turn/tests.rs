@@ -128,6 +128,12 @@ async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_
         .unwrap();
     assert_eq!(opened.stop, None);
     assert!(opened.history.is_some(), "the history is read with the claim");
+    // t-2 holds the conversation's run: no other turn of it opens until it is given back.
+    assert!(matches!(
+        phases::open(&engine, &ask("s", "t-3"), LEASE, false, false).await,
+        Err(Refusal::ConversationBusy(running)) if running == "t-2"
+    ));
+    store.release_turn("s", "t-2").await.unwrap();
     store
         .request_stop("s", "t-3", Stop::now(StopCause::UserStop))
         .await
@@ -160,6 +166,11 @@ fn each_refusal_is_a_failed_terminal_with_its_code() {
             false,
         ),
         (Refusal::RunningElsewhere, codes::TURN_IN_PROGRESS, true),
+        (
+            Refusal::ConversationBusy("t-1".into()),
+            codes::TURN_IN_PROGRESS,
+            true,
+        ),
         (Refusal::NotOwner, codes::NOT_OWNER, false),
         (Refusal::Deleted, codes::CONVERSATION_DELETED, false),
         (Refusal::Superseded, codes::SUPERSEDED, false),

@@ -1,0 +1,138 @@
+//! One turn of a conversation runs at a time, on every host, held by the table (the
+//! conversation's run on its meta item), on moto and the Bedrock stand-in: the container answers
+//! a second turn 409 naming the running one and runs it once the first has ended, with the
+//! first's messages in its history; a second host reached through the queue gives the record
+//! back for later and writes nothing; a turn that supersedes the running one replaces it.
+
+mod support;
+
+use std::time::Duration;
+
+use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::session::SessionStore;
+use agent_worker::sinks::Sinks;
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
+use aws_lambda_events::event::sqs::SqsMessage;
+use serde_json::{Value, json};
+use support::container::{KEY, Server, changed, send, server_for, table};
+use support::{MODEL_ID, config, run_batch};
+
+fn turn(id: &str, content: &str) -> Value {
+    json!({"turnId": id, "conversationId": "conv-1", "userId": "bob", "accountId": "acme", "content": content})
+}
+
+async fn post_turn(url: &str, body: &Value) -> (u16, Value) {
+    send(
+        reqwest::Client::new().post(format!("{url}/turns")).json(body),
+        Some(KEY),
+    )
+    .await
+}
+
+/// Bob's turn p1 of `conv-1`, running: its model answers a word and then hangs.
+async fn first_turn_running(server: &Server) {
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    assert_eq!(post_turn(&server.url, &turn("p1", "First question")).await.0, 202);
+    server.bedrock.requested(1).await;
+}
+
+/// The table without the running turn p1's own log, which may move on.
+fn without_p1s_log(items: &[String]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| !i.contains("event#p1#"))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_second_turn_of_a_running_conversation_waits_for_the_first_and_sees_it() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    first_turn_running(&server).await;
+    let before = table(&server.store).await;
+    let (status, answer) = post_turn(&server.url, &turn("p2", "Second question")).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["runningTurnId"], "p1", "{answer}");
+    let after = table(&server.store).await;
+    assert_eq!(
+        changed(&without_p1s_log(&before), &without_p1s_log(&after)),
+        Vec::<String>::new()
+    );
+    // The first ends; the second then runs, with the first's messages in its history.
+    let stop = reqwest::Client::new().post(format!(
+        "{}/turns/p1/stop?session=conv-1&userId=bob&accountId=acme",
+        server.url
+    ));
+    assert_eq!(send(stop, Some(KEY)).await.0, 202);
+    server.ended(1).await;
+    server.bedrock.push(Reply::text("Second answer."));
+    assert_eq!(
+        post_turn(&server.url, &turn("p2", "Second question")).await.0,
+        202
+    );
+    let ends = server.ended(2).await;
+    assert_eq!(ends[1].outcome.as_str(), "completed", "{:?}", ends[1]);
+    let requests = server.bedrock.requests();
+    assert_eq!(requests.len(), 2);
+    let seen = requests[1].body["messages"].to_string();
+    assert!(
+        seen.contains("First question") && seen.contains("Second question"),
+        "p2 saw p1: {seen}"
+    );
+    let history = server.store.load_history("conv-1").await.unwrap();
+    assert_eq!(history.len(), 4, "p1's two messages, then p2's");
+    assert_eq!(server.store.running_turn("conv-1").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_second_host_gives_the_record_back_while_the_first_runs_the_conversation() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    first_turn_running(&server).await;
+    // Another host on the same table, reached through the queue.
+    let other_model = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(other_model.client(), MODEL_ID))
+        .store(server.store.clone())
+        .config(config())
+        .build()
+        .unwrap();
+    let handler = TurnHandler::new(engine, Sinks::new());
+    let before = table(&server.store).await;
+    let mut record = SqsMessage::default();
+    record.message_id = Some("m-2".into());
+    record.body = Some(turn("p2", "Second question").to_string());
+    record.event_source_arn = Some("arn:aws:sqs:us-east-1:000000000000:turns.fifo".into());
+    let returned = run_batch(&handler, vec![record], None).await;
+    assert_eq!(returned, ["m-2"], "the record goes back to the queue for later");
+    assert!(other_model.requests().is_empty(), "p2 asked no model");
+    let after = table(&server.store).await;
+    assert_eq!(
+        changed(&without_p1s_log(&before), &without_p1s_log(&after)),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        server.store.running_turn("conv-1").await.unwrap().as_deref(),
+        Some("p1")
+    );
+}
+
+#[tokio::test]
+async fn a_turn_that_supersedes_the_running_one_replaces_it() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    first_turn_running(&server).await;
+    server.bedrock.push(Reply::text("Instead."));
+    let mut replacing = turn("p2", "Never mind, this instead");
+    replacing["supersedes"] = json!(["p1"]);
+    assert_eq!(post_turn(&server.url, &replacing).await.0, 202);
+    let ends = tokio::time::timeout(Duration::from_secs(30), server.ended(2))
+        .await
+        .expect("both turns ended");
+    let p1 = ends.iter().find(|e| e.turn_id == "p1").unwrap();
+    let p2 = ends.iter().find(|e| e.turn_id == "p2").unwrap();
+    assert_eq!(p1.outcome.as_str(), "stopped", "{p1:?}");
+    assert_eq!(p2.outcome.as_str(), "completed", "{p2:?}");
+    assert_eq!(server.bedrock.requests().len(), 2);
+}
