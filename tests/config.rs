@@ -721,3 +721,41 @@ async fn a_configuration_kept_in_ssm_or_s3_loads_with_documents_from_s3_and_name
         .unwrap_err();
     assert!(missing.to_string().contains("ParameterNotFound"), "{missing}");
 }
+
+#[tokio::test]
+async fn a_secret_store_that_never_answers_fails_the_read_instead_of_holding_start_up() {
+    use agent_worker::hosts::headers::SecretSource as _;
+    use agent_worker::hosts::secrets::{AwsSecrets, secrets_manager_client, ssm_client};
+    use aws_sdk_secretsmanager::config::{Credentials, Region, SharedCredentialsProvider};
+
+    // A server that takes each connection and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let aws = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(format!("http://{address}"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "silent", "silent", None, None, "test",
+        )))
+        .build();
+    let wait = std::time::Duration::from_millis(300);
+    let secrets = AwsSecrets::from_clients(secrets_manager_client(&aws, wait), ssm_client(&aws, wait));
+    for id in ["desk-assertion-key", "ssm:/desk/key"] {
+        let error = tokio::time::timeout(std::time::Duration::from_secs(20), secrets.secret(id))
+            .await
+            .expect("the read ended by its own timeout")
+            .unwrap_err();
+        assert!(
+            error.to_lowercase().contains("timeout") || error.contains("timed out"),
+            "{id}: {error}"
+        );
+    }
+    held.abort();
+}

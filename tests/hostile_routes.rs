@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use agent_worker::hosts::container::console::Console;
+use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -26,15 +27,26 @@ async fn bobs_turn(server: &Server, turn: &str, conversation: &str) {
     )
     .await;
     assert_eq!(status, 202);
-    let mut events = client()
+    let events = bobs_events(server, conversation, turn).await;
+    assert_eq!(events.last().unwrap()["type"], "completed");
+}
+
+/// The events of bob's turn `turn` of `conversation`, from its stream, to its end.
+async fn bobs_events(server: &Server, conversation: &str, turn: &str) -> Vec<Value> {
+    let stream = client()
         .get(format!(
             "{}/turns/{turn}/events?session={conversation}&userId=bob&accountId=acme",
             server.url
         ))
-        .header("x-api-key", KEY);
-    events = events.timeout(Duration::from_secs(20));
-    let body = events.send().await.unwrap().text().await.unwrap();
-    assert_eq!(sse_events(&body).last().unwrap().1["type"], "completed");
+        .header("x-api-key", KEY)
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    sse_events(&stream).into_iter().map(|(_, event)| event).collect()
 }
 
 fn client() -> reqwest::Client {
@@ -472,22 +484,9 @@ async fn a_restored_approval_card_shows_what_the_live_card_showed() {
     )
     .await;
     assert_eq!(status, 202);
-    let stream = client()
-        .get(format!(
-            "{}/turns/t-1/events?session=conv-bob&userId=bob&accountId=acme",
-            server.url
-        ))
-        .header("x-api-key", KEY)
-        .timeout(Duration::from_secs(20))
-        .send()
+    let live = bobs_events(&server, "conv-bob", "t-1")
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let live = sse_events(&stream)
         .into_iter()
-        .map(|(_, event)| event)
         .find(|event| event["type"] == "approval_required")
         .expect("the live card");
     assert_eq!(live["preview"]["title"], "Delete a task");
@@ -508,4 +507,83 @@ async fn a_restored_approval_card_shows_what_the_live_card_showed() {
         !conversation.to_string().contains(token),
         "the card never holds the token"
     );
+}
+
+#[tokio::test]
+async fn a_ui_action_past_its_wait_is_withdrawn_and_kept_as_its_tab_left_it() {
+    let engine = agent_worker::engine::EngineConfig {
+        ui_action_timeout: Duration::from_millis(200),
+        // The call looks once at the start and once more when its wait is over: the last look.
+        ui_answer_poll: Duration::from_secs(60),
+        ..config()
+    };
+    let server = server_for(1, engine, None, |_| {}).await;
+    let url = &server.url;
+    let bob = "userId=bob&accountId=acme";
+    let surface = json!({"surfaces": [{"id": "tasks", "title": "Task list", "actions": [
+        {"id": "add", "title": "Add a task",
+            "input": {"type": "object", "properties": {"title": {"type": "string"}}}}
+    ]}]});
+    server
+        .bedrock
+        .push(Reply::tool_call("c1", "ui_tasks_add", r#"{"title":"milk"}"#));
+    server
+        .bedrock
+        .push(Reply::tool_call("c2", "ui_tasks_add", r#"{"title":"bread"}"#));
+    server.bedrock.push(Reply::text("I could not confirm either."));
+    // The tab takes c2's request and never answers it; nobody takes c1's.
+    let (status, _) = send(
+        client()
+            .post(format!("{url}/turns/t-1/actions/c2?session=conv-bob&{bob}"))
+            .json(&json!({"status": "taken"})),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let body = json!({"turnId": "t-1", "conversationId": "conv-bob", "userId": "bob", "accountId": "acme",
+        "content": "Add milk and bread", "context": {"oui": surface}});
+    assert_eq!(
+        send(client().post(format!("{url}/turns")).json(&body), Some(KEY))
+            .await
+            .0,
+        202
+    );
+    let events = bobs_events(&server, "conv-bob", "t-1").await;
+    let withdrawn: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "ui_action_withdrawn")
+        .collect();
+    assert_eq!(withdrawn.len(), 2, "{events:#?}");
+    assert_eq!(
+        (&withdrawn[0]["callId"], &withdrawn[0]["reason"]),
+        (&json!("c1"), &json!("timeout"))
+    );
+    assert_eq!(withdrawn[1]["callId"], "c2");
+    assert_eq!(events.last().unwrap()["type"], "completed");
+    // What the model read, and what is stored: c1 did not run; c2's outcome is unknown.
+    let results =
+        |text: &str| text.contains("no tab took the request") && text.contains("outcome is unknown");
+    let third = server.bedrock.requests()[2].body["messages"].to_string();
+    assert!(results(&third), "{third}");
+    let stored = server.store.load_history("conv-bob").await.unwrap();
+    assert!(results(&serde_json::to_string(&stored).unwrap()));
+    // A late answer is kept as an answer, and changes nothing of the ended turn.
+    let before = table(&server.store).await;
+    let late = json!({"status": "done", "result": {"added": "milk"}, "isError": false});
+    let (status, _) = send(
+        client()
+            .post(format!("{url}/turns/t-1/actions/c1?session=conv-bob&{bob}"))
+            .json(&late),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let after = table(&server.store).await;
+    let new: Vec<String> = changed(&before, &after);
+    assert!(
+        new.len() == 1 && new[0].starts_with("+ answer="),
+        "only the answer's own item: {new:?}"
+    );
+    assert_eq!(server.store.load_history("conv-bob").await.unwrap(), stored);
+    assert_eq!(server.bedrock.requests().len(), 3);
 }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use agent_worker::engine::StoreControl;
 use agent_worker::hosts::config::{CONFIG_ENV, Configured, Loader, Remote};
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
-use agent_worker::hosts::secrets::{AwsSecrets, read_secret_settings};
+use agent_worker::hosts::secrets::{
+    AwsSecrets, SECRET_READ_TIMEOUT, read_secret_settings, secrets_manager_client,
+};
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::{SettingsError, WorkerSettings};
 use agent_worker::session::dynamo::DynamoJobEvents;
@@ -35,7 +37,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 async fn start() -> Result<TurnHandler, SettingsError> {
     let env = |name: &str| std::env::var(name).ok();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let secrets = read_secret_settings(env, || aws_sdk_secretsmanager::Client::new(&aws)).await?;
+    let secrets = read_secret_settings(env, || secrets_manager_client(&aws, SECRET_READ_TIMEOUT)).await?;
     let settings = WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| env(name)))?;
     let s3 = aws_sdk_s3::Client::new(&aws);
     let dynamodb = dynamodb_client(&aws, settings.store_attempt_timeout);

@@ -6,8 +6,39 @@
 //! `<NAME>` and `<NAME>_SECRET_ARN` is refused: one of them would be silently ignored.
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_smithy_types::timeout::TimeoutConfig;
 
 use super::{SettingsError, sdk_error_text};
+
+/// How long one read of a secret or a parameter may take, by default: a store that never answers
+/// fails start-up with an error naming the secret instead of holding it forever.
+pub const SECRET_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every call of a client ends within `timeout`, its tries included.
+fn within(timeout: Duration) -> TimeoutConfig {
+    TimeoutConfig::builder().operation_timeout(timeout).build()
+}
+
+/// A Secrets Manager client on `aws` whose every call ends within `timeout`.
+pub fn secrets_manager_client(
+    aws: &aws_config::SdkConfig,
+    timeout: Duration,
+) -> aws_sdk_secretsmanager::Client {
+    let config = aws_sdk_secretsmanager::config::Builder::from(aws)
+        .timeout_config(within(timeout))
+        .build();
+    aws_sdk_secretsmanager::Client::from_conf(config)
+}
+
+/// An SSM client on `aws` whose every call ends within `timeout`.
+pub fn ssm_client(aws: &aws_config::SdkConfig, timeout: Duration) -> aws_sdk_ssm::Client {
+    let config = aws_sdk_ssm::config::Builder::from(aws)
+        .timeout_config(within(timeout))
+        .build();
+    aws_sdk_ssm::Client::from_conf(config)
+}
 
 /// The settings that may come from Secrets Manager.
 pub const SECRET_SETTINGS: [&str; 4] = [
@@ -28,11 +59,11 @@ pub struct AwsSecrets {
 }
 
 impl AwsSecrets {
-    /// Both stores, on `aws`.
+    /// Both stores, on `aws`, each read within [`SECRET_READ_TIMEOUT`].
     pub fn new(aws: &aws_config::SdkConfig) -> Self {
         Self::from_clients(
-            aws_sdk_secretsmanager::Client::new(aws),
-            aws_sdk_ssm::Client::new(aws),
+            secrets_manager_client(aws, SECRET_READ_TIMEOUT),
+            ssm_client(aws, SECRET_READ_TIMEOUT),
         )
     }
 

@@ -132,7 +132,12 @@ impl WorkerArgs {
         let shared = aws_config(self.region.as_deref()).await;
         let secrets = read_secret_settings(
             |name| std::env::var(name).ok(),
-            || aws_sdk_secretsmanager::Client::new(&shared),
+            || {
+                agent_worker::hosts::secrets::secrets_manager_client(
+                    &shared,
+                    agent_worker::hosts::secrets::SECRET_READ_TIMEOUT,
+                )
+            },
         )
         .await
         .map_err(|e| e.to_string())?;

@@ -24,7 +24,7 @@
 //! | `FILES_DIR` | no | instead of `FILES_BUCKET`: a local folder of the files people attach (a container with a volume, local runs) |
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
-//! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
+//! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `UI_ACTION_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 //! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
 //! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
 //! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000, or half the batch's window when shorter); with less it goes back to the queue unclaimed |
@@ -316,6 +316,7 @@ impl WorkerSettings {
         parsed(&get, "FORCED_TOOL_CHOICE", &mut engine.forced_tool_choice)?;
         parsed(&get, "RETRIES", &mut engine.retries)?;
         millis(&get, "TOOL_TIMEOUT_MS", &mut engine.tool_timeout)?;
+        millis(&get, "UI_ACTION_TIMEOUT_MS", &mut engine.ui_action_timeout)?;
         millis(&get, "TURN_DEADLINE_MS", &mut engine.turn_deadline)?;
         millis(
             &get,

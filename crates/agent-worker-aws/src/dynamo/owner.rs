@@ -12,7 +12,7 @@ use super::keys::{
     ACTIVE_TURN, DELETED_AT, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, OWNER_ACCOUNT, OWNER_KEY, OWNER_USER, PK,
     RUN_TURN, RUN_UNTIL, SK, session_pk,
 };
-use super::sdk_error::store_error;
+use super::sdk_error::{is_conditional_failure, store_error};
 
 /// Records `owner` on `session`'s meta item unless someone else is there or it was deleted, and
 /// `turn_id` as its latest activity (what the person's list shows): one conditional write, then,
@@ -74,7 +74,7 @@ pub(super) async fn claim_reading(
             .expression_attribute_names("#until", RUN_UNTIL)
             .expression_attribute_values(":until", AttributeValue::N(until.to_string()));
     }
-    let written = request
+    let request = request
         .update_expression(update)
         .condition_expression(condition)
         .expression_attribute_names("#user", OWNER_USER)
@@ -90,39 +90,58 @@ pub(super) async fn claim_reading(
         .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
         .expression_attribute_values(":turn", AttributeValue::S(turn_id.to_owned()))
         .expression_attribute_values(":exp", AttributeValue::N(store.expires_at().to_string()))
-        .return_values(ReturnValue::AllOld)
-        .send()
-        .await;
-    match written {
-        // The old values say whether it was already this person's.
-        Ok(out) => {
-            let check = match out.attributes().and_then(|a| a.get(OWNER_USER)) {
-                Some(_) => OwnerCheck::Same,
-                None => OwnerCheck::Claimed,
-            };
-            Ok(MetaAnswer::Written(check, out.attributes))
+        .return_values(ReturnValue::AllOld);
+    for _ in 0..META_TRIES {
+        match request.clone().send().await {
+            // The old values say whether it was already this person's.
+            Ok(out) => {
+                let check = match out.attributes().and_then(|a| a.get(OWNER_USER)) {
+                    Some(_) => OwnerCheck::Same,
+                    None => OwnerCheck::Claimed,
+                };
+                return Ok(MetaAnswer::Written(check, out.attributes));
+            }
+            Err(e) if is_conditional_failure(&e) => {
+                if let Some(refused) = refusal(read_meta(store, session).await?, Some(owner), turn_id) {
+                    return Ok(refused);
+                }
+                // Refused, then changed in between (the run given back, an owner gone): again.
+            }
+            Err(e) => return Err(store_error("recording the conversation's owner", e)),
         }
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            let meta = read_meta(store, session).await?;
-            Ok(match meta {
-                Meta { deleted: true, .. } => MetaAnswer::Refused(OwnerCheck::Deleted),
-                Meta {
-                    owner: Some(known), ..
-                } if &known != owner => MetaAnswer::Refused(OwnerCheck::Other(known)),
-                Meta {
-                    running: Some(holder),
-                    ..
-                } if holder != turn_id => MetaAnswer::Busy(holder),
-                // Refused, then changed in between: nobody's now, and still not this turn's.
-                Meta { owner, .. } => MetaAnswer::Refused(OwnerCheck::Other(
-                    owner.unwrap_or_else(|| Owner::new(String::new(), String::new())),
-                )),
-            })
-        }
-        Err(e) => Err(store_error("recording the conversation's owner", e)),
+    }
+    Err(changing(session))
+}
+
+/// How many times a turn's opening writes the meta item when what refused it was gone by the
+/// time it looked.
+pub(super) const META_TRIES: usize = 3;
+
+/// The failure of an opening whose meta item changed under every try.
+pub(super) fn changing(session: &str) -> StoreError {
+    StoreError::Backend(format!("conversation {session}'s record kept changing while a turn opened").into())
+}
+
+/// Why a write of the meta item for turn `turn_id` (of `person`, when it has one) was refused,
+/// as the item reads now: deleted, someone else's, or another turn's run; `None` when none of
+/// these holds any more.
+pub(super) fn refusal(meta: Meta, person: Option<&Owner>, turn_id: &str) -> Option<MetaAnswer> {
+    match (meta, person) {
+        (Meta { deleted: true, .. }, Some(_)) => Some(MetaAnswer::Refused(OwnerCheck::Deleted)),
+        (
+            Meta {
+                owner: Some(known), ..
+            },
+            Some(person),
+        ) if &known != person => Some(MetaAnswer::Refused(OwnerCheck::Other(known))),
+        (
+            Meta {
+                running: Some(holder),
+                ..
+            },
+            _,
+        ) if holder != turn_id => Some(MetaAnswer::Busy(holder)),
+        _ => None,
     }
 }
 

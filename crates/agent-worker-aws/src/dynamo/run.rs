@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use super::DynamoStore;
 use super::codec::{get_n, get_s, n, s};
 use super::keys::{EXPIRES_AT, META_SK, RUN_TURN, RUN_UNTIL};
-use super::owner::{Meta, MetaAnswer, RUN_IS_FREE, read_meta};
+use super::owner::{META_TRIES, MetaAnswer, RUN_IS_FREE, changing, read_meta, refusal};
 use super::sdk_error::{is_conditional_failure, store_error};
 
 impl DynamoStore {
@@ -24,7 +24,7 @@ impl DynamoStore {
         turn_id: &str,
         until: u64,
     ) -> Result<MetaAnswer, StoreError> {
-        let written = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.config.table)
@@ -38,21 +38,20 @@ impl DynamoStore {
             .expression_attribute_values(":until", n(until))
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":exp", n(self.expires_at()))
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await;
-        match written {
-            Ok(out) => Ok(MetaAnswer::Written(OwnerCheck::Same, out.attributes)),
-            Err(e) if is_conditional_failure(&e) => match read_meta(self, session).await? {
-                Meta {
-                    running: Some(holder),
-                    ..
-                } => Ok(MetaAnswer::Busy(holder)),
-                // Given back in between: take it again.
-                _ => Box::pin(self.take_run(session, turn_id, until)).await,
-            },
-            Err(e) => Err(store_error("taking the conversation's run", e)),
+            .return_values(ReturnValue::AllOld);
+        for _ in 0..META_TRIES {
+            match request.clone().send().await {
+                Ok(out) => return Ok(MetaAnswer::Written(OwnerCheck::Same, out.attributes)),
+                Err(e) if is_conditional_failure(&e) => {
+                    if let Some(busy) = refusal(read_meta(self, session).await?, None, turn_id) {
+                        return Ok(busy);
+                    }
+                    // Given back in between: take it again.
+                }
+                Err(e) => return Err(store_error("taking the conversation's run", e)),
+            }
         }
+        Err(changing(session))
     }
 
     /// Gives `session`'s run back if `turn_id` holds it: one conditional write.

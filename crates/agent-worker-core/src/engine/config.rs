@@ -59,6 +59,9 @@ pub const DEFAULT_STOP_POLL_IDLE: Duration = Duration::from_secs(3);
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
 /// How often a UI action's call looks for the tab's answer.
 pub const DEFAULT_UI_ANSWER_POLL: Duration = Duration::from_millis(250);
+/// How long a UI action waits for the person's tab, by default: a person confirming on the page
+/// takes longer than an API call.
+pub const DEFAULT_UI_ACTION_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a turn that supersedes others waits for them to be stored before it gives up.
 pub const DEFAULT_SUPERSEDE_WAIT: Duration = Duration::from_secs(10);
 /// How long the person has to decide on an approval.
@@ -117,6 +120,10 @@ pub struct EngineConfig {
     pub supersede_wait: Duration,
     /// How often a UI action's call looks for the tab's answer.
     pub ui_answer_poll: Duration,
+    /// How long a UI action's call waits for the tab's answer: then one last look, and a request
+    /// still unanswered is withdrawn (`ui_action_withdrawn`) and kept as not run, or, when the
+    /// tab took it, as sent with its outcome unknown.
+    pub ui_action_timeout: Duration,
     /// How long a turn past its deadline may take to store.
     pub store_timeout: Duration,
     /// How long an approval stays open.
@@ -154,6 +161,7 @@ impl Default for EngineConfig {
             stop_poll_idle: DEFAULT_STOP_POLL_IDLE,
             stop_grace: DEFAULT_STOP_GRACE,
             ui_answer_poll: DEFAULT_UI_ANSWER_POLL,
+            ui_action_timeout: DEFAULT_UI_ACTION_TIMEOUT,
             supersede_wait: DEFAULT_SUPERSEDE_WAIT,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             approval_ttl: DEFAULT_APPROVAL_TTL,
@@ -203,6 +211,7 @@ impl EngineConfig {
         }
         longer_than_zero("tool_timeout", self.tool_timeout)?;
         longer_than_zero("ui_answer_poll", self.ui_answer_poll)?;
+        longer_than_zero("ui_action_timeout", self.ui_action_timeout)?;
         longer_than_zero("turn_deadline", self.turn_deadline)?;
         longer_than_zero("first_chunk_timeout", self.first_chunk_timeout)?;
         longer_than_zero("chunk_timeout", self.chunk_timeout)?;

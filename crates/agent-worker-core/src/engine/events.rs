@@ -65,6 +65,17 @@ pub enum EngineEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         approval: Option<Value>,
     },
+    /// A UI action's request the tab did not answer within the UI action timeout: the call has
+    /// ended (as not run, or as sent with its outcome unknown), and a late answer does nothing.
+    #[serde(rename_all = "camelCase")]
+    UiActionWithdrawn {
+        /// The model's call.
+        call_id: String,
+        /// The turn that asked.
+        turn_id: String,
+        /// Why: `timeout`.
+        reason: String,
+    },
     /// A command sent to the running turn reached the model: steering at a round boundary, or a
     /// follow-up once the turn was otherwise done.
     #[serde(rename_all = "camelCase")]

@@ -187,7 +187,8 @@ impl EngineInner {
             (Some(snapshot), Some(answers)) if actions => {
                 let mut targets = std::collections::HashMap::new();
                 let mut tools: Vec<Arc<dyn Tool>> = self.tools.tools().cloned().collect();
-                for (target, tool) in snapshot.tools(answers, self.config.ui_answer_poll) {
+                let (poll, wait) = (self.config.ui_answer_poll, self.config.ui_action_timeout);
+                for (target, tool) in snapshot.tools(answers, poll, wait) {
                     let name = tool.spec().name.clone();
                     if self.tools.spec(&name).is_some() {
                         return Err(prompt::InvalidPrompt {
@@ -264,6 +265,20 @@ impl EngineInner {
                 action: target.action.clone(),
                 args: args.clone(),
                 approval,
+            }
+            .into(),
+        )
+    }
+
+    /// The event that tells the tab its request for call `call_id` was withdrawn, when `name`
+    /// is one of the turn's UI actions.
+    fn ui_withdrawn(&self, turn_id: &str, call_id: &str, name: &str) -> Option<crate::protocol::AgentEvent> {
+        self.ui_targets.get(name)?;
+        Some(
+            EngineEvent::UiActionWithdrawn {
+                call_id: call_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                reason: "timeout".into(),
             }
             .into(),
         )

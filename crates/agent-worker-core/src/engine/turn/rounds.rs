@@ -495,8 +495,14 @@ pub(super) async fn start_call(
         }
         Verdict::Run => {
             let tools = engine.tools.clone();
-            let timeout = engine.config.tool_timeout;
             let request = engine.ui_request(ctx.turn_id, &id, &name, &args, None);
+            let withdrawal = engine.ui_withdrawn(ctx.turn_id, &id, &name);
+            // A UI action ends by its own wait (with a last look); the tool timeout is a margin
+            // past it, not a cut before it.
+            let timeout = match request {
+                Some(_) => engine.config.ui_action_timeout + engine.config.tool_timeout,
+                None => engine.config.tool_timeout,
+            };
             let out = out.clone();
             let call_ctx = ToolContext {
                 session: ctx.session.to_owned(),
@@ -511,7 +517,14 @@ pub(super) async fn start_call(
                 if let Some(request) = request {
                     out.emit(request);
                 }
-                (index, tools.run(&name, &args, call_ctx, timeout).await)
+                let outcome = tools.run(&name, &args, call_ctx, timeout).await;
+                if let Some(withdrawal) = withdrawal
+                    && outcome.is_error
+                    && crate::engine::ui::oui::was_withdrawn(&outcome.content)
+                {
+                    out.emit(withdrawal);
+                }
+                (index, outcome)
             });
             if reads_only {
                 calls.running.push(call);

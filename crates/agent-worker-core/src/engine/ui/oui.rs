@@ -14,7 +14,11 @@
 //! for a destructive one, so the approval rules hold for the page's actions too.
 //!
 //! A call is sent to the tab as a `ui_action_requested` event (the engine emits it), then waits
-//! for the tab's answer through [`ActionAnswers`] until the tool timeout.
+//! for the tab's answer through [`ActionAnswers`] for the UI action timeout (longer than a
+//! tool's: a person confirms on the page). Then it takes one last look: an answer found is the
+//! result; a request the tab took and did not answer is kept as sent with its outcome unknown;
+//! one no tab took did not run. Either way the request is withdrawn ([`WITHDRAWN`]), and the
+//! engine tells the tab (`ui_action_withdrawn`), so that a late click does nothing.
 
 use std::fmt;
 use std::sync::Arc;
@@ -124,8 +128,14 @@ impl OuiSnapshot {
         Ok(snapshot)
     }
 
-    /// The turn's UI tools, waiting for answers through `answers`, looking every `poll`.
-    pub fn tools(&self, answers: &Arc<dyn ActionAnswers>, poll: Duration) -> Vec<(UiTarget, Arc<dyn Tool>)> {
+    /// The turn's UI tools, waiting for answers through `answers`, looking every `poll`, for
+    /// at most `wait`.
+    pub fn tools(
+        &self,
+        answers: &Arc<dyn ActionAnswers>,
+        poll: Duration,
+        wait: Duration,
+    ) -> Vec<(UiTarget, Arc<dyn Tool>)> {
         let mut tools = Vec::new();
         for surface in &self.surfaces {
             for action in &surface.actions {
@@ -137,6 +147,7 @@ impl OuiSnapshot {
                     spec: spec_of(surface, action),
                     answers: answers.clone(),
                     poll,
+                    wait,
                 };
                 tools.push((target, Arc::new(tool) as Arc<dyn Tool>));
             }
@@ -182,11 +193,15 @@ fn spec_of(surface: &OuiSurface, action: &OuiAction) -> ToolSpec {
     spec
 }
 
+/// In a UI call's error `details`: the request was withdrawn after the wait (the reason).
+pub const WITHDRAWN: &str = "withdrawn";
+
 /// One action of the page: a call waits for the tab's answer.
 pub struct UiActionTool {
     spec: ToolSpec,
     answers: Arc<dyn ActionAnswers>,
     poll: Duration,
+    wait: Duration,
 }
 
 impl fmt::Debug for UiActionTool {
@@ -204,21 +219,52 @@ impl Tool for UiActionTool {
     }
 
     async fn call(&self, _input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        let until = tokio::time::Instant::now() + self.wait;
         loop {
-            match self.answers.look(&ctx.session, &ctx.turn_id, &ctx.call_id).await {
-                Ok(Some(answer)) => {
-                    if let Some(result) = outcome(answer) {
-                        return result;
-                    }
-                }
-                Ok(None) => {}
+            let taken = match self.answers.look(&ctx.session, &ctx.turn_id, &ctx.call_id).await {
+                Ok(Some(answer)) => match outcome(answer) {
+                    Some(result) => return result,
+                    None => Some(true),
+                },
+                Ok(None) => Some(false),
                 Err(error) => {
-                    tracing::warn!(%error, call = %ctx.call_id, "could not look for the tab's answer; looking again")
+                    tracing::warn!(%error, call = %ctx.call_id, "could not look for the tab's answer; looking again");
+                    None
                 }
+            };
+            let now = tokio::time::Instant::now();
+            // That was the last look: the wait is over.
+            if now >= until {
+                return Err(withdrawn(taken, self.wait));
             }
-            tokio::time::sleep(self.poll).await;
+            tokio::time::sleep(self.poll.min(until - now)).await;
         }
     }
+}
+
+/// What a call whose wait ran out gives the model: not run when no tab took it (`taken` is
+/// `Some(false)`), else sent with its outcome unknown.
+fn withdrawn(taken: Option<bool>, wait: Duration) -> ToolError {
+    let message = match taken {
+        Some(false) => format!(
+            "not run: no tab took the request within {}s; it was withdrawn",
+            wait.as_secs()
+        ),
+        _ => format!(
+            "sent to the person's tab, and its outcome is unknown: the tab did not answer within {}s, and \
+             the request was withdrawn. Treat the page as unseen: look at it again before relying on what it shows.",
+            wait.as_secs()
+        ),
+    };
+    ToolError {
+        message,
+        details: Some(json!({ WITHDRAWN: "timeout" })),
+    }
+}
+
+/// Whether a UI call's outcome says its request was withdrawn after the wait.
+pub fn was_withdrawn(content: &Value) -> bool {
+    content["details"][WITHDRAWN].is_string()
 }
 
 /// What a final answer gives the model; `None` while the tab is still at it.

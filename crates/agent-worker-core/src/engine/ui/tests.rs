@@ -134,10 +134,11 @@ fn each_action_of_the_snapshot_is_a_ui_tool_with_its_declaration() {
         ]}]}}),
     );
     let answers: std::sync::Arc<dyn ActionAnswers> = std::sync::Arc::new(crate::session::MemoryStore::new());
-    let tools = context
-        .oui
-        .unwrap()
-        .tools(&answers, std::time::Duration::from_millis(10));
+    let tools = context.oui.unwrap().tools(
+        &answers,
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_secs(60),
+    );
     let specs: Vec<_> = tools.iter().map(|(_, t)| t.spec().clone()).collect();
     assert_eq!(
         specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
