@@ -196,7 +196,8 @@ async fn shutdown_while_turns_run_loses_none() {
         ..config()
     };
     let mut server = server(8, quick, Duration::from_millis(200)).await;
-    // One turn finishes within the grace; two hang and are stopped.
+    // One turn has finished before the shutdown; two hang through the grace and are stopped. (A
+    // turn that finishes within the grace would race its store's commit against the grace.)
     server.bedrock.push(
         StreamScript::new()
             .text("Quick.", 2)
@@ -218,10 +219,12 @@ async fn shutdown_while_turns_run_loses_none() {
         .await;
         assert_eq!(status, 202);
     }
-    // Every turn has reached the model before the shutdown begins.
+    // Every turn has reached the model, and the quick one has ended, before the shutdown begins.
     tokio::time::timeout(Duration::from_secs(20), server.bedrock.requested(3))
         .await
         .expect("every turn reached the model");
+    let ended = server.ended(1).await;
+    assert_eq!(ended[0].turn_id, "t1");
     server.stop.take().unwrap().send(()).unwrap();
     server.served.await.unwrap().unwrap();
 

@@ -289,8 +289,13 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
         AgentProtocolServer, ServerConfig, StepResult, Workspace, serve, step_fn, task_fn,
     };
     let root = std::env::temp_dir().join(format!("ap-fuzz-{}", uuid::Uuid::new_v4().simple()));
-    let workspace = root.join("workspace");
+    // Deep enough inside `root` that no `..` chain the inputs make climbs out of it: the tree
+    // checked at the end is the whole tree a relative path could reach.
+    let workspace = root.join("1/2/3/4/5/6/7/8/workspace");
     std::fs::create_dir_all(&workspace).unwrap();
+    // An absolute `relative_path` (`/tmp`) or file name (`/etc/passwd…`) could reach outside
+    // it: what the inputs name there is looked at before and after.
+    let absolute = absolute_targets();
     let handler = task_fn(|_task| async {
         Ok(step_fn(|_input| async {
             Ok(StepResult::output("done").last(true))
@@ -408,15 +413,56 @@ async fn the_agent_protocol_server_answers_hostile_paths_and_uploads() {
         );
     }
 
-    // Nothing escaped the workspace: the root holds the workspace alone.
-    let outside: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|name| name != "workspace")
+    // Nothing escaped the workspace: every path under the root is the workspace's, or one of
+    // the folders it sits in; and nothing the inputs name appeared under `/tmp`.
+    let outside: Vec<_> = paths_under(&root)
+        .into_iter()
+        .filter(|path| !path.starts_with(&workspace) && !workspace.starts_with(path))
         .collect();
     assert!(outside.is_empty(), "written outside the workspace: {outside:?}");
+    assert_eq!(absolute_targets(), absolute, "written under /tmp");
     let still = http.get(format!("{url}/ap/v1/agent/tasks")).send().await.unwrap();
     assert_eq!(still.status(), reqwest::StatusCode::OK);
     drop(stop);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every file and folder under `root`, at any depth.
+fn paths_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// What is at the absolute paths the inputs name (under `/tmp`, and `/etc/passwd`): each path
+/// with its length and modification time, if it exists.
+fn absolute_targets() -> Vec<(String, Option<(u64, std::time::SystemTime)>)> {
+    let mut names: Vec<String> = [
+        "/tmp/pwned.txt",
+        "/tmp/a/b.txt",
+        "/tmp/b",
+        "/etc/passwd",
+        "/etc/passwdpwned.txt",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    names.extend(HOSTILE.iter().map(|prefix| format!("/tmp/{prefix}pwned.txt")));
+    names
+        .into_iter()
+        .map(|name| {
+            let seen = std::fs::metadata(&name)
+                .ok()
+                .and_then(|m| Some((m.len(), m.modified().ok()?)));
+            (name, seen)
+        })
+        .collect()
 }
