@@ -46,7 +46,7 @@ async fn a_command_on_the_queue_reaches_the_running_turn_and_one_that_finds_none
     // Another instance's handler, reading the queue.
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(d.table.clone()).unwrap());
     let handler =
-        TurnHandler::new(d.sender.clone(), Sinks::new()).control(StoreControl::new(Arc::new(store)));
+        TurnHandler::new(d.sender.clone(), Sinks::new()).control(StoreControl::new(Arc::new(store.clone())));
     let message = |turn_id: &str, user: &str, content: &str, command: &str| {
         json!({"turnId": turn_id, "conversationId": "s-sqs", "userId": user, "accountId": "a",
             "content": content, "command": command})
@@ -64,6 +64,9 @@ async fn a_command_on_the_queue_reaches_the_running_turn_and_one_that_finds_none
         ["m2"],
         "another person's abort is not taken, and goes on to the DLQ"
     );
+    // Before the turn goes on, the table holds the steer and no stop.
+    let signals = store.turn_signals("s-sqs", "t1").await.unwrap();
+    assert_eq!((signals.stop, signals.commands.len()), (None, 1));
     d.go.notify_one();
     let events = turn.await.unwrap();
     assert_eq!(delivered(&events), [("steer".to_owned(), 0)]);
@@ -174,21 +177,16 @@ mod over_http {
         assert_eq!(status, 202);
         let commands = format!("{}/sessions/conv-1/commands?userId=u&accountId=a", server.url);
 
-        // Polled until the turn has started (with a deadline): the state is what a client reads.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let (status, state) = get_state(&server.url, "userId=u&accountId=a").await;
-            assert_eq!(status, 200, "{state}");
-            if state["status"] == "running" {
-                assert_eq!(state["activeRunId"], "t1");
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the turn never started: {state}"
-            );
-            tokio::task::yield_now().await;
-        }
+        // The turn runs once its model has been asked: the state is what a client reads.
+        tokio::time::timeout(Duration::from_secs(20), server.bedrock.requested(1))
+            .await
+            .expect("the turn started");
+        let (status, state) = get_state(&server.url, "userId=u&accountId=a").await;
+        assert_eq!(status, 200, "{state}");
+        assert_eq!(
+            (&state["status"], &state["activeRunId"]),
+            (&json!("running"), &json!("t1"))
+        );
         let (status, answer) = post(&commands, Some(KEY), r#"{"type": "steer", "prompt": "Shorter."}"#).await;
         assert_eq!((status, &answer), (202, &json!({"ok": true, "runId": "t1"})));
         let (_, state) = get_state(&server.url, "userId=u&accountId=a").await;
@@ -206,6 +204,9 @@ mod over_http {
         .await;
         assert_eq!(status, 404);
         assert_eq!(post(&commands, None, r#"{"type": "abort"}"#).await.0, 401);
+        // Neither was kept: the turn has its one steer and no stop.
+        let signals = server.store.turn_signals("conv-1", "t1").await.unwrap();
+        assert_eq!((signals.stop, signals.commands.len()), (None, 1));
         let (status, answer) = post(&commands, Some(KEY), r#"{"type": "steer"}"#).await;
         assert_eq!(
             (status, &answer["error"]["code"]),
