@@ -203,6 +203,7 @@ pub async fn theirs(
         store.owner(conversation).await.map(|owner| match owner {
             Some(owner) if &owner == person => OwnerCheck::Same,
             Some(owner) => OwnerCheck::Other(owner),
+            // No one's: nothing to read or delete, answered as for a conversation that is gone.
             None => OwnerCheck::Deleted,
         })
     };

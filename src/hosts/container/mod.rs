@@ -32,8 +32,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
-
-use access::{Acting, Authority, TurnPath};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -49,7 +47,6 @@ mod sessions;
 
 pub use actions::MAX_ANSWER_BYTES;
 pub use error::{HostError, RETRY_AFTER_SECS};
-
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
 use super::lambda::TurnHandler;
@@ -58,6 +55,7 @@ use crate::engine::TurnStopReason;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
+use access::{Acting, Authority, TurnPath};
 
 /// How many turns run at once by default.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 8;
