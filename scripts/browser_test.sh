@@ -68,6 +68,9 @@ wait_for_port "$stand_in_port" || { cat "$work/stand-in.err" >&2; exit 1; }
 
 "$bin" setup --table "$TABLE_NAME" >/dev/null
 section "agent-worker serve --console"
+# The server's output file exists before the server does: a background command's redirection
+# happens in the child, after the fork, and the wait below may read first.
+: >"$work/serve.out"
 APPROVAL_SECRET="browser-test-approval-key-0123456789abcdef" FILES_DIR="$work/files" \
   "$bin" serve --console --port 0 --api-key "browser-test-api-key-0123456789" >"$work/serve.out" 2>"$work/serve.err" &
 local_pids+=($!)
