@@ -52,6 +52,25 @@ async fn host(bedrock: &BedrockStandIn, console: Option<Console>) -> String {
     url
 }
 
+/// The table's answers to UI actions, and who owns each conversation, as text: what a refused
+/// answer must leave as it found it (the running turn's own items move on meanwhile).
+async fn answers_and_owner(store: &agent_worker::session::DynamoStore) -> Vec<String> {
+    let owned = |field: &&str| field.starts_with("pk=") || field.starts_with("owner");
+    support::container::table(store)
+        .await
+        .into_iter()
+        .filter_map(|item| {
+            if item.contains("uianswer#") {
+                Some(item)
+            } else if item.contains(r#"sk=S("meta")"#) {
+                Some(item.split(' ').filter(owned).collect::<Vec<_>>().join(" "))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 async fn status(url: String, header: Option<(&str, &str)>) -> (u16, String) {
     let mut request = reqwest::Client::new().get(url);
     if let Some((name, value)) = header {
@@ -184,6 +203,7 @@ async fn the_tab_answers_a_ui_action_through_the_container_and_the_turn_goes_on(
         if !answered && text.contains("ui_action_requested") {
             answered = true;
             let done = r#"{"status":"done","result":{"id":"task-1"}}"#;
+            let answers = answers_and_owner(&server.store).await;
             let stranger = post(&answer_at("userId=eve&accountId=a"), Some(SERVER_KEY), done).await;
             assert_eq!(stranger.0, 404, "another person cannot answer: {stranger:?}");
             let bad = post(
@@ -195,6 +215,16 @@ async fn the_tab_answers_a_ui_action_through_the_container_and_the_turn_goes_on(
             assert_eq!(bad.0, 400, "{bad:?}");
             let no_key = post(&answer_at("userId=u&accountId=a"), None, done).await;
             assert_eq!(no_key.0, 401);
+            // The refusals wrote nothing: no answer to the call, the owner unchanged.
+            assert_eq!(answers_and_owner(&server.store).await, answers);
+            assert!(
+                answers.iter().all(|item| !item.contains("uianswer#")),
+                "nothing answered yet: {answers:?}"
+            );
+            assert!(
+                answers.iter().any(|item| item.contains(r#"ownerUserId=S("u")"#)),
+                "the conversation is u's: {answers:?}"
+            );
             let taken = post(
                 &answer_at("userId=u&accountId=a"),
                 Some(SERVER_KEY),

@@ -190,31 +190,49 @@ impl<A: Access> FromRequestParts<ContainerHost> for Conversation<A> {
 
 /// Whether `person` may act on (`acts`) or use `conversation`: the one decision. Acting on one
 /// no one owns makes it theirs; anyone else's (or a deleted one) is 404, and nothing changes.
+/// For an act, answers the turn running in the conversation when it was looked at.
 pub async fn theirs(
     host: &ContainerHost,
     person: &Owner,
     conversation: &str,
     acts: bool,
-) -> Result<(), HostError> {
+) -> Result<Option<String>, HostError> {
     let store = &host.inner.store;
     let found = if acts {
-        store.claim_conversation(conversation, person).await
+        store
+            .claim_conversation(conversation, person)
+            .await
+            .map(|claim| match claim.owner {
+                OwnerCheck::Claimed | OwnerCheck::Same => Found::Theirs(claim.running_turn),
+                OwnerCheck::Other(owner) => Found::Other(owner),
+                OwnerCheck::Deleted => Found::Nobody,
+            })
     } else {
         store.owner(conversation).await.map(|owner| match owner {
-            Some(owner) if &owner == person => OwnerCheck::Same,
-            Some(owner) => OwnerCheck::Other(owner),
+            Some(owner) if &owner == person => Found::Theirs(None),
+            Some(owner) => Found::Other(owner),
             // No one's: nothing to read or delete, answered as for a conversation that is gone.
-            None => OwnerCheck::Deleted,
+            None => Found::Nobody,
         })
     };
     match found.map_err(|e| HostError::store("the owner check", &e))? {
-        OwnerCheck::Claimed | OwnerCheck::Same => Ok(()),
-        OwnerCheck::Other(owner) => {
+        Found::Theirs(running) => Ok(running),
+        Found::Other(owner) => {
             person.warn_refused(&owner, if acts { "an act" } else { "a read or a delete" });
             Err(not_theirs(conversation))
         }
-        OwnerCheck::Deleted => Err(not_theirs(conversation)),
+        Found::Nobody => Err(not_theirs(conversation)),
     }
+}
+
+/// Whose a conversation turned out to be, for [`theirs`].
+enum Found {
+    /// The person's (now, for an act on one no one owned), with the turn running in it.
+    Theirs(Option<String>),
+    /// Someone else's.
+    Other(Owner),
+    /// No one's to use: deleted, or (for a read) never claimed.
+    Nobody,
 }
 
 /// The 404 for a conversation that is not the person's: the same whether it exists or not.

@@ -485,15 +485,9 @@ async fn accept_turn(
         ));
     }
     let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
-    access::theirs(&host, &person, &turn.conversation_id, true).await?;
-    // One turn of a conversation at a time: said here, before the 202; the table holds to it
-    // when two arrive at once.
-    let running = host
-        .inner
-        .store
-        .running_turn(&turn.conversation_id)
-        .await
-        .map_err(|e| HostError::store("reading the conversation's run", &e))?;
+    // One turn of a conversation at a time: said here, before the 202 (the owner check read
+    // the run); the table holds to it when two arrive at once.
+    let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
     if let Some(running) = running
         && running != turn.turn_id
         && !turn.supersedes.contains(&running)

@@ -22,6 +22,11 @@ pub const TEXT_COALESCE_BYTES: usize = 2048;
 /// following the log sees the turn move at least this often.
 pub const TEXT_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long before the turn's watch would next read its signals a write of the log looks at them
+/// instead, by default: while events stream, the next write comes a window after the oldest event
+/// held, and that event may come up to a window after this write.
+pub const LOOK_AHEAD: std::time::Duration = TEXT_COALESCE_WINDOW.saturating_mul(2);
+
 /// Events a turn's log keeps queued while the table refuses writes; past it the oldest go.
 const MAX_PENDING_EVENTS: usize = 1000;
 
@@ -34,6 +39,7 @@ const MAX_PENDING_EVENTS: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct DynamoEventLog {
     store: DynamoStore,
+    look_ahead: std::time::Duration,
 }
 
 /// One logged event and its position, the cursor to read after it.
@@ -48,7 +54,18 @@ pub struct LoggedEvent {
 impl DynamoEventLog {
     /// A log in `store`'s table.
     pub fn new(store: DynamoStore) -> Self {
-        Self { store }
+        Self {
+            store,
+            look_ahead: LOOK_AHEAD,
+        }
+    }
+
+    /// Looks at a turn's signals with any write that comes within `ahead` of the turn's watch's
+    /// next read ([`LOOK_AHEAD`] by default); at the watch's interval or more, with every write.
+    #[must_use]
+    pub fn looking_ahead(mut self, ahead: std::time::Duration) -> Self {
+        self.look_ahead = ahead;
+        self
     }
 
     /// The events of a turn after position `after` (all of them for `None`), in order.
@@ -261,12 +278,10 @@ impl TurnLog {
             .map(|(event, seq)| self.item(event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
-        // While events stream, the next write comes a window after the oldest event held,
-        // and that event may come up to a window after this write.
-        let look =
-            self.log
-                .store
-                .signals_look(&self.turn.session, &self.turn.turn_id, 2 * TEXT_COALESCE_WINDOW);
+        let look = self
+            .log
+            .store
+            .signals_look(&self.turn.session, &self.turn.turn_id, self.log.look_ahead);
         match self.send(&items, first, look, seq, last).await {
             // Only the look failed: the events go again, without it.
             Err(PutError::Looked) => self.send(&items, first, None, seq, last).await,

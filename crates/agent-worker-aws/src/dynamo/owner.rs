@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::conversations::owner_key;
-use agent_worker_core::session::{Owner, OwnerCheck, StoreError};
+use agent_worker_core::session::{ConversationClaim, Owner, OwnerCheck, StoreError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::DynamoStore;
@@ -207,24 +207,28 @@ pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Ow
 
 /// Records `owner` on `session`'s meta item when it has none and was not deleted, marking no
 /// turn (so the conversation is not listed until its first turn): one consistent read, and one
-/// conditional write only when no one owns it yet.
+/// conditional write only when no one owns it yet. The read also says which turn runs in it.
 pub(super) async fn claim_without_turn(
     store: &DynamoStore,
     session: &str,
     owner: &Owner,
-) -> Result<OwnerCheck, StoreError> {
-    let judged = |meta: Meta| match meta {
+) -> Result<ConversationClaim, StoreError> {
+    let judged = |meta: &Meta| match meta {
         Meta { deleted: true, .. } => Some(OwnerCheck::Deleted),
         Meta {
             owner: Some(known), ..
-        } if &known == owner => Some(OwnerCheck::Same),
+        } if known == owner => Some(OwnerCheck::Same),
         Meta {
             owner: Some(other), ..
-        } => Some(OwnerCheck::Other(other)),
+        } => Some(OwnerCheck::Other(other.clone())),
         Meta { owner: None, .. } => None,
     };
-    if let Some(check) = judged(read_meta(store, session).await?) {
-        return Ok(check);
+    let meta = read_meta(store, session).await?;
+    if let Some(check) = judged(&meta) {
+        return Ok(ConversationClaim {
+            owner: check,
+            running_turn: meta.running,
+        });
     }
     let written = store
         .client()
@@ -244,14 +248,22 @@ pub(super) async fn claim_without_turn(
         .send()
         .await;
     match written {
-        Ok(_) => Ok(OwnerCheck::Claimed),
+        // A turn of no one's (a turn without a person) may hold the run: the read said which.
+        Ok(_) => Ok(ConversationClaim {
+            owner: OwnerCheck::Claimed,
+            running_turn: meta.running,
+        }),
         // Someone claimed it (or deleted it) between the read and the write: say who.
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            Ok(judged(read_meta(store, session).await?)
-                .unwrap_or_else(|| OwnerCheck::Other(Owner::new(String::new(), String::new()))))
+            let meta = read_meta(store, session).await?;
+            Ok(ConversationClaim {
+                owner: judged(&meta)
+                    .unwrap_or_else(|| OwnerCheck::Other(Owner::new(String::new(), String::new()))),
+                running_turn: meta.running,
+            })
         }
         Err(e) => Err(store_error("recording the conversation's owner", e)),
     }

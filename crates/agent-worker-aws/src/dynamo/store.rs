@@ -25,9 +25,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, SeenSignals,
-    SessionStore, SignalBoards, Stop, StopOutcome, StoreError, StoredMessage, Summary, TurnCommand,
-    TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
+    Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryView, Lease, Message, Opened, Owner,
+    OwnerCheck, SeenSignals, SessionStore, SignalBoards, Stop, StopOutcome, StoreError, StoredMessage,
+    Summary, TurnCommand, TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
@@ -336,7 +336,11 @@ impl SessionStore for DynamoStore {
         super::owner::read(self, session).await
     }
 
-    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+    async fn claim_conversation(
+        &self,
+        session: &str,
+        owner: &Owner,
+    ) -> Result<ConversationClaim, StoreError> {
         super::owner::claim_without_turn(self, session, owner).await
     }
 

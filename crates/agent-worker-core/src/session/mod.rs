@@ -28,7 +28,7 @@ pub use fork::ForkOutcome;
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, Message, Role};
 pub use opening::{OpenTurn, Opened, TurnOpening};
-pub use owner::{Owner, OwnerCheck};
+pub use owner::{ConversationClaim, Owner, OwnerCheck};
 pub use seen::{SeenSignals, SignalBoards, SignalsSeen};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
@@ -140,9 +140,16 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// a person's first act on a conversation (an upload, a stop, an event stream, before its
     /// first turn) makes it theirs, so that nothing a stranger does on a conversation before
     /// its owner arrives ever takes effect on it. Says who it belongs to otherwise, or that it
-    /// was deleted. The default is [`claim_owner`](Self::claim_owner) with no turn.
-    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
-        self.claim_owner(session, "", owner).await
+    /// was deleted; and which turn runs in it. The default is [`claim_owner`](Self::claim_owner)
+    /// with no turn, then [`running_turn`](Self::running_turn).
+    async fn claim_conversation(
+        &self,
+        session: &str,
+        owner: &Owner,
+    ) -> Result<ConversationClaim, StoreError> {
+        let owner = self.claim_owner(session, "", owner).await?;
+        let running_turn = self.running_turn(session).await?;
+        Ok(ConversationClaim { owner, running_turn })
     }
 
     /// The longest id (session or turn) this store can key, in bytes; `None` for no limit. A turn
@@ -321,7 +328,11 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
         (**self).owner(session).await
     }
 
-    async fn claim_conversation(&self, session: &str, owner: &Owner) -> Result<OwnerCheck, StoreError> {
+    async fn claim_conversation(
+        &self,
+        session: &str,
+        owner: &Owner,
+    ) -> Result<ConversationClaim, StoreError> {
         (**self).claim_conversation(session, owner).await
     }
 

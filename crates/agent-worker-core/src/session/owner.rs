@@ -47,3 +47,15 @@ pub enum OwnerCheck {
     /// It was deleted: no turn of it runs again.
     Deleted,
 }
+
+/// What a person's first act on a conversation found
+/// ([`SessionStore::claim_conversation`](super::SessionStore::claim_conversation)): whose it is,
+/// and the turn that held its run under a live lease when it was read (so that a host refusing a
+/// second turn needs no other read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationClaim {
+    /// Whose it is now.
+    pub owner: OwnerCheck,
+    /// The turn running in it, if any.
+    pub running_turn: Option<String>,
+}
