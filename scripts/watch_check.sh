@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make watch-check`: the local loop as the README gives it, checked. `make watch` starts in the
+# `make watch-check`: the local loop as docs/configuration.md ("Run it locally") gives it, checked. `make watch` starts in the
 # background; two `make invoke`s each run a turn of one conversation; the second continues the
 # first (four messages stored); then everything the watch started stops.
 set -euo pipefail

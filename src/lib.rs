@@ -37,7 +37,7 @@
 //! The test kit (the wire-level Bedrock stand-in, moto's launcher, the fault proxy, the Runtime
 //! API stand-in) is the crate `agent-worker-testkit`: a dev-dependency, never part of the function.
 //!
-//! The README's examples run as doc tests.
+//! The examples of the README and of `docs/` run as doc tests.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
@@ -86,3 +86,36 @@ pub mod sinks {
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// Every page of `docs/`, its examples run as doc tests as the README's are.
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../docs/agent-protocol.md")]
+    pub struct AgentProtocol;
+    #[doc = include_str!("../docs/configuration.md")]
+    pub struct Configuration;
+    #[doc = include_str!("../docs/container.md")]
+    pub struct Container;
+    #[doc = include_str!("../docs/conversations.md")]
+    pub struct Conversations;
+    #[doc = include_str!("../docs/deploy.md")]
+    pub struct Deploy;
+    #[doc = include_str!("../docs/files.md")]
+    pub struct Files;
+    #[doc = include_str!("../docs/operating.md")]
+    pub struct Operating;
+    #[doc = include_str!("../docs/providers.md")]
+    pub struct Providers;
+    #[doc = include_str!("../docs/rust.md")]
+    pub struct Rust;
+    #[doc = include_str!("../docs/standard-agents.md")]
+    pub struct StandardAgents;
+    #[doc = include_str!("../docs/table.md")]
+    pub struct Table;
+    #[doc = include_str!("../docs/testing.md")]
+    pub struct Testing;
+    #[doc = include_str!("../docs/the-tab.md")]
+    pub struct TheTab;
+    #[doc = include_str!("../docs/tools.md")]
+    pub struct Tools;
+}
