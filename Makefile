@@ -18,6 +18,9 @@ MCP_EVERYTHING_VERSION := 2026.8.31
 MCP_SDK_VERSION := 1.32.2
 # The browser suite's driver (it drives the system's Chromium; it downloads no browser).
 PLAYWRIGHT_VERSION := 1.65.1
+# The unused-dependency check of `make lint`, built from crates.io into a project-local root.
+MACHETE_VERSION := 0.9.2
+MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)
 
 .PHONY: test test-browser demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
@@ -39,9 +42,10 @@ demo-tools: $(PY_TOOLS) build
 test-browser: $(PY_TOOLS) $(NODE_TOOLS) build
 	scripts/browser_test.sh
 
-## lint: formatting and clippy, warnings are errors.
-lint:
+## lint: formatting and clippy, warnings are errors; no dependency that nothing uses.
+lint: $(MACHETE)
 	cargo fmt --all --check
+	$(MACHETE) --skip-target-dir
 	cargo clippy --workspace --all-features --all-targets --locked -- -D warnings
 	# The builds users make: the function alone, the library bare, with the Lambda host alone, with
 	# the Agent Protocol server alone.
@@ -56,6 +60,9 @@ lint:
 
 fmt:
 	cargo fmt --all
+
+$(MACHETE):
+	cargo install --locked --quiet --root .tools/cargo-machete-$(MACHETE_VERSION) cargo-machete@$(MACHETE_VERSION)
 
 ## bench: turn latency and throughput against the stand-in (a program, not a test), and the same
 ## turns on rig beside ours (benches/peers/rig: its own workspace, nothing we ship depends on it).

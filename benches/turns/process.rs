@@ -5,6 +5,10 @@
 //! wall time; peak resident memory is the child's own high-water mark, which it reports in its
 //! summary line (`ru_maxrss` would count this process's memory: a spawned child starts in its
 //! parent's address space).
+//!
+//! The one place of the project that calls the kernel directly (`wait4`, `sysconf`): the
+//! workspace denies `unsafe_code`, and this module alone allows it.
+#![allow(unsafe_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

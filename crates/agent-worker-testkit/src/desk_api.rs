@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use agent_worker::engine::tools::openapi::EventDeclarations;
+use agent_worker_core::engine::tools::openapi::EventDeclarations;
 
 /// One request the desk received.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The session checker: reads a whole DynamoDB table and says what breaks a promise.
 //!
 //! For every session it finds, the stored history (what a turn would read) must pass
-//! [`history::check`](agent_worker::session::history::check): tool uses paired with their results, no
+//! [`history::check`](agent_worker_core::session::history::check): tool uses paired with their results, no
 //! empty message, roles alternating. No turn's messages may be stored twice, every turn with
 //! stored messages must have ended, and every turn the caller says was accepted must have
 //! ended or be in the dead-letter queue.
@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use agent_worker::session::dynamo::keys::{MESSAGE_PREFIX, META_SK};
-use agent_worker::session::history::check;
-use agent_worker::session::{DynamoStore, SessionStore};
+use agent_worker_aws::DynamoStore;
+use agent_worker_aws::dynamo::keys::{MESSAGE_PREFIX, META_SK};
+use agent_worker_core::session::SessionStore;
+use agent_worker_core::session::history::check;
 
 /// What the checker found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use agent_worker::engine::{BedrockModel, Model};
-use agent_worker::models::{AnthropicModel, ApiKey, OpenAiModel};
+use agent_worker_aws::BedrockModel;
+use agent_worker_core::engine::Model;
+use agent_worker_models::{AnthropicModel, ApiKey, OpenAiModel};
 use serde_json::Value;
 
 use crate::{BedrockStandIn, ProviderStandIn, Reply, SseReply, StreamScript};
