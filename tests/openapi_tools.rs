@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_worker::engine::tools::openapi::{
-    ActAsContext, MemoryEventWaiter, OpenApiOptions, load_openapi_tools,
+    ActAsContext, ActAsError, MemoryEventWaiter, OpenApiOptions, load_openapi_tools,
 };
 use agent_worker::engine::tools::{Tool, ToolContext, Toolset};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 /// The headers for whoever the turn runs for.
-fn act_as(ctx: &ActAsContext) -> Result<Vec<(String, String)>, String> {
+fn act_as(ctx: &ActAsContext) -> Result<Vec<(String, String)>, ActAsError> {
     let user = ctx.user_id.as_deref().ok_or("the turn names no person")?;
     Ok(DeskApi::act_as(user, ctx.account_id.as_deref().unwrap_or("none")))
 }

@@ -52,10 +52,7 @@ async fn start() -> Result<TurnHandler, SettingsError> {
             },
         )
         .await
-        .map_err(|e| SettingsError {
-            name: CONFIG_ENV.into(),
-            problem: e.to_string(),
-        })?,
+        .map_err(|e| SettingsError::new(CONFIG_ENV, e.to_string()))?,
         None => Configured::default(),
     };
     let files = settings

@@ -11,7 +11,21 @@ use serde::Deserialize;
 #[async_trait]
 pub trait SecretSource: Send + Sync {
     /// The text of secret `id`.
-    async fn secret(&self, id: &str) -> Result<String, String>;
+    async fn secret(&self, id: &str) -> Result<String, SecretError>;
+}
+
+/// Why a secret could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The AWS store failed or refused (no such secret, access denied, no answer in time).
+    #[error(transparent)]
+    Aws(#[from] super::AwsError),
+    /// It holds no text: an SSM parameter without a value, or a binary secret.
+    #[error("{0}")]
+    NoText(&'static str),
+    /// Another store's failure.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A header that carries the person's token (the payload's `userToken`).
@@ -38,22 +52,49 @@ pub enum HeaderValue {
     },
 }
 
+/// Why a header's value could not be had; each names the header and the secret.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// The value is a secret, and there is no store to read it from.
+    #[error("headers.{header}: no secret store to read {secret} from")]
+    NoStore {
+        /// The header.
+        header: String,
+        /// The secret's id.
+        secret: String,
+    },
+    /// The secret could not be read.
+    #[error("headers.{header}: cannot read {secret}: {cause}")]
+    Read {
+        /// The header.
+        header: String,
+        /// The secret's id.
+        secret: String,
+        /// Why.
+        #[source]
+        cause: SecretError,
+    },
+}
+
 /// Every header's value, secrets read through `secrets`; a problem names the header.
 pub async fn resolve(
     headers: &BTreeMap<String, HeaderValue>,
     secrets: Option<&dyn SecretSource>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, HeaderError> {
     let mut values = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let text = match value {
             HeaderValue::Text(text) => text.clone(),
             HeaderValue::Secret { secret } => {
-                let source = secrets
-                    .ok_or_else(|| format!("headers.{name}: no secret store to read {secret} from"))?;
-                source
-                    .secret(secret)
-                    .await
-                    .map_err(|e| format!("headers.{name}: cannot read {secret}: {e}"))?
+                let source = secrets.ok_or_else(|| HeaderError::NoStore {
+                    header: name.clone(),
+                    secret: secret.clone(),
+                })?;
+                source.secret(secret).await.map_err(|cause| HeaderError::Read {
+                    header: name.clone(),
+                    secret: secret.clone(),
+                    cause,
+                })?
             }
         };
         values.push((name.clone(), text));
@@ -69,10 +110,10 @@ mod tests {
 
     #[async_trait]
     impl SecretSource for Vault {
-        async fn secret(&self, id: &str) -> Result<String, String> {
+        async fn secret(&self, id: &str) -> Result<String, SecretError> {
             match id {
                 "api-key" => Ok("k-1".into()),
-                _ => Err("no such secret".into()),
+                _ => Err(SecretError::Other("no such secret".into())),
             }
         }
     }
@@ -91,11 +132,16 @@ mod tests {
         let missing: BTreeMap<String, HeaderValue> =
             serde_yaml::from_str("X-Key: { secret: other }\n").unwrap();
         let why = resolve(&missing, Some(&Vault)).await.unwrap_err();
-        assert!(why.starts_with("headers.X-Key: cannot read other"), "{why}");
+        assert!(matches!(why, HeaderError::Read { .. }), "{why:?}");
+        assert!(
+            why.to_string().starts_with("headers.X-Key: cannot read other"),
+            "{why}"
+        );
         assert!(
             resolve(&missing, None)
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("no secret store")
         );
     }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::engine::tools::openapi::EventDeclarations;
+use crate::engine::tools::openapi::{EventDeclarations, NotAJobEvent};
 use crate::session::StoreError;
 use crate::session::dynamo::DynamoJobEvents;
 
@@ -13,8 +13,8 @@ use crate::session::dynamo::DynamoJobEvents;
 #[non_exhaustive]
 pub enum ReportError {
     /// The event is not declared, ends no job, or its payload lacks the job's id.
-    #[error("{0}")]
-    NotAJobEvent(String),
+    #[error(transparent)]
+    NotAJobEvent(#[from] NotAJobEvent),
     /// The table failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -35,10 +35,7 @@ impl JobReports {
 
     /// Records that `event` happened with `payload`; returns the job it settles.
     pub async fn report(&self, event: &str, payload: &Value) -> Result<String, ReportError> {
-        let job = self
-            .declarations
-            .job_of(event, payload)
-            .map_err(ReportError::NotAJobEvent)?;
+        let job = self.declarations.job_of(event, payload)?;
         self.events.record(&job, event, payload).await?;
         tracing::info!(event, job = %job, "a job's event was reported");
         Ok(job)

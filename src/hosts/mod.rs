@@ -16,6 +16,7 @@
 //! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
+mod aws_error;
 pub mod config;
 pub mod headers;
 pub mod jobs;
@@ -26,6 +27,7 @@ pub mod redrive;
 pub mod secrets;
 pub mod settings;
 
+pub use aws_error::AwsError;
 pub use payload::{AgentTurnPayload, PayloadCommand, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
 
@@ -44,21 +46,3 @@ pub mod mcp;
 pub mod sqs_poller;
 #[cfg(feature = "otlp")]
 pub mod traces;
-
-/// What an AWS call's failure says, short: the service's code and message when it answered
-/// (the raw response left out), else the whole chain of causes.
-#[cfg(feature = "lambda")]
-pub(crate) fn sdk_error_text<E, R>(error: &aws_sdk_sqs::error::SdkError<E, R>) -> String
-where
-    E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + 'static,
-    R: std::fmt::Debug,
-{
-    match error.as_service_error() {
-        Some(refused) => format!(
-            "{}: {}",
-            refused.code().unwrap_or("an error"),
-            refused.message().unwrap_or("(no message)")
-        ),
-        None => aws_sdk_sqs::error::DisplayErrorContext(error).to_string(),
-    }
-}

@@ -78,7 +78,7 @@ mod requeue {
     use aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry;
 
     use super::RedriveBackoff;
-    use crate::hosts::sdk_error_text;
+    use crate::hosts::AwsError;
 
     /// The most entries one `ChangeMessageVisibilityBatch` takes.
     const SQS_BATCH_LIMIT: usize = 10;
@@ -195,16 +195,16 @@ mod requeue {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(queue = url, error = %sdk_error_text(&e), "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
+                    tracing::warn!(queue = url, error = %AwsError::new(e), "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
                 }
             }
         }
 
-        async fn queue_url(&self, arn: &str) -> Result<String, String> {
+        async fn queue_url(&self, arn: &str) -> Result<String, QueueUrlError> {
             if let Some(url) = self.urls.lock().ok().and_then(|urls| urls.get(arn).cloned()) {
                 return Ok(url);
             }
-            let queue = QueueArn::parse(arn).ok_or_else(|| format!("{arn:?} is not an SQS queue ARN"))?;
+            let queue = QueueArn::parse(arn).ok_or_else(|| QueueUrlError::NotAnArn(arn.to_owned()))?;
             let url = self
                 .sqs()
                 .get_queue_url()
@@ -212,14 +212,28 @@ mod requeue {
                 .queue_owner_aws_account_id(queue.account)
                 .send()
                 .await
-                .map_err(|e| sdk_error_text(&e))?
+                .map_err(|e| QueueUrlError::Sqs(AwsError::new(e)))?
                 .queue_url
-                .ok_or_else(|| "GetQueueUrl answered no URL".to_owned())?;
+                .ok_or(QueueUrlError::NoUrl)?;
             if let Ok(mut urls) = self.urls.lock() {
                 urls.insert(arn.to_owned(), url.clone());
             }
             Ok(url)
         }
+    }
+
+    /// Why a redriven record's queue could not be found.
+    #[derive(Debug, thiserror::Error)]
+    enum QueueUrlError {
+        /// The record's `eventSourceARN` is not a queue's.
+        #[error("{0:?} is not an SQS queue ARN")]
+        NotAnArn(String),
+        /// `GetQueueUrl` failed.
+        #[error("GetQueueUrl: {0}")]
+        Sqs(#[source] AwsError),
+        /// `GetQueueUrl` answered without one.
+        #[error("GetQueueUrl answered no URL")]
+        NoUrl,
     }
 
     /// The parts of `arn:<partition>:sqs:<region>:<account>:<name>` that name a queue.

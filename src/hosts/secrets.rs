@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use aws_smithy_types::timeout::TimeoutConfig;
 
-use super::{SettingsError, sdk_error_text};
+use super::headers::SecretError;
+use super::{AwsError, SettingsError};
 
 /// How long one read of a secret or a parameter may take, by default: a store that never answers
 /// fails start-up with an error naming the secret instead of holding it forever.
@@ -81,7 +82,7 @@ fn ssm_parameter(id: &str) -> Option<&str> {
 
 #[async_trait::async_trait]
 impl super::headers::SecretSource for AwsSecrets {
-    async fn secret(&self, id: &str) -> Result<String, String> {
+    async fn secret(&self, id: &str) -> Result<String, SecretError> {
         if let Some(name) = ssm_parameter(id) {
             let answer = self
                 .ssm
@@ -90,11 +91,11 @@ impl super::headers::SecretSource for AwsSecrets {
                 .with_decryption(true)
                 .send()
                 .await
-                .map_err(|e| sdk_error_text(&e))?;
+                .map_err(AwsError::new)?;
             return answer
                 .parameter
                 .and_then(|p| p.value)
-                .ok_or_else(|| "the parameter has no value".to_owned());
+                .ok_or(SecretError::NoText("the parameter has no value"));
         }
         let answer = self
             .secrets_manager
@@ -102,10 +103,10 @@ impl super::headers::SecretSource for AwsSecrets {
             .secret_id(id)
             .send()
             .await
-            .map_err(|e| sdk_error_text(&e))?;
-        answer
-            .secret_string
-            .ok_or_else(|| "it holds no string (a binary secret cannot be used)".to_owned())
+            .map_err(AwsError::new)?;
+        answer.secret_string.ok_or(SecretError::NoText(
+            "it holds no string (a binary secret cannot be used)",
+        ))
     }
 }
 
@@ -122,10 +123,10 @@ pub async fn read_secret_settings(
         let arn_name = format!("{name}_SECRET_ARN");
         if let Some(arn) = set(&arn_name) {
             if set(name).is_some() {
-                return Err(SettingsError {
-                    name: arn_name,
-                    problem: format!("is set, and so is {name}: set one of them"),
-                });
+                return Err(SettingsError::new(
+                    arn_name,
+                    format!("is set, and so is {name}: set one of them"),
+                ));
             }
             wanted.push((name, arn_name, arn));
         }
@@ -141,13 +142,18 @@ pub async fn read_secret_settings(
             .secret_id(&arn)
             .send()
             .await
-            .map_err(|e| SettingsError {
-                name: arn_name.clone(),
-                problem: format!("cannot read the secret {arn}: {}", sdk_error_text(&e)),
+            .map_err(|e| {
+                SettingsError::caused_by(
+                    &arn_name,
+                    format!("cannot read the secret {arn}"),
+                    AwsError::new(e),
+                )
             })?;
-        let value = answer.secret_string.ok_or_else(|| SettingsError {
-            name: arn_name.clone(),
-            problem: format!("the secret {arn} holds no string (a binary secret cannot be used)"),
+        let value = answer.secret_string.ok_or_else(|| {
+            SettingsError::new(
+                &arn_name,
+                format!("the secret {arn} holds no string (a binary secret cannot be used)"),
+            )
         })?;
         values.insert(name.to_owned(), value);
     }

@@ -56,10 +56,8 @@ where
     E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    PollError(Failure::caused_by(
-        format!("{what}: {}", super::sdk_error_text(&e)),
-        e,
-    ))
+    let e = super::AwsError::new(e);
+    PollError(Failure::caused_by(format!("{what}: {e}"), e))
 }
 
 /// Polls `queue_url` until `shutdown` resolves (or, with `until_empty`, the queue is empty).

@@ -15,10 +15,10 @@ pub struct ApiKey(String);
 
 impl ApiKey {
     /// `key`, or why it cannot be one.
-    pub fn new(key: impl Into<String>) -> Result<Self, String> {
+    pub fn new(key: impl Into<String>) -> Result<Self, EmptyApiKey> {
         let key = key.into();
         if key.trim().is_empty() {
-            return Err("the API key is empty".into());
+            return Err(EmptyApiKey);
         }
         Ok(Self(key))
     }
@@ -28,6 +28,11 @@ impl ApiKey {
         &self.0
     }
 }
+
+/// An API key that is empty (or only blanks): no provider takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the API key is empty")]
+pub struct EmptyApiKey;
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

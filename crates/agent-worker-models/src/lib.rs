@@ -16,5 +16,5 @@ mod http;
 mod openai;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
-pub use http::ApiKey;
+pub use http::{ApiKey, EmptyApiKey};
 pub use openai::{DEFAULT_OPENAI_BASE_URL, OpenAiModel};

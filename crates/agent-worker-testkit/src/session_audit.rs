@@ -51,9 +51,26 @@ fn text<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a
     item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
 }
 
+/// Why the audit could not look at the table.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The table could not be scanned.
+    #[error("scanning the table: {0}")]
+    Scan(#[source] aws_sdk_dynamodb::Error),
+    /// A session's history could not be loaded.
+    #[error("session {session}: {cause}")]
+    History {
+        /// The session.
+        session: String,
+        /// Why.
+        #[source]
+        cause: agent_worker_core::session::StoreError,
+    },
+}
+
 /// Every item of `table` on moto's server, read straight from it (past any fault proxy), page
 /// after page.
-pub async fn every_item(table: &str) -> Result<Vec<HashMap<String, AttributeValue>>, String> {
+pub async fn every_item(table: &str) -> Result<Vec<HashMap<String, AttributeValue>>, AuditError> {
     let client = crate::moto().dynamodb();
     let mut items = Vec::new();
     let mut start = None;
@@ -65,12 +82,7 @@ pub async fn every_item(table: &str) -> Result<Vec<HashMap<String, AttributeValu
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "scanning the table: {}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                )
-            })?;
+            .map_err(|e| AuditError::Scan(e.into()))?;
         items.extend_from_slice(page.items());
         start = page.last_evaluated_key().cloned();
         if start.is_none() {
@@ -85,7 +97,7 @@ pub async fn audit(
     store: &DynamoStore,
     accepted: &[(String, String)],
     dead_lettered: &BTreeSet<String>,
-) -> Result<Audit, String> {
+) -> Result<Audit, AuditError> {
     let mut sessions: BTreeMap<String, Found> = BTreeMap::new();
     // The audit reads the table straight from moto, past any fault proxy the run went through.
     let items = every_item(store.table()).await?;
@@ -140,7 +152,10 @@ pub async fn audit(
         let history = store
             .load_history(session)
             .await
-            .map_err(|e| format!("session {session}: {e}"))?;
+            .map_err(|cause| AuditError::History {
+                session: session.clone(),
+                cause,
+            })?;
         audit.messages += history.len();
         if let Err(broken) = check(&history) {
             audit.violations.push(format!("session {session}: {broken}"));

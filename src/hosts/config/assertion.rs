@@ -54,39 +54,73 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
 }
 
-fn mac_of(key: &[u8], payload: &str) -> Result<Vec<u8>, String> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).map_err(|e| e.to_string())?;
-    mac.update(payload.as_bytes());
-    Ok(mac.finalize().into_bytes().to_vec())
+/// Why an assertion cannot be made, or does not hold.
+#[derive(Debug, thiserror::Error)]
+pub enum AssertionError {
+    /// The key cannot key an HMAC.
+    #[error("the key cannot be used")]
+    Key(#[source] hmac::digest::InvalidLength),
+    /// The claims could not be written as JSON.
+    #[error("the claims cannot be written")]
+    Claims(#[source] serde_json::Error),
+    /// The value is not `v1.<payload>.<mac>`.
+    #[error("not a v1 assertion")]
+    NotV1,
+    /// The MAC is not base64url.
+    #[error("the MAC is not base64url")]
+    MacNotBase64(#[source] base64::DecodeError),
+    /// The MAC is not the key's over the payload.
+    #[error("the MAC does not match")]
+    MacMismatch,
+    /// The payload is not base64url.
+    #[error("the payload is not base64url")]
+    PayloadNotBase64(#[source] base64::DecodeError),
+    /// The payload is not the claims.
+    #[error("the payload is not claims")]
+    NotClaims(#[source] serde_json::Error),
+    /// It held until a time that has passed.
+    #[error("it has expired")]
+    Expired,
+    /// The turn does not say whom the call is for.
+    #[error("the turn does not name its person (userId and accountId), so the call cannot be asserted")]
+    NoPerson,
+    /// The key's lock was poisoned (a panic while it was being replaced).
+    #[error("the assertion key's lock was poisoned")]
+    Poisoned,
+}
+
+fn hmac(key: &[u8]) -> Result<Hmac<Sha256>, AssertionError> {
+    <Hmac<Sha256> as KeyInit>::new_from_slice(key).map_err(AssertionError::Key)
 }
 
 /// The assertion of `claims` under `key`.
-pub fn sign(key: &[u8], claims: &Claims) -> Result<String, String> {
-    let payload = b64().encode(serde_json::to_vec(claims).map_err(|e| e.to_string())?);
-    let mac = b64().encode(mac_of(key, &payload)?);
+pub fn sign(key: &[u8], claims: &Claims) -> Result<String, AssertionError> {
+    let payload = b64().encode(serde_json::to_vec(claims).map_err(AssertionError::Claims)?);
+    let mut mac = hmac(key)?;
+    mac.update(payload.as_bytes());
+    let mac = b64().encode(mac.finalize().into_bytes());
     Ok(format!("v1.{payload}.{mac}"))
 }
 
 /// What `value` asserts, when `key` signed it and it holds at `now` (seconds since the epoch).
-pub fn verify(key: &[u8], value: &str, now: u64) -> Result<Claims, String> {
+pub fn verify(key: &[u8], value: &str, now: u64) -> Result<Claims, AssertionError> {
     let mut parts = value.split('.');
     let (Some("v1"), Some(payload), Some(mac), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("not a v1 assertion".into());
+        return Err(AssertionError::NotV1);
     };
-    let given = b64().decode(mac).map_err(|_| "the MAC is not base64url")?;
-    let mut check = <Hmac<Sha256> as KeyInit>::new_from_slice(key).map_err(|e| e.to_string())?;
+    let given = b64().decode(mac).map_err(AssertionError::MacNotBase64)?;
+    let mut check = hmac(key)?;
     check.update(payload.as_bytes());
-    check.verify_slice(&given).map_err(|_| "the MAC does not match")?;
-    let claims: Claims = serde_json::from_slice(
-        &b64()
-            .decode(payload)
-            .map_err(|_| "the payload is not base64url")?,
-    )
-    .map_err(|e| format!("the payload is not claims: {e}"))?;
+    check
+        .verify_slice(&given)
+        .map_err(|_| AssertionError::MacMismatch)?;
+    let claims: Claims =
+        serde_json::from_slice(&b64().decode(payload).map_err(AssertionError::PayloadNotBase64)?)
+            .map_err(AssertionError::NotClaims)?;
     if claims.exp <= now {
-        return Err("it has expired".into());
+        return Err(AssertionError::Expired);
     }
     Ok(claims)
 }
@@ -126,12 +160,9 @@ impl Signer {
     }
 
     /// The header asserting whom `ctx`'s call is for, now.
-    pub(super) fn header(&self, ctx: &ActAsContext) -> Result<(String, String), String> {
+    pub(super) fn header(&self, ctx: &ActAsContext) -> Result<(String, String), AssertionError> {
         let (Some(user), Some(account)) = (&ctx.user_id, &ctx.account_id) else {
-            return Err(
-                "the turn does not name its person (userId and accountId), so the call cannot be asserted"
-                    .into(),
-            );
+            return Err(AssertionError::NoPerson);
         };
         let now = agent_worker_core::clock::now_ms() / 1000;
         let claims = Claims {
@@ -140,10 +171,7 @@ impl Signer {
             turn: ctx.turn_id.clone(),
             exp: now.saturating_add(self.ttl.as_secs()),
         };
-        let key = self
-            .key
-            .read()
-            .map_err(|_| "the assertion key's lock was poisoned")?;
+        let key = self.key.read().map_err(|_| AssertionError::Poisoned)?;
         Ok((self.header.clone(), sign(&key, &claims)?))
     }
 }
@@ -200,9 +228,19 @@ mod tests {
         };
         let value = sign(&key, &claims).unwrap();
         assert_eq!(verify(&key, &value, 999).unwrap(), claims);
-        assert!(verify(&key, &value, 1_000).unwrap_err().contains("expired"));
-        assert!(verify(&[8u8; 32], &value, 999).unwrap_err().contains("MAC"));
+        assert!(matches!(
+            verify(&key, &value, 1_000),
+            Err(AssertionError::Expired)
+        ));
+        assert!(matches!(
+            verify(&[8u8; 32], &value, 999),
+            Err(AssertionError::MacMismatch)
+        ));
         let forged = value.replacen("v1.", "v1.e", 1);
-        assert!(verify(&key, &forged, 999).is_err());
+        assert!(matches!(
+            verify(&key, &forged, 999),
+            Err(AssertionError::MacMismatch)
+        ));
+        assert!(matches!(verify(&key, "v2.a.b", 999), Err(AssertionError::NotV1)));
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{ActAsConfig, OpenApiSource};
 use crate::engine::tools::Tool;
-use crate::engine::tools::openapi::{ActAsContext, OpenApiOptions, load_openapi_tools};
+use crate::engine::tools::openapi::{ActAsContext, ActAsError, OpenApiOptions, load_openapi_tools};
 
 /// Where a document is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,31 +29,105 @@ pub enum DocumentSource {
 
 impl DocumentSource {
     /// Reads `text` as a source.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SourceError> {
         if let Some(rest) = text.strip_prefix("s3://") {
             return match rest.split_once('/') {
                 Some((bucket, key)) if !bucket.is_empty() && !key.is_empty() => Ok(Self::S3 {
                     bucket: bucket.to_owned(),
                     key: key.to_owned(),
                 }),
-                _ => Err(format!("{text:?} is not s3://bucket/key")),
+                _ => Err(SourceError::NotS3(text.to_owned())),
             };
         }
         if text.starts_with("https://") || text.starts_with("http://") {
             return Ok(Self::Url(text.to_owned()));
         }
         if text.trim().is_empty() {
-            return Err("is empty".into());
+            return Err(SourceError::Empty);
         }
         Ok(Self::File(text.to_owned()))
     }
+}
+
+impl std::fmt::Display for DocumentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) | Self::Url(path) => f.write_str(path),
+            Self::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+        }
+    }
+}
+
+/// Why a text names no document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// `s3://` without a bucket and a key.
+    #[error("{0:?} is not s3://bucket/key")]
+    NotS3(String),
+    /// Nothing.
+    #[error("is empty")]
+    Empty,
+}
+
+/// Why a document could not be read; each names where it is.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// This fetcher reads no such source.
+    #[error("{0} cannot be fetched here: only files")]
+    Unsupported(DocumentSource),
+    /// No answer came in time.
+    #[error("{source_shown}: no answer within {after:?}")]
+    Timeout {
+        /// The document.
+        source_shown: DocumentSource,
+        /// How long it was given.
+        after: std::time::Duration,
+    },
+    /// The request failed (no connection, a broken body).
+    #[error("{url}: {cause}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// What failed.
+        #[source]
+        cause: reqwest::Error,
+    },
+    /// The server answered with an error status.
+    #[error("{url} answered {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// Its status.
+        status: reqwest::StatusCode,
+    },
+    /// An `s3://` document, and no S3 client to read it with.
+    #[error("no S3 client to read s3:// with")]
+    NoS3Client,
+    /// S3 failed or refused.
+    #[error("{location}: {cause}")]
+    S3 {
+        /// The document.
+        location: DocumentSource,
+        /// What failed.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The document is not UTF-8 text.
+    #[error("{location}: not UTF-8 text")]
+    NotText {
+        /// The document.
+        location: DocumentSource,
+        /// Where it stopped being text.
+        #[source]
+        cause: std::string::FromUtf8Error,
+    },
 }
 
 /// Fetches documents that are not files.
 #[async_trait]
 pub trait Fetch: Send + Sync {
     /// The text at `source` (never a [`DocumentSource::File`]).
-    async fn fetch(&self, source: &DocumentSource) -> Result<String, String>;
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, FetchError>;
 }
 
 /// Fetches nothing: for configurations whose documents are files.
@@ -62,8 +136,8 @@ pub struct NoRemote;
 
 #[async_trait]
 impl Fetch for NoRemote {
-    async fn fetch(&self, source: &DocumentSource) -> Result<String, String> {
-        Err(format!("{source:?} cannot be fetched here: only files"))
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, FetchError> {
+        Err(FetchError::Unsupported(source.clone()))
     }
 }
 
@@ -111,54 +185,54 @@ impl Remote {
 
 #[async_trait]
 impl Fetch for Remote {
-    async fn fetch(&self, source: &DocumentSource) -> Result<String, String> {
-        let shown = match source {
-            DocumentSource::Url(url) => url.clone(),
-            DocumentSource::S3 { bucket, key } => format!("s3://{bucket}/{key}"),
-            DocumentSource::File(path) => path.clone(),
-        };
+    async fn fetch(&self, source: &DocumentSource) -> Result<String, FetchError> {
         tokio::time::timeout(self.timeout, self.fetch_now(source))
             .await
-            .unwrap_or_else(|_| Err(format!("{shown}: no answer within {:?}", self.timeout)))
+            .unwrap_or_else(|_| {
+                Err(FetchError::Timeout {
+                    source_shown: source.clone(),
+                    after: self.timeout,
+                })
+            })
     }
 }
 
 impl Remote {
-    async fn fetch_now(&self, source: &DocumentSource) -> Result<String, String> {
+    async fn fetch_now(&self, source: &DocumentSource) -> Result<String, FetchError> {
         match source {
             DocumentSource::Url(url) => {
-                let answer = self
-                    .http
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {e}"))?;
+                let failed = |cause| FetchError::Http {
+                    url: url.clone(),
+                    cause,
+                };
+                let answer = self.http.get(url).send().await.map_err(failed)?;
                 if !answer.status().is_success() {
-                    return Err(format!("{url} answered {}", answer.status()));
+                    return Err(FetchError::Status {
+                        url: url.clone(),
+                        status: answer.status(),
+                    });
                 }
-                answer.text().await.map_err(|e| format!("{url}: {e}"))
+                answer.text().await.map_err(failed)
             }
             #[cfg(feature = "s3")]
             DocumentSource::S3 { bucket, key } => {
-                let s3 = self.s3.as_ref().ok_or("no S3 client to read s3:// with")?;
+                let s3 = self.s3.as_ref().ok_or(FetchError::NoS3Client)?;
+                let failed = |cause: Box<dyn std::error::Error + Send + Sync>| FetchError::S3 {
+                    location: source.clone(),
+                    cause,
+                };
                 let object = s3
                     .get_object()
                     .bucket(bucket)
                     .key(key)
                     .send()
                     .await
-                    .map_err(|e| {
-                        format!(
-                            "s3://{bucket}/{key}: {}",
-                            aws_sdk_s3::error::DisplayErrorContext(e)
-                        )
-                    })?;
-                let bytes = object
-                    .body
-                    .collect()
-                    .await
-                    .map_err(|e| format!("s3://{bucket}/{key}: {e}"))?;
-                String::from_utf8(bytes.to_vec()).map_err(|e| format!("s3://{bucket}/{key}: {e}"))
+                    .map_err(|e| failed(Box::new(crate::hosts::AwsError::new(e))))?;
+                let bytes = object.body.collect().await.map_err(|e| failed(Box::new(e)))?;
+                String::from_utf8(bytes.to_vec()).map_err(|cause| FetchError::NotText {
+                    location: source.clone(),
+                    cause,
+                })
             }
             other => NoRemote.fetch(other).await,
         }
@@ -207,7 +281,7 @@ pub(super) async fn openapi_tools(
 }
 
 /// The headers a call acts as the person with.
-type ActAsFn = Box<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, String> + Send + Sync>;
+type ActAsFn = Box<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, ActAsError> + Send + Sync>;
 
 /// How calls act as the person: the token, the ids and a signed assertion as the configuration
 /// says, and a call that needs what the turn does not carry fails, telling the model why.
@@ -308,7 +382,7 @@ mod tests {
             ]
         );
         ctx.user_token = None;
-        assert!(headers_for(&ctx).unwrap_err().contains("userToken"));
+        assert!(headers_for(&ctx).unwrap_err().to_string().contains("userToken"));
         assert!(
             act_as(&ActAsConfig::default(), &crate::hosts::config::Loader::default())
                 .await
@@ -340,7 +414,8 @@ mod fetch_tests {
             .fetch(&DocumentSource::Url(url.clone()))
             .await
             .unwrap_err();
-        assert_eq!(error, format!("{url}: no answer within 200ms"));
+        assert!(matches!(error, FetchError::Timeout { .. }), "{error:?}");
+        assert_eq!(error.to_string(), format!("{url}: no answer within 200ms"));
         held.abort();
     }
 }

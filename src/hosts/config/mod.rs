@@ -60,10 +60,10 @@ use serde::Deserialize;
 
 pub use super::headers::{HeaderValue, SecretSource, TokenHeader};
 pub use assertion::{
-    AssertionConfig, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH, sign as sign_assertion,
-    verify as verify_assertion,
+    AssertionConfig, AssertionError, Claims, DEFAULT_ASSERTION_TTL, DEFAULT_KEY_REFRESH,
+    sign as sign_assertion, verify as verify_assertion,
 };
-pub use load::{DEFAULT_FETCH_TIMEOUT, DocumentSource, Fetch, NoRemote, Remote};
+pub use load::{DEFAULT_FETCH_TIMEOUT, DocumentSource, Fetch, FetchError, NoRemote, Remote, SourceError};
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 
@@ -293,9 +293,12 @@ impl ConfigFile {
             problems,
         };
         let text = if location.starts_with("s3://") {
-            let source = DocumentSource::parse(location).map_err(|e| fail(vec![e]))?;
+            let source = DocumentSource::parse(location).map_err(|e| fail(vec![e.to_string()]))?;
             let fetch: &dyn Fetch = loader.fetch.as_deref().unwrap_or(&NoRemote);
-            fetch.fetch(&source).await.map_err(|e| fail(vec![e]))?
+            fetch
+                .fetch(&source)
+                .await
+                .map_err(|e| fail(vec![e.to_string()]))?
         } else if location.starts_with("ssm:") {
             let secrets = loader
                 .secrets

@@ -10,11 +10,12 @@
 //! A conversation of someone else is 404, never 403: the answer does not say that it exists.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::access::{Asker, Owned};
+use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::conversations::Conversations;
 use crate::session::ConversationError;
@@ -56,7 +57,7 @@ fn answer<T: Serialize>(result: Result<T, ConversationError>) -> Result<Response
 pub(super) async fn list(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    Query(page): Query<PageQuery>,
+    Params(page): Params<PageQuery>,
 ) -> Result<Response, HostError> {
     answer(
         served(&host)?
@@ -69,7 +70,7 @@ pub(super) async fn list(
 pub(super) async fn get(
     State(host): State<ContainerHost>,
     conversation: Owned,
-    Query(page): Query<PageQuery>,
+    Params(page): Params<PageQuery>,
 ) -> Result<Response, HostError> {
     answer(
         served(&host)?

@@ -16,7 +16,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +25,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::access::{Acting, TurnPath};
+use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
@@ -155,7 +156,7 @@ pub(super) async fn turn_events(
     State(host): State<ContainerHost>,
     TurnPath(turn_id): TurnPath,
     conversation: Acting,
-    Query(resume): Query<Resume>,
+    Params(resume): Params<Resume>,
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
     let log = host

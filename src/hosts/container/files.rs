@@ -8,11 +8,12 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 
 use super::access::Acting;
+use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::engine::attachments::image_size;
 use crate::protocol::{AttachmentKind, AttachmentRef};
@@ -30,7 +31,7 @@ pub(super) struct UploadQuery {
 pub(super) async fn upload(
     State(host): State<ContainerHost>,
     conversation: Acting,
-    Query(query): Query<UploadQuery>,
+    Params(query): Params<UploadQuery>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<AttachmentRef>), HostError> {

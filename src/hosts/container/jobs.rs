@@ -6,11 +6,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ContainerHost, error};
+use super::ContainerHost;
+use super::error::HostError;
+use super::extract::JsonBody;
 use crate::hosts::jobs::ReportError;
 
 /// A report, as the product sends it.
@@ -22,20 +23,21 @@ pub(super) struct Report {
 }
 
 /// `POST /jobs/events`.
-pub(super) async fn report(State(host): State<ContainerHost>, Json(report): Json<Report>) -> Response {
-    let Some(jobs) = host.inner.jobs.get() else {
-        return error(StatusCode::NOT_FOUND, "this host takes no job reports");
-    };
+pub(super) async fn report(
+    State(host): State<ContainerHost>,
+    JsonBody(report): JsonBody<Report>,
+) -> Result<(StatusCode, Json<Value>), HostError> {
+    let jobs = host
+        .inner
+        .jobs
+        .get()
+        .ok_or_else(|| HostError::not_found("this host takes no job reports"))?;
     match jobs.report(&report.event, &report.payload).await {
-        Ok(job) => (
+        Ok(job) => Ok((
             StatusCode::ACCEPTED,
-            axum::Json(json!({ "job": job, "event": report.event })),
-        )
-            .into_response(),
-        Err(ReportError::NotAJobEvent(why)) => error(StatusCode::BAD_REQUEST, why),
-        Err(e) => {
-            tracing::error!(error = %e, "could not record a job's event");
-            error(StatusCode::SERVICE_UNAVAILABLE, "the table failed")
-        }
+            Json(json!({ "job": job, "event": report.event })),
+        )),
+        Err(ReportError::NotAJobEvent(why)) => Err(HostError::field("event", why.to_string())),
+        Err(ReportError::Store(e)) => Err(HostError::store("recording a job's event", &e)),
     }
 }

@@ -41,6 +41,7 @@ pub mod console;
 mod conversations;
 mod error;
 mod events;
+mod extract;
 mod files;
 mod jobs;
 mod sessions;
@@ -434,10 +435,6 @@ fn same_secret(given: &[u8], expected: &str) -> bool {
 
 /// The paths served without the API key: the load balancer's health check.
 pub const OPEN_PATHS: [&str; 1] = ["/health"];
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    HostError::new(status, message).into_response()
-}
 
 /// `POST /turns`: the turn is decoded, its person is the request's (the console's token acts
 /// for its own person alone), and its conversation is theirs (claimed when no one owns it)

@@ -14,12 +14,13 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::access::{Acting, Owned};
+use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::engine::StoreControl;
 use crate::protocol::control::{answer, refusals};
@@ -74,7 +75,7 @@ pub(super) async fn command(
 pub(super) async fn entries(
     State(host): State<ContainerHost>,
     conversation: Owned,
-    Query(page): Query<Page>,
+    Params(page): Params<Page>,
 ) -> Result<Response, HostError> {
     let limit = page.limit.unwrap_or(ENTRIES.0);
     if !(1..=ENTRIES.1).contains(&limit) {

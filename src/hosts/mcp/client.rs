@@ -16,7 +16,7 @@ use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::{McpServer, McpToolDeclaration, McpTransport};
+use super::{McpError, McpServer, McpToolDeclaration, McpTransport};
 use crate::engine::tools::{Effect, Tool, ToolContext, ToolError, ToolSource, ToolSpec};
 
 /// How long a call may take by default.
@@ -41,15 +41,18 @@ impl Reach {
         &self,
         extra: Option<(String, String)>,
         handler: H,
-    ) -> Result<RunningService<RoleClient, H>, String> {
+    ) -> Result<RunningService<RoleClient, H>, McpError> {
+        let failed = |server: &str| {
+            let server = server.to_owned();
+            move |cause: Box<dyn std::error::Error + Send + Sync>| McpError::Connect { server, cause }
+        };
         match self.server.transport()? {
             McpTransport::Http { url } => {
                 let mut headers = std::collections::HashMap::new();
                 for (name, value) in self.headers.iter().chain(extra.iter()) {
-                    let name = http::HeaderName::try_from(name.as_str())
-                        .map_err(|e| format!("headers.{name}: {e}"))?;
-                    let value = http::HeaderValue::try_from(value.as_str())
-                        .map_err(|_| format!("headers.{name}: not a valid header value"))?;
+                    let bad = || McpError::BadHeader(name.clone());
+                    let name = http::HeaderName::try_from(name.as_str()).map_err(|_| bad())?;
+                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| bad())?;
                     headers.insert(name, value);
                 }
                 let config =
@@ -57,18 +60,17 @@ impl Reach {
                 let transport = StreamableHttpClientTransport::from_config(config);
                 tokio::time::timeout(self.timeout(), handler.serve(transport))
                     .await
-                    .map_err(|_| format!("{url} did not answer in time"))?
-                    .map_err(|e| format!("cannot connect to {url}: {e}"))
+                    .map_err(|_| McpError::NoAnswer(url.clone()))?
+                    .map_err(|e| failed(&url)(Box::new(e)))
             }
             McpTransport::Stdio { command, args } => {
                 let mut child = tokio::process::Command::new(&command);
                 child.args(&args);
-                let transport =
-                    TokioChildProcess::new(child).map_err(|e| format!("cannot start {command}: {e}"))?;
+                let transport = TokioChildProcess::new(child).map_err(|e| failed(&command)(Box::new(e)))?;
                 tokio::time::timeout(self.timeout(), handler.serve(transport))
                     .await
-                    .map_err(|_| format!("{command} did not answer in time"))?
-                    .map_err(|e| format!("cannot talk to {command}: {e}"))
+                    .map_err(|_| McpError::NoAnswer(command.clone()))?
+                    .map_err(|e| failed(&command)(Box::new(e)))
             }
         }
     }
@@ -83,12 +85,12 @@ struct Listed {
 
 impl Listed {
     /// Lists the server's tools on `peer` and makes them (those `allow` lets through).
-    async fn list(&self, peer: &Peer<RoleClient>) -> Result<Vec<Arc<dyn Tool>>, String> {
+    async fn list(&self, peer: &Peer<RoleClient>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
         let server = &self.reach.server;
         let listed = tokio::time::timeout(self.reach.timeout(), peer.list_all_tools())
             .await
-            .map_err(|_| "did not list its tools in time".to_owned())?
-            .map_err(|e| format!("cannot list its tools: {e}"))?;
+            .map_err(|_| McpError::NoAnswer(format!("{} (listing its tools)", server.name)))?
+            .map_err(|e| McpError::List(Box::new(e)))?;
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for listed in listed {
             let remote_name = listed.name.to_string();
@@ -151,7 +153,7 @@ impl McpSource {
     pub(super) async fn connect(
         server: McpServer,
         headers: Vec<(String, String)>,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, McpError> {
         let reach = Arc::new(Reach { server, headers });
         let listed = Arc::new(Listed {
             reach: reach.clone(),
@@ -161,16 +163,17 @@ impl McpSource {
         let session = reach.connect(None, ListWatcher(listed.clone())).await?;
         let tools = listed.list(session.peer()).await?;
         if let Some(allow) = &reach.server.allow {
-            let missing: Vec<&String> = allow
+            let missing: Vec<String> = allow
                 .iter()
                 .filter(|a| {
                     !tools
                         .iter()
                         .any(|t| t.spec().name == tool_name(&reach.server.name, a))
                 })
+                .cloned()
                 .collect();
             if !missing.is_empty() {
-                return Err(format!("allow names tools it does not have: {missing:?}"));
+                return Err(McpError::NotListed(missing));
             }
         }
         *listed.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
@@ -299,7 +302,8 @@ impl Tool for McpTool {
                     let session = self
                         .reach
                         .connect(Some((header.header.clone(), value)), ())
-                        .await?;
+                        .await
+                        .map_err(|e| e.to_string())?;
                     let answered = session.call_tool(params).await.map_err(|e| e.to_string());
                     let _ = session.cancel().await;
                     answered

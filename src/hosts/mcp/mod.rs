@@ -79,19 +79,63 @@ pub enum McpTransport {
 
 impl McpServer {
     /// How to reach it: exactly one of `url` and `command`.
-    pub fn transport(&self) -> Result<McpTransport, String> {
+    pub fn transport(&self) -> Result<McpTransport, McpError> {
         match (&self.url, &self.command) {
             (Some(url), None) if url.starts_with("http://") || url.starts_with("https://") => {
                 Ok(McpTransport::Http { url: url.clone() })
             }
-            (Some(url), None) => Err(format!("url: {url:?} is not an http(s) URL")),
+            (Some(url), None) => Err(McpError::NotHttp(url.clone())),
             (None, Some(command)) if !command.trim().is_empty() => Ok(McpTransport::Stdio {
                 command: command.clone(),
                 args: self.args.clone(),
             }),
-            _ => Err("url, command: give exactly one".into()),
+            _ => Err(McpError::NoTransport),
         }
     }
+}
+
+/// Why an MCP server's tools cannot be had: its configuration, or the server.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// `name` holds other than letters, digits, `_` and `-`.
+    #[error("name: letters, digits, `_` and `-` only")]
+    BadName,
+    /// `url` is not an `http(s)://` one.
+    #[error("url: {0:?} is not an http(s) URL")]
+    NotHttp(String),
+    /// Both or neither of `url` and `command`.
+    #[error("url, command: give exactly one")]
+    NoTransport,
+    /// `personToken` on a server started as a process.
+    #[error("personToken: only a server reached by url takes the person's token")]
+    TokenOverStdio,
+    /// A header's value could not be had.
+    #[error(transparent)]
+    Headers(#[from] super::headers::HeaderError),
+    /// A header's name or value cannot be sent.
+    #[error("headers.{0}: not a valid header name or value")]
+    BadHeader(String),
+    /// This build has no MCP client.
+    #[error("this build has no MCP support (feature `mcp`)")]
+    Unsupported,
+    /// The server did not answer within its timeout.
+    #[error("{0} did not answer in time")]
+    NoAnswer(String),
+    /// The server could not be reached, started or talked to.
+    #[error("cannot reach {server}: {cause}")]
+    Connect {
+        /// Its URL or command.
+        server: String,
+        /// What failed.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Its tools could not be listed.
+    #[error("cannot list its tools: {0}")]
+    List(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// `allow` names tools the server does not have.
+    #[error("allow names tools it does not have: {0:?}")]
+    NotListed(Vec<String>),
 }
 
 /// What the configuration declares of one MCP tool.
@@ -114,18 +158,18 @@ pub struct McpToolDeclaration {
 pub async fn mcp_tools(
     server: &McpServer,
     secrets: Option<&dyn SecretSource>,
-) -> Result<Arc<dyn ToolSource>, String> {
+) -> Result<Arc<dyn ToolSource>, McpError> {
     let name_ok = !server.name.is_empty()
         && server
             .name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !name_ok {
-        return Err("name: letters, digits, `_` and `-` only".into());
+        return Err(McpError::BadName);
     }
     let transport = server.transport()?;
     if server.person_token.is_some() && !matches!(transport, McpTransport::Http { .. }) {
-        return Err("personToken: only a server reached by url takes the person's token".into());
+        return Err(McpError::TokenOverStdio);
     }
     let headers = super::headers::resolve(&server.headers, secrets).await?;
     #[cfg(feature = "mcp")]
@@ -135,6 +179,6 @@ pub async fn mcp_tools(
     #[cfg(not(feature = "mcp"))]
     {
         let _ = headers;
-        Err("this build has no MCP support (feature `mcp`)".into())
+        Err(McpError::Unsupported)
     }
 }

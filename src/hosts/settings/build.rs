@@ -180,8 +180,9 @@ impl WorkerSettings {
             .ui_answers(match &self.ui_answers {
                 UiAnswersFrom::Table => Arc::new(store.clone()) as Arc<dyn crate::session::ActionAnswers>,
                 UiAnswersFrom::Realtime { url, api_key } => Arc::new(
-                    crate::engine::ui::RealtimeAnswers::new(url, api_key.clone())
-                        .map_err(|e| error("EMIT_URL", e))?,
+                    crate::engine::ui::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
+                        SettingsError::caused_by("EMIT_URL", "the tab's answers cannot be read there", e)
+                    })?,
                 ),
             })
             .config(self.engine.clone());

@@ -47,21 +47,55 @@ use super::redrive::RedriveBackoff;
 use crate::engine::tools::examples;
 use crate::engine::{ApprovalSigner, EngineConfig};
 
-/// A value that is missing or cannot be used; `name` is the setting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A value that is missing or cannot be used; `name` is the setting. When what failed was
+/// another thing it names (a secret store, a client), that failure is the source.
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{name}: {problem}")]
 pub struct SettingsError {
     /// The setting's name, such as `TABLE_NAME`.
     pub name: String,
     /// What is wrong with it.
     pub problem: String,
+    /// What it failed on, if anything did.
+    #[source]
+    pub cause: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
-fn error(name: &str, problem: impl Into<String>) -> SettingsError {
-    SettingsError {
-        name: name.to_owned(),
-        problem: problem.into(),
+impl SettingsError {
+    /// Setting `name` cannot be used: `problem`.
+    pub fn new(name: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            problem: problem.into(),
+            cause: None,
+        }
     }
+
+    /// Setting `name` cannot be used: `problem`, because of `cause` (whose text follows).
+    pub fn caused_by(
+        name: impl Into<String>,
+        problem: impl std::fmt::Display,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            problem: format!("{problem}: {cause}"),
+            cause: Some(std::sync::Arc::new(cause)),
+        }
+    }
+}
+
+/// Two settings errors are alike when they name the same setting and problem.
+impl PartialEq for SettingsError {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.problem == other.problem
+    }
+}
+
+impl Eq for SettingsError {}
+
+fn error(name: &str, problem: impl Into<String>) -> SettingsError {
+    SettingsError::new(name, problem)
 }
 
 /// Where a turn's events go.
@@ -367,12 +401,12 @@ impl WorkerSettings {
             None | Some("" | "bedrock") => ModelProvider::Bedrock,
             Some("anthropic") => ModelProvider::Anthropic {
                 api_key: crate::models::ApiKey::new(required("ANTHROPIC_API_KEY")?)
-                    .map_err(|e| error("ANTHROPIC_API_KEY", e))?,
+                    .map_err(|e| SettingsError::caused_by("ANTHROPIC_API_KEY", "cannot be used", e))?,
                 base_url: get("ANTHROPIC_BASE_URL").filter(|u| !u.trim().is_empty()),
             },
             Some("openai") => ModelProvider::OpenAi {
                 api_key: crate::models::ApiKey::new(required("OPENAI_API_KEY")?)
-                    .map_err(|e| error("OPENAI_API_KEY", e))?,
+                    .map_err(|e| SettingsError::caused_by("OPENAI_API_KEY", "cannot be used", e))?,
                 base_url: get("OPENAI_BASE_URL").filter(|u| !u.trim().is_empty()),
             },
             Some(other) => {

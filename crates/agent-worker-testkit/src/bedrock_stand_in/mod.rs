@@ -36,7 +36,7 @@ use super::prompt_cache::{CacheUse, PromptCache};
 
 mod script;
 
-pub use script::{Frame, Reply, StreamScript};
+pub use script::{Frame, Reply, ScriptError, StreamScript};
 
 /// One request the stand-in received.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -437,7 +437,7 @@ fn stream_response(
     hang: bool,
     arrived: Instant,
 ) -> Response {
-    let encoded: Result<Vec<Vec<u8>>, String> = frames.iter().map(Frame::encode).collect();
+    let encoded: Result<Vec<Vec<u8>>, ScriptError> = frames.iter().map(Frame::encode).collect();
     let encoded = match encoded {
         Ok(encoded) => encoded,
         Err(e) => {

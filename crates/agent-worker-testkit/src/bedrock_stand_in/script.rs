@@ -50,6 +50,32 @@ pub enum Reply {
     },
 }
 
+/// Why a scripted answer cannot be framed or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// A raw frame is not base64.
+    #[error("a raw frame is not base64")]
+    NotBase64(#[source] base64::DecodeError),
+    /// A frame could not be written.
+    #[error("a frame cannot be written")]
+    Frame(#[source] aws_smithy_eventstream::error::Error),
+    /// A line of a chunks fixture is not JSON.
+    #[error("line {line}: not JSON")]
+    NotJson {
+        /// The line, from 1.
+        line: usize,
+        /// Why.
+        #[source]
+        cause: serde_json::Error,
+    },
+    /// A line of a chunks fixture is not one event.
+    #[error("line {line}: expected one event name")]
+    NotOneEvent {
+        /// The line, from 1.
+        line: usize,
+    },
+}
+
 /// One frame of a scripted event stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -85,10 +111,10 @@ impl Frame {
     }
 
     /// The frame's bytes on the wire.
-    pub fn encode(&self) -> Result<Vec<u8>, String> {
+    pub fn encode(&self) -> Result<Vec<u8>, ScriptError> {
         let string = |s: &str| HeaderValue::String(s.to_owned().into());
         let message = match self {
-            Self::Raw { raw_base64 } => return BASE64.decode(raw_base64).map_err(|e| e.to_string()),
+            Self::Raw { raw_base64 } => return BASE64.decode(raw_base64).map_err(ScriptError::NotBase64),
             Self::Event { event, payload } => Message::new(payload.to_string().into_bytes())
                 .add_header(Header::new(":event-type", string(event)))
                 .add_header(Header::new(":content-type", string("application/json")))
@@ -99,7 +125,7 @@ impl Frame {
                 .add_header(Header::new(":message-type", string("exception"))),
         };
         let mut bytes = Vec::new();
-        write_message_to(&message, &mut bytes).map_err(|e| e.to_string())?;
+        write_message_to(&message, &mut bytes).map_err(ScriptError::Frame)?;
         Ok(bytes)
     }
 }
@@ -134,15 +160,15 @@ impl Reply {
 
     /// An event stream re-framed from decoded events, one `{"eventName": payload}` JSON object
     /// a line (the `.chunks.txt` fixtures).
-    pub fn from_chunk_lines(lines: &str) -> Result<Self, String> {
+    pub fn from_chunk_lines(lines: &str) -> Result<Self, ScriptError> {
         let mut frames = Vec::new();
         for (n, line) in lines.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let object: serde_json::Map<String, Value> =
-                serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+                serde_json::from_str(line).map_err(|cause| ScriptError::NotJson { line: n + 1, cause })?;
             let mut entries = object.into_iter();
             match (entries.next(), entries.next()) {
                 (Some((event, payload)), None) => frames.push(Frame::Event { event, payload }),
-                _ => return Err(format!("line {}: expected one event name", n + 1)),
+                _ => return Err(ScriptError::NotOneEvent { line: n + 1 }),
             }
         }
         Ok(Self::Stream {

@@ -13,9 +13,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::ContainerHost;
+use super::{ContainerHost, HostError};
 
 /// The page.
 const INDEX_HTML: &str = include_str!("index.html");
@@ -111,14 +111,15 @@ pub(super) async fn styles() -> impl IntoResponse {
 }
 
 /// `GET /console/config`: whom the page acts for, and the model (behind the token).
-pub(super) async fn config(State(host): State<ContainerHost>) -> axum::response::Response {
-    match host.inner.console.get() {
-        Some(console) => Json(json!({
-            "userId": console.user_id,
-            "accountId": console.account_id,
-            "model": host.inner.model,
-        }))
-        .into_response(),
-        None => super::error(axum::http::StatusCode::NOT_FOUND, "this host serves no console"),
-    }
+pub(super) async fn config(State(host): State<ContainerHost>) -> Result<Json<Value>, HostError> {
+    let console = host
+        .inner
+        .console
+        .get()
+        .ok_or_else(|| HostError::not_found("this host serves no console"))?;
+    Ok(Json(json!({
+        "userId": console.user_id,
+        "accountId": console.account_id,
+        "model": host.inner.model,
+    })))
 }

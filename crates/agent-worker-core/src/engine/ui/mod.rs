@@ -24,7 +24,7 @@ use crate::session::ContentBlock;
 pub use crate::session::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 pub use knowledge::UiKnowledge;
 pub use oui::{OuiAction, OuiSnapshot, OuiSurface};
-pub use realtime::RealtimeAnswers;
+pub use realtime::{RealtimeAnswers, RealtimeError};
 
 /// The scope extension that carries the payload's `context`.
 pub const CONTEXT_KEY: &str = "context";

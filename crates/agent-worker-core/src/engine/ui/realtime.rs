@@ -14,6 +14,17 @@ use crate::sinks::API_KEY_HEADER;
 /// How long one look may take.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why [`RealtimeAnswers::new`] cannot ask a server.
+#[derive(Debug, thiserror::Error)]
+pub enum RealtimeError {
+    /// The URL given is not an `http(s)://` one.
+    #[error("{0:?} is not an http(s) URL")]
+    NotHttp(String),
+    /// The HTTP client could not be made (its TLS roots, say).
+    #[error("the HTTP client cannot be made")]
+    Client(#[source] reqwest::Error),
+}
+
 /// The realtime server's record of the tab's answers.
 #[derive(Debug, Clone)]
 pub struct RealtimeAnswers {
@@ -24,15 +35,15 @@ pub struct RealtimeAnswers {
 
 impl RealtimeAnswers {
     /// Answers from the server at `url` (its base, as for the HTTP sink), asked with `api_key`.
-    pub fn new(url: &str, api_key: impl Into<String>) -> Result<Self, String> {
+    pub fn new(url: &str, api_key: impl Into<String>) -> Result<Self, RealtimeError> {
         let url = url.trim_end_matches('/');
         if !url.starts_with("http://") && !url.starts_with("https://") {
-            return Err(format!("{url:?} is not an http(s) URL"));
+            return Err(RealtimeError::NotHttp(url.to_owned()));
         }
         let http = reqwest::Client::builder()
             .timeout(LOOK_TIMEOUT)
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(RealtimeError::Client)?;
         Ok(Self {
             http,
             url: url.to_owned(),

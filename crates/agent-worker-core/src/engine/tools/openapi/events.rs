@@ -36,6 +36,25 @@ pub struct EventDeclaration {
     pub failure: Option<String>,
 }
 
+/// Why a reported event settles no job ([`EventDeclarations::job_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAJobEvent {
+    /// No document declares it.
+    #[error("{0:?} is not a declared event")]
+    Undeclared(String),
+    /// It is declared with the kind `other`.
+    #[error("{0:?} ends no job (its kind is other)")]
+    EndsNoJob(String),
+    /// Its payload lacks the declared correlation field.
+    #[error("the payload of {event:?} has no {field:?}, the job's id")]
+    NoJobId {
+        /// The event.
+        event: String,
+        /// The field that should hold the job's id.
+        field: String,
+    },
+}
+
 /// A product's event declarations, by event name: the authority on jobs' completions.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
@@ -49,20 +68,20 @@ impl EventDeclarations {
 
     /// The job a reported `event` is about: the id its payload carries in the declared
     /// correlation field. Refused, saying why, for an undeclared event or a payload without it.
-    pub fn job_of(&self, event: &str, payload: &Value) -> Result<String, String> {
+    pub fn job_of(&self, event: &str, payload: &Value) -> Result<String, NotAJobEvent> {
         let declaration = self
             .get(event)
-            .ok_or_else(|| format!("{event:?} is not a declared event"))?;
+            .ok_or_else(|| NotAJobEvent::Undeclared(event.to_owned()))?;
         if declaration.kind == EventKind::Other {
-            return Err(format!("{event:?} ends no job (its kind is other)"));
+            return Err(NotAJobEvent::EndsNoJob(event.to_owned()));
         }
         match payload.get(&declaration.correlation) {
             Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
             Some(Value::Number(id)) => Ok(id.to_string()),
-            _ => Err(format!(
-                "the payload of {event:?} has no {:?}, the job's id",
-                declaration.correlation
-            )),
+            _ => Err(NotAJobEvent::NoJobId {
+                event: event.to_owned(),
+                field: declaration.correlation.clone(),
+            }),
         }
     }
 

@@ -46,7 +46,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use events::{
-    EventDeclaration, EventDeclarations, EventKind, EventWaiter, JobWait, MemoryEventWaiter, Settled,
+    EventDeclaration, EventDeclarations, EventKind, EventWaiter, JobWait, MemoryEventWaiter, NotAJobEvent,
+    Settled,
 };
 
 use super::Tool;
@@ -88,7 +89,11 @@ pub struct ActAsContext {
 }
 
 /// Gives the headers that make the API treat a call as the person.
-pub type ActAs = Arc<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, String> + Send + Sync>;
+pub type ActAs = Arc<dyn Fn(&ActAsContext) -> Result<Vec<(String, String)>, ActAsError> + Send + Sync>;
+
+/// Why a call cannot act as the person (the turn names no one, a key cannot be read): any
+/// error, kept whole; the model is told its text, and nothing is sent.
+pub type ActAsError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How to load a document's tools.
 #[derive(Clone)]
@@ -116,7 +121,7 @@ impl OpenApiOptions {
     /// no default identity).
     pub fn new(
         base_url: impl Into<String>,
-        act_as: impl Fn(&ActAsContext) -> Result<Vec<(String, String)>, String> + Send + Sync + 'static,
+        act_as: impl Fn(&ActAsContext) -> Result<Vec<(String, String)>, ActAsError> + Send + Sync + 'static,
     ) -> Self {
         Self {
             base_url: base_url.into(),
