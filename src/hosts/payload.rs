@@ -149,6 +149,8 @@ impl AgentTurnPayload {
                 .strip_prefix("missing field `")
                 .and_then(|rest| rest.split('`').next())
                 .map(str::to_owned);
+            // serde_path_to_error says `?` where the body ends before a place can be named.
+            let path = if path == "?" { ".".to_owned() } else { path };
             if path != "." || missing.is_some() {
                 // The field names the place; serde's "at line 1 column 80" adds nothing to it.
                 if let Some(at) = message.rfind(" at line ") {

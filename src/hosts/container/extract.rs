@@ -2,6 +2,7 @@
 //! own extractors answer their rejections as plain text).
 
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -23,7 +24,14 @@ where
         axum::Json::<T>::from_request(request, state)
             .await
             .map(|axum::Json(value)| Self(value))
-            .map_err(|rejection| HostError::new(rejection.status(), rejection.body_text()).at("body"))
+            .map_err(|rejection| {
+                // axum says 422 for JSON of the wrong shape; every route here says 400.
+                let status = match rejection.status() {
+                    StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+                    other => other,
+                };
+                HostError::new(status, rejection.body_text()).at("body")
+            })
     }
 }
 

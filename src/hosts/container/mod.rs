@@ -346,6 +346,14 @@ impl ContainerHost {
                 "/conversations/{id}",
                 get(conversations::get).delete(conversations::delete),
             )
+            // What no route serves is refused in the one shape too.
+            .fallback(|| async { HostError::not_found("no such route") })
+            .method_not_allowed_fallback(|| async {
+                HostError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "the route does not take this method",
+                )
+            })
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
@@ -461,7 +469,14 @@ async fn accept_turn(
         Err(rejection) => return Err(HostError::new(rejection.status(), rejection.body_text())),
     };
     let text = std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
-    let turn = AgentTurnPayload::decode(text).map_err(|e| HostError::field(e.path.clone(), e.to_string()))?;
+    let turn = AgentTurnPayload::decode(text).map_err(|e| {
+        let field = if e.path.is_empty() {
+            "body"
+        } else {
+            e.path.as_str()
+        };
+        HostError::field(field, e.to_string())
+    })?;
     if turn.command.is_some() {
         return Err(HostError::field(
             "command",
