@@ -1,8 +1,15 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod agent_protocol;
+pub mod agent_sessions;
+pub mod approvals;
+pub mod config_files;
 pub mod container;
+pub mod engine;
+pub mod lambda_batch;
 pub mod steering;
+pub mod template;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
