@@ -19,10 +19,7 @@ use agent_worker_core::session::id_problem;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, AttachmentRef, BRANCH_HINTS_KEY, ImageRef, PARENT_SESSION_KEY,
-    Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, SessionCommand, USER_ID_KEY, UserToken,
-};
+use crate::protocol::{AttachmentRef, ImageRef, Prompt, Scope, SessionCommand, TurnOptions, UserToken};
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,35 +190,28 @@ impl AgentTurnPayload {
     /// The scope the agent is invoked with: the conversation as the session, and the turn id,
     /// user, account and context as extensions.
     pub fn scope(&self) -> Scope {
-        let mut scope = Scope::new(&self.conversation_id)
-            .with_turn_id(&self.turn_id)
-            .with(USER_ID_KEY, self.user_id.clone())
-            .with(ACCOUNT_ID_KEY, self.account_id.clone());
-        if let Some(context) = &self.context {
-            scope = scope.with("context", Value::Object(context.clone()));
+        let options = TurnOptions {
+            turn_id: Some(self.turn_id.clone()),
+            user_id: Some(self.user_id.clone()),
+            account_id: Some(self.account_id.clone()),
+            approval: self.approval.clone(),
+            supersedes: self.supersedes.clone(),
+            deadline_ms: None,
+            agent: self.agent.clone(),
+            parent_session: self.parent_session.clone(),
+            // Hints mark a place in a parent's transcript: without a parent they mean nothing.
+            branch_hints: match self.parent_session {
+                Some(_) => self.branch_hints.clone(),
+                None => Vec::new(),
+            },
+            result_schema: self.result_schema.clone().map(Value::Object),
+            context: self.context.clone().map(Value::Object),
+        };
+        let scope = Scope::new(&self.conversation_id).with_options(options);
+        match &self.user_token {
+            Some(token) => scope.with_user_token(token.clone()),
+            None => scope,
         }
-        if let Some(token) = &self.user_token {
-            scope = scope.with_user_token(token.clone());
-        }
-        if !self.supersedes.is_empty() {
-            scope = scope.with(SUPERSEDES_KEY, self.supersedes.clone());
-        }
-        if let Some(approval) = &self.approval {
-            scope = scope.with(APPROVAL_KEY, approval.clone());
-        }
-        if let Some(agent) = &self.agent {
-            scope = scope.with(AGENT_KEY, agent.clone());
-        }
-        if let Some(schema) = &self.result_schema {
-            scope = scope.with(RESULT_SCHEMA_KEY, Value::Object(schema.clone()));
-        }
-        if let Some(parent) = &self.parent_session {
-            scope = scope.with(PARENT_SESSION_KEY, parent.clone());
-            if !self.branch_hints.is_empty() {
-                scope = scope.with(BRANCH_HINTS_KEY, self.branch_hints.clone());
-            }
-        }
-        scope
     }
 
     /// The prompt: the person's words and pictures.
@@ -246,7 +236,7 @@ mod tests {
         let turn = AgentTurnPayload::decode(MINIMAL).unwrap();
         assert_eq!(turn.turn_id, "t-1");
         assert_eq!(turn.scope().turn_id(), Some("t-1"));
-        assert_eq!(turn.scope().extensions["userId"], "u-1");
+        assert_eq!(turn.scope().options.user_id.as_deref(), Some("u-1"));
         assert_eq!(serde_json::to_string(&turn).unwrap(), MINIMAL);
     }
 
@@ -255,7 +245,7 @@ mod tests {
         let body = r#"{"turnId":"t-2","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"",
             "approval":{"approvalId":"ap-1","decision":"approve","token":"tok"},"supersedes":["t-1"]}"#;
         let scope = AgentTurnPayload::decode(body).unwrap().scope();
-        assert_eq!(scope.extensions["approval"]["approvalId"], "ap-1");
+        assert_eq!(scope.options.approval.as_ref().unwrap()["approvalId"], "ap-1");
         assert_eq!(scope.supersedes(), ["t-1"]);
     }
 

@@ -34,6 +34,7 @@ pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionStat
 pub use event::AgentEvent;
 pub use redact::redact;
 pub use scope::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, DEADLINE_KEY, ImageRef, PARENT_SESSION_KEY,
-    Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, TURN_ID_KEY, USER_ID_KEY, UserToken,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, DEADLINE_KEY, ImageRef,
+    PARENT_SESSION_KEY, Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, TURN_ID_KEY, TurnOptions,
+    USER_ID_KEY, UserToken,
 };

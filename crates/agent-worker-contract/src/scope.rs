@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 /// Who and where a turn belongs to.
 ///
 /// `session` anchors a conversation across invocations: every turn of one conversation uses the
-/// same value. Every other field is an extension (identity, source, constraints, a turn id); it
-/// is kept in [`extensions`](Self::extensions) and survives a round trip unchanged.
+/// same value. What the turn asks of the engine (its id, the person, an approval, the tab's
+/// context, …) is typed, in [`options`](Self::options); every other field is an extension,
+/// kept in [`extensions`](Self::extensions). Both are flat in the JSON, and survive a round trip.
 ///
 /// ```
 /// use agent_worker_contract::Scope;
@@ -28,7 +29,10 @@ use serde_json::{Map, Value};
 pub struct Scope {
     /// The conversation anchor, owned by the caller.
     pub session: String,
-    /// Extension fields, in the order they came.
+    /// What the turn asks of the engine, typed; checked where it entered (a payload, a request).
+    #[serde(flatten)]
+    pub options: TurnOptions,
+    /// Extension fields, in the order they came: what other agents pass through.
     #[serde(flatten)]
     pub extensions: Map<String, Value>,
     /// The person's own credential for the product's API, for this turn's tools only: never
@@ -96,14 +100,101 @@ pub const BRANCH_HINTS_KEY: &str = "branchHints";
 /// answer as a value of that schema, and `completed.data.result` carries it.
 pub const RESULT_SCHEMA_KEY: &str = "resultSchema";
 
+/// What a turn asks of the engine beside its conversation: each an extension of the scope's
+/// JSON (named by the `*_KEY` constants), typed here once, where the turn enters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnOptions {
+    /// The turn's id ([`TURN_ID_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The person it is for ([`USER_ID_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// Their account ([`ACCOUNT_ID_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
+    /// The person's decision on a pending approval ([`APPROVAL_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Value>,
+    /// The turns it supersedes, a barge-in ([`SUPERSEDES_KEY`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
+    /// When it must have ended, in milliseconds since the Unix epoch ([`DEADLINE_KEY`]).
+    #[serde(default, rename = "deadlineMs", skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+    /// The agent definition a multi-agent runtime runs for it ([`AGENT_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The session a new one branches from ([`PARENT_SESSION_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// Where in the parent's transcript the branch starts ([`BRANCH_HINTS_KEY`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branch_hints: Vec<String>,
+    /// The JSON Schema its typed result must match ([`RESULT_SCHEMA_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_schema: Option<Value>,
+    /// The person's tab: its surfaces, knowledge, time zone and state ([`CONTEXT_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+}
+
+/// The extension key that carries the tab's context (`oui` surfaces, `uiKnowledge`, `timeZone`,
+/// the page's state).
+pub const CONTEXT_KEY: &str = "context";
+
+impl TurnOptions {
+    /// Sets the option `key` names from `value`, when `key` names one; gives them back
+    /// otherwise. A value of the wrong type sets nothing.
+    fn set(&mut self, key: String, value: Value) -> Option<(String, Value)> {
+        let text = |value: Value| value.as_str().map(str::to_owned);
+        let texts = |value: Value| {
+            value
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match key.as_str() {
+            TURN_ID_KEY => self.turn_id = text(value),
+            USER_ID_KEY => self.user_id = text(value),
+            ACCOUNT_ID_KEY => self.account_id = text(value),
+            APPROVAL_KEY => self.approval = Some(value),
+            SUPERSEDES_KEY => self.supersedes = texts(value),
+            DEADLINE_KEY => self.deadline_ms = value.as_u64(),
+            AGENT_KEY => self.agent = text(value),
+            PARENT_SESSION_KEY => self.parent_session = text(value),
+            BRANCH_HINTS_KEY => self.branch_hints = texts(value),
+            RESULT_SCHEMA_KEY => self.result_schema = Some(value),
+            CONTEXT_KEY => self.context = Some(value),
+            _ => return Some((key, value)),
+        }
+        None
+    }
+}
+
 impl Scope {
-    /// A scope for `session` with no extensions.
+    /// A scope for `session` with no options and no extensions.
     pub fn new(session: impl Into<String>) -> Self {
         Self {
             session: session.into(),
+            options: TurnOptions::default(),
             extensions: Map::new(),
             user_token: None,
         }
+    }
+
+    /// This scope, asking `options` of the engine.
+    #[must_use]
+    pub fn with_options(mut self, options: TurnOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// This scope, carrying the person's token to the turn's tools.
@@ -113,46 +204,47 @@ impl Scope {
         self
     }
 
-    /// Adds or replaces the extension `key`.
+    /// Adds or replaces the extension `key`: one of the [`options`](Self::options) when it names
+    /// one (`userId`, `approval`, …), else one of the [`extensions`](Self::extensions).
     #[must_use]
     pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.extensions.insert(key.into(), value.into());
+        if let Some((key, value)) = self.options.set(key.into(), value.into()) {
+            self.extensions.insert(key, value);
+        }
         self
     }
 
-    /// Sets the turn's id (the [`TURN_ID_KEY`] extension).
+    /// Sets the turn's id (the [`TURN_ID_KEY`] option).
     #[must_use]
-    pub fn with_turn_id(self, turn_id: impl Into<String>) -> Self {
-        self.with(TURN_ID_KEY, turn_id.into())
+    pub fn with_turn_id(mut self, turn_id: impl Into<String>) -> Self {
+        self.options.turn_id = Some(turn_id.into());
+        self
     }
 
     /// The turn's id, when the caller gave one.
     pub fn turn_id(&self) -> Option<&str> {
-        self.extensions.get(TURN_ID_KEY).and_then(Value::as_str)
+        self.options.turn_id.as_deref()
     }
 
-    /// Sets the time by which the turn must have ended (the [`DEADLINE_KEY`] extension).
+    /// Sets the time by which the turn must have ended (the [`DEADLINE_KEY`] option).
     #[must_use]
-    pub fn with_deadline(self, deadline: SystemTime) -> Self {
+    pub fn with_deadline(mut self, deadline: SystemTime) -> Self {
         let ms = deadline
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_default();
-        self.with(DEADLINE_KEY, ms)
+        self.options.deadline_ms = Some(ms);
+        self
     }
 
-    /// The ids of the turns this one supersedes (the [`SUPERSEDES_KEY`] extension).
+    /// The ids of the turns this one supersedes (the [`SUPERSEDES_KEY`] option).
     pub fn supersedes(&self) -> Vec<&str> {
-        self.extensions
-            .get(SUPERSEDES_KEY)
-            .and_then(Value::as_array)
-            .map(|ids| ids.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default()
+        self.options.supersedes.iter().map(String::as_str).collect()
     }
 
     /// The time by which the turn must have ended, when the caller set one.
     pub fn deadline(&self) -> Option<SystemTime> {
-        let ms = self.extensions.get(DEADLINE_KEY)?.as_u64()?;
+        let ms = self.options.deadline_ms?;
         Some(UNIX_EPOCH + Duration::from_millis(ms))
     }
 }
@@ -210,4 +302,47 @@ pub struct ImageRef {
     pub mime_type: String,
     /// Its bytes, base64-encoded.
     pub data: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_turns_options_are_typed_and_the_rest_passes_through() {
+        let text = r#"{"session":"s1","turnId":"t-1","userId":"ana","accountId":"acme","supersedes":["t-0"],"deadlineMs":5,"context":{"timeZone":"Europe/Paris"},"source":"slack"}"#;
+        let scope: Scope = serde_json::from_str(text).unwrap();
+        assert_eq!(scope.options.user_id.as_deref(), Some("ana"));
+        assert_eq!(scope.options.supersedes, ["t-0"]);
+        assert_eq!(scope.deadline(), Some(UNIX_EPOCH + Duration::from_millis(5)));
+        assert_eq!(scope.options.context, Some(json!({"timeZone": "Europe/Paris"})));
+        assert_eq!(
+            scope.extensions.len(),
+            1,
+            "only what is not an option: {:?}",
+            scope.extensions
+        );
+        assert_eq!(scope.extensions["source"], "slack");
+        let again: Value = serde_json::to_value(&scope).unwrap();
+        assert_eq!(again, serde_json::from_str::<Value>(text).unwrap());
+    }
+
+    #[test]
+    fn with_sets_an_option_by_its_key_and_anything_else_as_an_extension() {
+        let scope = Scope::new("s1")
+            .with(USER_ID_KEY, "ana")
+            .with(APPROVAL_KEY, json!({"approvalId": "ap-1"}))
+            .with("source", "slack");
+        assert_eq!(scope.options.user_id.as_deref(), Some("ana"));
+        assert_eq!(scope.options.approval, Some(json!({"approvalId": "ap-1"})));
+        assert_eq!(scope.extensions.keys().collect::<Vec<_>>(), ["source"]);
+        // Each key once in the JSON.
+        let text = serde_json::to_string(&scope).unwrap();
+        assert_eq!(text.matches("userId").count(), 1, "{text}");
+        // A value of the wrong type sets nothing, and is not kept as an extension either.
+        let odd = Scope::new("s1").with(USER_ID_KEY, 7);
+        assert_eq!(odd.options.user_id, None);
+        assert!(odd.extensions.is_empty());
+    }
 }

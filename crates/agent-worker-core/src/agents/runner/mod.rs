@@ -36,7 +36,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::agents::catalog::{Catalog, CatalogError};
@@ -48,7 +47,7 @@ use crate::agents::validate::Issue;
 use crate::engine::model::Model;
 use crate::engine::tools::Tool;
 use crate::engine::{Emitter, Engine, EngineConfig, turn_stream};
-use crate::protocol::{AGENT_KEY, Agent, AgentEvent, EventStream, Prompt, Scope, codes};
+use crate::protocol::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
 use crate::session::SessionStore;
 
 mod builder;
@@ -204,10 +203,9 @@ impl AgentRuntime {
 impl Agent for AgentRuntime {
     fn invoke(&self, scope: Scope, prompt: Prompt) -> EventStream {
         let named = scope
-            .extensions
-            .get(AGENT_KEY)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+            .options
+            .agent
+            .clone()
             .or_else(|| self.inner.default_agent.clone());
         let inner = self.inner.clone();
         turn_stream(move |out| async move {

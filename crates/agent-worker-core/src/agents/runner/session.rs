@@ -15,7 +15,7 @@ use crate::agents::thread::{
 };
 use crate::clock::now_ms;
 use crate::engine::{Emitter, Engine};
-use crate::protocol::{Agent, AgentEvent, DEADLINE_KEY, Prompt, Scope, codes};
+use crate::protocol::{Agent, AgentEvent, Prompt, Scope, codes};
 
 use super::engines::{bound_message, build_engine};
 use super::events::SessionEvent;
@@ -447,9 +447,7 @@ impl Session {
     fn side_scope(&self, side: Side, record: &ThreadRecord) -> Scope {
         let mut scope = Scope::new(format!("{}#{}", self.scope.session, side.as_str()))
             .with_turn_id(format!("{}#{}", self.turn_id, record.side_turns + 1));
-        if let Some(deadline) = self.scope.extensions.get(DEADLINE_KEY) {
-            scope = scope.with(DEADLINE_KEY, deadline.clone());
-        }
+        scope.options.deadline_ms = self.scope.options.deadline_ms;
         scope
     }
 

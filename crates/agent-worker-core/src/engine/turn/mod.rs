@@ -27,7 +27,7 @@ use super::compaction::History;
 use super::stop;
 use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext, TurnStopReason};
-use crate::protocol::{ACCOUNT_ID_KEY, APPROVAL_KEY, AgentEvent, AttachmentRef, Prompt, Scope, USER_ID_KEY};
+use crate::protocol::{AgentEvent, AttachmentRef, Prompt, Scope};
 use crate::session::history::repair;
 use crate::session::{ContentBlock, Lease, Message, Role, Stop, TurnOutcome, TurnStatus};
 
@@ -155,49 +155,19 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
             .unwrap_or_default();
         budget = budget.min(left);
     }
-    let supersedes: Vec<String> = scope.supersedes().into_iter().map(str::to_owned).collect();
-    let user_id = scope
-        .extensions
-        .get(USER_ID_KEY)
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let account_id = scope
-        .extensions
-        .get(ACCOUNT_ID_KEY)
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let approval = scope.extensions.get(APPROVAL_KEY).cloned();
-    let context = scope.extensions.get(super::ui::CONTEXT_KEY).cloned();
-    let result_schema = scope.extensions.get(crate::protocol::RESULT_SCHEMA_KEY).cloned();
-    let parent_session = scope
-        .extensions
-        .get(crate::protocol::PARENT_SESSION_KEY)
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let branch_hints = scope
-        .extensions
-        .get(crate::protocol::BRANCH_HINTS_KEY)
-        .and_then(Value::as_array)
-        .map(|hints| {
-            hints
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let options = scope.options;
     let ask = TurnAsk {
         session: scope.session,
         turn_id,
-        user_id,
-        account_id,
+        user_id: options.user_id,
+        account_id: options.account_id,
         user_token: scope.user_token,
-        approval,
-        supersedes,
-        context,
-        result_schema,
-        parent_session,
-        branch_hints,
+        approval: options.approval,
+        supersedes: options.supersedes,
+        context: options.context,
+        result_schema: options.result_schema,
+        parent_session: options.parent_session,
+        branch_hints: options.branch_hints,
     };
     run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)

@@ -26,8 +26,7 @@ pub use knowledge::UiKnowledge;
 pub use oui::{OuiAction, OuiSnapshot, OuiSurface};
 pub use realtime::{RealtimeAnswers, RealtimeError};
 
-/// The scope extension that carries the payload's `context`.
-pub const CONTEXT_KEY: &str = "context";
+pub use crate::protocol::CONTEXT_KEY;
 
 /// The keys of `context` the worker reads itself; every other key is the page's state.
 const OWN_KEYS: [&str; 4] = ["oui", "uiKnowledge", "input", "timeZone"];
