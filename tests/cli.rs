@@ -421,3 +421,80 @@ async fn through_the_binary_an_unclosed_tool_call_is_named_not_dropped() {
         "the call never ran"
     );
 }
+
+#[tokio::test]
+async fn a_failed_aws_call_exits_1_and_a_usage_mistake_2() {
+    let moto = agent_worker_testkit::moto();
+    let history = |table: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command
+            .args(["history", "--session", "s1", "--table", table])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "anything")
+            .env("AWS_SECRET_ACCESS_KEY", "anything")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        command
+    };
+    let missing = history("no-such-table").output().await.unwrap();
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "the work failed: {said}");
+    assert!(said.contains("ResourceNotFound"), "{said}");
+    let bad = history("").output().await.unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "a table name that cannot be one: {said}"
+    );
+    assert!(said.contains("--table"), "{said}");
+}
+
+#[tokio::test]
+async fn a_turn_without_aws_credentials_says_how_to_give_them_in_one_line() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let home = std::env::temp_dir().join(format!("no-aws-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&home).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+    command
+        .args(["invoke", "--session", "s1", "--text", "Hi"])
+        .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+        .env_remove("TABLE_NAME")
+        .env("HOME", &home)
+        .env("AWS_CONFIG_FILE", home.join("config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", home.join("credentials"))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for name in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ] {
+        command.env_remove(name);
+    }
+    let output = command.output().await.unwrap();
+    std::fs::remove_dir_all(&home).ok();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    let failed = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<AgentEvent>(line).unwrap())
+        .next_back()
+        .expect("a terminal");
+    let AgentEvent::Failed { code, details, .. } = &failed else {
+        panic!("{failed:?}");
+    };
+    assert_eq!(code.as_deref(), Some("model_rejected"), "not retried: {failed:?}");
+    assert!(
+        details.contains("no AWS credentials were found: set AWS_PROFILE"),
+        "{details}"
+    );
+    assert!(
+        !details.contains("IMDS") && !details.contains("dispatch failure"),
+        "{details}"
+    );
+    assert!(bedrock.requests().is_empty(), "nothing reached the model");
+}

@@ -1,6 +1,7 @@
 //! `conversations list|get|delete`: a person's conversations, as the container's routes answer
 //! them, printed as JSON.
 
+use crate::failure::CliError;
 use std::sync::Arc;
 
 use agent_worker::conversations::Conversations;
@@ -64,12 +65,16 @@ pub(crate) enum Action {
     },
 }
 
-pub(crate) async fn conversations(args: ConversationsArgs) -> Result<(), String> {
+pub(crate) async fn conversations(args: ConversationsArgs) -> Result<(), CliError> {
     let owner = match (args.user.as_deref(), args.account.as_deref()) {
         (Some(user), Some(account)) if !user.trim().is_empty() && !account.trim().is_empty() => {
             Owner::new(user, account)
         }
-        _ => return Err("--user and --account are required: whose conversations?".into()),
+        _ => {
+            return Err(CliError::usage(
+                "--user and --account are required: whose conversations?",
+            ));
+        }
     };
     let tools: Vec<_> = args.tools.iter().filter_map(|t| examples::by_name(t)).collect();
     let mut conversations =

@@ -28,6 +28,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 mod conversations;
+mod failure;
 mod queue;
 mod run;
 mod servers;
@@ -101,8 +102,13 @@ pub(crate) enum Command {
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Warnings, but not the SDK's own probing of the instance metadata service for a region or
+    // credentials off EC2 (two warnings before every command without AWS_REGION); RUST_LOG
+    // shows everything again.
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,aws_config=error")),
+        )
         .with_writer(std::io::stderr)
         .init();
     // One turn at a time needs one thread: a single-threaded runtime spares the cross-thread
@@ -131,10 +137,7 @@ pub(crate) fn main() -> ExitCode {
     };
     let runtime = match runtime {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return failure::CliError::from(format!("cannot start the async runtime: {e}")).report(),
     };
     let result = runtime.block_on(async {
         match cli.command {
@@ -162,10 +165,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Validate(args) => validate::validate(args),
         }
     });
-    result.unwrap_or_else(|message| {
-        eprintln!("error: {message}");
-        ExitCode::from(2)
-    })
+    result.unwrap_or_else(failure::CliError::report)
 }
 
 pub(crate) async fn aws_config(region: Option<&str>) -> aws_config::SdkConfig {

@@ -1,6 +1,7 @@
 //! The queue family: `setup` (the table and a queue), `send`, `poll` and `handle`, all on the
 //! worker the Lambda function would build.
 
+use crate::failure::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -123,7 +124,7 @@ impl WorkerArgs {
     /// The Lambda function's settings, flags first, then the environment.
     /// The worker these arguments describe, built once: the Lambda function's settings (flags
     /// first, then the environment and Secrets Manager), its AWS configuration, store and handler.
-    pub(crate) async fn worker(&self) -> Result<Worker, String> {
+    pub(crate) async fn worker(&self) -> Result<Worker, CliError> {
         let table = self.table.clone();
         let model_id = self.model_id.clone();
         let tools = self.tools.join(",");
@@ -196,11 +197,11 @@ pub(crate) struct Worker {
     pub(crate) settings: WorkerSettings,
 }
 
-pub(crate) async fn setup(args: SetupArgs) -> Result<(), String> {
+pub(crate) async fn setup(args: SetupArgs) -> Result<(), CliError> {
     let shared = aws_config(args.region.as_deref()).await;
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&shared),
-        DynamoConfig::new(&args.table).map_err(|e| format!("--table: {e}"))?,
+        DynamoConfig::new(&args.table).map_err(|e| CliError::usage(format!("--table: {e}")))?,
     );
     store.create_table().await.map_err(|e| e.to_string())?;
     let mut out = serde_json::json!({ "table": args.table });
@@ -270,7 +271,7 @@ pub(crate) enum CommandArg {
     Abort,
 }
 
-pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
+pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let payload = AgentTurnPayload {
         turn_id: args
             .turn_id
@@ -325,7 +326,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) async fn poll(args: PollArgs) -> Result<ExitCode, String> {
+pub(crate) async fn poll(args: PollArgs) -> Result<ExitCode, CliError> {
     let worker = args.worker.worker().await?;
     let sqs = aws_sdk_sqs::Client::new(&worker.aws);
     let handler = worker
@@ -350,7 +351,7 @@ pub(crate) async fn poll(args: PollArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn handle(args: HandleArgs) -> Result<ExitCode, String> {
+pub(crate) async fn handle(args: HandleArgs) -> Result<ExitCode, CliError> {
     let text = std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let event =
         serde_json::from_str(&text).map_err(|e| format!("{}: not an SQS event: {e}", args.file.display()))?;

@@ -1,5 +1,6 @@
 //! `invoke`: one turn (or `--repeat N`) from the command line, its events as JSON lines.
 
+use crate::failure::CliError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -92,7 +93,7 @@ pub(crate) struct EngineArgs {
 
 impl EngineArgs {
     /// The agent these options describe: the engine, or a Standard Agents definition.
-    pub(crate) async fn agent(&self) -> Result<Arc<dyn Agent>, String> {
+    pub(crate) async fn agent(&self) -> Result<Arc<dyn Agent>, CliError> {
         let (Some(folder), Some(name)) = (&self.agents_dir, &self.agent) else {
             return Ok(Arc::new(self.engine().await?));
         };
@@ -102,7 +103,7 @@ impl EngineArgs {
         let builder = AgentRuntime::builder()
             .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
             .catalog_dir(folder)
-            .map_err(|e| format!("--agents-dir {}: {e}", folder.display()))?
+            .map_err(|e| CliError::usage(format!("--agents-dir {}: {e}", folder.display())))?
             .models(&self.model_id, move |id| {
                 Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
             });
@@ -119,13 +120,15 @@ impl EngineArgs {
         };
         let runtime = builder.build().map_err(|e| e.to_string())?;
         Ok(Arc::new(
-            runtime.agent(name).map_err(|e| format!("--agent {name}: {e}"))?,
+            runtime
+                .agent(name)
+                .map_err(|e| CliError::usage(format!("--agent {name}: {e}")))?,
         ))
     }
 
     /// The model on the Anthropic API: its key from `ANTHROPIC_API_KEY`, its base URL from
     /// `--endpoint-url` or `ANTHROPIC_BASE_URL`.
-    fn anthropic_model(&self) -> Result<agent_worker::models::AnthropicModel, String> {
+    fn anthropic_model(&self) -> Result<agent_worker::models::AnthropicModel, CliError> {
         use agent_worker::models::{AnthropicModel, ApiKey};
         let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
         let key = ApiKey::new(key).map_err(|e| format!("ANTHROPIC_API_KEY: {e}"))?;
@@ -143,7 +146,7 @@ impl EngineArgs {
 
     /// The model on an OpenAI-compatible API: its key from `OPENAI_API_KEY`, its base URL (with
     /// `/v1`) from `--endpoint-url` or `OPENAI_BASE_URL`.
-    fn openai_model(&self) -> Result<agent_worker::models::OpenAiModel, String> {
+    fn openai_model(&self) -> Result<agent_worker::models::OpenAiModel, CliError> {
         use agent_worker::models::{ApiKey, OpenAiModel};
         let key = std::env::var("OPENAI_API_KEY").unwrap_or_default();
         let key = ApiKey::new(key).map_err(|e| format!("OPENAI_API_KEY: {e}"))?;
@@ -163,7 +166,7 @@ impl EngineArgs {
     fn job_waiter(
         &self,
         shared: &aws_config::SdkConfig,
-    ) -> Result<Option<Arc<dyn agent_worker::engine::tools::openapi::EventWaiter>>, String> {
+    ) -> Result<Option<Arc<dyn agent_worker::engine::tools::openapi::EventWaiter>>, CliError> {
         let Some(table) = &self.table else {
             return Ok(None);
         };
@@ -176,16 +179,16 @@ impl EngineArgs {
         &self,
         shared: &aws_config::SdkConfig,
         table: &str,
-    ) -> Result<DynamoStore, String> {
+    ) -> Result<DynamoStore, CliError> {
         let dynamodb = dynamodb_client(
             shared,
             agent_worker::hosts::settings::DEFAULT_STORE_ATTEMPT_TIMEOUT,
         );
-        let config = DynamoConfig::new(table).map_err(|e| format!("--table: {e}"))?;
+        let config = DynamoConfig::new(table).map_err(|e| CliError::usage(format!("--table: {e}")))?;
         Ok(DynamoStore::new(dynamodb, config))
     }
 
-    pub(crate) async fn engine(&self) -> Result<Engine, String> {
+    pub(crate) async fn engine(&self) -> Result<Engine, CliError> {
         let shared = aws_config(self.region.as_deref()).await;
         let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
         let builder = match self.provider {
@@ -215,11 +218,11 @@ impl EngineArgs {
         if let Some(system) = self.system.as_ref().or(configured.system_prompt.as_ref()) {
             builder = builder.system_prompt(system.clone());
         }
-        builder.build().map_err(|e| e.to_string())
+        builder.build().map_err(|e| CliError::usage(e.to_string()))
     }
 }
 
-pub(crate) fn tools_named(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String> {
+pub(crate) fn tools_named(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, CliError> {
     names
         .iter()
         .flat_map(|n| n.split(','))
@@ -227,35 +230,36 @@ pub(crate) fn tools_named(names: &[String]) -> Result<Vec<Arc<dyn Tool>>, String
         .filter(|n| !n.is_empty())
         .map(|name| {
             examples::by_name(name).ok_or_else(|| {
-                format!(
+                CliError::usage(format!(
                     "--tool {name}: no such example tool; the tools are {}",
                     examples::NAMES.join(", ")
-                )
+                ))
             })
         })
         .collect()
 }
 
-pub(crate) fn image(path: &Path) -> Result<ImageRef, String> {
+pub(crate) fn image(path: &Path) -> Result<ImageRef, CliError> {
     let Some(format) = path
         .extension()
         .and_then(|e| e.to_str())
         .and_then(ImageFormat::from_extension)
     else {
-        return Err(format!(
+        return Err(CliError::usage(format!(
             "--image {}: the name must end in .png, .jpg, .jpeg, .gif or .webp",
             path.display()
-        ));
+        )));
     };
     let mime_type = format.mime_type();
-    let bytes = std::fs::read(path).map_err(|e| format!("--image {}: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| CliError::usage(format!("--image {}: {e}", path.display())))?;
     Ok(ImageRef {
         mime_type: mime_type.to_owned(),
         data: base64::engine::general_purpose::STANDARD.encode(bytes),
     })
 }
 
-pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
+pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, CliError> {
     let mut prompt = Prompt::text(args.text);
     for path in &args.images {
         prompt = prompt.with_image(image(path)?);
@@ -304,19 +308,18 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, String> {
 }
 
 /// A `--result-schema` value: a JSON Schema object, written out or as `@file`.
-pub(crate) fn result_schema(arg: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+pub(crate) fn result_schema(arg: &str) -> Result<serde_json::Map<String, serde_json::Value>, CliError> {
     let text = match arg.strip_prefix('@') {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| format!("--result-schema: cannot read {path}: {e}"))?
-        }
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::usage(format!("--result-schema: cannot read {path}: {e}")))?,
         None => arg.to_owned(),
     };
     match serde_json::from_str(&text) {
         Ok(serde_json::Value::Object(schema)) => Ok(schema),
-        Ok(other) => Err(format!(
+        Ok(other) => Err(CliError::usage(format!(
             "--result-schema: a JSON Schema is an object, not {other}"
-        )),
-        Err(e) => Err(format!("--result-schema: not JSON: {e}")),
+        ))),
+        Err(e) => Err(CliError::usage(format!("--result-schema: not JSON: {e}"))),
     }
 }
 
@@ -334,7 +337,7 @@ pub(crate) struct Ran {
 }
 
 /// Runs one turn, printing each event as a JSON line and a failure's reason on stderr.
-pub(crate) async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) -> Result<Ran, String> {
+pub(crate) async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) -> Result<Ran, CliError> {
     let mut events = agent.invoke(scope, prompt);
     let mut ran = Ran {
         completed: false,

@@ -1,5 +1,6 @@
 //! The long-running hosts: `serve` (the container host) and `agent-protocol` (Agent Protocol v1).
 
+use crate::failure::CliError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -104,7 +105,7 @@ pub(crate) struct AgentProtocolArgs {
     pub(crate) engine: EngineArgs,
 }
 
-pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
     let mut config = ContainerConfig::new(args.api_key).map_err(|e| e.to_string())?;
     config.max_concurrent_turns = args.max_concurrent_turns;
@@ -156,10 +157,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), String> {
     };
     agent_worker::hosts::container::serve(listener, host, shutdown_signal())
         .await
-        .map_err(|e| format!("the server stopped: {e}"))
+        .map_err(|e| CliError::from(format!("the server stopped: {e}")))
 }
 
-pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), String> {
+pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), CliError> {
     let agent = args.engine.agent().await?;
     let mut config = ServerConfig::new(Workspace::new(&args.workspace));
     config.upload_limit = args.upload_limit;
@@ -189,5 +190,5 @@ pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(),
     );
     agent_protocol::serve(listener, server, shutdown_signal())
         .await
-        .map_err(|e| format!("the server stopped: {e}"))
+        .map_err(|e| CliError::from(format!("the server stopped: {e}")))
 }

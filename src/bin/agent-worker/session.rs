@@ -1,6 +1,7 @@
 //! What the table holds: `history`, `events` (a turn's log from a cursor), `stop`, and the
 //! session control plane (`steer`, `follow-up`, `abort`, `state`).
 
+use crate::failure::CliError;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -39,10 +40,10 @@ pub(crate) struct TableArgs {
 }
 
 impl TableArgs {
-    pub(crate) async fn store(&self) -> Result<DynamoStore, String> {
+    pub(crate) async fn store(&self) -> Result<DynamoStore, CliError> {
         Ok(DynamoStore::new(
             aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await),
-            DynamoConfig::new(&self.table).map_err(|e| format!("--table: {e}"))?,
+            DynamoConfig::new(&self.table).map_err(|e| CliError::usage(format!("--table: {e}")))?,
         ))
     }
 }
@@ -71,7 +72,7 @@ pub(crate) struct EventsArgs {
     pub(crate) table: TableArgs,
 }
 
-pub(crate) async fn history(args: HistoryArgs) -> Result<(), String> {
+pub(crate) async fn history(args: HistoryArgs) -> Result<(), CliError> {
     let store = args.table.store().await?;
     for message in store
         .load_history(&args.session)
@@ -83,7 +84,7 @@ pub(crate) async fn history(args: HistoryArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) async fn events(args: EventsArgs) -> Result<(), String> {
+pub(crate) async fn events(args: EventsArgs) -> Result<(), CliError> {
     let log = DynamoEventLog::new(args.table.store().await?);
     for logged in log
         .read(&args.session, &args.turn_id, args.after)
@@ -140,7 +141,7 @@ impl CommandArgs {
 
 /// Sends `command` to the session's running turn and prints the answer; exits 1 when it was
 /// refused.
-pub(crate) async fn command(command: SessionCommand, to: &SessionArgs) -> Result<ExitCode, String> {
+pub(crate) async fn command(command: SessionCommand, to: &SessionArgs) -> Result<ExitCode, CliError> {
     let control = StoreControl::new(Arc::new(to.table.store().await?));
     let result = control.dispatch(&to.session, command).await;
     println!("{}", answer(&result));
@@ -152,7 +153,7 @@ pub(crate) async fn command(command: SessionCommand, to: &SessionArgs) -> Result
 }
 
 /// Prints what the session is doing.
-pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, String> {
+pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, CliError> {
     let control = StoreControl::new(Arc::new(args.table.store().await?));
     let state = control
         .state(&args.session)
@@ -162,7 +163,7 @@ pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn stop(args: StopArgs) -> Result<(), String> {
+pub(crate) async fn stop(args: StopArgs) -> Result<(), CliError> {
     let store = args.table.store().await?;
     let cause = if args.superseded {
         StopCause::Superseded

@@ -1,6 +1,7 @@
 //! The configuration of a product's own tools, policy and persona on the command line
 //! (`--config`, `--openapi`), and `tools`: what a configuration yields, before it is deployed.
 
+use crate::failure::CliError;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -40,7 +41,7 @@ impl ConfigArgs {
         &self,
         aws: &aws_config::SdkConfig,
         waiter: Option<Arc<dyn EventWaiter>>,
-    ) -> Result<Configured, String> {
+    ) -> Result<Configured, CliError> {
         let no_config = self.config.as_ref().is_none_or(|p| p.as_os_str().is_empty());
         if no_config && self.openapi.is_none() && self.mcp.is_empty() {
             // Nothing configured: no client is made.
@@ -78,7 +79,7 @@ impl ConfigArgs {
         for given in &self.mcp {
             let (name, url) = given
                 .split_once('=')
-                .ok_or_else(|| format!("--mcp {given}: give NAME=URL"))?;
+                .ok_or_else(|| CliError::usage(format!("--mcp {given}: give NAME=URL")))?;
             file.mcp.push(McpServer {
                 name: name.to_owned(),
                 url: Some(url.to_owned()),
@@ -98,7 +99,7 @@ impl ConfigArgs {
                     .config
                     .as_ref()
                     .map_or_else(|| "the command line".to_owned(), |p| p.display().to_string());
-                format!("{from} cannot be used:\n- {}", problems.join("\n- "))
+                CliError::usage(format!("{from} cannot be used:\n- {}", problems.join("\n- ")))
             })
     }
 }
@@ -118,9 +119,9 @@ pub(crate) struct ReportArgs {
 }
 
 /// Reports the event that settles a job: a call waiting for it, on any worker, sees it.
-pub(crate) async fn report_event(args: ReportArgs) -> Result<(), String> {
-    let payload: serde_json::Value =
-        serde_json::from_str(&args.payload).map_err(|e| format!("--payload is not JSON: {e}"))?;
+pub(crate) async fn report_event(args: ReportArgs) -> Result<(), CliError> {
+    let payload: serde_json::Value = serde_json::from_str(&args.payload)
+        .map_err(|e| CliError::usage(format!("--payload is not JSON: {e}")))?;
     let aws = crate::aws_config(args.table.region.as_deref()).await;
     let configured = args.config.configured(&aws, None).await?;
     let jobs = agent_worker::hosts::jobs::JobReports::new(
@@ -147,7 +148,7 @@ pub(crate) struct ToolsArgs {
 /// Prints every tool the configuration yields, one JSON line each: its name, where it came
 /// from, its effect and whether it needs approval. A configuration that cannot be used prints
 /// every problem and fails.
-pub(crate) async fn tools(args: ToolsArgs) -> Result<(), String> {
+pub(crate) async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     let aws = crate::aws_config(args.region.as_deref()).await;
     let configured = args.config.configured(&aws, None).await?;
     for origin in &configured.origins {

@@ -1,5 +1,6 @@
 //! `validate`: checks a folder of Standard Agents definitions.
 
+use crate::failure::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,7 +24,7 @@ pub(crate) struct ValidateArgs {
     pub(crate) json: bool,
 }
 
-pub(crate) fn validate(args: ValidateArgs) -> Result<ExitCode, String> {
+pub(crate) fn validate(args: ValidateArgs) -> Result<ExitCode, CliError> {
     use agent_worker::agents::{Catalog, Known, has_errors};
     let mut known = Known::with_builtins();
     known

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use aws_credential_types::provider::error::CredentialsError;
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -249,8 +250,37 @@ fn described<E: ProvideErrorMetadata>(err: &E, fallback: &str) -> String {
     }
 }
 
+/// What a person is told when no AWS credentials could be loaded: the one thing to do, not each
+/// attempt of the credential chain (the whole chain is logged at debug).
+pub(crate) const NO_CREDENTIALS: &str = "no AWS credentials were found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and \
+                                  AWS_SECRET_ACCESS_KEY), or run `aws configure`";
+
+/// Whether `error` came of credentials that could not be loaded (none configured, or the
+/// instance metadata service out of reach): no retry can help, and the fix is the person's.
+fn lacks_credentials(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.is::<CredentialsError>() {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// The failure for a call made without credentials, when that is what `error` is.
+fn without_credentials(error: &(dyn std::error::Error + 'static)) -> Option<ModelError> {
+    lacks_credentials(error).then(|| {
+        tracing::debug!(error = %DisplayErrorContext(error), "no AWS credentials could be loaded");
+        ModelError::new(ModelErrorKind::AccessDenied, NO_CREDENTIALS)
+    })
+}
+
 fn classify_call_error(error: &SdkError<ConverseStreamError>) -> ModelError {
     use ConverseStreamError as E;
+    if let Some(failure) = without_credentials(error) {
+        return failure;
+    }
     let kind = match error {
         SdkError::ServiceError(service) => match service.err() {
             E::ThrottlingException(_) => ModelErrorKind::Throttled,
@@ -281,6 +311,9 @@ fn classify_call_error(error: &SdkError<ConverseStreamError>) -> ModelError {
 
 fn classify_stream_error(error: &SdkError<ConverseStreamOutputError, RawMessage>) -> ModelError {
     use ConverseStreamOutputError as E;
+    if let Some(failure) = without_credentials(error) {
+        return failure;
+    }
     let kind = match error {
         SdkError::ServiceError(service) => match service.err() {
             E::ThrottlingException(_) => ModelErrorKind::Throttled,
@@ -488,4 +521,29 @@ fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, Model
             )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_bedrockruntime::error::ConnectorError;
+
+    #[test]
+    fn a_call_without_credentials_says_what_to_do_and_is_not_retried() {
+        let chain = CredentialsError::provider_error("failed to load IMDS session token: request forbidden");
+        let error =
+            SdkError::<ConverseStreamError>::dispatch_failure(ConnectorError::other(Box::new(chain), None));
+        let failure = classify_call_error(&error);
+        assert_eq!(failure.kind, ModelErrorKind::AccessDenied);
+        assert_eq!(failure.message, NO_CREDENTIALS);
+        assert!(!failure.message.contains("IMDS"), "{}", failure.message);
+    }
+
+    #[test]
+    fn a_connection_refused_is_still_unavailable() {
+        let error = SdkError::<ConverseStreamError>::dispatch_failure(ConnectorError::io(
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into(),
+        ));
+        assert_eq!(classify_call_error(&error).kind, ModelErrorKind::Unavailable);
+    }
 }
