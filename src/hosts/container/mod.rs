@@ -51,8 +51,8 @@ pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
 use super::lambda::TurnHandler;
+use super::metrics::TurnOutcome;
 use super::payload::AgentTurnPayload;
-use crate::engine::TurnStopReason;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
@@ -139,52 +139,10 @@ pub struct TurnEnd {
     pub session: String,
     /// The turn.
     pub turn_id: String,
-    /// How it ended.
-    pub outcome: TurnEndKind,
+    /// How it ended (never `Redriven`: the container has no queue to give it back to).
+    pub outcome: TurnOutcome,
     /// Its terminal event.
     pub terminal: Option<AgentEvent>,
-}
-
-/// How a turn ended, in a word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TurnEndKind {
-    /// It ran to its end (an early end of its own, such as an approval, included).
-    Completed,
-    /// The person, a newer message, or the deadline stopped it; what it did is stored.
-    Stopped,
-    /// It failed.
-    Failed,
-    /// It did not run: a redelivery, a turn running elsewhere, or one superseded in the queue.
-    Refused,
-}
-
-impl TurnEndKind {
-    /// Its name in logs: `completed`, `stopped`, `failed` or `refused`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::Stopped => "stopped",
-            Self::Failed => "failed",
-            Self::Refused => "refused",
-        }
-    }
-
-    /// How the turn whose terminal is `terminal` ended.
-    pub fn of(terminal: Option<&AgentEvent>) -> Self {
-        match terminal {
-            Some(AgentEvent::Completed { data }) => {
-                if TurnStopReason::of(data.as_ref()).is_some_and(TurnStopReason::is_stop) {
-                    Self::Stopped
-                } else {
-                    Self::Completed
-                }
-            }
-            Some(AgentEvent::Failed { code: Some(code), .. }) if crate::protocol::codes::never_ran(code) => {
-                Self::Refused
-            }
-            _ => Self::Failed,
-        }
-    }
 }
 
 type TurnEndHook = Arc<dyn Fn(TurnEnd) + Send + Sync>;
@@ -529,7 +487,7 @@ async fn accept_turn(
         let end = TurnEnd {
             session: turn.conversation_id.clone(),
             turn_id: turn.turn_id.clone(),
-            outcome: TurnEndKind::of(run.terminal.as_ref()),
+            outcome: TurnOutcome::of(run.terminal.as_ref(), false),
             terminal: run.terminal,
         };
         tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");

@@ -41,7 +41,9 @@ impl TurnOutcome {
     }
 
     /// The outcome of a turn that ended with `terminal` (`None`: without one) and whose message
-    /// the host `redriven` or not.
+    /// the host `redriven` or not: the one classification of how a turn ended, for the metrics,
+    /// the container's log line and its end hook alike. A turn that ended without a terminal and
+    /// was not given back failed.
     pub fn of(terminal: Option<&AgentEvent>, redriven: bool) -> Self {
         match terminal {
             Some(AgentEvent::Failed { code: Some(code), .. }) if codes::never_ran(code) => Self::Refused,
@@ -50,8 +52,8 @@ impl TurnOutcome {
                 Some(reason) if reason.is_stop() => Self::Stopped,
                 _ => Self::Completed,
             },
-            Some(AgentEvent::Failed { .. }) => Self::Failed,
-            Some(_) | None => Self::Redriven,
+            // Failed, or ended without a terminal and not given back.
+            _ => Self::Failed,
         }
     }
 }
@@ -308,5 +310,6 @@ mod tests {
             TurnOutcome::Refused
         );
         assert_eq!(of(None, true), TurnOutcome::Redriven);
+        assert_eq!(of(None, false), TurnOutcome::Failed, "a container's turn with no terminal");
     }
 }
