@@ -48,10 +48,11 @@ lint: $(MACHETE)
 	$(MACHETE) --skip-target-dir
 	cargo clippy --workspace --all-features --all-targets --locked -- -D warnings
 	# The builds users make: the function alone, the library bare, with the Lambda host alone, with
-	# the Agent Protocol server alone.
+	# the container host alone (no Lambda runtime in it), with the Agent Protocol server alone.
 	cargo check --locked --bin bootstrap --no-default-features --features lambda,s3
 	cargo check --locked --lib --no-default-features
 	cargo check --locked --lib --no-default-features --features lambda
+	cargo check --locked --lib --no-default-features --features container
 	cargo check --locked --lib --no-default-features --features agent-protocol
 	cargo check --locked -p agent-worker-contract
 	cargo check --locked -p agent-worker-core

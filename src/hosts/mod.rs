@@ -2,7 +2,11 @@
 //! encode, and map errors to the transport. No turn logic lives here.
 //!
 //! - [`AgentTurnPayload`]: one turn as a queue or a request carries it.
+//! - [`runner`]: the runner every host uses ([`TurnHandler`](runner::TurnHandler)): one turn
+//!   on the agent, its events to the sinks, how it ended.
 //! - [`lambda`]: the SQS-triggered Lambda handler (feature `lambda`).
+//! - [`worker`]: one way to build a worker from its settings, for every host (feature
+//!   `lambda`).
 //! - [`sqs_poller`]: the same handler fed by polling a queue (feature `lambda`).
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
 //!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
@@ -23,6 +27,7 @@ pub mod jobs;
 pub mod metrics;
 mod payload;
 pub mod redrive;
+pub mod runner;
 #[cfg(feature = "lambda")]
 pub mod secrets;
 pub mod settings;
@@ -46,3 +51,5 @@ pub mod mcp;
 pub mod sqs_poller;
 #[cfg(feature = "otlp")]
 pub mod traces;
+#[cfg(feature = "lambda")]
+pub mod worker;

@@ -12,7 +12,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
 
-use super::lambda::TurnHandler;
+use super::runner::TurnHandler;
 
 /// How the poller receives and returns messages.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,9 +47,18 @@ impl From<&str> for CliError {
     }
 }
 
-/// A setting the command reads that cannot be used is a usage mistake.
+/// A setting the command reads that cannot be used is a usage mistake; one that could not be
+/// read because an AWS call failed (a secret in Secrets Manager) is failed work.
 impl From<agent_worker::hosts::SettingsError> for CliError {
     fn from(error: agent_worker::hosts::SettingsError) -> Self {
-        Self::Usage(error.to_string())
+        let aws_failed = error
+            .cause
+            .as_deref()
+            .is_some_and(|cause| cause.is::<agent_worker::hosts::AwsError>());
+        if aws_failed {
+            Self::Failed(error.to_string())
+        } else {
+            Self::Usage(error.to_string())
+        }
     }
 }

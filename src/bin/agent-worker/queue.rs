@@ -4,14 +4,11 @@
 use crate::failure::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use agent_worker::hosts::lambda::Requeue;
-use agent_worker::hosts::lambda::TurnHandler;
-use agent_worker::hosts::secrets::read_secret_settings;
-use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
-use agent_worker::hosts::{AgentTurnPayload, PayloadCommand, WorkerSettings};
+use agent_worker::hosts::worker::{Worker, WorkerBuilder, read_settings};
+use agent_worker::hosts::{AgentTurnPayload, PayloadCommand};
 use agent_worker::session::{DynamoConfig, DynamoStore};
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
@@ -121,80 +118,27 @@ pub(crate) struct HandleArgs {
 }
 
 impl WorkerArgs {
-    /// The Lambda function's settings, flags first, then the environment.
-    /// The worker these arguments describe, built once: the Lambda function's settings (flags
-    /// first, then the environment and Secrets Manager), its AWS configuration, store and handler.
+    /// The worker these arguments describe, built as the Lambda function builds it
+    /// ([`WorkerBuilder`]): its settings from the flags first, then Secrets Manager and the
+    /// environment; its configuration from `--config` and the tool flags.
     pub(crate) async fn worker(&self) -> Result<Worker, CliError> {
-        let table = self.table.clone();
-        let model_id = self.model_id.clone();
         let tools = self.tools.join(",");
         let agents_dir = self.agents_dir.as_ref().map(|d| d.display().to_string());
-        let default_agent = self.default_agent.clone();
-        let shared = aws_config(self.region.as_deref()).await;
-        let secrets = read_secret_settings(
-            |name| std::env::var(name).ok(),
-            || {
-                agent_worker::hosts::secrets::secrets_manager_client(
-                    &shared,
-                    agent_worker::hosts::secrets::SECRET_READ_TIMEOUT,
-                )
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let settings = WorkerSettings::from_lookup(|name| match name {
-            "TABLE_NAME" => table.clone(),
-            "MODEL_ID" => Some(model_id.clone()),
+        let aws = aws_config(self.region.as_deref()).await;
+        let settings = read_settings(&aws, |name| match name {
+            "TABLE_NAME" => self.table.clone(),
+            "MODEL_ID" => Some(self.model_id.clone()),
             "TOOLS" => Some(tools.clone()),
             "AGENTS_DIR" => agents_dir.clone(),
-            "DEFAULT_AGENT" => default_agent.clone(),
-            other => secrets.get(other).cloned().or_else(|| std::env::var(other).ok()),
+            "DEFAULT_AGENT" => self.default_agent.clone(),
+            other => std::env::var(other).ok(),
         })
-        .map_err(|e| e.to_string())?;
-        let bedrock = bedrock_client(&shared, self.endpoint_url.as_deref());
-        let dynamodb = dynamodb_client(&shared, settings.store_attempt_timeout);
-        let store = settings.store(dynamodb.clone()).map_err(|e| e.to_string())?;
-        let uploads = settings.file_area(|| aws_sdk_s3::Client::new(&shared));
-        let files = uploads
-            .clone()
-            .map(|f| f as Arc<dyn agent_worker::engine::FileArea>);
-        let jobs = agent_worker::session::dynamo::DynamoJobEvents::new(store.clone());
-        let configured = self.config.configured(&shared, Some(Arc::new(jobs))).await?;
-        let (agent, sinks) = settings
-            .build(bedrock, dynamodb, files.clone(), &configured)
-            .map_err(|e| e.to_string())?;
-        let handler = TurnHandler::from_settings(agent, sinks, &settings)
-            .control(agent_worker::engine::StoreControl::new(Arc::new(store.clone())));
-        #[cfg(feature = "otlp")]
-        let handler = handler.traced_tools(&settings.tools_with(&configured));
-        Ok(Worker {
-            handler,
-            conversations: settings.conversations(store.clone(), files, &configured),
-            events: configured.events.clone(),
-            uploads,
-            store,
-            aws: shared,
-            settings,
-        })
+        .await?;
+        let builder = WorkerBuilder::new(&aws, settings)?;
+        let configured = self.config.configured(|| builder.loader()).await?;
+        let bedrock = bedrock_client(&aws, self.endpoint_url.as_deref());
+        Ok(builder.build(bedrock, &configured)?)
     }
-}
-
-/// A worker, built once for a command: what the Lambda function would run turns with.
-pub(crate) struct Worker {
-    /// The handler every turn goes through.
-    pub(crate) handler: TurnHandler,
-    /// The session store, on the worker's DynamoDB client.
-    pub(crate) store: DynamoStore,
-    /// A person's conversations, on the same store and file area.
-    pub(crate) conversations: agent_worker::conversations::Conversations,
-    /// The event declarations of the configuration's documents: what may settle a job.
-    pub(crate) events: agent_worker::engine::tools::openapi::EventDeclarations,
-    /// Where the files people attach are put, when the settings name a place.
-    pub(crate) uploads: Option<Arc<dyn agent_worker::engine::attachments::FileUploads>>,
-    /// The AWS configuration, loaded once.
-    pub(crate) aws: aws_config::SdkConfig,
-    /// The settings it was built from.
-    pub(crate) settings: WorkerSettings,
 }
 
 pub(crate) async fn setup(args: SetupArgs) -> Result<(), CliError> {

@@ -9,6 +9,7 @@ use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
 use agent_worker::hosts::settings::dynamodb_client;
+use agent_worker::hosts::worker::config_loader;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, RESULT_SCHEMA_KEY, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
 use base64::Engine as _;
@@ -99,7 +100,8 @@ impl EngineArgs {
         };
         let shared = aws_config(self.region.as_deref()).await;
         let client = bedrock_client(&shared, self.endpoint_url.as_deref());
-        let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
+        let waiter = self.job_waiter(&shared)?;
+        let configured = self.config.configured(|| config_loader(&shared, waiter)).await?;
         let builder = AgentRuntime::builder()
             .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
             .catalog_dir(folder)
@@ -190,7 +192,8 @@ impl EngineArgs {
 
     pub(crate) async fn engine(&self) -> Result<Engine, CliError> {
         let shared = aws_config(self.region.as_deref()).await;
-        let configured = self.config.configured(&shared, self.job_waiter(&shared)?).await?;
+        let waiter = self.job_waiter(&shared)?;
+        let configured = self.config.configured(|| config_loader(&shared, waiter)).await?;
         let builder = match self.provider {
             Provider::Bedrock => {
                 let client = bedrock_client(&shared, self.endpoint_url.as_deref());

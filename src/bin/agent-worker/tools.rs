@@ -3,14 +3,12 @@
 
 use crate::failure::CliError;
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use agent_worker::engine::tools::openapi::EventWaiter;
 
 use agent_worker::hosts::config::{
-    ActAsConfig, AudienceName, ConfigFile, Configured, Loader, OpenApiSource, Remote, TokenHeader,
+    ActAsConfig, AudienceName, ConfigFile, Configured, Loader, OpenApiSource, TokenHeader,
 };
 use agent_worker::hosts::mcp::McpServer;
+use agent_worker::hosts::worker::config_loader;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConfigArgs {
@@ -37,24 +35,13 @@ pub(crate) struct ConfigArgs {
 impl ConfigArgs {
     /// What these arguments configure: the file's, and the document --openapi adds.
     /// `waiter` hears the events that settle jobs (the table's, where there is one).
-    pub(crate) async fn configured(
-        &self,
-        aws: &aws_config::SdkConfig,
-        waiter: Option<Arc<dyn EventWaiter>>,
-    ) -> Result<Configured, CliError> {
+    pub(crate) async fn configured(&self, loader: impl FnOnce() -> Loader) -> Result<Configured, CliError> {
         let no_config = self.config.as_ref().is_none_or(|p| p.as_os_str().is_empty());
         if no_config && self.openapi.is_none() && self.mcp.is_empty() {
             // Nothing configured: no client is made.
             return Ok(Configured::default());
         }
-        let loader = Loader {
-            fetch: Some(Arc::new(Remote::new(
-                reqwest::Client::new(),
-                Some(aws_sdk_s3::Client::new(aws)),
-            ))),
-            waiter,
-            secrets: Some(Arc::new(agent_worker::hosts::secrets::AwsSecrets::new(aws))),
-        };
+        let loader = loader();
         let (mut file, base) = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
             Some(path) => ConfigFile::locate(&path.to_string_lossy(), &loader)
                 .await
@@ -123,7 +110,7 @@ pub(crate) async fn report_event(args: ReportArgs) -> Result<(), CliError> {
     let payload: serde_json::Value = serde_json::from_str(&args.payload)
         .map_err(|e| CliError::usage(format!("--payload is not JSON: {e}")))?;
     let aws = crate::aws_config(args.table.region.as_deref()).await;
-    let configured = args.config.configured(&aws, None).await?;
+    let configured = args.config.configured(|| config_loader(&aws, None)).await?;
     let jobs = agent_worker::hosts::jobs::JobReports::new(
         configured.events,
         agent_worker::session::dynamo::DynamoJobEvents::new(args.table.store().await?),
@@ -150,7 +137,7 @@ pub(crate) struct ToolsArgs {
 /// every problem and fails.
 pub(crate) async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     let aws = crate::aws_config(args.region.as_deref()).await;
-    let configured = args.config.configured(&aws, None).await?;
+    let configured = args.config.configured(|| config_loader(&aws, None)).await?;
     for origin in &configured.origins {
         println!("{}", serde_json::to_string(origin).map_err(|e| e.to_string())?);
     }

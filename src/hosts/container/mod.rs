@@ -50,9 +50,9 @@ pub use actions::MAX_ANSWER_BYTES;
 pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
-use super::lambda::TurnHandler;
 use super::metrics::TurnOutcome;
 use super::payload::AgentTurnPayload;
+use super::runner::TurnHandler;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;

@@ -32,7 +32,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-#[cfg(feature = "lambda")]
 pub(crate) use requests::counting;
 pub use requests::{CountRequests, counted};
 #[cfg(feature = "otlp")]

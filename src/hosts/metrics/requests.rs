@@ -42,7 +42,6 @@ pub fn counted(plain: &aws_sdk_dynamodb::Client) -> aws_sdk_dynamodb::Client {
 }
 
 /// Runs `turn`, counting the requests its task sends through [`counted`] clients.
-#[cfg(feature = "lambda")]
 pub(crate) async fn counting<F: Future>(turn: F) -> (F::Output, u64) {
     let requests = Arc::new(AtomicU64::new(0));
     let output = TURN_REQUESTS.scope(requests.clone(), turn).await;

@@ -310,6 +310,10 @@ mod tests {
             TurnOutcome::Refused
         );
         assert_eq!(of(None, true), TurnOutcome::Redriven);
-        assert_eq!(of(None, false), TurnOutcome::Failed, "a container's turn with no terminal");
+        assert_eq!(
+            of(None, false),
+            TurnOutcome::Failed,
+            "a container's turn with no terminal"
+        );
     }
 }

@@ -1,10 +1,8 @@
 //! What watches a turn besides its sinks: its metrics ([`TurnMeter`]) and its trace
 //! ([`TurnTrace`](crate::hosts::traces::TurnTrace), feature `otlp`), started from what the
-//! queue says of the record ([`Delivery`]) and finished when the turn ends.
+//! queue says of the record ([`Delivery`], empty for a turn no queue delivered) and finished when the turn ends.
 
-use std::time::{Duration, SystemTime};
-
-use aws_lambda_events::event::sqs::SqsMessage;
+use std::time::SystemTime;
 
 use super::{TurnHandler, TurnRun};
 use crate::hosts::metrics::{TurnMeter, TurnOutcome, counting};
@@ -13,30 +11,14 @@ use crate::protocol::AgentEvent;
 
 /// What the queue says of a record, for the turn's metrics and trace.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Delivery<'a> {
+pub(crate) struct Delivery<'a> {
     /// SQS's message id.
-    pub(super) message_id: Option<&'a str>,
+    pub(crate) message_id: Option<&'a str>,
     /// When it was sent (`SentTimestamp`).
-    pub(super) sent: Option<SystemTime>,
+    pub(crate) sent: Option<SystemTime>,
     /// The trace it continues (`AWSTraceHeader`), read by the tracer (feature `otlp`).
     #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
-    pub(super) trace_header: Option<&'a str>,
-}
-
-impl<'a> Delivery<'a> {
-    /// What `record` says.
-    pub(super) fn of(record: &'a SqsMessage) -> Self {
-        let sent = record
-            .attributes
-            .get("SentTimestamp")
-            .and_then(|millis| millis.parse().ok())
-            .and_then(|millis| SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis)));
-        Self {
-            message_id: record.message_id.as_deref(),
-            sent,
-            trace_header: record.attributes.get("AWSTraceHeader").map(String::as_str),
-        }
-    }
+    pub(crate) trace_header: Option<&'a str>,
 }
 
 /// The observers of one turn.
@@ -61,8 +43,9 @@ impl Observers {
 }
 
 impl TurnHandler {
+    #[cfg(feature = "lambda")]
     /// Writes the metrics of a record that ran no turn: it goes back to the queue, `why`.
-    pub(super) fn unrun(&self, turn_id: Option<&str>, delivery: Delivery<'_>, why: &str) {
+    pub(crate) fn unrun(&self, turn_id: Option<&str>, delivery: Delivery<'_>, why: &str) {
         if let Some(metrics) = &self.metrics {
             let meter = metrics.start(delivery.sent, turn_id, delivery.message_id);
             metrics.finish(meter, TurnOutcome::Redriven, Some(why));
@@ -71,7 +54,7 @@ impl TurnHandler {
 
     /// [`run_turn_to_end`](Self::run_turn_to_end), measured and traced when the handler has
     /// metrics or a tracer.
-    pub(super) async fn run_watched(
+    pub(crate) async fn run_watched(
         &self,
         turn: &AgentTurnPayload,
         deadline: Option<SystemTime>,

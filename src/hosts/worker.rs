@@ -1,0 +1,175 @@
+//! One way to build a worker from its settings. The Lambda function (`bootstrap`), the queue
+//! poller (`agent-worker poll`, `handle`) and the container host (`agent-worker serve`) build the
+//! same worker in the same steps:
+//!
+//! 1. [`read_settings`]: the settings a lookup gives (the environment, flags before it), with
+//!    those kept in Secrets Manager read first ([`secrets`](super::secrets));
+//! 2. [`WorkerBuilder::new`]: the store's DynamoDB client and the session store (no request
+//!    is sent);
+//! 3. the configuration file, if the host has one, loaded with [`WorkerBuilder::loader`] (its
+//!    clients are made only then);
+//! 4. [`WorkerBuilder::build`]: the agent, its sinks, the runner, the conversations API and the
+//!    file area, all on the one store.
+//!
+//! ```no_run
+//! # async fn start() -> Result<(), agent_worker::hosts::SettingsError> {
+//! use agent_worker::hosts::config::Configured;
+//! use agent_worker::hosts::worker::{WorkerBuilder, read_settings};
+//!
+//! let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+//! let settings = read_settings(&aws, |name| std::env::var(name).ok()).await?;
+//! let builder = WorkerBuilder::new(&aws, settings)?;
+//! let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &Configured::default())?;
+//! # let _ = worker;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::config::{Configured, Loader, Remote};
+use super::runner::TurnHandler;
+use super::secrets::{AwsSecrets, SECRET_READ_TIMEOUT, read_secret_settings, secrets_manager_client};
+use super::settings::dynamodb_client;
+use super::{SettingsError, WorkerSettings};
+use crate::engine::StoreControl;
+use crate::engine::attachments::{FileArea, FileUploads};
+use crate::engine::tools::openapi::{EventDeclarations, EventWaiter};
+use crate::session::DynamoStore;
+use crate::session::dynamo::DynamoJobEvents;
+
+/// The settings `get` gives, with each `<NAME>_SECRET_ARN` it sets read from Secrets Manager on
+/// `aws` (a client made only when one is set) and standing for `<NAME>`.
+pub async fn read_settings(
+    aws: &aws_config::SdkConfig,
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<WorkerSettings, SettingsError> {
+    let secrets = read_secret_settings(&get, || secrets_manager_client(aws, SECRET_READ_TIMEOUT)).await?;
+    WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| get(name)))
+}
+
+/// What a configuration file is loaded with, on `aws`: documents fetched over HTTPS or from S3
+/// (feature `s3`), assertion keys read from Secrets Manager or SSM, and jobs awaited through
+/// `waiter` (none: a call that starts a job answers that it was dispatched).
+pub fn config_loader(aws: &aws_config::SdkConfig, waiter: Option<Arc<dyn EventWaiter>>) -> Loader {
+    #[cfg(feature = "s3")]
+    let fetch = Remote::new(reqwest::Client::new(), Some(aws_sdk_s3::Client::new(aws)));
+    #[cfg(not(feature = "s3"))]
+    let fetch = Remote::new(reqwest::Client::new());
+    Loader {
+        fetch: Some(Arc::new(fetch)),
+        waiter,
+        secrets: Some(Arc::new(AwsSecrets::new(aws))),
+    }
+}
+
+/// A worker on its way: its settings, the AWS configuration and the session store, waiting for
+/// the configuration file the host loads (or not) before [`build`](Self::build).
+pub struct WorkerBuilder {
+    aws: aws_config::SdkConfig,
+    settings: WorkerSettings,
+    dynamodb: aws_sdk_dynamodb::Client,
+    store: DynamoStore,
+}
+
+impl fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// The worker `settings` describe, on `aws`: the store's client times its attempts out as
+    /// the settings say and counts its requests toward each turn's metrics.
+    pub fn new(aws: &aws_config::SdkConfig, settings: WorkerSettings) -> Result<Self, SettingsError> {
+        let dynamodb = dynamodb_client(aws, settings.store_attempt_timeout);
+        let store = settings.store(dynamodb.clone())?;
+        Ok(Self {
+            aws: aws.clone(),
+            settings,
+            dynamodb,
+            store,
+        })
+    }
+
+    /// The settings it is built from.
+    pub fn settings(&self) -> &WorkerSettings {
+        &self.settings
+    }
+
+    /// What a configuration file is loaded with: documents fetched over HTTPS or from S3, jobs
+    /// awaited in the worker's table, assertion keys read from Secrets Manager. Its clients are
+    /// made here, so a worker with no configuration makes none.
+    pub fn loader(&self) -> Loader {
+        config_loader(
+            &self.aws,
+            Some(Arc::new(DynamoJobEvents::new(self.store.clone()))),
+        )
+    }
+
+    /// The worker, its model on `bedrock` (when the settings choose Bedrock) and `configured`
+    /// giving its tools, policy and persona ([`Configured::default`] when there is no
+    /// configuration file). A value that cannot be used fails here, naming its setting.
+    pub fn build(
+        self,
+        bedrock: aws_sdk_bedrockruntime::Client,
+        configured: &Configured,
+    ) -> Result<Worker, SettingsError> {
+        let Self {
+            aws,
+            settings,
+            dynamodb,
+            store,
+        } = self;
+        #[cfg(feature = "s3")]
+        let uploads = settings.file_area(|| aws_sdk_s3::Client::new(&aws));
+        #[cfg(not(feature = "s3"))]
+        let uploads: Option<Arc<dyn FileUploads>> = None;
+        let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
+        let (agent, sinks) = settings.build(bedrock, dynamodb, files.clone(), configured)?;
+        let handler = TurnHandler::from_settings(agent, sinks, &settings)
+            .control(StoreControl::new(Arc::new(store.clone())));
+        #[cfg(feature = "otlp")]
+        let handler = handler.traced_tools(&settings.tools_with(configured));
+        Ok(Worker {
+            handler,
+            conversations: settings.conversations(store.clone(), files, configured),
+            events: configured.events.clone(),
+            uploads,
+            store,
+            aws,
+            settings,
+        })
+    }
+}
+
+/// A worker: what runs turns, and what the hosts around it serve from the same store.
+pub struct Worker {
+    /// The runner every turn goes through (without a [`Requeue`](super::redrive::Requeue): a
+    /// host that reads a queue adds its own).
+    pub handler: TurnHandler,
+    /// The session store, on the worker's DynamoDB client.
+    pub store: DynamoStore,
+    /// A person's conversations, on the same store and file area.
+    pub conversations: crate::conversations::Conversations,
+    /// The event declarations of the configuration's documents: what may settle a job.
+    pub events: EventDeclarations,
+    /// Where the files people attach are put, when the settings name a place.
+    pub uploads: Option<Arc<dyn FileUploads>>,
+    /// The AWS configuration it was built on.
+    pub aws: aws_config::SdkConfig,
+    /// The settings it was built from.
+    pub settings: WorkerSettings,
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("handler", &self.handler)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
