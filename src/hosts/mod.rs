@@ -11,6 +11,7 @@
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
 //!   Secrets Manager (feature `lambda`); [`config`]: the configuration file of a product's own
 //!   tools, policy and persona; [`jobs`]: the events that settle jobs, reported by the product.
+//! - [`turn_queue`]: a turn sent to the turns queue, as one message whoever sends it.
 //! - [`metrics`]: each turn's metrics in CloudWatch's embedded metric format.
 //! - [`traces`]: each turn's spans in OpenTelemetry's GenAI conventions, over OTLP (feature
 //!   `otlp`).
@@ -31,10 +32,12 @@ pub mod runner;
 #[cfg(feature = "lambda")]
 pub mod secrets;
 pub mod settings;
+pub mod turn_queue;
 
 pub use aws_error::AwsError;
 pub use payload::{AgentTurnPayload, PayloadCommand, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
+pub use turn_queue::TurnQueue;
 
 #[cfg(feature = "agent-protocol")]
 pub mod agent_protocol;

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use agent_worker::engine::attachments::LocalFileArea;
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
+use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::container::console::Console;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
-use agent_worker::hosts::lambda::TurnHandler;
+use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{BedrockStandIn, moto};
@@ -54,6 +55,21 @@ pub async fn server_for(
     console: Option<Console>,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
+    server_built(capacity, engine_config, console, None, tune).await
+}
+
+/// A server that sends the turns it accepts to `queue` instead of running them.
+pub async fn server_queued(queue: TurnQueue) -> Server {
+    server_built(2, super::config(), None, Some(queue), |_| {}).await
+}
+
+async fn server_built(
+    capacity: usize,
+    engine_config: EngineConfig,
+    console: Option<Console>,
+    queue: Option<TurnQueue>,
+    tune: impl FnOnce(&mut ContainerConfig),
+) -> Server {
     let table = format!("container-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
@@ -93,6 +109,9 @@ pub async fn server_for(
         .uploads(Arc::new(files));
     if let Some(console) = console {
         host = host.console(console);
+    }
+    if let Some(queue) = queue {
+        host = host.queue(queue);
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

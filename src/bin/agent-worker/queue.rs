@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use agent_worker::hosts::lambda::Requeue;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::worker::{Worker, WorkerBuilder, read_settings};
-use agent_worker::hosts::{AgentTurnPayload, PayloadCommand};
+use agent_worker::hosts::{AgentTurnPayload, PayloadCommand, TurnQueue};
 use agent_worker::session::{DynamoConfig, DynamoStore};
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
@@ -245,24 +245,11 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
             CommandArg::Abort => PayloadCommand::Abort,
         }),
     };
-    let body = serde_json::to_string(&payload).map_err(|e| e.to_string())?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
-    let mut request = sqs.send_message().queue_url(&args.queue_url).message_body(body);
-    if args.queue_url.ends_with(".fifo") {
-        // A command waits behind nothing: the conversation's own group is held by its running
-        // turn until that turn ends.
-        let group = match payload.command {
-            Some(_) => format!("{}#control", payload.conversation_id),
-            None => payload.conversation_id.clone(),
-        };
-        request = request
-            .message_group_id(group)
-            .message_deduplication_id(&payload.turn_id);
-    }
-    let sent = request
-        .send()
+    let sent = TurnQueue::new(sqs, &args.queue_url)
+        .send(&payload)
         .await
-        .map_err(|e| format!("sending the turn: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        .map_err(|e| e.to_string())?;
     println!(
         "{}",
         serde_json::json!({ "messageId": sent.message_id, "turnId": payload.turn_id, "session": payload.conversation_id })

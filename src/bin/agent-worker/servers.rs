@@ -76,6 +76,10 @@ pub(crate) struct ServeArgs {
     /// Seconds running turns may go on after SIGTERM before they are stopped.
     #[arg(long, default_value_t = 30)]
     pub(crate) shutdown_grace: u64,
+    /// Send each accepted turn to this queue instead of running it here (the serverless
+    /// deployment's turns queue: the worker that reads it runs the turn).
+    #[arg(long, env = "TURNS_QUEUE_URL")]
+    pub(crate) queue_url: Option<String>,
     /// The most event streams open at once.
     #[arg(long, env = "MAX_EVENT_STREAMS", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS)]
     pub(crate) max_event_streams: usize,
@@ -138,12 +142,20 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    eprintln!(
-        "agent-worker serving turns on http://{addr} (model {})",
-        settings.model_id
-    );
+    let runs = match &args.queue_url {
+        Some(url) => format!("turns sent to {url}"),
+        None => format!("model {}", settings.model_id),
+    };
+    eprintln!("agent-worker serving turns on http://{addr} ({runs})");
     let host = match worker.uploads {
         Some(files) => host.uploads(files),
+        None => host,
+    };
+    let host = match &args.queue_url {
+        Some(url) => host.queue(agent_worker::hosts::TurnQueue::new(
+            aws_sdk_sqs::Client::new(&worker.aws),
+            url,
+        )),
         None => host,
     };
     let host = if args.console {

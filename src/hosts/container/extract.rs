@@ -1,12 +1,14 @@
 //! A request's body and query as typed values, refused in [`HostError`]'s one body shape (axum's
-//! own extractors answer their rejections as plain text).
+//! own extractors answer their rejections as plain text); and a turn's body ([`TurnBody`]).
 
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use super::ContainerHost;
 use super::error::HostError;
+use crate::hosts::payload::AgentTurnPayload;
 
 /// A JSON body of type `T`; a body that is not one is 400 (415 without a JSON content type)
 /// naming `body`.
@@ -51,5 +53,60 @@ where
             .await
             .map(|Query(value)| Self(value))
             .map_err(|rejection| HostError::new(rejection.status(), rejection.body_text()).at("query"))
+    }
+}
+
+/// The turn a `POST /turns` body holds: UTF-8, no larger than the host takes (413 naming
+/// `body`), decoded as a payload (400 naming the field that is wrong), no command (those go to
+/// `POST /sessions/{id}/commands`), and words the store can keep (413 naming `content`: the
+/// engine would refuse them too, after the 202).
+#[derive(Debug)]
+pub(super) struct TurnBody(pub(super) AgentTurnPayload);
+
+impl FromRequest<ContainerHost> for TurnBody {
+    type Rejection = HostError;
+
+    async fn from_request(request: Request, host: &ContainerHost) -> Result<Self, Self::Rejection> {
+        let body =
+            axum::body::Bytes::from_request(request, host)
+                .await
+                .map_err(|rejection| match rejection.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => HostError::too_large(
+                        "body",
+                        format!(
+                            "the body is larger than the {} bytes a turn may be",
+                            host.inner.config.body_limit
+                        ),
+                    ),
+                    status => HostError::new(status, rejection.body_text()),
+                })?;
+        let text =
+            std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
+        let turn = AgentTurnPayload::decode(text).map_err(|e| {
+            let field = if e.path.is_empty() {
+                "body"
+            } else {
+                e.path.as_str()
+            };
+            HostError::field(field, e.to_string())
+        })?;
+        if turn.command.is_some() {
+            return Err(HostError::field(
+                "command",
+                "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
+            ));
+        }
+        if let Some(limit) = host.inner.store.max_message_bytes()
+            && turn.content.len() > limit
+        {
+            return Err(HostError::too_large(
+                "content",
+                format!(
+                    "content is {} bytes; a turn's message may hold at most {limit}",
+                    turn.content.len()
+                ),
+            ));
+        }
+        Ok(Self(turn))
     }
 }

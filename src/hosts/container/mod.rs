@@ -57,6 +57,7 @@ use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
 use access::{Acting, Authority, TurnPath};
+use extract::TurnBody;
 
 /// How many turns run at once by default.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 8;
@@ -168,6 +169,7 @@ struct Inner {
     answers: std::sync::OnceLock<Arc<dyn crate::session::ActionAnswerStore>>,
     console: std::sync::OnceLock<console::Console>,
     uploads: std::sync::OnceLock<Arc<dyn crate::engine::attachments::FileUploads>>,
+    queue: std::sync::OnceLock<crate::hosts::TurnQueue>,
     followers: events::Followers,
 }
 
@@ -208,6 +210,7 @@ impl ContainerHost {
                 answers: std::sync::OnceLock::new(),
                 console: std::sync::OnceLock::new(),
                 uploads: std::sync::OnceLock::new(),
+                queue: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -268,6 +271,18 @@ impl ContainerHost {
     pub fn uploads(self, files: Arc<dyn crate::engine::attachments::FileUploads>) -> Self {
         if self.inner.uploads.set(files).is_err() {
             tracing::warn!("uploads were set twice; the first stay");
+        }
+        self
+    }
+
+    /// Sends each accepted turn to `queue` instead of running it here: `POST /turns` checks the
+    /// person and the conversation as ever, then answers 202 once the queue has the turn, and
+    /// the worker that reads the queue runs it (the serverless deployment's way). One per host:
+    /// a second call keeps the first.
+    #[must_use]
+    pub fn queue(self, queue: crate::hosts::TurnQueue) -> Self {
+        if self.inner.queue.set(queue).is_err() {
+            tracing::warn!("the turns queue was set twice; the first stays");
         }
         self
     }
@@ -402,71 +417,51 @@ fn same_secret(given: &[u8], expected: &str) -> bool {
 /// The paths served without the API key: the load balancer's health check.
 pub const OPEN_PATHS: [&str; 1] = ["/health"];
 
-/// `POST /turns`: the turn is decoded, its person is the request's (the console's token acts
-/// for its own person alone), and its conversation is theirs (claimed when no one owns it)
-/// before it is accepted and run.
+/// `POST /turns`: the turn is decoded ([`TurnBody`]), its person is the request's (the console's
+/// token acts for its own person alone), and its conversation is theirs (claimed when no one
+/// owns it) and runs no other turn, before it is accepted (202) and run here, or sent to the
+/// turns queue when the host has one ([`ContainerHost::queue`]).
 async fn accept_turn(
     State(host): State<ContainerHost>,
     authority: Authority,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    TurnBody(turn): TurnBody,
 ) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
     if !host.inner.accepting.load(Ordering::SeqCst) {
         return Err(HostError::unavailable("shutting down"));
-    }
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Err(HostError::too_large(
-                "body",
-                format!(
-                    "the body is larger than the {} bytes a turn may be",
-                    host.inner.config.body_limit
-                ),
-            ));
-        }
-        Err(rejection) => return Err(HostError::new(rejection.status(), rejection.body_text())),
-    };
-    let text = std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
-    let turn = AgentTurnPayload::decode(text).map_err(|e| {
-        let field = if e.path.is_empty() {
-            "body"
-        } else {
-            e.path.as_str()
-        };
-        HostError::field(field, e.to_string())
-    })?;
-    if turn.command.is_some() {
-        return Err(HostError::field(
-            "command",
-            "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
-        ));
-    }
-    // Words the store could not keep are refused here, before anything runs (the engine would
-    // refuse them too, after the 202).
-    if let Some(limit) = host.inner.store.max_message_bytes()
-        && turn.content.len() > limit
-    {
-        return Err(HostError::too_large(
-            "content",
-            format!(
-                "content is {} bytes; a turn's message may hold at most {limit}",
-                turn.content.len()
-            ),
-        ));
     }
     let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
     // One turn of a conversation at a time: said here, before the 202 (the owner check read
     // the run); the table holds to it when two arrive at once.
     let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
-    if let Some(running) = running
-        && running != turn.turn_id
-        && !turn.supersedes.contains(&running)
+    if let Some(running) =
+        running.filter(|running| *running != turn.turn_id && !turn.supersedes.contains(running))
     {
         return Err(HostError::conversation_busy(&turn.conversation_id, &running));
     }
-    {
+    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
+    match host.inner.queue.get() {
+        Some(queue) => {
+            let sent = queue.send(&turn).await.map_err(|e| {
+                tracing::error!(error = %e, turn_id = %turn.turn_id, "the turn was not queued");
+                HostError::unavailable("the turns queue did not take the turn")
+            })?;
+            accepted["queued"] = json!(true);
+            accepted["messageId"] = json!(sent.message_id);
+        }
+        None => {
+            host.reserve(&turn)?;
+            host.spawn_turn(turn);
+        }
+    }
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
+}
+
+impl ContainerHost {
+    /// Takes a place for `turn` among the running turns: 409 when it runs already, 503 when
+    /// every place is taken.
+    fn reserve(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
         let mut running =
-            host.inner.running.lock().map_err(|_| {
+            self.inner.running.lock().map_err(|_| {
                 HostError::new(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned")
             })?;
         if running.contains_key(&turn.turn_id) {
@@ -475,31 +470,35 @@ async fn accept_turn(
                 format!("turn {} is already running", turn.turn_id),
             ));
         }
-        if running.len() >= host.inner.config.max_concurrent_turns {
+        if running.len() >= self.inner.config.max_concurrent_turns {
             return Err(HostError::unavailable("at capacity; try again shortly"));
         }
         running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
+        Ok(())
     }
-    let accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
-    let runner = host.clone();
-    tokio::spawn(async move {
-        let run = runner.inner.handler.run_turn_to_end(&turn, None).await;
-        let end = TurnEnd {
-            session: turn.conversation_id.clone(),
-            turn_id: turn.turn_id.clone(),
-            outcome: TurnOutcome::of(run.terminal.as_ref(), false),
-            terminal: run.terminal,
-        };
-        tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
-        if let Some(hook) = runner.inner.on_turn_end.get() {
-            hook(end);
-        }
-        if let Ok(mut running) = runner.inner.running.lock() {
-            running.remove(&turn.turn_id);
-        }
-        runner.inner.idle.notify_waiters();
-    });
-    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
+
+    /// Runs `turn` (its place taken by [`reserve`](Self::reserve)) to its end, logs how it
+    /// ended, tells the end hook, and gives its place back.
+    fn spawn_turn(&self, turn: AgentTurnPayload) {
+        let host = self.clone();
+        tokio::spawn(async move {
+            let run = host.inner.handler.run_turn_to_end(&turn, None).await;
+            let end = TurnEnd {
+                session: turn.conversation_id.clone(),
+                turn_id: turn.turn_id.clone(),
+                outcome: TurnOutcome::of(run.terminal.as_ref(), false),
+                terminal: run.terminal,
+            };
+            tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
+            if let Some(hook) = host.inner.on_turn_end.get() {
+                hook(end);
+            }
+            if let Ok(mut running) = host.inner.running.lock() {
+                running.remove(&turn.turn_id);
+            }
+            host.inner.idle.notify_waiters();
+        });
+    }
 }
 
 async fn health(State(host): State<ContainerHost>) -> Response {
