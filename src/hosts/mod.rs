@@ -18,6 +18,8 @@
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
+//! - [`jwt`]: people by their own tokens, a JWT verified against its issuer's key set (feature
+//!   `container`).
 //! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
@@ -47,6 +49,8 @@ pub use agent_worker_aws::S3FileArea;
 pub mod container;
 #[cfg(any(feature = "container", feature = "agent-protocol"))]
 pub mod http_serve;
+#[cfg(feature = "container")]
+pub mod jwt;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod mcp;

@@ -9,6 +9,7 @@ use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::container::console::Console;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
+use agent_worker::hosts::jwt::JwtVerifier;
 use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
@@ -55,12 +56,17 @@ pub async fn server_for(
     console: Option<Console>,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
-    server_built(capacity, engine_config, console, None, tune).await
+    server_built(capacity, engine_config, console, None, None, tune).await
+}
+
+/// A server that knows people by their own tokens, verified by `verifier`.
+pub async fn server_with_tokens(verifier: JwtVerifier) -> Server {
+    server_built(2, super::config(), None, None, Some(verifier), |_| {}).await
 }
 
 /// A server that sends the turns it accepts to `queue` instead of running them.
 pub async fn server_queued(queue: TurnQueue) -> Server {
-    server_built(2, super::config(), None, Some(queue), |_| {}).await
+    server_built(2, super::config(), None, Some(queue), None, |_| {}).await
 }
 
 async fn server_built(
@@ -68,6 +74,7 @@ async fn server_built(
     engine_config: EngineConfig,
     console: Option<Console>,
     queue: Option<TurnQueue>,
+    tokens: Option<JwtVerifier>,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
     let table = format!("container-{}", uuid::Uuid::new_v4().simple());
@@ -89,7 +96,10 @@ async fn server_built(
         .unwrap();
     let log = DynamoEventLog::new(store.clone());
     let handler = TurnHandler::new(engine, Sinks::new().with(log.clone()));
-    let mut settings = ContainerConfig::new(KEY).unwrap();
+    let mut settings = match tokens {
+        Some(verifier) => ContainerConfig::people_by_tokens(Arc::new(verifier)),
+        None => ContainerConfig::new(KEY).unwrap(),
+    };
     settings.max_concurrent_turns = capacity;
     settings.shutdown_grace = Duration::from_secs(5);
     settings.body_limit = 2 * 1024 * 1024;

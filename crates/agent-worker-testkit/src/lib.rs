@@ -1,5 +1,5 @@
 //! agent-worker's test kit: the Bedrock stand-in, the model providers' stand-in (Anthropic, OpenAI-compatible), moto's server, the fault proxy, the desk
-//! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, an OTLP receiver, the session
+//! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, an OIDC issuer's key set (JWKS) and tokens signed for it, an OTLP receiver, the session
 //! audit, and real files (a PDF).
 //!
 //! A dev-dependency of the workspace's tests and benches, and of nothing the Lambda function or
@@ -12,6 +12,7 @@ pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod fault_proxy;
 pub mod files;
+pub mod jwks;
 pub mod lambda_api;
 pub mod mcp_server;
 pub mod meter;
@@ -27,6 +28,7 @@ pub use bedrock_stand_in::{
 };
 pub use desk_api::{DeskApi, DeskCall};
 pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
+pub use jwks::{JwksStandIn, SigningKey, unsigned_token};
 pub use lambda_api::LambdaRuntimeApi;
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};

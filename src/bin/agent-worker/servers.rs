@@ -67,9 +67,15 @@ pub(crate) struct ServeArgs {
     /// Their account.
     #[arg(long, default_value = "console", requires = "console")]
     pub(crate) console_account: String,
-    /// The key callers send in x-api-key (required).
+    /// How the API knows the person: `api-key` (the product's backend holds the key and vouches
+    /// for the ids it sends) or `jwt` (each request carries the person's own token).
+    #[arg(long, env = "AUTH", value_enum, default_value = "api-key")]
+    pub(crate) auth: AuthArg,
+    /// With --auth api-key (required then): the key callers send in x-api-key.
     #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
-    pub(crate) api_key: String,
+    pub(crate) api_key: Option<String>,
+    #[command(flatten)]
+    pub(crate) jwt: JwtArgs,
     /// The most turns that run at once.
     #[arg(long, default_value_t = agent_worker::hosts::container::DEFAULT_MAX_CONCURRENT_TURNS)]
     pub(crate) max_concurrent_turns: usize,
@@ -87,6 +93,64 @@ pub(crate) struct ServeArgs {
     pub(crate) connections: ConnectionArgs,
     #[command(flatten)]
     pub(crate) worker: WorkerArgs,
+}
+
+/// How `serve` knows the person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AuthArg {
+    /// The product's backend vouches for the ids it sends, with the API key.
+    ApiKey,
+    /// Each request carries its person's own JWT, verified against the issuer's keys.
+    Jwt,
+}
+
+/// The tokens `--auth jwt` takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JwtArgs {
+    /// The tokens' issuer (`iss`), such as a Cognito user pool's
+    /// `https://cognito-idp.<region>.amazonaws.com/<pool id>`.
+    #[arg(long, env = "JWT_ISSUER")]
+    pub(crate) jwt_issuer: Option<String>,
+    /// Their audience (`aud`): a Cognito app client's id.
+    #[arg(long, env = "JWT_AUDIENCE")]
+    pub(crate) jwt_audience: Option<String>,
+    /// The issuer's key set (default: `<issuer>/.well-known/jwks.json`).
+    #[arg(long, env = "JWKS_URL")]
+    pub(crate) jwks_url: Option<String>,
+    /// The claim that names the person.
+    #[arg(long, env = "JWT_USER_CLAIM", default_value = agent_worker::hosts::jwt::DEFAULT_USER_CLAIM)]
+    pub(crate) jwt_user_claim: String,
+    /// The claim that names the person's account.
+    #[arg(long, env = "JWT_ACCOUNT_CLAIM", conflicts_with = "jwt_account")]
+    pub(crate) jwt_account_claim: Option<String>,
+    /// One account for every person, instead of a claim.
+    #[arg(long, env = "JWT_ACCOUNT")]
+    pub(crate) jwt_account: Option<String>,
+}
+
+impl JwtArgs {
+    /// The verifier these arguments describe.
+    fn verifier(&self) -> Result<agent_worker::hosts::jwt::JwtVerifier, CliError> {
+        use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+        let account = match (&self.jwt_account_claim, &self.jwt_account) {
+            (Some(claim), _) => AccountFrom::Claim(claim.clone()),
+            (None, Some(account)) => AccountFrom::Fixed(account.clone()),
+            (None, None) => {
+                return Err(CliError::usage(
+                    "--auth jwt: give --jwt-account-claim (the claim naming the account) or --jwt-account",
+                ));
+            }
+        };
+        let mut config = JwtConfig::new(
+            self.jwt_issuer.clone().unwrap_or_default(),
+            self.jwt_audience.clone().unwrap_or_default(),
+            self.jwks_url.clone(),
+            account,
+        )
+        .map_err(|e| CliError::usage(e.to_string()))?;
+        config.user_claim = self.jwt_user_claim.clone();
+        Ok(JwtVerifier::new(config, reqwest::Client::new()))
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -111,7 +175,11 @@ pub(crate) struct AgentProtocolArgs {
 
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
-    let mut config = ContainerConfig::new(args.api_key).map_err(|e| e.to_string())?;
+    let mut config = match args.auth {
+        AuthArg::ApiKey => ContainerConfig::new(args.api_key.clone().unwrap_or_default())
+            .map_err(|e| CliError::usage(e.to_string()))?,
+        AuthArg::Jwt => ContainerConfig::people_by_tokens(std::sync::Arc::new(args.jwt.verifier()?)),
+    };
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.connections = args.connections.limits();

@@ -3,8 +3,9 @@
 //!
 //! [`authenticate`], a layer over the whole router, decides how a request is authenticated and
 //! leaves its [`Authority`] in the request: the API key (the product's backend, which vouches for
-//! the ids a request names) or the console's token (which stands for the console's person only,
-//! whatever a request names). The extractors read it, so a handler cannot forget either check:
+//! the ids a request names), a person's own token (`--auth jwt`: a JWT of the configured issuer,
+//! [`JwtVerifier`]), or the console's token; the last two stand for their person only, whatever
+//! a request names. The extractors read it, so a handler cannot forget either check:
 //! - [`Asker`]: the person, from the authority and the ids the query names;
 //! - [`Acting`] / [`Owned`]: a conversation of theirs (the path's `{id}` or the query's
 //!   `session`), its id checked;
@@ -16,17 +17,20 @@
 //! its owner's first turn, ever takes effect on it: the owner's turn is refused instead. Ids are
 //! the product's to choose; unguessable ones (UUIDs) keep a stranger from taking one first.
 
+use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Query, RawPathParams, Request, State};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::ContainerHost;
 use super::error::HostError;
+use crate::hosts::jwt::{JwtVerifier, TokenError};
 use crate::session::{Owner, OwnerCheck};
 
 /// How a request was authenticated, and so whom it may act for.
@@ -36,11 +40,22 @@ pub enum Authority {
     Backend,
     /// The console's page, with its token: it acts for the console's person alone.
     Console(Owner),
+    /// A person, with their own token: it acts for that person alone.
+    Bearer(Owner),
 }
 
 impl Authority {
+    /// The person it stands for itself, if it stands for one (the console, a person's token).
+    pub fn own_person(&self) -> Option<&Owner> {
+        match self {
+            Self::Backend => None,
+            Self::Console(owner) | Self::Bearer(owner) => Some(owner),
+        }
+    }
+
     /// The person a request acts for, from the ids it names: both required and checked for the
-    /// backend; for the console, its person (a request that names another is refused, 403).
+    /// backend; for the console or a person's token, its person (a request that names another
+    /// is refused, 403, and changes nothing).
     pub fn person(&self, user_id: Option<&str>, account_id: Option<&str>) -> Result<Owner, HostError> {
         match self {
             Self::Backend => {
@@ -50,17 +65,17 @@ impl Authority {
                 check_id("accountId", account_id)?;
                 Ok(Owner::new(user_id, account_id))
             }
-            Self::Console(owner) => {
+            Self::Console(owner) | Self::Bearer(owner) => {
                 for (field, named, own) in [
                     ("userId", user_id, &owner.user_id),
                     ("accountId", account_id, &owner.account_id),
                 ] {
                     if named.is_some_and(|named| named != own) {
-                        return Err(HostError::new(
-                            StatusCode::FORBIDDEN,
-                            "the console's token acts for the console's person only",
-                        )
-                        .at(field));
+                        let message = match self {
+                            Self::Console(_) => "the console's token acts for the console's person only",
+                            _ => "a person's token acts for that person only",
+                        };
+                        return Err(HostError::new(StatusCode::FORBIDDEN, message).at(field));
                     }
                 }
                 Ok(owner.clone())
@@ -291,20 +306,131 @@ impl<S: Send + Sync> FromRequestParts<S> for CallPath {
     }
 }
 
-/// The one authentication, a layer over the whole router: `x-api-key` is the backend's key, or
-/// `x-console-token` the console's token (`consoleToken=` in the query on an event stream alone,
-/// which a browser's `EventSource` cannot give headers, so that the token stays out of other
-/// routes' access logs). The paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's
-/// assets) need neither. The [`Authority`] found goes with the request.
+/// How the API knows the person (`--auth`).
+#[derive(Clone)]
+pub(super) enum ApiAuth {
+    /// The product's backend holds this key and vouches for the ids a request names.
+    ApiKey(String),
+    /// Each request carries its person's own token (`Authorization: Bearer`), verified here.
+    Tokens(Arc<JwtVerifier>),
+}
+
+impl fmt::Debug for ApiAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ApiKey(_) => f.write_str("ApiKey(..)"),
+            Self::Tokens(verifier) => f.debug_tuple("Tokens").field(&verifier.config().issuer).finish(),
+        }
+    }
+}
+
+/// The one authentication, a layer over the whole router. With an API key: `x-api-key` is the
+/// backend's key. With tokens: `Authorization: Bearer <JWT>` is the person's own token. Either
+/// way `x-console-token` is the console's token. On an event stream alone, which a browser's
+/// `EventSource` cannot give headers, the token may ride in the query instead
+/// (`consoleToken=`, `accessToken=`), so that it stays out of other routes' access logs. The
+/// paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's assets) need none. The
+/// [`Authority`] found goes with the request.
 pub async fn authenticate(State(host): State<ContainerHost>, mut request: Request, next: Next) -> Response {
-    if let Some(authority) = host.authority(&request) {
-        request.extensions_mut().insert(authority);
-        return next.run(request).await;
+    let found = authority(&host, request.headers(), request.uri()).await;
+    match found {
+        Ok(Some(authority)) => {
+            request.extensions_mut().insert(authority);
+            next.run(request).await
+        }
+        Ok(None) if host.open(request.uri().path()) => next.run(request).await,
+        Ok(None) => {
+            HostError::new(StatusCode::UNAUTHORIZED, host.inner.config.auth.missing()).into_response()
+        }
+        Err(refused) => refused.into_response(),
     }
-    if host.open(request.uri().path()) {
-        return next.run(request).await;
+}
+
+impl ApiAuth {
+    /// What a request without a credential is told.
+    fn missing(&self) -> &'static str {
+        match self {
+            Self::ApiKey(_) => "a missing or wrong x-api-key",
+            Self::Tokens(_) => "a missing bearer token (Authorization: Bearer <JWT>)",
+        }
     }
-    HostError::new(StatusCode::UNAUTHORIZED, "a missing or wrong x-api-key").into_response()
+}
+
+/// How `request` is authenticated, if it is; a bearer token that is not taken is 401 saying why
+/// (503 when the issuer's keys cannot be read).
+async fn authority(
+    host: &ContainerHost,
+    headers: &axum::http::HeaderMap,
+    uri: &axum::http::Uri,
+) -> Result<Option<Authority>, HostError> {
+    let in_query = |name: &str| {
+        is_event_stream(uri.path())
+            .then(|| {
+                uri.query().and_then(|query| {
+                    query
+                        .split('&')
+                        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                })
+            })
+            .flatten()
+    };
+    match &host.inner.config.auth {
+        ApiAuth::ApiKey(key) => {
+            let given = headers.get("x-api-key").map(|v| v.as_bytes());
+            if given.is_some_and(|given| same_secret(given, key)) {
+                return Ok(Some(Authority::Backend));
+            }
+        }
+        ApiAuth::Tokens(verifier) => {
+            let bearer = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .or_else(|| in_query("accessToken"));
+            if let Some(token) = bearer {
+                return match verifier.verify(token.trim()).await {
+                    Ok(person) => Ok(Some(Authority::Bearer(person))),
+                    Err(TokenError::KeysUnavailable(why)) => {
+                        tracing::error!(error = %why, "the issuer's keys cannot be read");
+                        Err(HostError::unavailable("the token cannot be checked now"))
+                    }
+                    Err(refused) => {
+                        tracing::info!(reason = %refused, "a bearer token was refused");
+                        Err(HostError::new(StatusCode::UNAUTHORIZED, refused.to_string()))
+                    }
+                };
+            }
+        }
+    }
+    let Some(console) = host.inner.console.get() else {
+        return Ok(None);
+    };
+    let given = headers
+        .get("x-console-token")
+        .map(|v| v.as_bytes())
+        .or_else(|| in_query("consoleToken").map(str::as_bytes));
+    Ok(given
+        .is_some_and(|given| same_secret(given, &console.token))
+        .then(|| Authority::Console(console.person())))
+}
+
+impl ContainerHost {
+    /// Whether `path` is served without a credential: the health check, and the console's own
+    /// assets when it has one.
+    fn open(&self, path: &str) -> bool {
+        super::OPEN_PATHS.contains(&path)
+            || self.inner.console.get().is_some() && super::console::ASSET_PATHS.contains(&path)
+    }
+}
+
+/// Whether `given` is `expected`: digests of equal length compared in constant time, so that
+/// neither the secret's bytes nor its length show in how long a refusal takes.
+fn same_secret(given: &[u8], expected: &str) -> bool {
+    use sha2::Digest as _;
+    use subtle::ConstantTimeEq as _;
+    let given = sha2::Sha256::digest(given);
+    let expected = sha2::Sha256::digest(expected.as_bytes());
+    bool::from(given.ct_eq(&expected))
 }
 
 /// Whether `path` is a turn's event stream, the one route that takes the console's token in

@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::ContainerHost;
+use super::access::Authority;
 use super::error::HostError;
 use crate::hosts::payload::AgentTurnPayload;
 
@@ -56,7 +57,26 @@ where
     }
 }
 
-/// The turn a `POST /turns` body holds: UTF-8, no larger than the host takes (413 naming
+/// `body` with the person a request stands for as its `userId` and `accountId` where it names
+/// none (a person's token, the console); `None` when there is nothing to fill (or it is not a
+/// JSON object, which the payload's decoder then says).
+fn with_person(body: &str, person: &crate::session::Owner) -> Option<String> {
+    let mut value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let object = value.as_object_mut()?;
+    if object.contains_key("userId") && object.contains_key("accountId") {
+        return None;
+    }
+    object
+        .entry("userId")
+        .or_insert_with(|| person.user_id.clone().into());
+    object
+        .entry("accountId")
+        .or_insert_with(|| person.account_id.clone().into());
+    Some(value.to_string())
+}
+
+/// The turn a `POST /turns` body holds (its person's ids filled in from a person's own token
+/// where it names none): UTF-8, no larger than the host takes (413 naming
 /// `body`), decoded as a payload (400 naming the field that is wrong), no command (those go to
 /// `POST /sessions/{id}/commands`), and words the store can keep (413 naming `content`: the
 /// engine would refuse them too, after the 202).
@@ -67,6 +87,10 @@ impl FromRequest<ContainerHost> for TurnBody {
     type Rejection = HostError;
 
     async fn from_request(request: Request, host: &ContainerHost) -> Result<Self, Self::Rejection> {
+        let own = request
+            .extensions()
+            .get::<Authority>()
+            .and_then(|authority| authority.own_person().cloned());
         let body =
             axum::body::Bytes::from_request(request, host)
                 .await
@@ -82,7 +106,8 @@ impl FromRequest<ContainerHost> for TurnBody {
                 })?;
         let text =
             std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
-        let turn = AgentTurnPayload::decode(text).map_err(|e| {
+        let filled = own.and_then(|person| with_person(text, &person));
+        let turn = AgentTurnPayload::decode(filled.as_deref().unwrap_or(text)).map_err(|e| {
             let field = if e.path.is_empty() {
                 "body"
             } else {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -85,7 +85,7 @@ pub const MIN_API_KEY_CHARS: usize = 16;
 /// The container host's settings.
 #[derive(Clone)]
 pub struct ContainerConfig {
-    api_key: String,
+    auth: access::ApiAuth,
     /// The most turns that run at once.
     pub max_concurrent_turns: usize,
     /// The largest request body, in bytes.
@@ -120,8 +120,18 @@ impl ContainerConfig {
         if api_key.trim().len() < MIN_API_KEY_CHARS {
             return Err(ContainerError::ApiKeyTooShort);
         }
-        Ok(Self {
-            api_key,
+        Ok(Self::authenticated_by(access::ApiAuth::ApiKey(api_key)))
+    }
+
+    /// Settings with people identified by their own tokens, verified by `verifier` (`--auth
+    /// jwt`): every route acts for the token's person alone, whatever a request names.
+    pub fn people_by_tokens(verifier: Arc<crate::hosts::jwt::JwtVerifier>) -> Self {
+        Self::authenticated_by(access::ApiAuth::Tokens(verifier))
+    }
+
+    fn authenticated_by(auth: access::ApiAuth) -> Self {
+        Self {
+            auth,
             max_concurrent_turns: DEFAULT_MAX_CONCURRENT_TURNS,
             body_limit: DEFAULT_BODY_LIMIT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -129,7 +139,7 @@ impl ContainerConfig {
             connections: ConnectionLimits::default(),
             max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
             event_start_wait: DEFAULT_EVENT_START_WAIT,
-        })
+        }
     }
 }
 
@@ -368,50 +378,6 @@ impl ContainerHost {
             notified.await;
         }
     }
-
-    /// How `request` is authenticated, if it is: the API key (`x-api-key`), or the console's
-    /// token (`x-console-token`, or `consoleToken=` in the query of an event stream alone, which
-    /// cannot carry headers).
-    fn authority(&self, request: &Request) -> Option<Authority> {
-        let headers = request.headers();
-        let key = headers.get("x-api-key").map(|v| v.as_bytes());
-        if key.is_some_and(|given| same_secret(given, &self.inner.config.api_key)) {
-            return Some(Authority::Backend);
-        }
-        let console = self.inner.console.get()?;
-        let from_query = access::is_event_stream(request.uri().path())
-            .then(|| {
-                request.uri().query().and_then(|q| {
-                    q.split('&')
-                        .find_map(|pair| pair.strip_prefix("consoleToken="))
-                        .map(str::as_bytes)
-                })
-            })
-            .flatten();
-        headers
-            .get("x-console-token")
-            .map(|v| v.as_bytes())
-            .or(from_query)
-            .is_some_and(|given| same_secret(given, &console.token))
-            .then(|| Authority::Console(console.person()))
-    }
-
-    /// Whether `path` is served without a key: the health check, and the console's own assets
-    /// when it has one.
-    fn open(&self, path: &str) -> bool {
-        OPEN_PATHS.contains(&path)
-            || self.inner.console.get().is_some() && console::ASSET_PATHS.contains(&path)
-    }
-}
-
-/// Whether `given` is `expected`: digests of equal length compared in constant time, so that
-/// neither the secret's bytes nor its length show in how long a refusal takes.
-fn same_secret(given: &[u8], expected: &str) -> bool {
-    use sha2::Digest as _;
-    use subtle::ConstantTimeEq as _;
-    let given = sha2::Sha256::digest(given);
-    let expected = sha2::Sha256::digest(expected.as_bytes());
-    bool::from(given.ct_eq(&expected))
 }
 
 /// The paths served without the API key: the load balancer's health check.
