@@ -6,7 +6,7 @@
 //! start-up, naming it.
 
 use agent_worker::hosts::SettingsError;
-use agent_worker::hosts::config::{CONFIG_ENV, Configured};
+use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::worker::{WorkerBuilder, read_settings};
 
@@ -31,12 +31,7 @@ async fn start() -> Result<TurnHandler, SettingsError> {
     let env = |name: &str| std::env::var(name).ok();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let builder = WorkerBuilder::new(&aws, read_settings(&aws, env).await?)?;
-    let configured = match env(CONFIG_ENV).filter(|path| !path.trim().is_empty()) {
-        Some(location) => Configured::load(&location, &builder.loader())
-            .await
-            .map_err(|e| SettingsError::new(CONFIG_ENV, e.to_string()))?,
-        None => Configured::default(),
-    };
+    let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
     let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;
     let settings = &worker.settings;
     tracing::info!(model = %settings.model_id, table = %settings.table, tools = ?settings.tools, agents = ?settings.agents_dir, files = ?settings.files, "agent worker ready");

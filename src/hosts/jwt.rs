@@ -61,7 +61,7 @@ pub struct JwtConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{setting}: {problem}")]
 pub struct JwtConfigError {
-    /// The setting, as its flag names it.
+    /// The setting, by its name in the environment (its flag is the same, lower-case, `--jwt-…`).
     pub setting: &'static str,
     /// What is wrong with it.
     pub problem: String,
@@ -83,20 +83,20 @@ impl JwtConfig {
             problem: problem.to_owned(),
         };
         if issuer.trim().is_empty() {
-            return Err(problem("--jwt-issuer", "is required with --auth jwt"));
+            return Err(problem("JWT_ISSUER", "is required with AUTH=jwt"));
         }
         if audience.trim().is_empty() {
-            return Err(problem("--jwt-audience", "is required with --auth jwt"));
+            return Err(problem("JWT_AUDIENCE", "is required with AUTH=jwt"));
         }
         let jwks_url = jwks_url
             .filter(|url| !url.trim().is_empty())
             .unwrap_or_else(|| format!("{}/.well-known/jwks.json", issuer.trim_end_matches('/')));
         if reqwest::Url::parse(&jwks_url).is_err() {
-            return Err(problem("--jwks-url", "is not a URL"));
+            return Err(problem("JWKS_URL", "is not a URL"));
         }
         match &account {
             AccountFrom::Claim(name) | AccountFrom::Fixed(name) if name.trim().is_empty() => {
-                return Err(problem("--jwt-account-claim", "must not be empty"));
+                return Err(problem("JWT_ACCOUNT_CLAIM", "must not be empty"));
             }
             _ => {}
         }

@@ -42,7 +42,8 @@ pub fn ssm_client(aws: &aws_config::SdkConfig, timeout: Duration) -> aws_sdk_ssm
 }
 
 /// The settings that may come from Secrets Manager.
-pub const SECRET_SETTINGS: [&str; 4] = [
+pub const SECRET_SETTINGS: [&str; 5] = [
+    "AGENT_WORKER_API_KEY",
     "APPROVAL_SECRET",
     "EMIT_API_KEY",
     "ANTHROPIC_API_KEY",

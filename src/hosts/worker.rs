@@ -3,7 +3,8 @@
 //! same worker in the same steps:
 //!
 //! 1. [`read_settings`]: the settings a lookup gives (the environment, flags before it), with
-//!    those kept in Secrets Manager read first ([`secrets`](super::secrets));
+//!    those kept in Secrets Manager read first ([`secrets`](super::secrets); [`read_values`]
+//!    for a host that reads more than the worker's settings);
 //! 2. [`WorkerBuilder::new`]: the store's DynamoDB client and the session store (no request
 //!    is sent);
 //! 3. the configuration file, if the host has one, loaded with [`WorkerBuilder::loader`] (its
@@ -25,6 +26,7 @@
 //! # }
 //! ```
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,14 +41,38 @@ use crate::engine::tools::openapi::{EventDeclarations, EventWaiter};
 use crate::session::DynamoStore;
 use crate::session::dynamo::DynamoJobEvents;
 
-/// The settings `get` gives, with each `<NAME>_SECRET_ARN` it sets read from Secrets Manager on
+/// The named values a host is configured with: those kept in Secrets Manager first, then what
+/// its lookup gives (its flags, its environment).
+#[derive(Debug)]
+pub struct SettingValues<G> {
+    secrets: HashMap<String, String>,
+    get: G,
+}
+
+impl<G: Fn(&str) -> Option<String>> SettingValues<G> {
+    /// The value of setting `name`, if it has one.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.secrets.get(name).cloned().or_else(|| (self.get)(name))
+    }
+}
+
+/// The values `get` gives, with each `<NAME>_SECRET_ARN` it sets read from Secrets Manager on
 /// `aws` (a client made only when one is set) and standing for `<NAME>`.
+pub async fn read_values<G: Fn(&str) -> Option<String>>(
+    aws: &aws_config::SdkConfig,
+    get: G,
+) -> Result<SettingValues<G>, SettingsError> {
+    let secrets = read_secret_settings(&get, || secrets_manager_client(aws, SECRET_READ_TIMEOUT)).await?;
+    Ok(SettingValues { secrets, get })
+}
+
+/// The worker's settings from [`read_values`].
 pub async fn read_settings(
     aws: &aws_config::SdkConfig,
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<WorkerSettings, SettingsError> {
-    let secrets = read_secret_settings(&get, || secrets_manager_client(aws, SECRET_READ_TIMEOUT)).await?;
-    WorkerSettings::from_lookup(|name| secrets.get(name).cloned().or_else(|| get(name)))
+    let values = read_values(aws, get).await?;
+    WorkerSettings::from_lookup(|name| values.get(name))
 }
 
 /// What a configuration file is loaded with, on `aws`: documents fetched over HTTPS or from S3
@@ -110,6 +136,17 @@ impl WorkerBuilder {
         )
     }
 
+    /// The configuration file at `location` (the function's `CONFIG`), loaded with
+    /// [`loader`](Self::loader); with none (or a blank one), the default, and no client made.
+    pub async fn configured(&self, location: Option<&str>) -> Result<Configured, SettingsError> {
+        match location.filter(|path| !path.trim().is_empty()) {
+            Some(location) => Configured::load(location, &self.loader())
+                .await
+                .map_err(|e| SettingsError::new(super::config::CONFIG_ENV, e.to_string())),
+            None => Ok(Configured::default()),
+        }
+    }
+
     /// The worker, its model on `bedrock` (when the settings choose Bedrock) and `configured`
     /// giving its tools, policy and persona ([`Configured::default`] when there is no
     /// configuration file). A value that cannot be used fails here, naming its setting.
@@ -163,6 +200,38 @@ pub struct Worker {
     pub aws: aws_config::SdkConfig,
     /// The settings it was built from.
     pub settings: WorkerSettings,
+}
+
+#[cfg(feature = "container")]
+impl Worker {
+    /// The product's HTTP API on this worker's store ([`ContainerHost`](super::container::ContainerHost)):
+    /// turns run here through its runner, or, given `queue`, sent there for the worker that
+    /// reads it; stops, live events, conversations, UI answers, job reports and uploads on the
+    /// same table and file area. `agent-worker serve` and the `api` Lambda function serve this
+    /// one host's router.
+    pub fn into_host(
+        self,
+        config: super::container::ContainerConfig,
+        queue: Option<super::TurnQueue>,
+    ) -> super::container::ContainerHost {
+        use super::container::ContainerHost;
+        let store = Arc::new(self.store.clone());
+        let log = Some(crate::sinks::DynamoEventLog::new(self.store.clone()));
+        let host = match queue {
+            Some(queue) => ContainerHost::queued(queue, store, log, config),
+            None => ContainerHost::new(self.handler, store, log, &self.settings.model_id, config),
+        }
+        .conversations(self.conversations)
+        .ui_answers(Arc::new(self.store.clone()))
+        .job_reports(super::jobs::JobReports::new(
+            self.events,
+            DynamoJobEvents::new(self.store),
+        ));
+        match self.uploads {
+            Some(files) => host.uploads(files),
+            None => host,
+        }
+    }
 }
 
 impl fmt::Debug for Worker {

@@ -108,7 +108,11 @@ async fn server_built(
     let ends = Arc::new(Mutex::new(Vec::new()));
     let seen = ends.clone();
     let (count, ended) = tokio::sync::watch::channel(0);
-    let mut host = ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings)
+    let host = match queue {
+        Some(queue) => ContainerHost::queued(queue, Arc::new(store.clone()), Some(log), settings),
+        None => ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings),
+    };
+    let mut host = host
         .on_turn_end(move |end| {
             let mut seen = seen.lock().unwrap();
             seen.push(end);
@@ -119,9 +123,6 @@ async fn server_built(
         .uploads(Arc::new(files));
     if let Some(console) = console {
         host = host.console(console);
-    }
-    if let Some(queue) = queue {
-        host = host.queue(queue);
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -2,7 +2,8 @@
 //! runs as it does on Lambda: it hands out the invocations it is given, one per `next`, and
 //! reports each answer the function posts. With no invocation left, `next` waits, as on Lambda.
 //! Each invocation's deadline is five minutes away unless it is given one (a moment too near,
-//! or the `cargo lambda` emulator's constant).
+//! or the `cargo lambda` emulator's constant). A streamed answer (response streaming, as a
+//! Function URL's `RESPONSE_STREAM` takes it) is reported once whole, its prelude apart.
 
 use std::collections::VecDeque;
 use std::io;
@@ -20,8 +21,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// What the function posted: `<request id>/response`, `<request id>/error` or `init/error`,
-/// and the body.
+/// and the body (a streamed HTTP answer as `{"prelude": {statusCode, headers, ...}, "body"}`).
 pub type Answer = (String, Value);
+
+/// What ends a streamed HTTP answer's prelude: eight NUL bytes.
+const STREAMED_PRELUDE_END: &str = "\0\0\0\0\0\0\0\0";
 
 /// An invocation waiting for `next`: its request id, event, and `Lambda-Runtime-Deadline-Ms`
 /// (`None`: five minutes from when it is handed out).
@@ -180,7 +184,15 @@ async fn answered(
     Path((id, kind)): Path<(String, String)>,
     body: String,
 ) -> StatusCode {
-    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    let value = match body.split_once(STREAMED_PRELUDE_END) {
+        // A streamed HTTP answer (a Function URL's `RESPONSE_STREAM`): its prelude (status,
+        // headers, cookies), eight NUL bytes, then the body as it was written.
+        Some((prelude, streamed)) => serde_json::json!({
+            "prelude": serde_json::from_str::<Value>(prelude).unwrap_or(Value::String(prelude.to_owned())),
+            "body": streamed,
+        }),
+        None => serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    };
     let _ = shared.answers.send((format!("{id}/{kind}"), value));
     StatusCode::ACCEPTED
 }
@@ -188,4 +200,46 @@ async fn answered(
 async fn init_error(State(shared): State<Shared>, body: String) -> StatusCode {
     let _ = shared.answers.send(("init/error".into(), Value::String(body)));
     StatusCode::ACCEPTED
+}
+
+/// A Function URL's event (the API Gateway HTTP API's payload 2.0) for `method` on
+/// `path_and_query`, with `headers` and `body`, as Lambda hands it to the function.
+pub fn function_url_event(
+    method: &str,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Value {
+    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let headers: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(name, value)| (name.to_ascii_lowercase(), Value::String((*value).to_owned())))
+        .collect();
+    serde_json::json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "agentworkerapi",
+            "domainName": "agentworkerapi.lambda-url.us-east-1.on.aws",
+            "domainPrefix": "agentworkerapi",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "agent-worker-testkit"
+            },
+            "requestId": uuid::Uuid::new_v4().to_string(),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "02/Dec/2026:00:00:00 +0000",
+            "timeEpoch": 0
+        },
+        "body": body,
+        "isBase64Encoded": false
+    })
 }

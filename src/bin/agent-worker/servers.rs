@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use agent_worker::hosts::agent_protocol::{
     self, AgentProtocolServer, AgentTaskHandler, DynamoTaskStore, ServerConfig, Workspace,
 };
-use agent_worker::sinks::DynamoEventLog;
 
 use agent_worker::hosts::http_serve::{self, ConnectionLimits};
 
@@ -128,31 +127,6 @@ pub(crate) struct JwtArgs {
     pub(crate) jwt_account: Option<String>,
 }
 
-impl JwtArgs {
-    /// The verifier these arguments describe.
-    fn verifier(&self) -> Result<agent_worker::hosts::jwt::JwtVerifier, CliError> {
-        use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
-        let account = match (&self.jwt_account_claim, &self.jwt_account) {
-            (Some(claim), _) => AccountFrom::Claim(claim.clone()),
-            (None, Some(account)) => AccountFrom::Fixed(account.clone()),
-            (None, None) => {
-                return Err(CliError::usage(
-                    "--auth jwt: give --jwt-account-claim (the claim naming the account) or --jwt-account",
-                ));
-            }
-        };
-        let mut config = JwtConfig::new(
-            self.jwt_issuer.clone().unwrap_or_default(),
-            self.jwt_audience.clone().unwrap_or_default(),
-            self.jwks_url.clone(),
-            account,
-        )
-        .map_err(|e| CliError::usage(e.to_string()))?;
-        config.user_claim = self.jwt_user_claim.clone();
-        Ok(JwtVerifier::new(config, reqwest::Client::new()))
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub(crate) struct AgentProtocolArgs {
     /// The port.
@@ -174,34 +148,36 @@ pub(crate) struct AgentProtocolArgs {
 }
 
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
-    use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
-    let mut config = match args.auth {
-        AuthArg::ApiKey => ContainerConfig::new(args.api_key.clone().unwrap_or_default())
-            .map_err(|e| CliError::usage(e.to_string()))?,
-        AuthArg::Jwt => ContainerConfig::people_by_tokens(std::sync::Arc::new(args.jwt.verifier()?)),
-    };
+    use agent_worker::hosts::container::ContainerConfig;
+    let jwt = &args.jwt;
+    let mut config = ContainerConfig::from_lookup(
+        |name| match name {
+            "AUTH" => Some(match args.auth {
+                AuthArg::ApiKey => "api-key".to_owned(),
+                AuthArg::Jwt => "jwt".to_owned(),
+            }),
+            "AGENT_WORKER_API_KEY" => args.api_key.clone(),
+            "JWT_ISSUER" => jwt.jwt_issuer.clone(),
+            "JWT_AUDIENCE" => jwt.jwt_audience.clone(),
+            "JWKS_URL" => jwt.jwks_url.clone(),
+            "JWT_USER_CLAIM" => Some(jwt.jwt_user_claim.clone()),
+            "JWT_ACCOUNT_CLAIM" => jwt.jwt_account_claim.clone(),
+            "JWT_ACCOUNT" => jwt.jwt_account.clone(),
+            _ => None,
+        },
+        reqwest::Client::new(),
+    )?;
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.connections = args.connections.limits();
     config.max_event_streams = args.max_event_streams;
     let worker = args.worker.worker().await?;
-    let settings = worker.settings;
-    let store = worker.store;
-    let store_for_jobs = store.clone();
-    let log = Some(DynamoEventLog::new(store.clone()));
-    let host = ContainerHost::new(
-        worker.handler,
-        std::sync::Arc::new(store),
-        log,
-        &settings.model_id,
-        config,
-    )
-    .conversations(worker.conversations)
-    .ui_answers(std::sync::Arc::new(store_for_jobs.clone()))
-    .job_reports(agent_worker::hosts::jobs::JobReports::new(
-        worker.events,
-        agent_worker::session::dynamo::DynamoJobEvents::new(store_for_jobs),
-    ));
+    let model = worker.settings.model_id.clone();
+    let queue = args
+        .queue_url
+        .as_ref()
+        .map(|url| agent_worker::hosts::TurnQueue::new(aws_sdk_sqs::Client::new(&worker.aws), url));
+    let host = worker.into_host(config, queue);
     let local = std::net::IpAddr::from([127, 0, 0, 1]);
     let any = std::net::IpAddr::from([0, 0, 0, 0]);
     let ip = args.host.unwrap_or(if args.console { local } else { any });
@@ -212,20 +188,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let runs = match &args.queue_url {
         Some(url) => format!("turns sent to {url}"),
-        None => format!("model {}", settings.model_id),
+        None => format!("model {model}"),
     };
     eprintln!("agent-worker serving turns on http://{addr} ({runs})");
-    let host = match worker.uploads {
-        Some(files) => host.uploads(files),
-        None => host,
-    };
-    let host = match &args.queue_url {
-        Some(url) => host.queue(agent_worker::hosts::TurnQueue::new(
-            aws_sdk_sqs::Client::new(&worker.aws),
-            url,
-        )),
-        None => host,
-    };
     let host = if args.console {
         let console =
             agent_worker::hosts::container::console::Console::new(&args.console_user, &args.console_account);

@@ -37,6 +37,7 @@ use tokio::sync::Notify;
 
 pub mod access;
 mod actions;
+mod auth_settings;
 pub mod console;
 mod conversations;
 mod error;
@@ -45,19 +46,19 @@ mod extract;
 mod files;
 mod jobs;
 mod sessions;
+mod turns;
 
 pub use actions::MAX_ANSWER_BYTES;
+pub use auth_settings::AUTH_SETTINGS;
 pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
 use super::metrics::TurnOutcome;
-use super::payload::AgentTurnPayload;
 use super::runner::TurnHandler;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
 use crate::sinks::DynamoEventLog;
-use access::{Acting, Authority, TurnPath};
-use extract::TurnBody;
+use access::{Acting, TurnPath};
 
 /// How many turns run at once by default.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 8;
@@ -164,12 +165,24 @@ pub struct ContainerHost {
     inner: Arc<Inner>,
 }
 
+/// What a host does with the turns it accepts.
+enum Turns {
+    /// Runs them here through the runner, on model `model`.
+    Run {
+        /// The runner.
+        handler: TurnHandler,
+        /// The model, for the health check.
+        model: String,
+    },
+    /// Sends them to the turns queue, whose worker runs them.
+    Queue(crate::hosts::TurnQueue),
+}
+
 struct Inner {
-    handler: TurnHandler,
+    turns: Turns,
     store: Arc<dyn SessionStore>,
     log: Option<DynamoEventLog>,
     config: ContainerConfig,
-    model: String,
     running: Mutex<HashMap<String, String>>,
     accepting: AtomicBool,
     idle: Notify,
@@ -179,15 +192,24 @@ struct Inner {
     answers: std::sync::OnceLock<Arc<dyn crate::session::ActionAnswerStore>>,
     console: std::sync::OnceLock<console::Console>,
     uploads: std::sync::OnceLock<Arc<dyn crate::engine::attachments::FileUploads>>,
-    queue: std::sync::OnceLock<crate::hosts::TurnQueue>,
     followers: events::Followers,
+}
+
+impl Inner {
+    /// The model turns run on here; `None` when they go to the queue.
+    fn model(&self) -> Option<&str> {
+        match &self.turns {
+            Turns::Run { model, .. } => Some(model),
+            Turns::Queue(_) => None,
+        }
+    }
 }
 
 impl fmt::Debug for ContainerHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ContainerHost")
             .field("config", &self.inner.config)
-            .field("model", &self.inner.model)
+            .field("model", &self.inner.model())
             .finish_non_exhaustive()
     }
 }
@@ -202,15 +224,41 @@ impl ContainerHost {
         model: impl Into<String>,
         config: ContainerConfig,
     ) -> Self {
+        let turns = Turns::Run {
+            handler,
+            model: model.into(),
+        };
+        Self::serving(turns, store, log, config)
+    }
+
+    /// A host that runs no turn itself: `POST /turns` checks the person and the conversation
+    /// as ever, sends the turn to `queue` and answers 202 once the queue has it; the worker
+    /// that reads the queue runs it (the serverless deployment's way: `serve --queue-url`, the
+    /// `api` function). Stops, events and the rest work on `store` and `log` as for
+    /// [`new`](Self::new).
+    pub fn queued(
+        queue: crate::hosts::TurnQueue,
+        store: Arc<dyn SessionStore>,
+        log: Option<DynamoEventLog>,
+        config: ContainerConfig,
+    ) -> Self {
+        Self::serving(Turns::Queue(queue), store, log, config)
+    }
+
+    fn serving(
+        turns: Turns,
+        store: Arc<dyn SessionStore>,
+        log: Option<DynamoEventLog>,
+        config: ContainerConfig,
+    ) -> Self {
         let followers = events::Followers::new(config.max_event_streams);
         Self {
             inner: Arc::new(Inner {
-                handler,
+                turns,
                 store,
                 log,
                 followers,
                 config,
-                model: model.into(),
                 running: Mutex::new(HashMap::new()),
                 accepting: AtomicBool::new(true),
                 idle: Notify::new(),
@@ -220,7 +268,6 @@ impl ContainerHost {
                 answers: std::sync::OnceLock::new(),
                 console: std::sync::OnceLock::new(),
                 uploads: std::sync::OnceLock::new(),
-                queue: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -285,18 +332,6 @@ impl ContainerHost {
         self
     }
 
-    /// Sends each accepted turn to `queue` instead of running it here: `POST /turns` checks the
-    /// person and the conversation as ever, then answers 202 once the queue has the turn, and
-    /// the worker that reads the queue runs it (the serverless deployment's way). One per host:
-    /// a second call keeps the first.
-    #[must_use]
-    pub fn queue(self, queue: crate::hosts::TurnQueue) -> Self {
-        if self.inner.queue.set(queue).is_err() {
-            tracing::warn!("the turns queue was set twice; the first stays");
-        }
-        self
-    }
-
     /// The turns running now, by id, with their sessions.
     pub fn running(&self) -> HashMap<String, String> {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
@@ -314,7 +349,7 @@ impl ContainerHost {
                 .route("/console/config", get(console::config));
         }
         router
-            .route("/turns", post(accept_turn))
+            .route("/turns", post(turns::accept_turn))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
@@ -383,90 +418,6 @@ impl ContainerHost {
 /// The paths served without the API key: the load balancer's health check.
 pub const OPEN_PATHS: [&str; 1] = ["/health"];
 
-/// `POST /turns`: the turn is decoded ([`TurnBody`]), its person is the request's (the console's
-/// token acts for its own person alone), and its conversation is theirs (claimed when no one
-/// owns it) and runs no other turn, before it is accepted (202) and run here, or sent to the
-/// turns queue when the host has one ([`ContainerHost::queue`]).
-async fn accept_turn(
-    State(host): State<ContainerHost>,
-    authority: Authority,
-    TurnBody(turn): TurnBody,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
-    if !host.inner.accepting.load(Ordering::SeqCst) {
-        return Err(HostError::unavailable("shutting down"));
-    }
-    let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
-    // One turn of a conversation at a time: said here, before the 202 (the owner check read
-    // the run); the table holds to it when two arrive at once.
-    let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
-    if let Some(running) =
-        running.filter(|running| *running != turn.turn_id && !turn.supersedes.contains(running))
-    {
-        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
-    }
-    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
-    match host.inner.queue.get() {
-        Some(queue) => {
-            let sent = queue.send(&turn).await.map_err(|e| {
-                tracing::error!(error = %e, turn_id = %turn.turn_id, "the turn was not queued");
-                HostError::unavailable("the turns queue did not take the turn")
-            })?;
-            accepted["queued"] = json!(true);
-            accepted["messageId"] = json!(sent.message_id);
-        }
-        None => {
-            host.reserve(&turn)?;
-            host.spawn_turn(turn);
-        }
-    }
-    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
-}
-
-impl ContainerHost {
-    /// Takes a place for `turn` among the running turns: 409 when it runs already, 503 when
-    /// every place is taken.
-    fn reserve(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
-        let mut running =
-            self.inner.running.lock().map_err(|_| {
-                HostError::new(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned")
-            })?;
-        if running.contains_key(&turn.turn_id) {
-            return Err(HostError::new(
-                StatusCode::CONFLICT,
-                format!("turn {} is already running", turn.turn_id),
-            ));
-        }
-        if running.len() >= self.inner.config.max_concurrent_turns {
-            return Err(HostError::unavailable("at capacity; try again shortly"));
-        }
-        running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
-        Ok(())
-    }
-
-    /// Runs `turn` (its place taken by [`reserve`](Self::reserve)) to its end, logs how it
-    /// ended, tells the end hook, and gives its place back.
-    fn spawn_turn(&self, turn: AgentTurnPayload) {
-        let host = self.clone();
-        tokio::spawn(async move {
-            let run = host.inner.handler.run_turn_to_end(&turn, None).await;
-            let end = TurnEnd {
-                session: turn.conversation_id.clone(),
-                turn_id: turn.turn_id.clone(),
-                outcome: TurnOutcome::of(run.terminal.as_ref(), false),
-                terminal: run.terminal,
-            };
-            tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
-            if let Some(hook) = host.inner.on_turn_end.get() {
-                hook(end);
-            }
-            if let Ok(mut running) = host.inner.running.lock() {
-                running.remove(&turn.turn_id);
-            }
-            host.inner.idle.notify_waiters();
-        });
-    }
-}
-
 async fn health(State(host): State<ContainerHost>) -> Response {
     let running = host.running().len();
     let status = if host.inner.accepting.load(Ordering::SeqCst) {
@@ -479,7 +430,7 @@ async fn health(State(host): State<ContainerHost>) -> Response {
         "status": status,
         "runningTurns": running,
         "capacity": host.inner.config.max_concurrent_turns,
-        "model": host.inner.model,
+        "model": host.inner.model(),
         "eventStreams": event_streams,
         "eventReaders": event_readers,
     }))

@@ -1,0 +1,53 @@
+//! The product's HTTP API as a Lambda function behind a Function URL (response streaming): the
+//! same router `agent-worker serve` serves (`hosts::worker::Worker::into_host`), with every turn
+//! sent to the turns queue (`TURNS_QUEUE_URL`) for the worker function to run, and a turn's live
+//! events streamed from the table.
+//!
+//! Configured from the environment as the worker function is (`TABLE_NAME`, `CONFIG`, keys from
+//! Secrets Manager), plus `TURNS_QUEUE_URL` and how people are known (`AUTH`: `api-key` with
+//! `AGENT_WORKER_API_KEY`, or `jwt` with `JWT_ISSUER`, `JWT_AUDIENCE`, ...). A missing or
+//! invalid value stops the function at start-up, naming it.
+
+use agent_worker::hosts::config::CONFIG_ENV;
+use agent_worker::hosts::container::ContainerConfig;
+use agent_worker::hosts::worker::{WorkerBuilder, read_values};
+use agent_worker::hosts::{SettingsError, TurnQueue, WorkerSettings};
+
+/// The queue the turns go to.
+const TURNS_QUEUE_URL: &str = "TURNS_QUEUE_URL";
+
+/// One thread: a function instance serves one request at a time.
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let router = match start().await {
+        Ok(router) => router,
+        Err(e) => {
+            tracing::error!(error = %e, "the function cannot start");
+            return Err(e.into());
+        }
+    };
+    lambda_http::run_with_streaming_response(router).await
+}
+
+/// The API the environment describes.
+async fn start() -> Result<axum::Router, SettingsError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let queue_url = env(TURNS_QUEUE_URL)
+        .filter(|url| !url.trim().is_empty())
+        .ok_or_else(|| {
+            SettingsError::new(
+                TURNS_QUEUE_URL,
+                "is required: the API sends each turn to the worker's queue",
+            )
+        })?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let values = read_values(&aws, env).await?;
+    let config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
+    let builder = WorkerBuilder::new(&aws, WorkerSettings::from_lookup(|name| values.get(name))?)?;
+    let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
+    let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;
+    let queue = TurnQueue::new(aws_sdk_sqs::Client::new(&aws), queue_url);
+    tracing::info!(table = %worker.settings.table, queue = %queue.url(), "agent worker API ready");
+    Ok(worker.into_host(config, Some(queue)).router())
+}

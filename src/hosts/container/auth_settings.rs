@@ -1,0 +1,109 @@
+//! How the API knows the person, from named values: `AUTH` (`api-key`, the default, or `jwt`),
+//! with `AGENT_WORKER_API_KEY`, or with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
+//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`. `agent-worker serve` answers them from
+//! its flags and the environment, the `api` function from the environment: one reading for both.
+
+use std::sync::Arc;
+
+use super::ContainerConfig;
+use crate::hosts::SettingsError;
+use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
+
+/// The names [`ContainerConfig::from_lookup`] reads.
+pub const AUTH_SETTINGS: [&str; 8] = [
+    "AUTH",
+    "AGENT_WORKER_API_KEY",
+    "JWT_ISSUER",
+    "JWT_AUDIENCE",
+    "JWKS_URL",
+    "JWT_USER_CLAIM",
+    "JWT_ACCOUNT_CLAIM",
+    "JWT_ACCOUNT",
+];
+
+impl ContainerConfig {
+    /// The settings `get` names (see the module): with `AUTH=api-key` (or unset) the API key,
+    /// with `AUTH=jwt` a verifier fetching the issuer's keys with `http`. A value that cannot be
+    /// used fails here, naming it.
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        http: reqwest::Client,
+    ) -> Result<Self, SettingsError> {
+        let set = |name: &str| get(name).filter(|value| !value.trim().is_empty());
+        match set("AUTH").as_deref().unwrap_or("api-key") {
+            "api-key" => Self::new(set("AGENT_WORKER_API_KEY").unwrap_or_default())
+                .map_err(|e| SettingsError::new("AGENT_WORKER_API_KEY", e.to_string())),
+            "jwt" => {
+                let account = match (set("JWT_ACCOUNT_CLAIM"), set("JWT_ACCOUNT")) {
+                    (Some(_), Some(_)) => {
+                        return Err(SettingsError::new(
+                            "JWT_ACCOUNT_CLAIM",
+                            "is set, and so is JWT_ACCOUNT: set one of them",
+                        ));
+                    }
+                    (Some(claim), None) => AccountFrom::Claim(claim),
+                    (None, Some(account)) => AccountFrom::Fixed(account),
+                    (None, None) => {
+                        return Err(SettingsError::new(
+                            "JWT_ACCOUNT_CLAIM",
+                            "is required with AUTH=jwt (the claim naming the person's account), or JWT_ACCOUNT",
+                        ));
+                    }
+                };
+                let mut config = JwtConfig::new(
+                    set("JWT_ISSUER").unwrap_or_default(),
+                    set("JWT_AUDIENCE").unwrap_or_default(),
+                    set("JWKS_URL"),
+                    account,
+                )
+                .map_err(|e| SettingsError::new(e.setting, e.problem))?;
+                config.user_claim = set("JWT_USER_CLAIM").unwrap_or_else(|| DEFAULT_USER_CLAIM.to_owned());
+                Ok(Self::people_by_tokens(Arc::new(JwtVerifier::new(config, http))))
+            }
+            other => Err(SettingsError::new(
+                "AUTH",
+                format!("is {other:?}; it is api-key or jwt"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<ContainerConfig, SettingsError> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        ContainerConfig::from_lookup(
+            |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+            reqwest::Client::new(),
+        )
+    }
+
+    #[test]
+    fn each_setting_that_cannot_be_used_is_named() {
+        assert!(from(&[("AGENT_WORKER_API_KEY", "0123456789abcdef")]).is_ok());
+        assert_eq!(from(&[]).unwrap_err().name, "AGENT_WORKER_API_KEY");
+        assert_eq!(from(&[("AUTH", "cookie")]).unwrap_err().name, "AUTH");
+        let jwt = [
+            ("AUTH", "jwt"),
+            ("JWT_ISSUER", "https://issuer.example"),
+            ("JWT_AUDIENCE", "app"),
+        ];
+        assert_eq!(from(&jwt).unwrap_err().name, "JWT_ACCOUNT_CLAIM");
+        let mut with_account = jwt.to_vec();
+        with_account.push(("JWT_ACCOUNT", "acme"));
+        assert!(from(&with_account).is_ok());
+        with_account.push(("JWT_ACCOUNT_CLAIM", "custom:account"));
+        assert_eq!(from(&with_account).unwrap_err().name, "JWT_ACCOUNT_CLAIM");
+        let no_audience = [
+            ("AUTH", "jwt"),
+            ("JWT_ISSUER", "https://issuer.example"),
+            ("JWT_ACCOUNT", "acme"),
+        ];
+        assert_eq!(from(&no_audience).unwrap_err().name, "JWT_AUDIENCE");
+    }
+}

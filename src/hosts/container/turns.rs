@@ -1,0 +1,99 @@
+//! `POST /turns`: a turn accepted (202) once its person and conversation are checked, then run
+//! here through the runner, or sent to the turns queue when the host sends them there.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::json;
+
+use super::access::{self, Authority};
+use super::extract::TurnBody;
+use super::{ContainerHost, HostError, TurnEnd, Turns};
+use crate::hosts::metrics::TurnOutcome;
+use crate::hosts::payload::AgentTurnPayload;
+use crate::hosts::runner::TurnHandler;
+
+/// `POST /turns`: the turn is decoded ([`TurnBody`]), its person is the request's (the console's
+/// token acts for its own person alone), and its conversation is theirs (claimed when no one
+/// owns it) and runs no other turn, before it is accepted (202) and run here, or sent to the
+/// turns queue when the host sends them there ([`ContainerHost::queued`]).
+pub(super) async fn accept_turn(
+    State(host): State<ContainerHost>,
+    authority: Authority,
+    TurnBody(turn): TurnBody,
+) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
+    if !host.inner.accepting.load(Ordering::SeqCst) {
+        return Err(HostError::unavailable("shutting down"));
+    }
+    let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
+    // One turn of a conversation at a time: said here, before the 202 (the owner check read
+    // the run); the table holds to it when two arrive at once.
+    let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
+    if let Some(running) =
+        running.filter(|running| *running != turn.turn_id && !turn.supersedes.contains(running))
+    {
+        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
+    }
+    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
+    match &host.inner.turns {
+        Turns::Queue(queue) => {
+            let sent = queue.send(&turn).await.map_err(|e| {
+                tracing::error!(error = %e, turn_id = %turn.turn_id, "the turn was not queued");
+                HostError::unavailable("the turns queue did not take the turn")
+            })?;
+            accepted["queued"] = json!(true);
+            accepted["messageId"] = json!(sent.message_id);
+        }
+        Turns::Run { handler, .. } => {
+            host.reserve(&turn)?;
+            host.spawn_turn(handler.clone(), turn);
+        }
+    }
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
+}
+
+impl ContainerHost {
+    /// Takes a place for `turn` among the running turns: 409 when it runs already, 503 when
+    /// every place is taken.
+    fn reserve(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
+        let mut running =
+            self.inner.running.lock().map_err(|_| {
+                HostError::new(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned")
+            })?;
+        if running.contains_key(&turn.turn_id) {
+            return Err(HostError::new(
+                StatusCode::CONFLICT,
+                format!("turn {} is already running", turn.turn_id),
+            ));
+        }
+        if running.len() >= self.inner.config.max_concurrent_turns {
+            return Err(HostError::unavailable("at capacity; try again shortly"));
+        }
+        running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
+        Ok(())
+    }
+
+    /// Runs `turn` (its place taken by [`reserve`](Self::reserve)) to its end, logs how it
+    /// ended, tells the end hook, and gives its place back.
+    fn spawn_turn(&self, handler: TurnHandler, turn: AgentTurnPayload) {
+        let host = self.clone();
+        tokio::spawn(async move {
+            let run = handler.run_turn_to_end(&turn, None).await;
+            let end = TurnEnd {
+                session: turn.conversation_id.clone(),
+                turn_id: turn.turn_id.clone(),
+                outcome: TurnOutcome::of(run.terminal.as_ref(), false),
+                terminal: run.terminal,
+            };
+            tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
+            if let Some(hook) = host.inner.on_turn_end.get() {
+                hook(end);
+            }
+            if let Ok(mut running) = host.inner.running.lock() {
+                running.remove(&turn.turn_id);
+            }
+            host.inner.idle.notify_waiters();
+        });
+    }
+}

@@ -1,0 +1,181 @@
+//! The `api` Lambda function end to end: a Lambda Runtime API stand-in hands it Function URL
+//! events, as Lambda does; it answers each route of the product API with the same router as
+//! `serve`, streamed (response streaming), sends turns to the queue (SQS on moto), and the worker
+//! that reads the queue runs them; a turn's events then stream from the table.
+
+use std::time::Duration;
+
+use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::hosts::runner::TurnHandler;
+use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
+use agent_worker::sinks::{DynamoEventLog, Sinks};
+use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, function_url_event, moto};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::{Value, json};
+
+const KEY: &str = "api-key-0123456789";
+
+/// The function's answer to `event`: its status and its body, as streamed.
+async fn ask(
+    api: &mut LambdaRuntimeApi,
+    function: &mut tokio::process::Child,
+    id: &str,
+    event: Value,
+) -> (u64, String) {
+    api.invoke(id, event);
+    let answer = async {
+        tokio::select! {
+            answer = api.answer() => answer.expect("an answer"),
+            status = function.wait() => panic!("the function exited: {status:?}"),
+        }
+    };
+    let (what, answer) = tokio::time::timeout(Duration::from_secs(60), answer)
+        .await
+        .expect("the function answered within a minute");
+    assert_eq!(what, format!("{id}/response"), "{answer}");
+    let status = answer["prelude"]["statusCode"]
+        .as_u64()
+        .expect("a streamed answer");
+    (status, answer["body"].as_str().unwrap_or_default().to_owned())
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()))
+}
+
+#[tokio::test]
+async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_the_turns() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let table = format!("api-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let sqs = moto().sqs();
+    let queue = sqs
+        .create_queue()
+        .queue_name(format!("api-turns-{}.fifo", uuid::Uuid::new_v4().simple()))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_api"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
+        .env("TURNS_QUEUE_URL", &queue)
+        .env("AGENT_WORKER_API_KEY", KEY)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts");
+    let with_key = [("x-api-key", KEY), ("content-type", "application/json")];
+
+    // A turn goes to the queue, and nothing runs in the API function.
+    let turn = json!({"turnId": "t-1", "conversationId": "conv-1", "userId": "ada", "accountId": "acme", "content": "Hi"});
+    let event = function_url_event("POST", "/turns", &with_key, Some(&turn.to_string()));
+    let (status, body) = ask(&mut api, &mut function, "req-1", event).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(json_of(&body)["queued"], true);
+    assert!(bedrock.requests().is_empty());
+
+    // The worker that reads the queue runs it.
+    bedrock.push(Reply::text("Hello from the queue."));
+    let engine = Engine::builder()
+        .model(BedrockModel::new(
+            bedrock.client(),
+            "us.anthropic.claude-sonnet-4-6",
+        ))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let worker = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+    let options = PollOptions {
+        until_empty: true,
+        wait: Duration::from_secs(1),
+        ..PollOptions::default()
+    };
+    let stats = poll_queue(&sqs, &queue, &worker, &options, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!((stats.received, stats.deleted), (1, 1));
+
+    // Its events stream from the table, through the function, to the terminal.
+    let path = "/turns/t-1/events?session=conv-1&userId=ada&accountId=acme";
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-2",
+        function_url_event("GET", path, &with_key, None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hello from the queue."), "{body}");
+    assert!(body.contains("\"type\":\"completed\""), "{body}");
+
+    // The person's conversations, and no one else's.
+    let path = "/conversations?userId=ada&accountId=acme";
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-3",
+        function_url_event("GET", path, &with_key, None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["conversations"][0]["id"], "conv-1");
+    let path = "/conversations/conv-1?userId=mallory&accountId=evil";
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-4",
+        function_url_event("DELETE", path, &with_key, None),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
+
+    // A wrong key is refused; the health check needs none.
+    let wrong = [("x-api-key", "not-the-key-at-all")];
+    let (status, _) = ask(
+        &mut api,
+        &mut function,
+        "req-5",
+        function_url_event("GET", "/conversations?userId=ada&accountId=acme", &wrong, None),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-6",
+        function_url_event("GET", "/health", &[], None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        json_of(&body)["model"],
+        Value::Null,
+        "the API runs no model: {body}"
+    );
+}
+
+#[tokio::test]
+async fn the_api_function_without_a_queue_stops_at_start_naming_it() {
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_api"))
+        .env_clear()
+        .envs(api.function_environment("http://127.0.0.1:9", moto().endpoint(), "t"))
+        .env("AGENT_WORKER_API_KEY", KEY)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), output)
+        .await
+        .expect("the function stopped at start-up")
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("TURNS_QUEUE_URL"), "{said}");
+}
