@@ -67,6 +67,14 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
         .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
         .env("TURNS_QUEUE_URL", &queue)
         .env("AGENT_WORKER_API_KEY", KEY)
+        // It runs no model: it needs no model id, and a model's settings are not read (this
+        // secret does not exist, and would stop it at start).
+        .env_remove("MODEL_ID")
+        .env("MODEL_PROVIDER", "anthropic")
+        .env(
+            "ANTHROPIC_API_KEY_SECRET_ARN",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone",
+        )
         .kill_on_drop(true)
         .spawn()
         .expect("the function starts");

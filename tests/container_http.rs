@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use agent_worker::engine::EngineConfig;
-use agent_worker::hosts::container::{ContainerConfig, TurnEnd};
+use agent_worker::hosts::container::{AllowedOrigins, ContainerConfig, TurnEnd};
 use agent_worker::session::{SessionStore, TurnStatus};
 use agent_worker_testkit::{Reply, StreamScript};
 use serde_json::{Value, json};
@@ -568,4 +568,78 @@ async fn a_persons_conversations_are_listed_read_and_deleted_for_them_alone() {
         "the deleted conversation's turn asked no model"
     );
     assert!(server.store.load_history("c-1").await.unwrap().is_empty());
+}
+
+/// A listed origin's page may call the API: its preflight is answered before the person's check
+/// (no key, nothing read or written), and the answers name it; another origin's preflight names no
+/// origin and its page cannot read the answers.
+#[tokio::test]
+async fn a_listed_origins_pages_may_call_the_api_and_no_other_origins() {
+    const APP: &str = "https://app.example.com";
+    let server = server_with(2, config(), Duration::from_secs(5), |settings| {
+        settings.allowed_origins = AllowedOrigins::parse(APP).unwrap();
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let before = table(&server.store).await;
+    let preflight = |origin: &str| {
+        http.request(reqwest::Method::OPTIONS, format!("{}/turns", server.url))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "x-api-key, content-type")
+            .send()
+    };
+
+    let answer = preflight(APP).await.unwrap();
+    assert!(answer.status().is_success(), "{}", answer.status());
+    let header = |answer: &reqwest::Response, name: &str| {
+        answer
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+    };
+    assert_eq!(
+        header(&answer, "access-control-allow-origin").as_deref(),
+        Some(APP)
+    );
+    let allowed = header(&answer, "access-control-allow-headers").unwrap();
+    assert!(
+        allowed.contains("x-api-key") && allowed.contains("authorization"),
+        "{allowed}"
+    );
+    assert!(
+        header(&answer, "access-control-allow-methods")
+            .unwrap()
+            .contains("post")
+    );
+
+    let stranger = preflight("https://evil.example").await.unwrap();
+    assert_eq!(header(&stranger, "access-control-allow-origin"), None);
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+
+    // The call itself: checked as ever, and its answer names the listed origin alone.
+    let list = |origin: &'static str| {
+        http.get(format!("{}/conversations?userId=ada&accountId=acme", server.url))
+            .header("origin", origin)
+            .header("x-api-key", KEY)
+            .send()
+    };
+    let answer = list(APP).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        header(&answer, "access-control-allow-origin").as_deref(),
+        Some(APP)
+    );
+    let answer = list("https://evil.example").await.unwrap();
+    assert_eq!(header(&answer, "access-control-allow-origin"), None);
+    let refused = http
+        .get(format!("{}/conversations?userId=ada&accountId=acme", server.url))
+        .header("origin", APP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401, "an origin is not a key");
 }

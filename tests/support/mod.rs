@@ -6,6 +6,7 @@ pub mod agent_sessions;
 pub mod approvals;
 pub mod config_files;
 pub mod container;
+pub mod deployment;
 pub mod engine;
 pub mod lambda_batch;
 pub mod steering;

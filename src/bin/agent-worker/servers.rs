@@ -85,6 +85,10 @@ pub(crate) struct ServeArgs {
     /// deployment's turns queue: the worker that reads it runs the turn).
     #[arg(long, env = "TURNS_QUEUE_URL")]
     pub(crate) queue_url: Option<String>,
+    /// The web origins whose pages may call the API (comma-separated `https://host[:port]`):
+    /// their preflights are answered and the answers name them. None by default.
+    #[arg(long, env = "ALLOWED_ORIGINS")]
+    pub(crate) allowed_origins: Option<String>,
     /// The most event streams open at once.
     #[arg(long, env = "MAX_EVENT_STREAMS", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS)]
     pub(crate) max_event_streams: usize,
@@ -163,6 +167,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "JWT_USER_CLAIM" => Some(jwt.jwt_user_claim.clone()),
             "JWT_ACCOUNT_CLAIM" => jwt.jwt_account_claim.clone(),
             "JWT_ACCOUNT" => jwt.jwt_account.clone(),
+            "ALLOWED_ORIGINS" => args.allowed_origins.clone(),
             _ => None,
         },
         reqwest::Client::new(),

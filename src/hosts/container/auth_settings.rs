@@ -1,16 +1,17 @@
 //! How the API knows the person, from named values: `AUTH` (`api-key`, the default, or `jwt`),
 //! with `AGENT_WORKER_API_KEY`, or with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
-//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`. `agent-worker serve` answers them from
+//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; and the web origins whose pages may
+//! call it, `ALLOWED_ORIGINS`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
 
 use std::sync::Arc;
 
-use super::ContainerConfig;
+use super::{AllowedOrigins, ContainerConfig};
 use crate::hosts::SettingsError;
 use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 8] = [
+pub const AUTH_SETTINGS: [&str; 9] = [
     "AUTH",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
@@ -19,6 +20,7 @@ pub const AUTH_SETTINGS: [&str; 8] = [
     "JWT_USER_CLAIM",
     "JWT_ACCOUNT_CLAIM",
     "JWT_ACCOUNT",
+    "ALLOWED_ORIGINS",
 ];
 
 impl ContainerConfig {
@@ -30,6 +32,18 @@ impl ContainerConfig {
         http: reqwest::Client,
     ) -> Result<Self, SettingsError> {
         let set = |name: &str| get(name).filter(|value| !value.trim().is_empty());
+        let allowed_origins = AllowedOrigins::parse(&set("ALLOWED_ORIGINS").unwrap_or_default())
+            .map_err(|e| SettingsError::new("ALLOWED_ORIGINS", e.to_string()))?;
+        let mut config = Self::authenticated(&set, http)?;
+        config.allowed_origins = allowed_origins;
+        Ok(config)
+    }
+
+    /// How people are known, from `set` (the values that are not blank).
+    fn authenticated(
+        set: &impl Fn(&str) -> Option<String>,
+        http: reqwest::Client,
+    ) -> Result<Self, SettingsError> {
         match set("AUTH").as_deref().unwrap_or("api-key") {
             "api-key" => Self::new(set("AGENT_WORKER_API_KEY").unwrap_or_default())
                 .map_err(|e| SettingsError::new("AGENT_WORKER_API_KEY", e.to_string())),
@@ -88,6 +102,13 @@ mod tests {
         assert!(from(&[("AGENT_WORKER_API_KEY", "0123456789abcdef")]).is_ok());
         assert_eq!(from(&[]).unwrap_err().name, "AGENT_WORKER_API_KEY");
         assert_eq!(from(&[("AUTH", "cookie")]).unwrap_err().name, "AUTH");
+        let key = ("AGENT_WORKER_API_KEY", "0123456789abcdef");
+        let origins = from(&[key, ("ALLOWED_ORIGINS", "https://app.example.com")]).unwrap();
+        assert!(!origins.allowed_origins.is_empty());
+        assert_eq!(
+            from(&[key, ("ALLOWED_ORIGINS", "*")]).unwrap_err().name,
+            "ALLOWED_ORIGINS"
+        );
         let jwt = [
             ("AUTH", "jwt"),
             ("JWT_ISSUER", "https://issuer.example"),

@@ -40,6 +40,7 @@ mod actions;
 mod auth_settings;
 pub mod console;
 mod conversations;
+mod cors;
 mod error;
 mod events;
 mod extract;
@@ -50,6 +51,7 @@ mod turns;
 
 pub use actions::MAX_ANSWER_BYTES;
 pub use auth_settings::AUTH_SETTINGS;
+pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 
@@ -101,6 +103,8 @@ pub struct ContainerConfig {
     pub max_event_streams: usize,
     /// How long an event stream waits for a turn that has logged nothing before it ends.
     pub event_start_wait: Duration,
+    /// The web origins whose pages may call the API (none by default).
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -140,6 +144,7 @@ impl ContainerConfig {
             connections: ConnectionLimits::default(),
             max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
             event_start_wait: DEFAULT_EVENT_START_WAIT,
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 }
@@ -348,7 +353,7 @@ impl ContainerHost {
                 .route("/console.css", get(console::styles))
                 .route("/console/config", get(console::config));
         }
-        router
+        let router = router
             .route("/turns", post(turns::accept_turn))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
@@ -377,8 +382,13 @@ impl ContainerHost {
                 self.clone(),
                 access::authenticate,
             ))
-            .layer(axum::middleware::map_response(console::security_headers))
-            .with_state(self.clone())
+            .layer(axum::middleware::map_response(console::security_headers));
+        // Outermost: a listed origin's preflight is answered before the person's check.
+        let router = match self.inner.config.allowed_origins.layer() {
+            Some(cors) => router.layer(cors),
+            None => router,
+        };
+        router.with_state(self.clone())
     }
 
     /// Stops accepting turns, lets running ones finish for the grace period, then stops the rest

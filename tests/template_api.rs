@@ -1,0 +1,145 @@
+//! template.yaml's HTTP API (`ApiAuth`): the `api` function behind a Function URL, deployed only
+//! when asked for, told how people are known, and granted what its routes use and nothing of the
+//! model's.
+
+mod support;
+
+use serde_yaml::Value;
+use support::deployment::Deployment;
+use support::template::strings;
+
+const KEY_ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:api-key-AbCdEf";
+
+fn variable(d: &Deployment, name: &str) -> Value {
+    d.properties("ApiFunction")["Environment"]["Variables"][name].clone()
+}
+
+fn statement(d: &Deployment, sid: &str) -> Option<Value> {
+    d.statements_of("ApiFunction")
+        .into_iter()
+        .find(|s| s["Sid"].as_str() == Some(sid))
+}
+
+#[test]
+fn no_api_is_deployed_unless_asked_for() {
+    let default = Deployment::new("eu-west-1", &[]);
+    assert!(!default.deploys("ApiFunction"));
+    assert!(!default.deploys("ApiLogGroup"));
+    assert!(!default.condition("HasApi"));
+    assert_eq!(
+        default.template["Outputs"]["ApiUrl"]["Condition"].as_str(),
+        Some("HasApi")
+    );
+    assert!(default.deploys("AgentWorkerFunction"));
+}
+
+#[test]
+fn with_an_api_key_the_function_reads_that_secret_and_sends_turns_to_the_queue() {
+    let d = Deployment::new(
+        "eu-west-1",
+        &[("ApiAuth", "api-key"), ("ApiKeySecretArn", KEY_ARN)],
+    );
+    assert!(d.deploys("ApiFunction"));
+    let function = d.properties("ApiFunction");
+    assert_eq!(
+        function["FunctionUrlConfig"]["AuthType"], "NONE",
+        "the function knows people itself"
+    );
+    assert_eq!(function["FunctionUrlConfig"]["InvokeMode"], "RESPONSE_STREAM");
+    assert!(
+        function["FunctionUrlConfig"]["Cors"].is_null(),
+        "no origin was named"
+    );
+    assert_eq!(
+        d.template["Resources"]["ApiFunction"]["Metadata"]["BuildProperties"]["Binary"],
+        "api"
+    );
+
+    assert_eq!(variable(&d, "AUTH"), "api-key");
+    assert_eq!(variable(&d, "AGENT_WORKER_API_KEY_SECRET_ARN"), KEY_ARN);
+    assert_eq!(variable(&d, "TURNS_QUEUE_URL"), "<TurnsQueue>");
+    assert_eq!(variable(&d, "TABLE_NAME"), "<SessionsTable>");
+    assert!(variable(&d, "MODEL_ID").is_null(), "the API runs no model");
+
+    let key = statement(&d, "ReadTheApiKey").expect("the key's secret may be read");
+    assert_eq!(strings(&key["Action"]), ["secretsmanager:GetSecretValue"]);
+    assert_eq!(strings(&key["Resource"]), [KEY_ARN]);
+    let send = statement(&d, "SendTurnsToTheQueue").unwrap();
+    assert_eq!(strings(&send["Action"]), ["sqs:SendMessage"]);
+    assert_eq!(strings(&send["Resource"]), ["<TurnsQueue.Arn>"]);
+
+    // Nothing of the model's, nor of reading the queue.
+    let actions: Vec<String> = d
+        .statements_of("ApiFunction")
+        .iter()
+        .flat_map(|s| strings(&s["Action"]))
+        .collect();
+    assert!(!actions.iter().any(|a| a.starts_with("bedrock:")), "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| a == "sqs:ReceiveMessage" || a == "sqs:DeleteMessage"),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn with_tokens_the_function_is_told_the_issuer_and_reads_no_key() {
+    let d = Deployment::new(
+        "eu-west-1",
+        &[
+            ("ApiAuth", "jwt"),
+            (
+                "JwtIssuer",
+                "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf",
+            ),
+            ("JwtAudience", "app-client"),
+            ("JwtAccountClaim", "custom:account"),
+            (
+                "AllowedOrigins",
+                "https://app.example.com,https://admin.example.com",
+            ),
+        ],
+    );
+    assert_eq!(variable(&d, "AUTH"), "jwt");
+    assert_eq!(
+        variable(&d, "JWT_ISSUER"),
+        "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf"
+    );
+    assert_eq!(variable(&d, "JWT_AUDIENCE"), "app-client");
+    assert_eq!(variable(&d, "JWT_USER_CLAIM"), "sub");
+    assert_eq!(variable(&d, "JWT_ACCOUNT_CLAIM"), "custom:account");
+    assert_eq!(variable(&d, "AGENT_WORKER_API_KEY_SECRET_ARN"), "");
+    assert!(statement(&d, "ReadTheApiKey").is_none());
+
+    let cors = &d.properties("ApiFunction")["FunctionUrlConfig"]["Cors"];
+    assert_eq!(
+        strings(&cors["AllowOrigins"]),
+        ["https://app.example.com", "https://admin.example.com"]
+    );
+    let headers = strings(&cors["AllowHeaders"]);
+    assert!(headers.iter().any(|h| h == "authorization"), "{headers:?}");
+}
+
+#[test]
+fn the_api_may_attach_and_delete_a_conversations_files_under_the_prefix_alone() {
+    let d = Deployment::new(
+        "eu-west-1",
+        &[
+            ("ApiAuth", "api-key"),
+            ("ApiKeySecretArn", KEY_ARN),
+            ("FilesBucket", "desk-files"),
+        ],
+    );
+    assert_eq!(variable(&d, "FILES_BUCKET"), "desk-files");
+    let files = statement(&d, "AttachReadAndDeleteFiles").unwrap();
+    assert_eq!(
+        strings(&files["Resource"]),
+        ["arn:aws:s3:::desk-files/attachments/*"]
+    );
+    let none = Deployment::new(
+        "eu-west-1",
+        &[("ApiAuth", "api-key"), ("ApiKeySecretArn", KEY_ARN)],
+    );
+    assert!(statement(&none, "AttachReadAndDeleteFiles").is_none());
+}
