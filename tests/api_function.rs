@@ -34,10 +34,23 @@ async fn ask(
         .await
         .expect("the function answered within a minute");
     assert_eq!(what, format!("{id}/response"), "{answer}");
+    // Streamed (its prelude apart), or buffered as API Gateway takes it.
     let status = answer["prelude"]["statusCode"]
         .as_u64()
-        .expect("a streamed answer");
-    (status, answer["body"].as_str().unwrap_or_default().to_owned())
+        .or_else(|| answer["statusCode"].as_u64())
+        .expect("an HTTP answer");
+    let body = answer["body"].as_str().unwrap_or_default();
+    let body = match answer["isBase64Encoded"].as_bool() {
+        Some(true) => {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(body)
+                .expect("base64");
+            String::from_utf8(bytes).expect("UTF-8")
+        }
+        _ => body.to_owned(),
+    };
+    (status, body)
 }
 
 fn json_of(body: &str) -> Value {
@@ -186,4 +199,140 @@ async fn the_api_function_without_a_queue_stops_at_start_naming_it() {
     assert!(!output.status.success());
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("TURNS_QUEUE_URL"), "{said}");
+}
+
+/// The function on a new table, with `auth` settings; the table's store and the runtime API.
+async fn started(auth: &[(&str, &str)]) -> (LambdaRuntimeApi, tokio::process::Child, DynamoStore) {
+    let table = format!("api-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let function = tokio::process::Command::new(env!("CARGO_BIN_EXE_api"))
+        .env_clear()
+        .envs(api.function_environment("http://127.0.0.1:9", moto().endpoint(), &table))
+        .env("TURNS_QUEUE_URL", "http://127.0.0.1:9/000000000000/unused.fifo")
+        .envs(auth.iter().copied())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts");
+    (api, function, store)
+}
+
+/// `event` as Lambda hands it when `authorizer` (API Gateway's, or the Function URL's IAM
+/// check) verified the request.
+fn verified(mut event: Value, authorizer: Value) -> Value {
+    event["requestContext"]["authorizer"] = authorizer;
+    event
+}
+
+/// A conversation of `user`'s at `account`, one turn long.
+async fn conversation_of(store: &DynamoStore, session: &str, user: &str, account: &str) {
+    use agent_worker::session::{Lease, Message, Owner, TurnOutcome, TurnStatus};
+    store
+        .claim_owner(session, "t-0", &Owner::new(user, account))
+        .await
+        .unwrap();
+    store
+        .claim_turn(session, "t-0", Lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let messages = [Message::user_text("Hi"), Message::assistant_text("Hello.")];
+    let outcome = TurnOutcome {
+        status: TurnStatus::Completed,
+        terminal: Value::Null,
+    };
+    store
+        .complete_turn(session, "t-0", &messages, &outcome)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn behind_api_gateways_jwt_authorizer_the_person_is_the_verified_claims_alone() {
+    // Behind API Gateway's HTTP API, which takes answers whole.
+    let (mut api, mut function, store) = started(&[
+        ("API_RESPONSES", "buffered"),
+        ("AUTH", "apigw-jwt"),
+        ("JWT_ISSUER", "https://issuer.example"),
+        ("JWT_AUDIENCE", "app"),
+        ("JWKS_URL", "http://127.0.0.1:9/jwks.json"),
+        ("JWT_ACCOUNT_CLAIM", "custom:account"),
+    ])
+    .await;
+    conversation_of(&store, "conv-ada", "ada", "acme").await;
+    conversation_of(&store, "conv-bob", "bob", "acme").await;
+    let claims =
+        |sub: &str| json!({"jwt": {"claims": {"sub": sub, "custom:account": "acme"}, "scopes": null}});
+
+    let list = function_url_event("GET", "/conversations", &[], None);
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-1",
+        verified(list.clone(), claims("ada")),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let ids: Vec<Value> = json_of(&body)["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("conv-ada")]);
+
+    // Another person's ids in the query change nothing: the claims say who asks.
+    let path = "/conversations/conv-bob?userId=bob&accountId=acme";
+    let delete = function_url_event("DELETE", path, &[], None);
+    let (status, body) = ask(&mut api, &mut function, "req-2", verified(delete, claims("ada"))).await;
+    assert!(status == 403 || status == 404, "{status} {body}");
+    assert!(
+        store.owner("conv-bob").await.unwrap().is_some(),
+        "bob's conversation stays"
+    );
+
+    // Claims the authorizer did not verify are none: a header is not a request context.
+    let forged = function_url_event("GET", "/conversations", &[("x-claims", "sub=ada")], None);
+    let (status, body) = ask(&mut api, &mut function, "req-3", forged).await;
+    assert_eq!(status, 401, "{body}");
+    // A token the function checks itself (the Function URL's event streams) is refused when
+    // it is not the issuer's.
+    let bearer = [("authorization", "Bearer not.a.token")];
+    let (status, _) = ask(
+        &mut api,
+        &mut function,
+        "req-4",
+        function_url_event("GET", "/conversations", &bearer, None),
+    )
+    .await;
+    assert_eq!(status, 401);
+    // Verified claims without the account claim are refused, naming it.
+    let partial = json!({"jwt": {"claims": {"sub": "ada"}}});
+    let (status, body) = ask(&mut api, &mut function, "req-5", verified(list, partial)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("custom:account"), "{body}");
+}
+
+#[tokio::test]
+async fn behind_an_iam_function_url_a_signed_caller_vouches_for_the_ids_and_no_one_else_gets_in() {
+    let (mut api, mut function, store) = started(&[("AUTH", "iam")]).await;
+    conversation_of(&store, "conv-ada", "ada", "acme").await;
+    let iam = json!({"iam": {
+        "accessKey": "AKIA0000000000000000",
+        "accountId": "123456789012",
+        "callerId": "AROA0000000000000000:backend",
+        "userArn": "arn:aws:sts::123456789012:assumed-role/backend/session",
+        "userId": "AROA0000000000000000:backend"
+    }});
+    let path = "/conversations?userId=ada&accountId=acme";
+    let list = function_url_event("GET", path, &[], None);
+    let (status, body) = ask(&mut api, &mut function, "req-1", verified(list.clone(), iam)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["conversations"][0]["id"], "conv-ada");
+
+    let (status, body) = ask(&mut api, &mut function, "req-2", list).await;
+    assert_eq!(status, 401, "an unsigned request: {body}");
+    let with_a_key = function_url_event("GET", path, &[("x-api-key", KEY)], None);
+    let (status, _) = ask(&mut api, &mut function, "req-3", with_a_key).await;
+    assert_eq!(status, 401, "no key is taken in place of a signature");
 }

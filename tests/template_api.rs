@@ -143,3 +143,40 @@ fn the_api_may_attach_and_delete_a_conversations_files_under_the_prefix_alone() 
     );
     assert!(statement(&none, "AttachReadAndDeleteFiles").is_none());
 }
+
+#[test]
+fn with_iam_the_function_url_takes_signed_requests_alone() {
+    let d = Deployment::new("eu-west-1", &[("ApiAuth", "iam")]);
+    assert!(d.deploys("ApiFunction"));
+    assert_eq!(
+        d.properties("ApiFunction")["FunctionUrlConfig"]["AuthType"],
+        "AWS_IAM"
+    );
+    assert_eq!(variable(&d, "AUTH"), "iam");
+    assert_eq!(variable(&d, "AGENT_WORKER_API_KEY_SECRET_ARN"), "");
+    assert!(statement(&d, "ReadTheApiKey").is_none());
+    assert!(!d.deploys("ApiUrlPublicPermission") && !d.deploys("ApiUrlInvokePermission"));
+
+    // With a key, anyone reaches the function, which refuses whoever has none; SAM does not
+    // add that permission when AuthType is an intrinsic, so the template does, both halves.
+    let keyed = Deployment::new(
+        "eu-west-1",
+        &[("ApiAuth", "api-key"), ("ApiKeySecretArn", KEY_ARN)],
+    );
+    assert_eq!(
+        keyed.properties("ApiFunction")["FunctionUrlConfig"]["AuthType"],
+        "NONE"
+    );
+    let url = keyed.properties("ApiUrlPublicPermission");
+    assert_eq!(
+        (url["Action"].as_str(), url["FunctionUrlAuthType"].as_str()),
+        (Some("lambda:InvokeFunctionUrl"), Some("NONE"))
+    );
+    let invoke = keyed.properties("ApiUrlInvokePermission");
+    assert_eq!(invoke["Action"], "lambda:InvokeFunction");
+    assert_eq!(
+        invoke["InvokedViaFunctionUrl"], true,
+        "invoked through the URL alone"
+    );
+    assert!(!Deployment::new("eu-west-1", &[]).deploys("ApiUrlPublicPermission"));
+}

@@ -1,4 +1,5 @@
-//! The product's HTTP API as a Lambda function behind a Function URL (response streaming): the
+//! The product's HTTP API as a Lambda function behind a Function URL (response streaming), or
+//! behind API Gateway's HTTP API (`API_RESPONSES=buffered`): the
 //! same router `agent-worker serve` serves (`hosts::worker::Worker::into_host`), with every turn
 //! sent to the turns queue (`TURNS_QUEUE_URL`) for the worker function to run, and a turn's live
 //! events streamed from the table.
@@ -9,6 +10,7 @@
 //! `AGENT_WORKER_API_KEY`, or `jwt` with `JWT_ISSUER`, `JWT_AUDIENCE`, ...). A missing or
 //! invalid value stops the function at start-up, naming it.
 
+use agent_worker::hosts::api::Responses;
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::container::ContainerConfig;
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
@@ -16,6 +18,8 @@ use agent_worker::hosts::{SettingsError, TurnQueue, WorkerSettings};
 
 /// The queue the turns go to.
 const TURNS_QUEUE_URL: &str = "TURNS_QUEUE_URL";
+/// `streamed` (a Function URL, the default) or `buffered` (behind API Gateway's HTTP API).
+const API_RESPONSES: &str = "API_RESPONSES";
 
 /// The worker's settings for running a model and for where a running turn's events go. The API
 /// runs no turn, so it does not read them: it needs neither the model's keys nor the grants to
@@ -41,18 +45,18 @@ const NO_MODEL: &str = "none";
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let router = match start().await {
-        Ok(router) => router,
+    let (router, responses) = match start().await {
+        Ok(started) => started,
         Err(e) => {
             tracing::error!(error = %e, "the function cannot start");
             return Err(e.into());
         }
     };
-    lambda_http::run_with_streaming_response(router).await
+    agent_worker::hosts::api::run(router, responses).await
 }
 
-/// The API the environment describes.
-async fn start() -> Result<axum::Router, SettingsError> {
+/// The API the environment describes, and how it answers.
+async fn start() -> Result<(axum::Router, Responses), SettingsError> {
     let env = |name: &str| match name {
         _ if NOT_READ.contains(&name) => None,
         "MODEL_ID" => Some(std::env::var(name).unwrap_or_else(|_| NO_MODEL.to_owned())),
@@ -66,6 +70,10 @@ async fn start() -> Result<axum::Router, SettingsError> {
                 "is required: the API sends each turn to the worker's queue",
             )
         })?;
+    let responses: Responses = env(API_RESPONSES)
+        .unwrap_or_default()
+        .parse()
+        .map_err(|problem: String| SettingsError::new(API_RESPONSES, problem))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let values = read_values(&aws, env).await?;
     let config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
@@ -74,5 +82,5 @@ async fn start() -> Result<axum::Router, SettingsError> {
     let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;
     let queue = TurnQueue::new(aws_sdk_sqs::Client::new(&aws), queue_url);
     tracing::info!(table = %worker.settings.table, queue = %queue.url(), "agent worker API ready");
-    Ok(worker.into_host(config, Some(queue)).router())
+    Ok((worker.into_host(config, Some(queue)).router(), responses))
 }

@@ -83,10 +83,10 @@ impl JwtConfig {
             problem: problem.to_owned(),
         };
         if issuer.trim().is_empty() {
-            return Err(problem("JWT_ISSUER", "is required with AUTH=jwt"));
+            return Err(problem("JWT_ISSUER", "is required with AUTH=jwt or apigw-jwt"));
         }
         if audience.trim().is_empty() {
-            return Err(problem("JWT_AUDIENCE", "is required with AUTH=jwt"));
+            return Err(problem("JWT_AUDIENCE", "is required with AUTH=jwt or apigw-jwt"));
         }
         let jwks_url = jwks_url
             .filter(|url| !url.trim().is_empty())
@@ -208,9 +208,16 @@ impl JwtVerifier {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|e| TokenError::Invalid(e.to_string()))?
             .claims;
-        let user = claim(&claims, &self.config.user_claim)?;
+        self.person_of(&claims)
+    }
+
+    /// The person verified `claims` name: the user claim, and the account claim (or the fixed
+    /// account). For claims this verifier checked, or that a gateway in front of the API checked
+    /// with the same issuer and audience.
+    pub fn person_of(&self, claims: &Map<String, Value>) -> Result<Owner, TokenError> {
+        let user = claim(claims, &self.config.user_claim)?;
         let account = match &self.config.account {
-            AccountFrom::Claim(name) => claim(&claims, name)?,
+            AccountFrom::Claim(name) => claim(claims, name)?,
             AccountFrom::Fixed(account) => account.clone(),
         };
         Ok(Owner::new(user, account))

@@ -43,6 +43,8 @@ pub use turn_queue::TurnQueue;
 
 #[cfg(feature = "agent-protocol")]
 pub mod agent_protocol;
+#[cfg(feature = "api")]
+pub mod api;
 #[cfg(feature = "s3")]
 pub use agent_worker_aws::S3FileArea;
 #[cfg(feature = "container")]

@@ -306,13 +306,20 @@ impl<S: Send + Sync> FromRequestParts<S> for CallPath {
     }
 }
 
-/// How the API knows the person (`--auth`).
+/// How the API knows the person (`AUTH`).
 #[derive(Clone)]
 pub(super) enum ApiAuth {
     /// The product's backend holds this key and vouches for the ids a request names.
     ApiKey(String),
     /// Each request carries its person's own token (`Authorization: Bearer`), verified here.
     Tokens(Arc<JwtVerifier>),
+    /// As [`Tokens`](Self::Tokens), but a request that API Gateway's JWT authorizer verified
+    /// comes with its claims ([`VerifiedCaller::Claims`]), which are taken as they are; one that
+    /// did not come that way (the Function URL's event streams) has its token verified here.
+    GatewayTokens(Arc<JwtVerifier>),
+    /// The Function URL verified the caller's AWS signature (`AuthType: AWS_IAM`,
+    /// [`VerifiedCaller::Iam`]): the product's backend, which vouches for the ids it names.
+    Iam,
 }
 
 impl fmt::Debug for ApiAuth {
@@ -320,8 +327,28 @@ impl fmt::Debug for ApiAuth {
         match self {
             Self::ApiKey(_) => f.write_str("ApiKey(..)"),
             Self::Tokens(verifier) => f.debug_tuple("Tokens").field(&verifier.config().issuer).finish(),
+            Self::GatewayTokens(verifier) => f
+                .debug_tuple("GatewayTokens")
+                .field(&verifier.config().issuer)
+                .finish(),
+            Self::Iam => f.write_str("Iam"),
         }
     }
+}
+
+/// What the platform in front of the API verified of a request. The host that received the
+/// request puts it in the request's extensions (the `api` function, from the Lambda event's
+/// request context, which Lambda writes): it is never read from anything the caller sends, so
+/// `agent-worker serve`, which has no such platform, never has one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VerifiedCaller {
+    /// API Gateway's JWT authorizer verified the request's token: its claims.
+    Claims(serde_json::Map<String, serde_json::Value>),
+    /// The Function URL verified the request's AWS signature: the caller's ARN.
+    Iam {
+        /// The signing principal's ARN.
+        caller: String,
+    },
 }
 
 /// The one authentication, a layer over the whole router. With an API key: `x-api-key` is the
@@ -332,7 +359,8 @@ impl fmt::Debug for ApiAuth {
 /// paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's assets) need none. The
 /// [`Authority`] found goes with the request.
 pub async fn authenticate(State(host): State<ContainerHost>, mut request: Request, next: Next) -> Response {
-    let found = authority(&host, request.headers(), request.uri()).await;
+    let verified = request.extensions().get::<VerifiedCaller>();
+    let found = authority(&host, request.headers(), request.uri(), verified).await;
     match found {
         Ok(Some(authority)) => {
             request.extensions_mut().insert(authority);
@@ -351,7 +379,10 @@ impl ApiAuth {
     fn missing(&self) -> &'static str {
         match self {
             Self::ApiKey(_) => "a missing or wrong x-api-key",
-            Self::Tokens(_) => "a missing bearer token (Authorization: Bearer <JWT>)",
+            Self::Tokens(_) | Self::GatewayTokens(_) => {
+                "a missing bearer token (Authorization: Bearer <JWT>)"
+            }
+            Self::Iam => "the request is not signed (AWS Signature Version 4, through the Function URL)",
         }
     }
 }
@@ -362,6 +393,7 @@ async fn authority(
     host: &ContainerHost,
     headers: &axum::http::HeaderMap,
     uri: &axum::http::Uri,
+    verified: Option<&VerifiedCaller>,
 ) -> Result<Option<Authority>, HostError> {
     let in_query = |name: &str| {
         is_event_stream(uri.path())
@@ -374,6 +406,15 @@ async fn authority(
             })
             .flatten()
     };
+    // Claims API Gateway's authorizer verified: taken as they are.
+    if let (ApiAuth::GatewayTokens(verifier), Some(VerifiedCaller::Claims(claims))) =
+        (&host.inner.config.auth, verified)
+    {
+        return match verifier.person_of(claims) {
+            Ok(person) => Ok(Some(Authority::Bearer(person))),
+            Err(refused) => Err(HostError::new(StatusCode::UNAUTHORIZED, refused.to_string())),
+        };
+    }
     match &host.inner.config.auth {
         ApiAuth::ApiKey(key) => {
             let given = headers.get("x-api-key").map(|v| v.as_bytes());
@@ -381,7 +422,13 @@ async fn authority(
                 return Ok(Some(Authority::Backend));
             }
         }
-        ApiAuth::Tokens(verifier) => {
+        ApiAuth::Iam => {
+            if let Some(VerifiedCaller::Iam { caller }) = verified {
+                tracing::debug!(caller = %caller, "a signed request");
+                return Ok(Some(Authority::Backend));
+            }
+        }
+        ApiAuth::Tokens(verifier) | ApiAuth::GatewayTokens(verifier) => {
             let bearer = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())

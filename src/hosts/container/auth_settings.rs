@@ -1,6 +1,6 @@
-//! How the API knows the person, from named values: `AUTH` (`api-key`, the default, or `jwt`),
-//! with `AGENT_WORKER_API_KEY`, or with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
-//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; and the web origins whose pages may
+//! How the API knows the person, from named values: `AUTH` (`api-key`, the default, with
+//! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
+//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; `iam`, the Function URL's signatures); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
 
@@ -25,7 +25,8 @@ pub const AUTH_SETTINGS: [&str; 9] = [
 
 impl ContainerConfig {
     /// The settings `get` names (see the module): with `AUTH=api-key` (or unset) the API key,
-    /// with `AUTH=jwt` a verifier fetching the issuer's keys with `http`. A value that cannot be
+    /// with `AUTH=jwt` or `apigw-jwt` a verifier fetching the issuer's keys with `http`, with
+    /// `AUTH=iam` none (Lambda verified the caller). A value that cannot be
     /// used fails here, naming it.
     pub fn from_lookup(
         get: impl Fn(&str) -> Option<String>,
@@ -47,7 +48,8 @@ impl ContainerConfig {
         match set("AUTH").as_deref().unwrap_or("api-key") {
             "api-key" => Self::new(set("AGENT_WORKER_API_KEY").unwrap_or_default())
                 .map_err(|e| SettingsError::new("AGENT_WORKER_API_KEY", e.to_string())),
-            "jwt" => {
+            "iam" => Ok(Self::signed_by_iam()),
+            mode @ ("jwt" | "apigw-jwt") => {
                 let account = match (set("JWT_ACCOUNT_CLAIM"), set("JWT_ACCOUNT")) {
                     (Some(_), Some(_)) => {
                         return Err(SettingsError::new(
@@ -72,11 +74,15 @@ impl ContainerConfig {
                 )
                 .map_err(|e| SettingsError::new(e.setting, e.problem))?;
                 config.user_claim = set("JWT_USER_CLAIM").unwrap_or_else(|| DEFAULT_USER_CLAIM.to_owned());
-                Ok(Self::people_by_tokens(Arc::new(JwtVerifier::new(config, http))))
+                let verifier = Arc::new(JwtVerifier::new(config, http));
+                Ok(match mode {
+                    "jwt" => Self::people_by_tokens(verifier),
+                    _ => Self::people_by_gateway_tokens(verifier),
+                })
             }
             other => Err(SettingsError::new(
                 "AUTH",
-                format!("is {other:?}; it is api-key or jwt"),
+                format!("is {other:?}; it is api-key, jwt, apigw-jwt or iam"),
             )),
         }
     }
@@ -126,5 +132,15 @@ mod tests {
             ("JWT_ACCOUNT", "acme"),
         ];
         assert_eq!(from(&no_audience).unwrap_err().name, "JWT_AUDIENCE");
+        assert!(
+            from(&[("AUTH", "iam")]).is_ok(),
+            "Lambda verified the caller: no key"
+        );
+        let mut gateway = with_account.clone();
+        gateway.retain(|(name, _)| *name != "JWT_ACCOUNT_CLAIM");
+        gateway[0] = ("AUTH", "apigw-jwt");
+        assert!(from(&gateway).is_ok());
+        gateway.retain(|(name, _)| *name != "JWT_ISSUER");
+        assert_eq!(from(&gateway).unwrap_err().name, "JWT_ISSUER");
     }
 }

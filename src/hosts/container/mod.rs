@@ -134,6 +134,22 @@ impl ContainerConfig {
         Self::authenticated_by(access::ApiAuth::Tokens(verifier))
     }
 
+    /// Settings for the `api` function behind API Gateway's JWT authorizer (`AUTH=apigw-jwt`):
+    /// a request the authorizer verified is taken with its claims; one that reached the
+    /// function's URL directly (an event stream) has its token verified by `verifier`, which
+    /// names the same issuer, audience and claims.
+    pub fn people_by_gateway_tokens(verifier: Arc<crate::hosts::jwt::JwtVerifier>) -> Self {
+        Self::authenticated_by(access::ApiAuth::GatewayTokens(verifier))
+    }
+
+    /// Settings for the `api` function behind a Function URL with `AuthType: AWS_IAM`
+    /// (`AUTH=iam`): Lambda verified the caller's signature, and the caller (the product's
+    /// backend) vouches for the ids it names, as with the API key. A request Lambda did not
+    /// verify is refused.
+    pub fn signed_by_iam() -> Self {
+        Self::authenticated_by(access::ApiAuth::Iam)
+    }
+
     fn authenticated_by(auth: access::ApiAuth) -> Self {
         Self {
             auth,
