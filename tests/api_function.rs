@@ -336,3 +336,86 @@ async fn behind_an_iam_function_url_a_signed_caller_vouches_for_the_ids_and_no_o
     let (status, _) = ask(&mut api, &mut function, "req-3", with_a_key).await;
     assert_eq!(status, 401, "no key is taken in place of a signature");
 }
+
+/// A file too large for a Lambda request goes straight to the bucket: the function keeps its
+/// reference and answers a URL signed for exactly its type and length; the person's client puts
+/// the bytes there, and the next turn's file area reads them. A stranger gets no URL and leaves
+/// nothing in the bucket.
+#[tokio::test]
+async fn a_large_file_is_put_straight_into_the_bucket_through_a_presigned_url() {
+    use agent_worker::engine::attachments::{FileArea as _, LoadAs};
+    use agent_worker::hosts::S3FileArea;
+
+    let bucket = format!("api-files-{}", uuid::Uuid::new_v4().simple());
+    let s3 = moto().s3();
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let (mut api, mut function, store) = started(&[
+        ("AGENT_WORKER_API_KEY", KEY),
+        ("FILES_BUCKET", &bucket),
+        ("AWS_ENDPOINT_URL_S3", moto().endpoint()),
+    ])
+    .await;
+    conversation_of(&store, "conv-1", "ada", "acme").await;
+    let bytes: Vec<u8> = (0..7 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let headers = [("x-api-key", KEY), ("content-type", "application/pdf")];
+    let path = format!(
+        "/conversations/conv-1/files?userId=ada&accountId=acme&name=big.pdf&size={}",
+        bytes.len()
+    );
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-1",
+        function_url_event("POST", &path, &headers, None),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let answer = json_of(&body);
+    let reference = &answer["reference"];
+    assert_eq!(reference["size"], bytes.len());
+    assert_eq!(answer["upload"]["method"], "PUT");
+    assert_eq!(answer["upload"]["expiresIn"], 900);
+    let signed = &answer["upload"]["headers"];
+    assert_eq!(signed["content-type"], "application/pdf", "{signed}");
+    assert_eq!(signed["content-length"], bytes.len().to_string(), "{signed}");
+    let url = answer["upload"]["url"].as_str().unwrap();
+    assert!(
+        url.contains("X-Amz-Signature=") && url.contains("X-Amz-Expires=900"),
+        "{url}"
+    );
+
+    let mut put = reqwest::Client::new().put(answer["upload"]["url"].as_str().unwrap());
+    for (name, value) in answer["upload"]["headers"].as_object().unwrap() {
+        put = put.header(name, value.as_str().unwrap());
+    }
+    let sent = put.body(bytes.clone()).send().await.unwrap();
+    assert!(sent.status().is_success(), "{}", sent.text().await.unwrap());
+
+    let files = S3FileArea::new(s3.clone(), &bucket, "attachments/");
+    let id = reference["id"].as_str().unwrap();
+    assert_eq!(files.reference(id, "conv-1").await.unwrap().name, "big.pdf");
+    let loaded = files.load(id, "conv-1", LoadAs::Document, None).await.unwrap();
+    assert_eq!(loaded.len(), bytes.len());
+    assert!(loaded == bytes, "the bytes put are the bytes read");
+
+    let objects = || async {
+        let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
+        listed
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let before = objects().await;
+    let path = "/conversations/conv-1/files?userId=mallory&accountId=evil&name=x.pdf&size=10";
+    let (status, body) = ask(
+        &mut api,
+        &mut function,
+        "req-2",
+        function_url_event("POST", path, &headers, None),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(!body.contains("X-Amz"), "{body}");
+    assert_eq!(objects().await, before);
+}

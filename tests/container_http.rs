@@ -643,3 +643,32 @@ async fn a_listed_origins_pages_may_call_the_api_and_no_other_origins() {
         .unwrap();
     assert_eq!(refused.status(), 401, "an origin is not a key");
 }
+
+/// A presigned upload needs a file area that takes one (S3): a local directory takes the bytes in
+/// the body, and says so; bytes and a size together are refused. Neither writes anything.
+#[tokio::test]
+async fn a_presigned_upload_is_refused_where_the_file_area_takes_bytes_alone() {
+    let server = server(2, config(), Duration::from_secs(5)).await;
+    let http = reqwest::Client::new();
+    let upload = |query: &str, body: &'static str| {
+        http.post(format!(
+            "{}/conversations/conv-files/files?userId=ada&accountId=acme&name=a.txt{query}",
+            server.url
+        ))
+        .header("content-type", "text/plain")
+        .body(body)
+    };
+    // The conversation is ada's (her first upload, its bytes in the body, made it hers).
+    let (status, answer) = support::container::send(upload("", "hello"), Some(KEY)).await;
+    assert_eq!(status, 201, "{answer}");
+    let before = table(&server.store).await;
+    for (query, body) in [("&size=10", ""), ("&size=5", "hello"), ("&size=0", "")] {
+        let (status, answer) = support::container::send(upload(query, body), Some(KEY)).await;
+        assert_eq!(status, 400, "{query}: {answer}");
+        assert_eq!(answer["field"], "size", "{query}: {answer}");
+    }
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+}

@@ -14,8 +14,16 @@ fn variable(d: &Deployment, name: &str) -> Value {
     d.properties("ApiFunction")["Environment"]["Variables"][name].clone()
 }
 
+/// The API's statements (its managed policy, which its functions attach), evaluated.
+fn api_statements(d: &Deployment) -> Vec<Value> {
+    d.properties("ApiPolicy")["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default()
+}
+
 fn statement(d: &Deployment, sid: &str) -> Option<Value> {
-    d.statements_of("ApiFunction")
+    api_statements(d)
         .into_iter()
         .find(|s| s["Sid"].as_str() == Some(sid))
 }
@@ -69,8 +77,8 @@ fn with_an_api_key_the_function_reads_that_secret_and_sends_turns_to_the_queue()
     assert_eq!(strings(&send["Resource"]), ["<TurnsQueue.Arn>"]);
 
     // Nothing of the model's, nor of reading the queue.
-    let actions: Vec<String> = d
-        .statements_of("ApiFunction")
+    assert_eq!(strings(&function["Policies"]), ["<ApiPolicy>"], "its one policy");
+    let actions: Vec<String> = api_statements(&d)
         .iter()
         .flat_map(|s| strings(&s["Action"]))
         .collect();
@@ -179,4 +187,56 @@ fn with_iam_the_function_url_takes_signed_requests_alone() {
         "invoked through the URL alone"
     );
     assert!(!Deployment::new("eu-west-1", &[]).deploys("ApiUrlPublicPermission"));
+}
+
+#[test]
+fn behind_api_gateway_the_authorizer_checks_tokens_and_the_url_keeps_the_live_events() {
+    let jwt = [
+        (
+            "JwtIssuer",
+            "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf",
+        ),
+        ("JwtAudience", "app-client"),
+        ("JwtAccount", "acme"),
+    ];
+    let mut gateway = jwt.to_vec();
+    gateway.push(("ApiAuth", "apigw-jwt"));
+    let d = Deployment::new("eu-west-1", &gateway);
+    assert!(d.deploys("ProductApi") && d.deploys("ApiGatewayFunction"));
+    assert!(
+        d.deploys("ApiFunction"),
+        "the live events stream from the Function URL"
+    );
+
+    let api = d.properties("ProductApi");
+    let authorizer = &api["Auth"]["Authorizers"]["PersonToken"];
+    assert_eq!(
+        authorizer["JwtConfiguration"]["issuer"],
+        "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf"
+    );
+    assert_eq!(
+        strings(&authorizer["JwtConfiguration"]["audience"]),
+        ["app-client"]
+    );
+    assert_eq!(api["Auth"]["DefaultAuthorizer"], "PersonToken");
+
+    let function = d.properties("ApiGatewayFunction");
+    let env = &function["Environment"]["Variables"];
+    assert_eq!(env["API_RESPONSES"], "buffered", "an HTTP API does not stream");
+    assert_eq!(env["AUTH"], "apigw-jwt");
+    assert_eq!(env["JWT_ACCOUNT"], "acme");
+    assert_eq!(strings(&function["Policies"]), ["<ApiPolicy>"]);
+    assert_eq!(function["Events"]["Routes"]["Properties"]["Path"], "/{proxy+}");
+    assert_eq!(
+        function["Events"]["Health"]["Properties"]["Auth"]["Authorizer"],
+        "NONE"
+    );
+    // The URL's function checks tokens itself, with the same settings.
+    assert_eq!(variable(&d, "AUTH"), "apigw-jwt");
+    assert_eq!(variable(&d, "JWT_AUDIENCE"), "app-client");
+
+    let mut plain = jwt.to_vec();
+    plain.push(("ApiAuth", "jwt"));
+    let plain = Deployment::new("eu-west-1", &plain);
+    assert!(!plain.deploys("ProductApi") && !plain.deploys("ApiGatewayFunction"));
 }

@@ -192,14 +192,6 @@ impl Deployment {
         self.eval(&self.template["Resources"][name]["Properties"])
     }
 
-    /// The statements of function `name`'s own policy, evaluated.
-    pub fn statements_of(&self, name: &str) -> Vec<Value> {
-        self.properties(name)["Policies"][0]["Statement"]
-            .as_sequence()
-            .cloned()
-            .unwrap_or_default()
-    }
-
     pub fn model_id(&self) -> String {
         self.text(&self.template["Resources"]["AgentWorkerFunction"]["Properties"]["Environment"]["Variables"]["MODEL_ID"])
     }

@@ -5,14 +5,16 @@
 
 use agent_worker_core::Failure;
 use std::ops::Range;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 
 use agent_worker_core::engine::attachments::{
-    FileArea, LoadAs, Unavailable, decode_reference, plain_segment,
+    FileArea, LoadAs, PresignedUpload, Unavailable, decode_reference, plain_segment,
 };
 use agent_worker_core::protocol::AttachmentRef;
 
@@ -97,22 +99,28 @@ impl S3FileArea {
         bytes: Vec<u8>,
     ) -> Result<(), Unavailable> {
         let key = self.key(owner, &reference.id)?;
+        self.put_object(key.clone(), bytes, &reference.media_type).await?;
+        self.put_reference(&key, reference).await
+    }
+
+    /// Keeps `reference` beside the file at `key`.
+    async fn put_reference(&self, key: &str, reference: &AttachmentRef) -> Result<(), Unavailable> {
         let json = serde_json::to_vec(reference)
             .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
-        for (key, body, content_type) in [
-            (key.clone(), bytes, reference.media_type.clone()),
-            (format!("{key}.json"), json, "application/json".to_owned()),
-        ] {
-            self.client
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .content_type(content_type)
-                .body(ByteStream::from(body))
-                .send()
-                .await
-                .map_err(store_error)?;
-        }
+        self.put_object(format!("{key}.json"), json, "application/json")
+            .await
+    }
+
+    async fn put_object(&self, key: String, body: Vec<u8>, content_type: &str) -> Result<(), Unavailable> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(store_error)?;
         Ok(())
     }
 
@@ -143,6 +151,41 @@ impl agent_worker_core::engine::attachments::FileUploads for S3FileArea {
         bytes: Vec<u8>,
     ) -> Result<(), Unavailable> {
         self.put(owner, reference, bytes).await
+    }
+
+    /// The reference is kept now; the URL takes the file's bytes with exactly its media type
+    /// and length, which are signed into it.
+    async fn presign_upload(
+        &self,
+        owner: &str,
+        reference: &AttachmentRef,
+        expires_in: Duration,
+    ) -> Result<Option<PresignedUpload>, Unavailable> {
+        let key = self.key(owner, &reference.id)?;
+        let length = i64::try_from(reference.size)
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the file's size", e)))?;
+        let config = PresigningConfig::expires_in(expires_in)
+            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .content_type(&reference.media_type)
+            .content_length(length)
+            .presigned(config)
+            .await
+            .map_err(store_error)?;
+        self.put_reference(&key, reference).await?;
+        Ok(Some(PresignedUpload {
+            url: presigned.uri().to_owned(),
+            method: presigned.method().to_owned(),
+            headers: presigned
+                .headers()
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect(),
+            expires_in: expires_in.as_secs(),
+        }))
     }
 }
 

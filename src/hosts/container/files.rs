@@ -1,30 +1,53 @@
-//! `POST /conversations/{id}/files?userId=U&accountId=A&name=N`: a file the person attaches, its
-//! bytes as the body and its media type as `Content-Type`. It goes to the file area, and the
-//! answer is its reference (`AttachmentRef`), which the next turn's payload carries in
-//! `attachments`. 201 with the reference; 400 no name, an empty body, no media type, or a
-//! conversation id that is not one; 404 not that person's conversation, or this host keeps no
-//! files; 413 a body over the limit. An upload to a conversation no one owns yet makes it the
-//! person's (see [`access`](super::access)).
+//! `POST /conversations/{id}/files?userId=U&accountId=A&name=N`: a file the person attaches.
+//!
+//! - Its bytes as the body and its media type as `Content-Type`: it goes to the file area, and
+//!   the answer (201) is its reference (`AttachmentRef`), which the next turn's payload carries
+//!   in `attachments`.
+//! - Or, for a file too large for a request (a Lambda function takes 6 MB), no body, its media
+//!   type as `Content-Type` and its length as `size=S`: the reference is kept now, and the
+//!   answer (201) is `{reference, upload: {url, method, headers, expiresIn}}`, where the person's
+//!   client sends the bytes itself, within [`PRESIGNED_UPLOAD_TTL`] and with exactly that type
+//!   and length ([`MAX_PRESIGNED_BYTES`] at most). Where the file area cannot take bytes that
+//!   way (a local directory), 400 naming `size`.
+//!
+//! 400 no name, an empty body, no media type, or a conversation id that is not one; 404 not that
+//! person's conversation, or this host keeps no files; 413 a body over the limit. An upload to a
+//! conversation no one owns yet makes it the person's (see [`access`](super::access)).
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use serde::Deserialize;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 
 use super::access::Acting;
 use super::extract::Params;
 use super::{ContainerHost, HostError};
-use crate::engine::attachments::image_size;
+use crate::engine::attachments::{PresignedUpload, image_size};
 use crate::protocol::{AttachmentKind, AttachmentRef};
 
 /// The longest file name kept, in characters.
 const MAX_NAME_CHARS: usize = 255;
+/// How long a presigned upload's URL is good for.
+pub const PRESIGNED_UPLOAD_TTL: Duration = Duration::from_secs(15 * 60);
+/// The largest file a presigned upload takes, in bytes.
+pub const MAX_PRESIGNED_BYTES: u64 = 512 * 1024 * 1024;
 
-/// The file's name.
+/// The file's name, and its length when the client sends the bytes itself.
 #[derive(Debug, Deserialize)]
 pub(super) struct UploadQuery {
     name: Option<String>,
+    size: Option<u64>,
+}
+
+/// A presigned upload's answer: the kept reference, and where its bytes go.
+#[derive(Debug, Serialize)]
+struct Presigned {
+    reference: AttachmentRef,
+    upload: PresignedUpload,
 }
 
 /// `POST /conversations/{id}/files`.
@@ -34,7 +57,7 @@ pub(super) async fn upload(
     Params(query): Params<UploadQuery>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<AttachmentRef>), HostError> {
+) -> Result<Response, HostError> {
     let files = host
         .inner
         .uploads
@@ -61,13 +84,44 @@ pub(super) async fn upload(
     for (field, empty) in [
         ("name", name.trim().is_empty()),
         ("Content-Type", media_type.is_empty()),
-        ("body", body.is_empty()),
+        ("body", body.is_empty() && query.size.is_none()),
     ] {
         if empty {
             return Err(HostError::field(field, format!("{field} must not be empty")));
         }
     }
     let id = format!("f-{}", uuid::Uuid::new_v4().simple());
+    if let Some(size) = query.size {
+        if !body.is_empty() {
+            return Err(HostError::field(
+                "size",
+                "give the file's bytes or its size, not both",
+            ));
+        }
+        if size == 0 || size > MAX_PRESIGNED_BYTES {
+            return Err(HostError::field(
+                "size",
+                format!("size must be between 1 and {MAX_PRESIGNED_BYTES} bytes"),
+            ));
+        }
+        let reference = AttachmentRef::new(id, name, media_type, size);
+        return match files
+            .presign_upload(&conversation.id, &reference, PRESIGNED_UPLOAD_TTL)
+            .await
+        {
+            Ok(Some(upload)) => {
+                Ok((StatusCode::CREATED, Json(Presigned { reference, upload })).into_response())
+            }
+            Ok(None) => Err(HostError::field(
+                "size",
+                "this host takes the file's bytes in the body (its file area is not S3)",
+            )),
+            Err(e) => {
+                tracing::error!(error = %e, "could not presign an upload");
+                Err(HostError::unavailable("the file area failed"))
+            }
+        };
+    }
     let mut reference = AttachmentRef::new(id, name, media_type, body.len() as u64);
     if reference.kind == AttachmentKind::Image
         && let Some((width, height)) = image_size(&body)
@@ -76,7 +130,7 @@ pub(super) async fn upload(
         reference.height = Some(height);
     }
     match files.upload(&conversation.id, &reference, body.to_vec()).await {
-        Ok(()) => Ok((StatusCode::CREATED, Json(reference))),
+        Ok(()) => Ok((StatusCode::CREATED, Json(reference)).into_response()),
         Err(e) => {
             tracing::error!(error = %e, "could not keep an upload");
             Err(HostError::unavailable("the file area failed"))

@@ -2,9 +2,11 @@
 //! embedded default in a local directory.
 
 use crate::Failure;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -135,12 +137,40 @@ impl<T: FileArea + ?Sized> FileArea for std::sync::Arc<T> {
 /// The name of the file that keeps a conversation's token count in a local file area.
 const USAGE_FILE: &str = ".usage";
 
+/// Where a person's client sends a file's bytes itself, straight into the file area: for a
+/// file too large for a request's body (a Lambda function takes 6 MB).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresignedUpload {
+    /// The URL to send the bytes to.
+    pub url: String,
+    /// The method to send them with: `PUT`.
+    pub method: String,
+    /// The headers the request must carry as they are (the file's media type and length are
+    /// signed into the URL: the area takes no other).
+    pub headers: BTreeMap<String, String>,
+    /// Seconds the URL is good for.
+    pub expires_in: u64,
+}
+
 /// A file area a host can put people's uploads into (the container's upload route).
 #[async_trait]
 pub trait FileUploads: FileArea {
     /// Stores `bytes` as file `reference.id` of `owner`, with its reference beside it.
     async fn upload(&self, owner: &str, reference: &AttachmentRef, bytes: Vec<u8>)
     -> Result<(), Unavailable>;
+
+    /// Keeps `reference` now and answers where the person's client sends its bytes, good for
+    /// `expires_in`; `None` where the area takes bytes through [`upload`](Self::upload) alone
+    /// (a local directory).
+    async fn presign_upload(
+        &self,
+        _owner: &str,
+        _reference: &AttachmentRef,
+        _expires_in: Duration,
+    ) -> Result<Option<PresignedUpload>, Unavailable> {
+        Ok(None)
+    }
 }
 
 #[async_trait]

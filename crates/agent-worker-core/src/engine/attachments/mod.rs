@@ -43,7 +43,10 @@ pub use super::config::{
 };
 use crate::protocol::{AttachmentKind, AttachmentRef, kind_of};
 use crate::session::ContentBlock;
-pub use area::{FileArea, FileUploads, LoadAs, LocalFileArea, Unavailable, decode_reference, plain_segment};
+pub use area::{
+    FileArea, FileUploads, LoadAs, LocalFileArea, PresignedUpload, Unavailable, decode_reference,
+    plain_segment,
+};
 pub use image::image_size;
 use image::sniffed_type;
 pub use inputs::FILE_INPUT_FORMAT;
