@@ -92,8 +92,8 @@ $(NODE_TOOLS):
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)
 	$(VENV)/bin/pip install --quiet cargo-lambda==1.9.2
 
-## watch: the Lambda function under `cargo lambda watch` on local defaults (moto + the stand-in,
-## started or reused, and the table); then `make invoke` in another terminal.
+## watch: the Lambda functions (bootstrap, and api at /lambda-url/api/) under `cargo lambda watch` on
+## local defaults (moto + the stand-in, started or reused, the table and a queue); then `make invoke`.
 watch: $(VENV)/bin/cargo-lambda build
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/watch.sh
 

@@ -38,3 +38,21 @@ if (( first <= 0 || second != first )); then
   exit 1
 fi
 echo "watch-check: two turns through cargo lambda watch; $session went from ${stored[0]} to ${stored[2]} messages"
+
+# The HTTP API through cargo lambda's Function URL: a turn taken and queued, the queue's worker
+# running it, its events streamed back through the function.
+api="http://127.0.0.1:${WATCH_PORT:-9000}/lambda-url/api"
+key="${AGENT_WORKER_API_KEY:-local-api-key-0123456789}"
+queue_url="$("$bin" setup --table "$TABLE_NAME" --queue "${WATCH_QUEUE:-agent-worker-watch}" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["queueUrl"])')"
+api_turn="api-turn-$(date +%s%N)"
+accepted="$(curl -sS --max-time 300 -X POST "$api/turns" -H "x-api-key: $key" -H 'content-type: application/json' \
+  -d "{\"turnId\":\"$api_turn\",\"conversationId\":\"api-$api_turn\",\"userId\":\"local-user\",\"accountId\":\"local-account\",\"content\":\"What time is it?\"}")" \
+  || { cat "$log"; exit 1; }
+echo "$accepted"
+grep -q '"queued":true' <<<"$accepted" || { cat "$log"; echo "the api function did not queue the turn" >&2; exit 1; }
+"$bin" poll --queue-url "$queue_url" --until-empty >/dev/null
+events="$(curl -sS --max-time 120 "$api/turns/$api_turn/events?session=api-$api_turn&userId=local-user&accountId=local-account" -H "x-api-key: $key")" \
+  || { cat "$log"; exit 1; }
+grep -q '"type":"completed"' <<<"$events" || { cat "$log"; echo "$events"; echo "the turn's events did not come back through the api function" >&2; exit 1; }
+echo "watch-check: a turn through the api function's URL, queued, run by the poller, its events streamed back"
