@@ -118,4 +118,6 @@ pub mod docs {
     pub struct TheTab;
     #[doc = include_str!("../docs/tools.md")]
     pub struct Tools;
+    #[doc = include_str!("../docs/web-page.md")]
+    pub struct WebPage;
 }

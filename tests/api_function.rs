@@ -157,6 +157,61 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
     assert_eq!(status, 404, "{body}");
     assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
 
+    // Every other route of the product API answers through the function as `serve` answers.
+    let ada = "userId=ada&accountId=acme";
+    let abort = json!({"type": "abort"}).to_string();
+    let taken = json!({"status": "taken"}).to_string();
+    let job = json!({"jobId": "j-1", "event": "done"}).to_string();
+    let routes: [(&str, String, Option<&str>, u64); 8] = [
+        ("GET", format!("/conversations/conv-1?{ada}"), None, 200),
+        ("GET", format!("/sessions/conv-1/state?{ada}"), None, 200),
+        (
+            "GET",
+            format!("/sessions/conv-1/entries?{ada}&limit=10"),
+            None,
+            200,
+        ),
+        // The turn has ended: there is no run to steer, nor one to stop.
+        (
+            "POST",
+            format!("/sessions/conv-1/commands?{ada}"),
+            Some(&abort),
+            409,
+        ),
+        ("POST", format!("/turns/t-1/stop?session=conv-1&{ada}"), None, 409),
+        (
+            "POST",
+            format!("/turns/t-1/actions/tu_ui?session=conv-1&{ada}"),
+            Some(&taken),
+            200,
+        ),
+        // This configuration declares no job event.
+        ("POST", "/jobs/events".to_owned(), Some(&job), 400),
+        ("GET", "/no/such/route".to_owned(), None, 404),
+    ];
+    for (n, (method, path, body, expected)) in routes.into_iter().enumerate() {
+        let event = function_url_event(method, &path, &with_key, body);
+        let (status, answer) = ask(&mut api, &mut function, &format!("route-{n}"), event).await;
+        assert_eq!(status, expected, "{method} {path}: {answer}");
+        assert!(
+            serde_json::from_str::<Value>(&answer).is_ok(),
+            "{method} {path}: JSON, {answer}"
+        );
+    }
+    let entries = format!("/sessions/conv-1/entries?{ada}");
+    let (_, body) = ask(
+        &mut api,
+        &mut function,
+        "req-entries",
+        function_url_event("GET", &entries, &with_key, None),
+    )
+    .await;
+    assert_eq!(
+        json_of(&body)["entries"].as_array().map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+
     // A wrong key is refused; the health check needs none.
     let wrong = [("x-api-key", "not-the-key-at-all")];
     let (status, _) = ask(
