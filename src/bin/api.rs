@@ -10,7 +10,7 @@
 //! `AGENT_WORKER_API_KEY`, or `jwt` with `JWT_ISSUER`, `JWT_AUDIENCE`, ...). A missing or
 //! invalid value stops the function at start-up, naming it.
 
-use agent_worker::hosts::api::Responses;
+use agent_worker::hosts::api::{Responses, UnknownResponses};
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::container::ContainerConfig;
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
@@ -73,7 +73,7 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
     let responses: Responses = env(API_RESPONSES)
         .unwrap_or_default()
         .parse()
-        .map_err(|problem: String| SettingsError::new(API_RESPONSES, problem))?;
+        .map_err(|e: UnknownResponses| SettingsError::new(API_RESPONSES, e.to_string()))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let values = read_values(&aws, env).await?;
     let config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;

@@ -1,6 +1,6 @@
 //! The product's HTTP API on Lambda (feature `api`, the `api` binary): the container's router
-//! served from Function URL and API Gateway (HTTP API) events by `lambda_http`, its answers
-//! streamed, so a turn's events reach the client as they are written.
+//! served from Function URL and API Gateway (HTTP API) events by `lambda_http`; behind a Function
+//! URL its answers are streamed, so a turn's events reach the client as they are written.
 //!
 //! What Lambda verified of a request (the claims of API Gateway's JWT authorizer, the caller
 //! whose AWS signature the Function URL checked) is in the event's request context, which Lambda
@@ -27,14 +27,19 @@ pub enum Responses {
     Buffered,
 }
 
-impl std::str::FromStr for Responses {
-    type Err = String;
+/// A [`Responses`] that is neither.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("is {0:?}; it is streamed or buffered")]
+pub struct UnknownResponses(pub String);
 
-    fn from_str(value: &str) -> Result<Self, String> {
+impl std::str::FromStr for Responses {
+    type Err = UnknownResponses;
+
+    fn from_str(value: &str) -> Result<Self, UnknownResponses> {
         match value.trim() {
             "" | "streamed" => Ok(Self::Streamed),
             "buffered" => Ok(Self::Buffered),
-            other => Err(format!("is {other:?}; it is streamed or buffered")),
+            other => Err(UnknownResponses(other.to_owned())),
         }
     }
 }

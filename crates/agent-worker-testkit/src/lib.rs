@@ -51,3 +51,19 @@ pub fn serve_in_background(
     });
     stop
 }
+
+/// The workspace's root, where `.venv`, `.node` and `scripts/` are: found from the package under
+/// test (`CARGO_MANIFEST_DIR`, as cargo sets it for a test process), so that a target directory
+/// shared by two checkouts (cargo does not rebuild this crate for another checkout's path) uses
+/// the tools of the one under test; else where this crate was compiled.
+pub fn workspace_root() -> std::path::PathBuf {
+    let compiled = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .and_then(|dir| {
+            dir.ancestors()
+                .find(|d| d.join("scripts/moto_server.py").is_file())
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or(compiled)
+}

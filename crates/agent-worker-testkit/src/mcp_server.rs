@@ -23,7 +23,7 @@ pub fn everything_script() -> PathBuf {
 
 /// The project's `.node/node_modules`.
 fn node_modules() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.node/node_modules")
+    crate::workspace_root().join(".node/node_modules")
 }
 
 /// A running MCP server over Streamable HTTP. Dropping it kills it.
@@ -43,7 +43,7 @@ impl EverythingServer {
 
     /// Starts the desk server (`whoami`, `grow`) on a free port.
     pub fn desk() -> std::io::Result<Self> {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/desk-mcp.cjs");
+        let script = crate::workspace_root().join("crates/agent-worker-testkit/mcp/desk-mcp.cjs");
         let mut command = Command::new("node");
         command.arg(script).env("NODE_PATH", node_modules());
         Self::launch(command)

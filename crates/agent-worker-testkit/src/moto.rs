@@ -111,9 +111,6 @@ pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::from_conf(config)
 }
 
-/// The workspace's root, where `.venv` and `scripts/` are.
-const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
 static MOTO: OnceLock<Result<Moto, String>> = OnceLock::new();
 
 /// The process's moto server, started on first use. Panics, saying how to get moto, when it
@@ -133,7 +130,7 @@ fn moto_python() -> PathBuf {
     if let Some(path) = std::env::var_os("MOTO_PYTHON") {
         return PathBuf::from(path);
     }
-    [WORKSPACE, ".venv", "bin", "python"].iter().collect()
+    crate::workspace_root().join(".venv/bin/python")
 }
 
 fn start() -> io::Result<Moto> {
@@ -145,7 +142,7 @@ fn start() -> io::Result<Moto> {
     }
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let python = moto_python();
-    let launcher: PathBuf = [WORKSPACE, "scripts", "moto_server.py"].iter().collect();
+    let launcher = crate::workspace_root().join("scripts/moto_server.py");
     let binary = python.clone();
     // The shell starts moto, then waits on its stdin; when this process exits, the pipe closes
     // and the shell kills moto.
