@@ -3,6 +3,8 @@
 //! `serve`, streamed (response streaming), sends turns to the queue (SQS on moto), and the worker
 //! that reads the queue runs them; a turn's events then stream from the table.
 
+mod support;
+
 use std::time::Duration;
 
 use agent_worker::engine::{BedrockModel, Engine};
@@ -13,6 +15,7 @@ use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, function_url_event, moto};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
+use support::container::{changed, table as items_of};
 
 const KEY: &str = "api-key-0123456789";
 
@@ -147,6 +150,7 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
     assert_eq!(status, 200, "{body}");
     assert_eq!(json_of(&body)["conversations"][0]["id"], "conv-1");
     let path = "/conversations/conv-1?userId=mallory&accountId=evil";
+    let before = items_of(&store).await;
     let (status, body) = ask(
         &mut api,
         &mut function,
@@ -156,6 +160,7 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
     .await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
+    assert_eq!(changed(&before, &items_of(&store).await), Vec::<String>::new());
 
     // Every other route of the product API answers through the function as `serve` answers.
     let ada = "userId=ada&accountId=acme";
@@ -337,6 +342,7 @@ async fn behind_api_gateways_jwt_authorizer_the_person_is_the_verified_claims_al
     assert_eq!(ids, [json!("conv-ada")]);
 
     // Another person's ids in the query change nothing: the claims say who asks.
+    let before = items_of(&store).await;
     let path = "/conversations/conv-bob?userId=bob&accountId=acme";
     let delete = function_url_event("DELETE", path, &[], None);
     let (status, body) = ask(&mut api, &mut function, "req-2", verified(delete, claims("ada"))).await;
@@ -366,6 +372,11 @@ async fn behind_api_gateways_jwt_authorizer_the_person_is_the_verified_claims_al
     let (status, body) = ask(&mut api, &mut function, "req-5", verified(list, partial)).await;
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("custom:account"), "{body}");
+    assert_eq!(
+        changed(&before, &items_of(&store).await),
+        Vec::<String>::new(),
+        "no refusal wrote"
+    );
 }
 
 #[tokio::test]
@@ -462,6 +473,7 @@ async fn a_large_file_is_put_straight_into_the_bucket_through_a_presigned_url() 
             .collect::<Vec<_>>()
     };
     let before = objects().await;
+    let items = items_of(&store).await;
     let path = "/conversations/conv-1/files?userId=mallory&accountId=evil&name=x.pdf&size=10";
     let (status, body) = ask(
         &mut api,
@@ -473,4 +485,5 @@ async fn a_large_file_is_put_straight_into_the_bucket_through_a_presigned_url() 
     assert_eq!(status, 404, "{body}");
     assert!(!body.contains("X-Amz"), "{body}");
     assert_eq!(objects().await, before);
+    assert_eq!(changed(&items, &items_of(&store).await), Vec::<String>::new());
 }
