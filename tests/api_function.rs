@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::engine::{BedrockModel, Engine};
@@ -159,7 +160,7 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
     )
     .await;
     assert_eq!(status, 404, "{body}");
-    assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("conv-1")).await.unwrap().len(), 2);
     assert_eq!(changed(&before, &items_of(&store).await), Vec::<String>::new());
 
     // Every other route of the product API answers through the function as `serve` answers.
@@ -288,12 +289,13 @@ fn verified(mut event: Value, authorizer: Value) -> Value {
 /// A conversation of `user`'s at `account`, one turn long.
 async fn conversation_of(store: &DynamoStore, session: &str, user: &str, account: &str) {
     use agent_worker::session::{Lease, Message, Owner, TurnOutcome, TurnStatus};
+    let session = &sid(session);
     store
-        .claim_owner(session, "t-0", &Owner::new(user, account))
+        .claim_owner(session, Some(&tid("t-0")), &Owner::new(user, account))
         .await
         .unwrap();
     store
-        .claim_turn(session, "t-0", Lease(Duration::from_secs(60)))
+        .claim_turn(session, &tid("t-0"), Lease(Duration::from_secs(60)))
         .await
         .unwrap();
     let messages = [Message::user_text("Hi"), Message::assistant_text("Hello.")];
@@ -302,7 +304,7 @@ async fn conversation_of(store: &DynamoStore, session: &str, user: &str, account
         terminal: Value::Null,
     };
     store
-        .complete_turn(session, "t-0", &messages, &outcome)
+        .complete_turn(session, &tid("t-0"), &messages, &outcome)
         .await
         .unwrap();
 }
@@ -348,7 +350,7 @@ async fn behind_api_gateways_jwt_authorizer_the_person_is_the_verified_claims_al
     let (status, body) = ask(&mut api, &mut function, "req-2", verified(delete, claims("ada"))).await;
     assert!(status == 403 || status == 404, "{status} {body}");
     assert!(
-        store.owner("conv-bob").await.unwrap().is_some(),
+        store.owner(&sid("conv-bob")).await.unwrap().is_some(),
         "bob's conversation stays"
     );
 

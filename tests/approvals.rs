@@ -3,6 +3,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -78,7 +79,7 @@ async fn forged_borrowed_missing_and_malformed_decisions_run_nothing() {
         *tools.last_args.lock().unwrap(),
         Some(json!({"amount": 12, "to": "acme"}))
     );
-    check(&store.load_history("s1").await.unwrap()).unwrap();
+    check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
 }
 
 /// Denies payments once switched on.
@@ -205,7 +206,7 @@ async fn a_transaction_waits_for_approval_and_the_model_never_sees_the_token() {
         json!({"name": "amount", "label": "Amount (EUR)", "value": 12})
     );
     let token = event["token"].as_str().unwrap();
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_eq!(
         history.last().unwrap().text(),
@@ -265,7 +266,7 @@ async fn approving_runs_exactly_the_stored_call_once_and_tells_the_model() {
         .unwrap()
         .to_string();
     assert!(told.contains("already redeemed"), "{told}");
-    check(&store.load_history("s1").await.unwrap()).unwrap();
+    check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
 }
 
 #[tokio::test]
@@ -413,7 +414,7 @@ async fn no_other_call_of_that_response_runs() {
             .contains("waiting for the person's approval")),
         "{events:#?}"
     );
-    check(&store.load_history("s1").await.unwrap()).unwrap();
+    check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 
 use agent_worker::engine::attachments::FileArea as _;
@@ -180,7 +181,7 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
     assert_eq!(content[7], json!({ "text": "What do these say?" }));
 
     // Nothing of a file's bytes or text was stored or streamed.
-    let history = store.load_history("conv-1").await.unwrap();
+    let history = store.load_history(&sid("conv-1")).await.unwrap();
     let stored = serde_json::to_string(&history).unwrap();
     assert!(
         !stored.contains(SECRET_TEXT) && !stored.contains(PNG_1X1) && !stored.contains("Costs fell"),
@@ -567,7 +568,7 @@ async fn attachment_tools_are_offered_only_when_admitted_and_show_files_to_the_m
     );
 
     // Stored history and events hold the references, never the picture or the text.
-    let stored = serde_json::to_string(&store.load_history("conv-t").await.unwrap()).unwrap();
+    let stored = serde_json::to_string(&store.load_history(&sid("conv-t")).await.unwrap()).unwrap();
     assert!(stored.contains("report.pdf") && stored.contains("\"c-view\""));
     assert!(
         !stored.contains(PNG_1X1) && !stored.contains(SECRET_TEXT),

@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
@@ -59,7 +60,7 @@ async fn the_live_stream_replays_byte_for_byte() {
         recorded["observed"]["outputTokens"].as_u64().unwrap()
     )));
     assert_eq!(terminal(&events), &AgentEvent::completed());
-    assert_eq!(store.load_history("s1").await.unwrap()[1].text(), "OK.");
+    assert_eq!(store.load_history(&sid("s1")).await.unwrap()[1].text(), "OK.");
 }
 
 #[tokio::test]
@@ -128,7 +129,7 @@ async fn inline_think_tags_become_thinking_and_stay_out_of_the_answer() {
         )
     );
     // The stored call has no empty text block around it, and no reasoning as answer text.
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(history[1].role, Role::Assistant);
     assert!(
         matches!(history[1].content.as_slice(), [ContentBlock::ToolUse { .. }]),
@@ -158,7 +159,7 @@ async fn reasoning_deltas_and_their_signature_are_kept_apart_from_the_answer() {
         "{text}"
     );
     assert!(!text.contains("Let me count"));
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     let ContentBlock::Reasoning { signature, .. } = &history[1].content[0] else {
         panic!("reasoning is stored first: {:?}", history[1]);
     };
@@ -292,7 +293,7 @@ async fn the_recorded_parallel_calls_run_through_the_engine_and_return_in_call_o
             json!("tooluse_AZHw3Ym0S07qOv5NlXj9iJ")
         ]
     );
-    agent_worker::session::history::check(&store.load_history("s1").await.unwrap()).unwrap();
+    agent_worker::session::history::check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
 }
 
 /// The engine streams, so it never calls Converse: this proves only that the stand-in serves the

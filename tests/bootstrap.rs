@@ -2,6 +2,7 @@
 //! hands it an SQS batch, as Lambda does; it runs the turns on the Bedrock stand-in, keeps them
 //! in moto's DynamoDB, and posts the partial batch response back.
 
+use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
@@ -59,7 +60,7 @@ async fn the_function_takes_a_batch_from_the_runtime_api_and_reports_what_failed
         response,
         json!({"batchItemFailures": [{"itemIdentifier": "m-bad"}]})
     );
-    let history = store.load_history("conv-1").await.unwrap();
+    let history = store.load_history(&sid("conv-1")).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].text(), "Hello from the function.");
     assert_eq!(bedrock.requests()[0].model_id, "us.anthropic.claude-sonnet-4-6");
@@ -78,7 +79,7 @@ async fn the_function_takes_a_batch_from_the_runtime_api_and_reports_what_failed
         (what.as_str(), response),
         ("req-2/response", json!({"batchItemFailures": []}))
     );
-    assert_eq!(store.load_history("conv-1").await.unwrap().len(), 4);
+    assert_eq!(store.load_history(&sid("conv-1")).await.unwrap().len(), 4);
     function.kill().await.unwrap();
 }
 
@@ -124,11 +125,11 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
         response,
         json!({"batchItemFailures": [{"itemIdentifier": "t-1"}]})
     );
-    assert!(store.load_history("s-1").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("s-1")).await.unwrap().is_empty());
     // The redelivery: the store has recovered; stored once.
     let response = invoke("req-2", turn("t-1", "s-1")).await;
     assert_eq!(response, json!({"batchItemFailures": []}));
-    assert_eq!(store.load_history("s-1").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("s-1")).await.unwrap().len(), 2);
 
     // Lost answers: the claim's, then the commit's (one reset, one stall past the timeout).
     proxy.inject(Rule::new(
@@ -139,7 +140,7 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
     let response = invoke("req-3", turn("t-2", "s-2")).await;
     assert_eq!(response, json!({"batchItemFailures": []}));
     assert_eq!(proxy.injected().len(), 5, "{:?}", proxy.injected());
-    assert_eq!(store.load_history("s-2").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("s-2")).await.unwrap().len(), 2);
     function.kill().await.unwrap();
 }
 
@@ -202,11 +203,11 @@ async fn the_emulators_constant_deadline_runs_the_turn_to_its_end() {
         json!({"batchItemFailures": []})
     );
     assert_eq!(bedrock.requests().len(), 1, "the model was called");
-    let history = store.load_history("conv-e").await.unwrap();
+    let history = store.load_history(&sid("conv-e")).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].text(), "Ran in the emulator.");
     let record = store
-        .turn("conv-e", "t-1")
+        .turn(&sid("conv-e"), &tid("t-1"))
         .await
         .unwrap()
         .expect("the turn is stored");
@@ -237,18 +238,18 @@ async fn a_record_too_near_the_deadline_goes_back_unclaimed_and_the_next_deliver
     );
     assert!(bedrock.requests().is_empty(), "the model was not called");
     assert_eq!(
-        store.turn("conv-n", "t-1").await.unwrap(),
+        store.turn(&sid("conv-n"), &tid("t-1")).await.unwrap(),
         None,
         "nothing was claimed"
     );
-    assert!(store.load_history("conv-n").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("conv-n")).await.unwrap().is_empty());
 
     api.invoke("req-2", one_turn("m-1", "t-1", "conv-n"));
     assert_eq!(
         answer_to(&mut api, "req-2").await,
         json!({"batchItemFailures": []})
     );
-    let history = store.load_history("conv-n").await.unwrap();
+    let history = store.load_history(&sid("conv-n")).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].text(), "Now there was time.");
     function.kill().await.unwrap();

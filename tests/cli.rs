@@ -1,5 +1,6 @@
 //! The `agent-worker` binary: `invoke` against an in-process stand-in.
 
+use agent_worker_testkit::sid;
 use tokio::process::Command;
 
 use agent_worker::protocol::AgentEvent;
@@ -177,7 +178,7 @@ async fn invoke_with_a_table_keeps_the_session_in_dynamodb() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].text(), "Stored.");
 }

@@ -10,6 +10,7 @@ use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{
     ContentBlock, DynamoConfig, DynamoStore, MemoryStore, Role, SessionStore, history,
 };
+use agent_worker_testkit::sid;
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -111,12 +112,12 @@ async fn older_turns_are_summarized_and_the_summary_is_what_later_turns_read(
     assert_eq!(sent[6]["content"][0]["text"], "Question 5?");
 
     // The store keeps the summary; nothing stored was removed.
-    let view = store.load_view(&session).await.unwrap();
+    let view = store.load_view(&sid(&session)).await.unwrap();
     let summary = view.summary.as_ref().expect("a stored summary");
     assert_eq!(summary.upto, 6);
     assert_eq!(view.messages.len(), 6);
     assert_eq!(view.messages[0].text(), "Question 3?");
-    let all = store.load_history(&session).await.unwrap();
+    let all = store.load_history(&sid(&session)).await.unwrap();
     assert_eq!(all.len(), 12);
     history::check(&all).unwrap();
 
@@ -173,7 +174,7 @@ async fn input_too_long_compacts_harder_and_sends_the_step_again() {
     let retried = requests[7].body["messages"].as_array().unwrap();
     assert!(retried.len() < requests[5].body["messages"].as_array().unwrap().len());
     // Each call in what is kept still has its result.
-    let kept = store.load_view("s").await.unwrap();
+    let kept = store.load_view(&sid("s")).await.unwrap();
     history::check(&kept.messages).unwrap();
     assert!(kept.messages.first().is_some_and(|m| {
         m.role == Role::User

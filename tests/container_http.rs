@@ -3,6 +3,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::engine::EngineConfig;
@@ -231,7 +232,7 @@ async fn shutdown_while_turns_run_loses_none() {
     for id in ["t1", "t2", "t3"] {
         let record = server
             .store
-            .turn(&format!("conv-{id}"), id)
+            .turn(&sid(&format!("conv-{id}")), &tid(id))
             .await
             .unwrap()
             .unwrap();
@@ -239,7 +240,7 @@ async fn shutdown_while_turns_run_loses_none() {
         assert_eq!(
             server
                 .store
-                .load_history(&format!("conv-{id}"))
+                .load_history(&sid(&format!("conv-{id}")))
                 .await
                 .unwrap()
                 .len(),
@@ -357,7 +358,7 @@ async fn a_turn_of_another_persons_conversation_is_refused_and_stores_nothing() 
     );
     assert_eq!(server.ends.lock().unwrap().len(), 1);
     assert_eq!(server.bedrock.requests().len(), 1);
-    assert_eq!(server.store.load_history("c-ada").await.unwrap().len(), 2);
+    assert_eq!(server.store.load_history(&sid("c-ada")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -391,7 +392,14 @@ async fn only_the_owner_reads_or_stops_a_conversation() {
         assert_eq!(post(&stop(who), Some(KEY), "").await.0, 404, "{who} stops");
     }
     // The refused stops wrote nothing: the running turn has no stop, before the owner acts.
-    assert_eq!(server.store.stop_requested("c-ada", "t1").await.unwrap(), None);
+    assert_eq!(
+        server
+            .store
+            .stop_requested(&sid("c-ada"), &tid("t1"))
+            .await
+            .unwrap(),
+        None
+    );
     // Without the person's ids: 400, naming the one missing.
     let (status, error) = post(&stop("userId=ada"), Some(KEY), "").await;
     assert_eq!(status, 400);
@@ -567,7 +575,7 @@ async fn a_persons_conversations_are_listed_read_and_deleted_for_them_alone() {
         2,
         "the deleted conversation's turn asked no model"
     );
-    assert!(server.store.load_history("c-1").await.unwrap().is_empty());
+    assert!(server.store.load_history(&sid("c-1")).await.unwrap().is_empty());
 }
 
 /// A listed origin's page may call the API: its preflight is answered before the person's check

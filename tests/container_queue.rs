@@ -10,6 +10,7 @@ use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::session::SessionStore;
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{Reply, moto};
+use agent_worker_testkit::{sid, tid};
 use aws_sdk_sqs::types::{MessageSystemAttributeName as System, QueueAttributeName};
 use serde_json::Value;
 use support::container::{KEY, changed, post, server_queued, table, turn};
@@ -66,7 +67,14 @@ async fn a_turn_goes_to_the_queue_in_its_conversations_group_and_the_worker_that
     // Nothing ran here: no model call, no turn running or ended on this host.
     assert!(server.bedrock.requests().is_empty());
     assert!(server.ends.lock().unwrap().is_empty());
-    assert!(server.store.turn("conv-q", "t-q1").await.unwrap().is_none());
+    assert!(
+        server
+            .store
+            .turn(&sid("conv-q"), &tid("t-q1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // A stranger's turn to the same conversation is refused before the queue: nothing is sent,
     // and the table is as it was.
@@ -129,7 +137,7 @@ async fn a_turn_goes_to_the_queue_in_its_conversations_group_and_the_worker_that
         .unwrap();
     assert_eq!((stats.received, stats.deleted, stats.failed), (1, 1, 0));
     assert_eq!(server.bedrock.requests().len(), 1);
-    assert_eq!(server.store.load_history("conv-q").await.unwrap().len(), 2);
+    assert_eq!(server.store.load_history(&sid("conv-q")).await.unwrap().len(), 2);
     assert_eq!(held(&sqs, &queue).await, 0);
 }
 
@@ -147,5 +155,12 @@ async fn a_queue_that_does_not_take_the_turn_is_a_503_and_nothing_runs() {
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["error"], "the turns queue did not take the turn");
     assert!(server.bedrock.requests().is_empty());
-    assert!(server.store.turn("conv-n", "t-n1").await.unwrap().is_none());
+    assert!(
+        server
+            .store
+            .turn(&sid("conv-n"), &tid("t-n1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

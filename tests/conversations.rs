@@ -1,6 +1,7 @@
 //! A person's conversations on moto's DynamoDB: listed from the owner index, read back in display
 //! form, deleted whole.
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -40,7 +41,8 @@ fn completed() -> TurnOutcome {
 /// One turn of `session` by `owner`, as the engine stores it: the owner check, the claim, the
 /// messages and the end together.
 async fn turn(store: &DynamoStore, owner: &Owner, session: &str, turn_id: &str, messages: &[Message]) {
-    let check = store.claim_owner(session, turn_id, owner).await.unwrap();
+    let (session, turn_id) = (&sid(session), &tid(turn_id));
+    let check = store.claim_owner(session, Some(turn_id), owner).await.unwrap();
     assert!(
         matches!(check, OwnerCheck::Claimed | OwnerCheck::Same),
         "{check:?}"
@@ -134,10 +136,16 @@ async fn lists_order_and_page_across_250_conversations_of_two_people() {
     let oldest = every_page(&conversations, &ann, 100).await.pop().unwrap();
     turn(&store, &ann, &oldest.id, "t2", &exchange("more", "again")).await;
     assert_eq!(
-        store.claim_owner(&oldest.id, "t3", &ann).await.unwrap(),
+        store
+            .claim_owner(&sid(&oldest.id), Some(&tid("t3")), &ann)
+            .await
+            .unwrap(),
         OwnerCheck::Same
     );
-    store.claim_turn(&oldest.id, "t3", MINUTE).await.unwrap();
+    store
+        .claim_turn(&sid(&oldest.id), &tid("t3"), MINUTE)
+        .await
+        .unwrap();
     let top = conversations.list(&ann, Some(1), None).await.unwrap();
     let top = &top.conversations[0];
     assert_eq!(top.id, oldest.id);
@@ -272,7 +280,7 @@ async fn a_long_conversation_reads_back_page_by_page_and_past_its_summary() {
     assert!(
         store
             .save_summary(
-                "long",
+                &sid("long"),
                 &Summary {
                     text: "earlier".into(),
                     upto: 200
@@ -328,7 +336,7 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
     assert!(
         store
             .save_summary(
-                "gone",
+                &sid("gone"),
                 &Summary {
                     text: "s".into(),
                     upto: 20
@@ -361,10 +369,16 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
         .unwrap();
     // A turn that started before the delete and stores after it.
     assert_eq!(
-        store.claim_owner("gone", "late", &ann).await.unwrap(),
+        store
+            .claim_owner(&sid("gone"), Some(&tid("late")), &ann)
+            .await
+            .unwrap(),
         OwnerCheck::Same
     );
-    store.claim_turn("gone", "late", MINUTE).await.unwrap();
+    store
+        .claim_turn(&sid("gone"), &tid("late"), MINUTE)
+        .await
+        .unwrap();
     assert!(items_of(&store, "gone").await.len() > 100);
 
     let conversations = Conversations::new(store.clone());
@@ -398,7 +412,7 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
     // The turn that was running stores nothing; a late delivery runs nothing; deleting again
     // removes nothing; the list no longer has it.
     let late = store
-        .complete_turn("gone", "late", &exchange("q", "a"), &completed())
+        .complete_turn(&sid("gone"), &tid("late"), &exchange("q", "a"), &completed())
         .await
         .unwrap_err();
     assert!(
@@ -406,11 +420,17 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
         "{late}"
     );
     assert_eq!(
-        store.claim_owner("gone", "t99", &ann).await.unwrap(),
+        store
+            .claim_owner(&sid("gone"), Some(&tid("t99")), &ann)
+            .await
+            .unwrap(),
         OwnerCheck::Deleted
     );
     assert_eq!(
-        store.claim_owner("gone", "t99", &bob).await.unwrap(),
+        store
+            .claim_owner(&sid("gone"), Some(&tid("t99")), &bob)
+            .await
+            .unwrap(),
         OwnerCheck::Deleted
     );
     let again = conversations.delete(&ann, "gone").await.unwrap();
@@ -521,10 +541,18 @@ async fn a_deleted_conversation_takes_its_files_and_only_its_own() {
         area.record_usage("gone", 40).await.unwrap();
         let store = MemoryStore::new();
         let ann = Owner::new("ann", "acme");
-        store.claim_owner("gone", "t1", &ann).await.unwrap();
-        store.claim_turn("gone", "t1", MINUTE).await.unwrap();
         store
-            .complete_turn("gone", "t1", &exchange("read these", "done"), &completed())
+            .claim_owner(&sid("gone"), Some(&tid("t1")), &ann)
+            .await
+            .unwrap();
+        store.claim_turn(&sid("gone"), &tid("t1"), MINUTE).await.unwrap();
+        store
+            .complete_turn(
+                &sid("gone"),
+                &tid("t1"),
+                &exchange("read these", "done"),
+                &completed(),
+            )
             .await
             .unwrap();
 

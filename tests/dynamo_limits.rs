@@ -5,6 +5,8 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
+use futures_util::StreamExt as _;
 use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
@@ -78,7 +80,7 @@ async fn thirty_results_of_300_kb_in_one_step_are_cut_to_fit_and_stored() {
     bedrock.push(Reply::text("That was a lot."));
     let events = run(&engine(&bedrock, &store), "s1", "Fetch everything").await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_each_fits(&history);
     assert_eq!(
@@ -109,7 +111,7 @@ async fn one_result_of_2_mb_is_cut_and_the_rest_of_the_turn_stands() {
     bedrock.push(Reply::text("Too much to read."));
     let events = run(&engine(&bedrock, &store), "s1", "Fetch it").await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_each_fits(&history);
     assert_eq!(history.last().unwrap().text(), "Too much to read.");
@@ -122,7 +124,7 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole() {
     // the store is given the turn directly.)
     let store = store().await;
     let lease = agent_worker::session::Lease(std::time::Duration::from_secs(60));
-    store.claim_turn("s1", "t1", lease).await.unwrap();
+    store.claim_turn(&sid("s1"), &tid("t1"), lease).await.unwrap();
     let mut messages = vec![Message::user_text("Fetch fifteen times")];
     for i in 0..15 {
         let id = format!("c{i}");
@@ -149,10 +151,10 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole() {
         terminal: Value::Null,
     };
     store
-        .complete_turn("s1", "t1", &messages, &outcome)
+        .complete_turn(&sid("s1"), &tid("t1"), &messages, &outcome)
         .await
         .unwrap();
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_each_fits(&history);
     assert_eq!(history, messages, "stored whole, in order");
@@ -161,4 +163,37 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole() {
         .map(|m| serde_json::to_string(m).unwrap().len())
         .sum();
     assert!(stored > 4 * 1024 * 1024, "the turn was {stored} bytes");
+}
+
+#[tokio::test]
+async fn ids_longer_than_the_table_keys_are_refused_before_anything_is_written() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = store().await;
+    let engine = engine(&bedrock, &store);
+    let long = "s".repeat(agent_worker::session::dynamo::keys::MAX_ID_BYTES + 1);
+    let by_session = run(&engine, &long, "Hi").await;
+    let scope = agent_worker::protocol::Scope::new("s1").with_turn_id(long.clone());
+    let by_turn: Vec<AgentEvent> =
+        agent_worker::protocol::Agent::invoke(&engine, scope, agent_worker::protocol::Prompt::text("Hi"))
+            .collect()
+            .await;
+    for (events, field) in [(by_session, "scope.session"), (by_turn, "scope.turnId")] {
+        let AgentEvent::Failed { details, code, .. } = terminal(&events) else {
+            panic!("{field}: not refused: {events:?}")
+        };
+        assert_eq!(code.as_deref(), Some("invalid_prompt"), "{field}: {details}");
+        assert!(
+            details.contains(field) && details.contains("over the limit of 512"),
+            "{details}"
+        );
+    }
+    assert!(bedrock.requests().is_empty(), "the model was called");
+    let scan = moto()
+        .dynamodb()
+        .scan()
+        .table_name(store.table())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scan.count(), 0, "items were written: {:?}", scan.items());
 }

@@ -1,5 +1,6 @@
 //! The DynamoDB session store on moto's server.
 
+use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::protocol::AgentEvent;
@@ -31,45 +32,51 @@ const MINUTE: Lease = Lease(Duration::from_secs(60));
 async fn a_turn_is_claimed_once_and_a_finished_turn_never_again() {
     let store = store().await;
     assert_eq!(
-        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap(),
         Claim::Claimed { reclaimed: false }
     );
     assert!(
-        matches!(store.claim_turn("s", "t1", MINUTE).await.unwrap(), Claim::Running(r) if r.attempts == 1)
+        matches!(store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap(), Claim::Running(r) if r.attempts == 1)
     );
     let exchange = [Message::user_text("hi"), Message::assistant_text("hello")];
     store
-        .complete_turn("s", "t1", &exchange, &completed())
+        .complete_turn(&sid("s"), &tid("t1"), &exchange, &completed())
         .await
         .unwrap();
-    let Claim::Done(record) = store.claim_turn("s", "t1", MINUTE).await.unwrap() else {
+    let Claim::Done(record) = store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap() else {
         panic!("a finished turn is done");
     };
     assert_eq!(record.status, TurnStatus::Completed);
-    assert_eq!(store.load_history("s").await.unwrap(), exchange);
+    assert_eq!(store.load_history(&sid("s")).await.unwrap(), exchange);
     // Completing it a second time is refused and changes nothing.
     let again = store
-        .complete_turn("s", "t1", &exchange, &completed())
+        .complete_turn(&sid("s"), &tid("t1"), &exchange, &completed())
         .await
         .unwrap_err();
     assert!(matches!(again, StoreError::LostLease(_)), "{again}");
-    assert_eq!(store.load_history("s").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("s")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn an_expired_lease_is_reclaimed_and_a_released_turn_at_once() {
     let store = store().await;
-    store.claim_turn("s", "t1", Lease(Duration::ZERO)).await.unwrap();
+    store
+        .claim_turn(&sid("s"), &tid("t1"), Lease(Duration::ZERO))
+        .await
+        .unwrap();
     assert_eq!(
-        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap(),
         Claim::Claimed { reclaimed: true }
     );
-    assert_eq!(store.turn("s", "t1").await.unwrap().unwrap().attempts, 2);
-
-    store.claim_turn("s", "t2", MINUTE).await.unwrap();
-    store.release_turn("s", "t2").await.unwrap();
     assert_eq!(
-        store.claim_turn("s", "t2", MINUTE).await.unwrap(),
+        store.turn(&sid("s"), &tid("t1")).await.unwrap().unwrap().attempts,
+        2
+    );
+
+    store.claim_turn(&sid("s"), &tid("t2"), MINUTE).await.unwrap();
+    store.release_turn(&sid("s"), &tid("t2")).await.unwrap();
+    assert_eq!(
+        store.claim_turn(&sid("s"), &tid("t2"), MINUTE).await.unwrap(),
         Claim::Claimed { reclaimed: true }
     );
 }
@@ -77,7 +84,7 @@ async fn an_expired_lease_is_reclaimed_and_a_released_turn_at_once() {
 #[tokio::test]
 async fn a_broken_history_is_refused_whole() {
     let store = store().await;
-    store.claim_turn("s", "t1", MINUTE).await.unwrap();
+    store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap();
     let broken = [
         Message::user_text("hi"),
         Message::new(
@@ -90,13 +97,13 @@ async fn a_broken_history_is_refused_whole() {
         ),
     ];
     let err = store
-        .complete_turn("s", "t1", &broken, &completed())
+        .complete_turn(&sid("s"), &tid("t1"), &broken, &completed())
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::InvalidHistory(_)), "{err}");
-    assert!(store.load_history("s").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("s")).await.unwrap().is_empty());
     assert_eq!(
-        store.turn("s", "t1").await.unwrap().unwrap().status,
+        store.turn(&sid("s"), &tid("t1")).await.unwrap().unwrap().status,
         TurnStatus::Running
     );
 }
@@ -104,7 +111,7 @@ async fn a_broken_history_is_refused_whole() {
 #[tokio::test]
 async fn a_turn_larger_than_one_transaction_is_stored_whole_and_read_back_in_pages() {
     let store = store().await;
-    store.claim_turn("s", "big", MINUTE).await.unwrap();
+    store.claim_turn(&sid("s"), &tid("big"), MINUTE).await.unwrap();
     // 250 messages of 5 KB: three transactions to write, and more than one 1 MB page to read.
     let filler = "x".repeat(5 * 1024);
     let messages: Vec<Message> = (0..250)
@@ -117,10 +124,10 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole_and_read_back_in_pag
         })
         .collect();
     store
-        .complete_turn("s", "big", &messages, &completed())
+        .complete_turn(&sid("s"), &tid("big"), &messages, &completed())
         .await
         .unwrap();
-    let history = store.load_history("s").await.unwrap();
+    let history = store.load_history(&sid("s")).await.unwrap();
     assert_eq!(history.len(), 250);
     assert_eq!(history, messages);
 }
@@ -128,18 +135,19 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole_and_read_back_in_pag
 #[tokio::test]
 async fn two_turns_of_one_session_completing_at_once_both_land_in_order() {
     let store = store().await;
-    store.claim_turn("s", "a", MINUTE).await.unwrap();
-    store.claim_turn("s", "b", MINUTE).await.unwrap();
+    store.claim_turn(&sid("s"), &tid("a"), MINUTE).await.unwrap();
+    store.claim_turn(&sid("s"), &tid("b"), MINUTE).await.unwrap();
     let a = [Message::user_text("from a"), Message::assistant_text("answer a")];
     let b = [Message::user_text("from b"), Message::assistant_text("answer b")];
     let done = completed();
+    let (s, ta, tb) = (sid("s"), tid("a"), tid("b"));
     let (ra, rb) = tokio::join!(
-        store.complete_turn("s", "a", &a, &done),
-        store.complete_turn("s", "b", &b, &done)
+        store.complete_turn(&s, &ta, &a, &done),
+        store.complete_turn(&s, &tb, &b, &done)
     );
     ra.unwrap();
     rb.unwrap();
-    let history = store.load_history("s").await.unwrap();
+    let history = store.load_history(&sid("s")).await.unwrap();
     assert_eq!(history.len(), 4);
     check(&history).unwrap();
     let texts: Vec<String> = history.iter().map(Message::text).collect();
@@ -149,7 +157,7 @@ async fn two_turns_of_one_session_completing_at_once_both_land_in_order() {
 #[tokio::test]
 async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
     let store = store().await;
-    store.claim_turn("s", "t1", MINUTE).await.unwrap();
+    store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap();
     let big = Message::new(
         Role::User,
         vec![
@@ -162,10 +170,10 @@ async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
     );
     let messages = [big, Message::assistant_text("a picture")];
     store
-        .complete_turn("s", "t1", &messages, &completed())
+        .complete_turn(&sid("s"), &tid("t1"), &messages, &completed())
         .await
         .unwrap();
-    let history = store.load_history("s").await.unwrap();
+    let history = store.load_history(&sid("s")).await.unwrap();
     let stored = history[0].text();
     assert!(
         stored.contains("image/png, about 450 KB") && stored.ends_with("what is this?"),
@@ -176,7 +184,7 @@ async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
 #[tokio::test]
 async fn an_unreachable_table_is_a_clear_error() {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new("no-such-table").unwrap());
-    let err = store.claim_turn("s", "t1", MINUTE).await.unwrap_err();
+    let err = store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap_err();
     assert!(err.to_string().contains("claiming the turn"), "{err}");
     assert!(DynamoConfig::new(" ").is_err());
 }
@@ -187,31 +195,40 @@ async fn a_stop_is_kept_across_the_claim_and_refused_once_the_turn_ended() {
     let store = store().await;
     let stop = Stop::now(StopCause::Superseded);
     assert_eq!(
-        store.request_stop("s", "t1", stop).await.unwrap(),
+        store.request_stop(&sid("s"), &tid("t1"), stop).await.unwrap(),
         StopOutcome::Recorded
     );
     assert_eq!(
-        store.turn("s", "t1").await.unwrap(),
+        store.turn(&sid("s"), &tid("t1")).await.unwrap(),
         None,
         "asked to stop, not claimed"
     );
     assert_eq!(
-        store.claim_turn("s", "t1", MINUTE).await.unwrap(),
+        store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap(),
         Claim::Claimed { reclaimed: false }
     );
-    assert_eq!(store.stop_requested("s", "t1").await.unwrap(), Some(stop));
+    assert_eq!(
+        store.stop_requested(&sid("s"), &tid("t1")).await.unwrap(),
+        Some(stop)
+    );
     // A second request does not replace the first.
     store
-        .request_stop("s", "t1", Stop::now(StopCause::UserStop))
+        .request_stop(&sid("s"), &tid("t1"), Stop::now(StopCause::UserStop))
         .await
         .unwrap();
-    assert_eq!(store.stop_requested("s", "t1").await.unwrap(), Some(stop));
-    store.complete_turn("s", "t1", &[], &completed()).await.unwrap();
     assert_eq!(
-        store.request_stop("s", "t1", stop).await.unwrap(),
+        store.stop_requested(&sid("s"), &tid("t1")).await.unwrap(),
+        Some(stop)
+    );
+    store
+        .complete_turn(&sid("s"), &tid("t1"), &[], &completed())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.request_stop(&sid("s"), &tid("t1"), stop).await.unwrap(),
         StopOutcome::AlreadyEnded
     );
-    assert_eq!(store.stop_requested("s", "t2").await.unwrap(), None);
+    assert_eq!(store.stop_requested(&sid("s"), &tid("t2")).await.unwrap(), None);
 }
 
 /// Writes `events` as turn `turn_id`'s log, through the sink as a turn does.
@@ -340,37 +357,46 @@ async fn a_conversation_belongs_to_the_person_of_its_first_turn() {
     use agent_worker::session::{Owner, OwnerCheck};
     let store = store().await;
     let ada = Owner::new("ada", "acme");
-    assert_eq!(store.owner("s").await.unwrap(), None);
+    assert_eq!(store.owner(&sid("s")).await.unwrap(), None);
     assert_eq!(
-        store.claim_owner("s", "t", &ada).await.unwrap(),
+        store.claim_owner(&sid("s"), Some(&tid("t")), &ada).await.unwrap(),
         OwnerCheck::Claimed
     );
-    assert_eq!(store.claim_owner("s", "t", &ada).await.unwrap(), OwnerCheck::Same);
+    assert_eq!(
+        store.claim_owner(&sid("s"), Some(&tid("t")), &ada).await.unwrap(),
+        OwnerCheck::Same
+    );
     for other in [Owner::new("mallory", "acme"), Owner::new("ada", "evil-corp")] {
         assert_eq!(
-            store.claim_owner("s", "t", &other).await.unwrap(),
+            store
+                .claim_owner(&sid("s"), Some(&tid("t")), &other)
+                .await
+                .unwrap(),
             OwnerCheck::Other(ada.clone())
         );
     }
-    assert_eq!(store.owner("s").await.unwrap(), Some(ada.clone()));
+    assert_eq!(store.owner(&sid("s")).await.unwrap(), Some(ada.clone()));
     // A conversation stored before owners were recorded is claimed by its next turn, and its
     // history and version are untouched by the claim.
-    store.claim_turn("old", "t1", MINUTE).await.unwrap();
+    store.claim_turn(&sid("old"), &tid("t1"), MINUTE).await.unwrap();
     let exchange = [Message::user_text("hi"), Message::assistant_text("hello")];
     store
-        .complete_turn("old", "t1", &exchange, &completed())
+        .complete_turn(&sid("old"), &tid("t1"), &exchange, &completed())
         .await
         .unwrap();
     assert_eq!(
-        store.claim_owner("old", "t", &ada).await.unwrap(),
+        store
+            .claim_owner(&sid("old"), Some(&tid("t")), &ada)
+            .await
+            .unwrap(),
         OwnerCheck::Claimed
     );
-    assert_eq!(store.load_history("old").await.unwrap(), exchange);
-    store.claim_turn("old", "t2", MINUTE).await.unwrap();
+    assert_eq!(store.load_history(&sid("old")).await.unwrap(), exchange);
+    store.claim_turn(&sid("old"), &tid("t2"), MINUTE).await.unwrap();
     let more = [Message::user_text("again"), Message::assistant_text("still here")];
     store
-        .complete_turn("old", "t2", &more, &completed())
+        .complete_turn(&sid("old"), &tid("t2"), &more, &completed())
         .await
         .unwrap();
-    assert_eq!(store.load_history("old").await.unwrap().len(), 4);
+    assert_eq!(store.load_history(&sid("old")).await.unwrap().len(), 4);
 }

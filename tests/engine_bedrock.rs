@@ -4,6 +4,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ async fn text_streams_as_deltas_and_the_exchange_is_stored() {
             AgentEvent::completed(),
         ]
     );
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(
         history,
         vec![
@@ -159,7 +160,7 @@ async fn a_tool_call_runs_and_its_result_goes_back_to_the_model() {
     assert_eq!(result["status"], json!("success"));
     assert_eq!(result["content"][0]["json"]["utc"], content["utc"]);
 
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(history.len(), 4);
     check(&history).unwrap();
 }
@@ -252,7 +253,7 @@ async fn reasoning_streams_as_thinking_and_goes_back_with_its_signature() {
         assistant["content"][0],
         json!({"reasoningContent": {"reasoningText": {"text": "I should check the clock.", "signature": "sig-123"}}})
     );
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(
         history[1].content[0],
         ContentBlock::Reasoning {
@@ -279,7 +280,7 @@ async fn one_call_then_text(
     let store = MemoryStore::new();
     let events = run(&engine(&bedrock, &store, config, tools), "s1", "Do it").await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
-    check(&store.load_history("s1").await.unwrap()).unwrap();
+    check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
     let result = bedrock.requests()[1].body["messages"][2]["content"][0]["toolResult"].clone();
     (events, result)
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,7 +77,7 @@ async fn retries_run_out_into_a_retryable_failure() {
     );
     assert_eq!(bedrock.requests().len(), 4);
     assert!(
-        store.load_history("s1").await.unwrap().is_empty(),
+        store.load_history(&sid("s1")).await.unwrap().is_empty(),
         "a turn that produced nothing stores nothing"
     );
 }
@@ -99,7 +100,7 @@ async fn a_stream_that_breaks_after_output_is_not_replayed() {
         "nothing was streamed twice"
     );
     assert_eq!(bedrock.requests().len(), 1);
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_eq!(history[0], Message::user_text("Hi"));
     assert_eq!(
@@ -143,7 +144,7 @@ async fn a_stream_that_ends_without_message_stop_fails_retryable_and_is_never_a_
         1,
         "what was streamed is not streamed twice"
     );
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert!(cut_marked(&history), "{history:#?}");
 }
@@ -164,7 +165,7 @@ async fn a_stream_cut_before_any_output_is_retried_and_announced() {
     assert_eq!(text_of(&events), "Whole.");
     assert_eq!(terminal(&events), &AgentEvent::completed());
     assert_eq!(bedrock.requests().len(), 2);
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(
         history,
         vec![Message::user_text("Hi"), Message::assistant_text("Whole.")]
@@ -217,7 +218,7 @@ async fn a_tool_call_whose_block_never_closes_is_named_and_never_run() {
         "the call never ran"
     );
     assert_eq!(bedrock.requests().len(), 1);
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert!(cut_marked(&history), "{history:#?}");
 }
@@ -239,7 +240,7 @@ async fn a_guardrail_or_a_content_filter_ends_the_turn_saying_which() {
             &AgentEvent::completed_with(json!({"stopReason": reason})),
             "{reason}"
         );
-        let history = store.load_history("s1").await.unwrap();
+        let history = store.load_history(&sid("s1")).await.unwrap();
         check(&history).unwrap();
         assert_eq!(history[0], Message::user_text("Hi"), "{reason}");
     }
@@ -270,7 +271,7 @@ async fn refusals_fail_at_once_and_say_why() {
         assert!(details.contains(kind) && details.contains(message), "{details}");
         assert_eq!(bedrock.requests().len(), 1, "{kind} is not retried");
         assert!(
-            store.load_history("s1").await.unwrap().is_empty(),
+            store.load_history(&sid("s1")).await.unwrap().is_empty(),
             "a refused prompt never poisons the session"
         );
     }
@@ -316,7 +317,7 @@ async fn a_step_cut_off_before_saying_anything_runs_once_more_told_to_plan_less(
         &AgentEvent::completed_with(json!({"stopReason": "output_limit"}))
     );
     assert!(text_of(&events).contains("length limit"));
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert!(history[1].text().contains("length limit"));
 }
 
@@ -343,7 +344,7 @@ async fn max_rounds_completes_with_a_line_for_the_person() {
     );
     assert!(text_of(&events).contains("most tool rounds"));
     assert_eq!(bedrock.requests().len(), 2);
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_eq!(history.last().unwrap().role, Role::Assistant);
 }
@@ -490,7 +491,7 @@ async fn the_turn_deadline_stops_the_turn_and_keeps_what_it_did() {
     );
     assert!(text_of(&events).starts_with("Working on it"));
     assert!(text_of(&events).contains("time limit"));
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert!(history[1].text().starts_with("Working on it"));
     tokio::time::timeout(
@@ -605,7 +606,7 @@ async fn a_turn_delivered_twice_runs_once() {
     assert!(!retryable);
     assert_eq!(code.as_deref(), Some(codes::DUPLICATE_TURN));
     assert_eq!(bedrock.requests().len(), 1);
-    assert_eq!(store.load_history("s1").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("s1")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -637,7 +638,7 @@ async fn the_store_holds_what_the_stand_in_saw() {
     let engine = engine(&bedrock, &store, config(), example_tools(&["add"]));
     run(&engine, "s1", "2+3?").await;
     run(&engine, "s1", "thanks").await;
-    let stored = store.load_history("s1").await.unwrap();
+    let stored = store.load_history(&sid("s1")).await.unwrap();
     let sent = bedrock.requests()[2].body["messages"].as_array().unwrap().len();
     assert_eq!(stored.len(), sent + 1);
     assert_eq!(

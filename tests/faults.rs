@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -362,7 +363,12 @@ async fn dynamodb_faults_at_each_step_of_a_turn_keep_every_promise() {
             let clean = world.log_kinds(&session, &format!("t-{i}-0")).await;
             assert_eq!(logged, clean, "{what}: the log is whole");
         }
-        let history = world.direct_store().load_history(&session).await.unwrap().len();
+        let history = world
+            .direct_store()
+            .load_history(&sid(&session))
+            .await
+            .unwrap()
+            .len();
         assert_eq!(
             history, 4,
             "{what}: each turn is stored once (a question and its answer)"
@@ -587,9 +593,12 @@ async fn a_stop_sent_while_a_transaction_holds_the_turn_item_waits_it_out() {
     );
     let stop = agent_worker::session::Stop::now(agent_worker::session::StopCause::UserStop);
     assert_eq!(
-        store.request_stop("c-1", "t-1", stop).await.unwrap(),
+        store.request_stop(&sid("c-1"), &tid("t-1"), stop).await.unwrap(),
         agent_worker::session::StopOutcome::Recorded
     );
     assert_eq!(proxy.injected().len(), 2, "both refusals were met and waited out");
-    assert_eq!(plain.stop_requested("c-1", "t-1").await.unwrap(), Some(stop));
+    assert_eq!(
+        plain.stop_requested(&sid("c-1"), &tid("t-1")).await.unwrap(),
+        Some(stop)
+    );
 }

@@ -9,6 +9,7 @@ use agent_worker::protocol::{
     codes,
 };
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
+use agent_worker_testkit::sid;
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
@@ -92,12 +93,12 @@ async fn the_branch_starts_from_its_parent_and_goes_its_own_way(store: impl Sess
     );
     assert_eq!(sent(&bedrock), ["Q1", "A1", "Q2", "A2", "Q3", "A3", "Q4"]);
     // The parent is untouched, and goes on by itself.
-    assert_eq!(store.load_history("parent").await.unwrap().len(), 4);
+    assert_eq!(store.load_history(&sid("parent")).await.unwrap().len(), 4);
     turn(&engine, &bedrock, ("parent", "p3", "u"), "Q5", "A5", none).await;
     assert_eq!(sent(&bedrock), ["Q1", "A1", "Q2", "A2", "Q5"]);
-    assert_eq!(store.load_history("child").await.unwrap().len(), 8);
+    assert_eq!(store.load_history(&sid("child")).await.unwrap().len(), 8);
     // Its durable history from a cursor crosses from the parent's part into its own.
-    let entries = store.entries("child", 3, 2).await.unwrap();
+    let entries = store.entries(&sid("child"), 3, 2).await.unwrap();
     let read: Vec<(u64, Option<&str>)> = entries.iter().map(|e| (e.seq, e.turn_id.as_deref())).collect();
     assert_eq!(read, [(3, Some("p2")), (4, Some("c1"))]);
 
@@ -116,7 +117,7 @@ async fn the_branch_starts_from_its_parent_and_goes_its_own_way(store: impl Sess
     let (_, _, code) = support::failure(&events);
     assert_eq!(code.as_deref(), Some(codes::NOT_OWNER));
     assert_eq!(bedrock.requests().len(), requests, "the model was not called");
-    assert!(store.load_history("stolen").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("stolen")).await.unwrap().is_empty());
 
     // A parent that does not exist is said so, naming the field.
     let missing = json!({ PARENT_SESSION_KEY: "no-such-conversation" });

@@ -6,6 +6,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::time::Duration;
 
 use agent_worker::hosts::container::console::Console;
@@ -565,7 +566,7 @@ async fn a_ui_action_past_its_wait_is_withdrawn_and_kept_as_its_tab_left_it() {
         |text: &str| text.contains("no tab took the request") && text.contains("outcome is unknown");
     let third = server.bedrock.requests()[2].body["messages"].to_string();
     assert!(results(&third), "{third}");
-    let stored = server.store.load_history("conv-bob").await.unwrap();
+    let stored = server.store.load_history(&sid("conv-bob")).await.unwrap();
     assert!(results(&serde_json::to_string(&stored).unwrap()));
     // A late answer is kept as an answer, and changes nothing of the ended turn.
     let before = table(&server.store).await;
@@ -584,6 +585,6 @@ async fn a_ui_action_past_its_wait_is_withdrawn_and_kept_as_its_tab_left_it() {
         new.len() == 1 && new[0].starts_with("+ answer="),
         "only the answer's own item: {new:?}"
     );
-    assert_eq!(server.store.load_history("conv-bob").await.unwrap(), stored);
+    assert_eq!(server.store.load_history(&sid("conv-bob")).await.unwrap(), stored);
     assert_eq!(server.bedrock.requests().len(), 3);
 }

@@ -1,5 +1,6 @@
 //! The HTTP emit sink against a real HTTP receiver on 127.0.0.1.
 
+use agent_worker_testkit::{sid, tid};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -177,7 +178,12 @@ async fn a_dead_endpoint_never_fails_the_turn() {
     let outcome = TurnHandler::new(engine, sinks).run_turn(&payload, None).await;
     assert!(!outcome.is_redrive(), "{outcome:?}");
     assert_eq!(
-        store.turn("conv-1", "turn-1").await.unwrap().unwrap().status,
+        store
+            .turn(&sid("conv-1"), &tid("turn-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         agent_worker::session::TurnStatus::Completed
     );
 }

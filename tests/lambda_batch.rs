@@ -3,6 +3,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,11 +57,16 @@ async fn a_turn_goes_from_sqs_through_the_handler_into_dynamodb() {
     assert_eq!(world.bedrock.requests().len(), 2);
 
     let store = world.store();
-    let history = store.load_history("conv-1").await.unwrap();
+    let history = store.load_history(&sid("conv-1")).await.unwrap();
     assert_eq!(history.len(), 4);
     check_history(&history).unwrap();
     assert_eq!(
-        store.turn("conv-1", "turn-1").await.unwrap().unwrap().status,
+        store
+            .turn(&sid("conv-1"), &tid("turn-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         TurnStatus::Completed
     );
 
@@ -122,7 +128,7 @@ async fn the_same_turn_delivered_ten_times_at_once_runs_once() {
         .unwrap();
     assert!(again.batch_item_failures.is_empty());
     assert_eq!(world.bedrock.requests().len(), 1);
-    assert_eq!(world.store().load_history("conv-1").await.unwrap().len(), 2);
+    assert_eq!(world.store().load_history(&sid("conv-1")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -156,7 +162,7 @@ async fn a_mixed_batch_reports_exactly_the_malformed_record() {
         .unwrap();
     assert_eq!(failures(&response), ["malformed"]);
     assert_eq!(world.bedrock.requests().len(), 2);
-    assert_eq!(world.store().load_history("conv-1").await.unwrap().len(), 2);
+    assert_eq!(world.store().load_history(&sid("conv-1")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -226,8 +232,8 @@ async fn a_poison_message_lands_in_the_dlq_and_nothing_else_is_lost() {
 
     assert_eq!(dead_letters(&sqs, &dlq).await, ["{poison"]);
     let store = world.store();
-    assert_eq!(store.load_history("conv-1").await.unwrap().len(), 2);
-    assert_eq!(store.load_history("conv-2").await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("conv-1")).await.unwrap().len(), 2);
+    assert_eq!(store.load_history(&sid("conv-2")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -273,10 +279,10 @@ async fn a_worker_killed_mid_turn_is_taken_over_after_its_lease_and_the_session_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let store = world.store();
-    let record = store.turn("conv-1", "turn-1").await.unwrap().unwrap();
+    let record = store.turn(&sid("conv-1"), &tid("turn-1")).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Completed);
     assert_eq!(record.attempts, 2);
-    let history = store.load_history("conv-1").await.unwrap();
+    let history = store.load_history(&sid("conv-1")).await.unwrap();
     check_history(&history).unwrap();
     assert_eq!(
         history.len(),
@@ -292,7 +298,7 @@ async fn a_claim_whose_worker_died_is_reclaimed() {
     let store = world.store();
     assert_eq!(
         store
-            .claim_turn("conv-1", "turn-1", Lease(Duration::ZERO))
+            .claim_turn(&sid("conv-1"), &tid("turn-1"), Lease(Duration::ZERO))
             .await
             .unwrap(),
         Claim::Claimed { reclaimed: false }
@@ -307,7 +313,15 @@ async fn a_claim_whose_worker_died_is_reclaimed() {
         .await
         .unwrap();
     assert!(response.batch_item_failures.is_empty());
-    assert_eq!(store.turn("conv-1", "turn-1").await.unwrap().unwrap().attempts, 2);
+    assert_eq!(
+        store
+            .turn(&sid("conv-1"), &tid("turn-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .attempts,
+        2
+    );
 }
 
 #[tokio::test]
@@ -411,7 +425,7 @@ async fn a_turn_the_model_refuses_goes_towards_the_dlq_and_its_redeliveries_call
     // The failure is stored with the turn, and the client was told.
     let claim = world
         .store()
-        .claim_turn("conv-1", "turn-1", Lease(Duration::from_secs(60)))
+        .claim_turn(&sid("conv-1"), &tid("turn-1"), Lease(Duration::from_secs(60)))
         .await
         .unwrap();
     let Claim::Done(record) = claim else {
@@ -436,7 +450,14 @@ async fn a_turn_the_model_refuses_goes_towards_the_dlq_and_its_redeliveries_call
         1,
         "no redelivery called the model"
     );
-    assert!(world.store().load_history("conv-1").await.unwrap().is_empty());
+    assert!(
+        world
+            .store()
+            .load_history(&sid("conv-1"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -458,7 +479,7 @@ async fn what_the_table_cannot_keep_is_refused_before_anything_runs() {
     assert_eq!(failures(&response), ["m-big", "m-turn", "m-session", "m-nul"]);
     assert!(world.bedrock.requests().is_empty(), "no model was called");
     let store = world.store();
-    assert!(store.load_history("conv-1").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("conv-1")).await.unwrap().is_empty());
     // The refusal names the field and the limit: the client is told through the event log.
     let told = DynamoEventLog::new(world.store())
         .read("conv-1", "turn-big", None)

@@ -4,6 +4,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -162,7 +163,7 @@ async fn a_turn_of_another_persons_conversation_runs_nothing_and_goes_towards_th
     assert_eq!(world.bedrock.requests().len(), 1, "no model call for them");
     let store = world.store();
     assert_eq!(
-        store.load_history("c-ada").await.unwrap().len(),
+        store.load_history(&sid("c-ada")).await.unwrap().len(),
         2,
         "nothing of theirs stored"
     );
@@ -175,7 +176,7 @@ async fn a_turn_of_another_persons_conversation_runs_nothing_and_goes_towards_th
         );
         assert_eq!(
             store
-                .claim_turn("c-ada", turn, Lease(Duration::from_secs(1)))
+                .claim_turn(&sid("c-ada"), &tid(turn), Lease(Duration::from_secs(1)))
                 .await
                 .unwrap(),
             Claim::Claimed { reclaimed: false },
@@ -195,7 +196,7 @@ async fn a_turn_of_another_persons_conversation_runs_nothing_and_goes_towards_th
         .await
         .unwrap();
     assert!(failures(&again).is_empty());
-    assert_eq!(store.load_history("c-ada").await.unwrap().len(), 4);
+    assert_eq!(store.load_history(&sid("c-ada")).await.unwrap().len(), 4);
 }
 
 #[tokio::test]
@@ -231,7 +232,7 @@ async fn the_poller_sends_a_turn_of_another_persons_conversation_to_the_dlq() {
         .collect();
     assert_eq!(dead_turns, ["t2"]);
     assert_eq!(world.bedrock.requests().len(), 1);
-    assert_eq!(world.store().load_history("c-ada").await.unwrap().len(), 2);
+    assert_eq!(world.store().load_history(&sid("c-ada")).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -267,7 +268,14 @@ async fn a_turn_of_a_deleted_conversation_runs_nothing_and_is_acknowledged() {
         1,
         "no model call after the delete"
     );
-    assert!(world.store().load_history("c-ada").await.unwrap().is_empty());
+    assert!(
+        world
+            .store()
+            .load_history(&sid("c-ada"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let log = DynamoEventLog::new(world.store());
     for turn in ["t1", "t2"] {
         assert!(

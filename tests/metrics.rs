@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -315,7 +316,7 @@ async fn a_turn_stopped_at_its_deadline_is_stopped() {
         world.bedrock.requested(1).await;
         world
             .store
-            .request_stop("s-1", "t-1", Stop::now(StopCause::Deadline))
+            .request_stop(&sid("s-1"), &tid("t-1"), Stop::now(StopCause::Deadline))
             .await
             .unwrap();
     };

@@ -6,6 +6,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::time::Duration;
 
 use agent_worker::engine::{BedrockModel, Engine};
@@ -82,9 +83,9 @@ async fn a_second_turn_of_a_running_conversation_waits_for_the_first_and_sees_it
         seen.contains("First question") && seen.contains("Second question"),
         "p2 saw p1: {seen}"
     );
-    let history = server.store.load_history("conv-1").await.unwrap();
+    let history = server.store.load_history(&sid("conv-1")).await.unwrap();
     assert_eq!(history.len(), 4, "p1's two messages, then p2's");
-    assert_eq!(server.store.running_turn("conv-1").await.unwrap(), None);
+    assert_eq!(server.store.running_turn(&sid("conv-1")).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -114,7 +115,12 @@ async fn a_second_host_gives_the_record_back_while_the_first_runs_the_conversati
         Vec::<String>::new()
     );
     assert_eq!(
-        server.store.running_turn("conv-1").await.unwrap().as_deref(),
+        server
+            .store
+            .running_turn(&sid("conv-1"))
+            .await
+            .unwrap()
+            .as_deref(),
         Some("p1")
     );
 }

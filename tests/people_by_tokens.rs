@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::sid;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
@@ -73,7 +74,7 @@ async fn a_persons_token_acts_for_that_person_alone_on_every_route() {
     let (status, accepted) = call(http().post(format!("{}/turns", server.url)).json(&turn), &bob).await;
     assert_eq!(status, 202, "{accepted}");
     server.ended(2).await;
-    let owner = server.store.owner("conv-ada").await.unwrap().unwrap();
+    let owner = server.store.owner(&sid("conv-ada")).await.unwrap().unwrap();
     assert_eq!(
         (owner.user_id.as_str(), owner.account_id.as_str()),
         ("ada", "acme")

@@ -6,6 +6,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -68,7 +69,7 @@ fn fixture_script(stand_in: &StandIn) {
 
 /// The fixture turn's history: the question, the call, its result, the answer.
 async fn assert_fixture_history(store: &DynamoStore, session: &str) {
-    let history = store.load_history(session).await.unwrap();
+    let history = store.load_history(&sid(session)).await.unwrap();
     assert_eq!(history.len(), 4, "question, call, result, answer: {history:?}");
     assert!(
         matches!(&history[1].content[0], ContentBlock::ToolUse { name, .. } if name == "add"),
@@ -157,7 +158,7 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 async fn fixture_turn_on_the_container(provider: Provider) {
     let host = container(provider).await;
     fixture_script(&host.stand_in);
-    let events = host.turn("s-container", "t1", json!({})).await;
+    let events = host.turn(&sid("s-container"), &tid("t1"), json!({})).await;
     let kinds = kinds(&events);
     assert_eq!(
         kinds[..2],
@@ -228,7 +229,11 @@ async fn typed_result(provider: Provider) {
     stand_in.push_tool_call("call_02", "final_result", r#"{"category": "refund", "sum": 42}"#);
     stand_in.push_tool_call("call_03", "final_result", r#"{"category": "billing", "sum": 42}"#);
     let events = host
-        .turn("s-typed", "t1", json!({"resultSchema": triage_schema()}))
+        .turn(
+            &sid("s-typed"),
+            &tid("t1"),
+            json!({"resultSchema": triage_schema()}),
+        )
         .await;
     let completed = events.last().unwrap();
     assert_eq!(completed["type"], "completed", "{provider:?}: {events:?}");
@@ -267,12 +272,12 @@ async fn typed_result(provider: Provider) {
 
     // The stored history holds no call of the result tool: a later turn without the schema
     // (and so without the tool) reads a plain conversation, on every provider.
-    let history = host.store.load_history("s-typed").await.unwrap();
+    let history = host.store.load_history(&sid("s-typed")).await.unwrap();
     let stored = format!("{history:?}");
     assert!(!stored.contains("\"final_result\""), "{stored}");
     assert!(stored.contains("billing"), "{stored}");
     stand_in.push_text("It was billing.");
-    let next = host.turn("s-typed", "t2", json!({})).await;
+    let next = host.turn(&sid("s-typed"), &tid("t2"), json!({})).await;
     assert_eq!(
         next.last().unwrap()["type"],
         "completed",
@@ -304,7 +309,11 @@ async fn a_result_that_still_does_not_match_fails_the_turn_with_its_own_code_and
     host.stand_in
         .push_tool_call("call_01", "final_result", r#"{"category": "billing"}"#);
     let events = host
-        .turn("s-broken", "t1", json!({"resultSchema": triage_schema()}))
+        .turn(
+            &sid("s-broken"),
+            &tid("t1"),
+            json!({"resultSchema": triage_schema()}),
+        )
         .await;
     let failed = events.last().unwrap();
     assert_eq!(
@@ -314,7 +323,7 @@ async fn a_result_that_still_does_not_match_fails_the_turn_with_its_own_code_and
     );
     let details = failed["details"].as_str().unwrap();
     assert!(details.contains("sum"), "says what is missing: {details}");
-    let history = host.store.load_history("s-broken").await.unwrap();
+    let history = host.store.load_history(&sid("s-broken")).await.unwrap();
     let stored = format!("{history:?}");
     assert!(stored.contains("It is a billing question."), "{stored}");
     assert!(!stored.contains("\"final_result\""), "{stored}");
@@ -329,7 +338,11 @@ async fn a_result_that_still_does_not_match_fails_the_turn_with_its_own_code_and
 async fn a_result_schema_that_is_not_one_is_refused_by_name_and_nothing_runs() {
     let host = container(Provider::OpenAi).await;
     let events = host
-        .turn("s-bad-schema", "t1", json!({"resultSchema": {"type": 7}}))
+        .turn(
+            &sid("s-bad-schema"),
+            &tid("t1"),
+            json!({"resultSchema": {"type": 7}}),
+        )
         .await;
     let failed = events.last().unwrap();
     assert_eq!(failed["code"], codes::INVALID_PROMPT, "{events:?}");
@@ -374,7 +387,7 @@ async fn parallel_tool_calls_run_and_both_results_are_kept_on_each_provider() {
             .filter(|e| matches!(e, AgentEvent::ToolStarted { .. }))
             .count();
         assert_eq!(started, 2, "{provider:?}");
-        let history = store.load_history("s-parallel").await.unwrap();
+        let history = store.load_history(&sid("s-parallel")).await.unwrap();
         let results = history[2]
             .content
             .iter()
@@ -401,7 +414,7 @@ async fn reasoning_streams_as_thinking_and_keeps_its_signature_where_the_provide
             "{provider:?}"
         );
         assert_eq!(support::text_of(&events), "4.", "{provider:?}");
-        let history = store.load_history("s-reasoning").await.unwrap();
+        let history = store.load_history(&sid("s-reasoning")).await.unwrap();
         let signature = history[1].content.iter().find_map(|b| match b {
             ContentBlock::Reasoning { signature, .. } => Some(signature.clone()),
             _ => None,
@@ -451,7 +464,7 @@ async fn a_stream_that_breaks_mid_answer_keeps_what_was_said_and_is_not_replayed
             "{provider:?}: {events:?}"
         );
         assert_eq!(stand_in.request_bodies().len(), 1, "{provider:?}: not replayed");
-        let history = store.load_history("s-broken").await.unwrap();
+        let history = store.load_history(&sid("s-broken")).await.unwrap();
         let kept = format!("{history:?}");
         assert!(
             kept.contains("The first half") && kept.contains("cut off"),

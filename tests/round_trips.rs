@@ -2,6 +2,7 @@
 //! interceptor): two round trips before the model is called, whatever the conversation holds,
 //! and no read of the version or the log's position on the way.
 
+use agent_worker_testkit::{sid, tid};
 use std::time::{Duration, SystemTime};
 
 use std::sync::Arc;
@@ -84,7 +85,7 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
             "turn {turn}: no read of the version, a stop or the log's place: {operations:?}"
         );
     }
-    assert_eq!(store.load_history("c-1").await.unwrap().len(), 6);
+    assert_eq!(store.load_history(&sid("c-1")).await.unwrap().len(), 6);
     let log = DynamoEventLog::new(store);
     let logged = log.read("c-1", "t2", None).await.unwrap();
     let seqs: Vec<u64> = logged.iter().map(|e| e.seq).collect();
@@ -162,7 +163,7 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
         first_words.0.notified().await;
         let before = meter.take();
         unmetered
-            .request_stop("c-1", "t1", Stop::now(StopCause::UserStop))
+            .request_stop(&sid("c-1"), &tid("t1"), Stop::now(StopCause::UserStop))
             .await
             .unwrap();
         before
@@ -196,7 +197,7 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
         &AgentEvent::completed_with(json!({ "stopReason": "user_stop" })),
         "{logged:#?}"
     );
-    let history = unmetered.load_history("c-1").await.unwrap();
+    let history = unmetered.load_history(&sid("c-1")).await.unwrap();
     let said = history[1].text();
     assert!(
         said.starts_with("w0") && !said.contains("w119"),

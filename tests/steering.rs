@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
@@ -29,7 +30,7 @@ async fn a_steer_sent_during_a_tool_round_reaches_the_very_next_model_request() 
         d.send("s-steer", steer("Use metric units.")).await,
         Ok("t1".to_owned())
     );
-    let state = d.sender.control().state("s-steer").await.unwrap();
+    let state = d.sender.control().state(&sid("s-steer")).await.unwrap();
     assert_eq!(
         (
             state.status,
@@ -56,7 +57,7 @@ async fn a_steer_sent_during_a_tool_round_reaches_the_very_next_model_request() 
         requests[1].body
     );
     // Kept once, beside the result it came with.
-    let history = d.store.load_history("s-steer").await.unwrap();
+    let history = d.store.load_history(&sid("s-steer")).await.unwrap();
     assert_eq!(history.len(), 4, "{history:?}");
     let steered = &history[2].content;
     assert!(
@@ -72,7 +73,7 @@ async fn a_steer_sent_during_a_tool_round_reaches_the_very_next_model_request() 
         Err((refusals::NO_ACTIVE_RUN.to_owned(), true))
     );
     assert_eq!(
-        d.sender.control().state("s-steer").await.unwrap().status,
+        d.sender.control().state(&sid("s-steer")).await.unwrap().status,
         SessionStatus::Idle
     );
 }
@@ -128,7 +129,7 @@ async fn follow_ups_run_in_order_after_the_run_in_the_same_stream_with_one_termi
     assert!(last_message_texts(&requests[1].body).is_empty());
     assert_eq!(last_message_texts(&requests[2].body), ["First?"]);
     assert_eq!(last_message_texts(&requests[3].body), ["Second?"]);
-    let history = d.store.load_history("s-follow").await.unwrap();
+    let history = d.store.load_history(&sid("s-follow")).await.unwrap();
     assert_eq!(history.len(), 8, "{history:?}");
 }
 
@@ -148,7 +149,7 @@ async fn a_follow_up_sent_as_the_run_ends_is_run_not_lost() {
     assert_eq!(delivered(&events), [("follow_up".to_owned(), 0)]);
     assert_eq!(support::text_of(&events), "Hello.And hello again.");
     assert_eq!(d.bedrock.requests().len(), 2);
-    let history = d.store.load_history("s-late").await.unwrap();
+    let history = d.store.load_history(&sid("s-late")).await.unwrap();
     assert_eq!(history.len(), 4, "stored once, whole: {history:?}");
 }
 
@@ -191,7 +192,7 @@ async fn abort_during_a_follow_up_stops_the_run_and_clears_what_was_queued() {
         2,
         "the held call never reached the model"
     );
-    let history = format!("{:?}", d.store.load_history("s-abort").await.unwrap());
+    let history = format!("{:?}", d.store.load_history(&sid("s-abort")).await.unwrap());
     assert!(
         history.contains("First?") && !history.contains("Second?"),
         "{history}"
@@ -235,7 +236,7 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
     assert_eq!(
         engine
             .control()
-            .dispatch("s-memory", steer("Be brief."))
+            .dispatch(&sid("s-memory"), steer("Be brief."))
             .await
             .unwrap()
             .run_id,
@@ -244,7 +245,7 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
     assert_eq!(
         engine
             .control()
-            .dispatch("s-memory", follow_up("Sure?"))
+            .dispatch(&sid("s-memory"), follow_up("Sure?"))
             .await
             .unwrap()
             .run_id,
@@ -261,7 +262,7 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
     assert_eq!(requests.len(), 4);
     assert_eq!(last_message_texts(&requests[2].body), ["Be brief."]);
     assert_eq!(last_message_texts(&requests[3].body), ["Sure?"]);
-    let history = store.load_history("s-memory").await.unwrap();
+    let history = store.load_history(&sid("s-memory")).await.unwrap();
     assert_eq!(history.len(), 8, "{history:?}");
 }
 
@@ -284,38 +285,38 @@ async fn only_a_running_turn_under_a_live_lease_and_not_stopped_takes_a_command(
     let command = TurnCommand::FollowUp { text: "More?".into() };
     for (name, store) in stores {
         assert_eq!(
-            store.add_command("s", "t", &command).await.unwrap(),
+            store.add_command(&sid("s"), &tid("t"), &command).await.unwrap(),
             CommandOutcome::NotRunning,
             "{name}: a turn never claimed"
         );
-        store.claim_turn("s", "t", lease).await.unwrap();
+        store.claim_turn(&sid("s"), &tid("t"), lease).await.unwrap();
         assert_eq!(
-            store.add_command("s", "t", &command).await.unwrap(),
+            store.add_command(&sid("s"), &tid("t"), &command).await.unwrap(),
             CommandOutcome::Accepted { position: 0 },
             "{name}"
         );
-        store.release_turn("s", "t").await.unwrap();
+        store.release_turn(&sid("s"), &tid("t")).await.unwrap();
         assert_eq!(
-            store.add_command("s", "t", &command).await.unwrap(),
+            store.add_command(&sid("s"), &tid("t"), &command).await.unwrap(),
             CommandOutcome::NotRunning,
             "{name}: a turn that gave up its claim takes nothing"
         );
-        store.claim_turn("s", "t", lease).await.unwrap();
+        store.claim_turn(&sid("s"), &tid("t"), lease).await.unwrap();
         assert_eq!(
-            store.add_command("s", "t", &command).await.unwrap(),
+            store.add_command(&sid("s"), &tid("t"), &command).await.unwrap(),
             CommandOutcome::Accepted { position: 1 },
             "{name}: claimed again, it takes them, after the one kept before"
         );
         store
-            .request_stop("s", "t", Stop::now(StopCause::UserStop))
+            .request_stop(&sid("s"), &tid("t"), Stop::now(StopCause::UserStop))
             .await
             .unwrap();
         assert_eq!(
-            store.add_command("s", "t", &command).await.unwrap(),
+            store.add_command(&sid("s"), &tid("t"), &command).await.unwrap(),
             CommandOutcome::NotRunning,
             "{name}: a stopped turn takes nothing more"
         );
-        let signals = store.turn_signals("s", "t").await.unwrap();
+        let signals = store.turn_signals(&sid("s"), &tid("t")).await.unwrap();
         assert_eq!(signals.commands.len(), 2, "{name}");
         assert!(signals.stop.is_some(), "{name}");
     }
@@ -335,7 +336,7 @@ impl agent_worker::protocol::Agent for Dispatching {
         let (reached, open) = (self.reached.clone(), self.open.clone());
         tokio::spawn(async move {
             reached.notified().await;
-            let sent = control.dispatch(&session, follow_up("And again?")).await;
+            let sent = control.dispatch(&sid(&session), follow_up("And again?")).await;
             assert!(sent.is_ok(), "{sent:?}");
             open.notify_one();
         });

@@ -4,6 +4,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +66,7 @@ async fn a_command_on_the_queue_reaches_the_running_turn_and_one_that_finds_none
         "another person's abort is not taken, and goes on to the DLQ"
     );
     // Before the turn goes on, the table holds the steer and no stop.
-    let signals = store.turn_signals("s-sqs", "t1").await.unwrap();
+    let signals = store.turn_signals(&sid("s-sqs"), &tid("t1")).await.unwrap();
     assert_eq!((signals.stop, signals.commands.len()), (None, 1));
     d.go.notify_one();
     let events = turn.await.unwrap();
@@ -84,7 +85,7 @@ async fn a_command_on_the_queue_reaches_the_running_turn_and_one_that_finds_none
     .await;
     assert!(returned.is_empty(), "{returned:?}");
     assert_eq!(d.bedrock.requests().len(), 3);
-    let history = d.store.load_history("s-sqs").await.unwrap();
+    let history = d.store.load_history(&sid("s-sqs")).await.unwrap();
     assert_eq!(history.len(), 6, "{history:?}");
 }
 
@@ -205,7 +206,11 @@ mod over_http {
         assert_eq!(status, 404);
         assert_eq!(post(&commands, None, r#"{"type": "abort"}"#).await.0, 401);
         // Neither was kept: the turn has its one steer and no stop.
-        let signals = server.store.turn_signals("conv-1", "t1").await.unwrap();
+        let signals = server
+            .store
+            .turn_signals(&sid("conv-1"), &tid("t1"))
+            .await
+            .unwrap();
         assert_eq!((signals.stop, signals.commands.len()), (None, 1));
         let (status, answer) = post(&commands, Some(KEY), r#"{"type": "steer"}"#).await;
         assert_eq!(

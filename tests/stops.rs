@@ -2,6 +2,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -46,7 +47,7 @@ async fn a_stop_asked_while_the_turn_waited_means_the_model_is_never_called() {
     let store = MemoryStore::new();
     assert_eq!(
         store
-            .request_stop("s1", "t1", Stop::now(StopCause::UserStop))
+            .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
             .await
             .unwrap(),
         StopOutcome::Recorded
@@ -58,7 +59,7 @@ async fn a_stop_asked_while_the_turn_waited_means_the_model_is_never_called() {
         .await;
     stopped_with(&events, "user_stop");
     assert!(bedrock.requests().is_empty(), "the stand-in received no request");
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].stopped.map(|s| s.reason), Some(StopCause::UserStop));
     assert!(history[1].text().contains("stopped"));
@@ -98,7 +99,7 @@ async fn a_stop_during_a_slow_tool_keeps_one_result_per_call_and_the_next_reques
         async move {
             started.notified().await;
             store
-                .request_stop("s1", "t1", Stop::now(StopCause::UserStop))
+                .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
                 .await
                 .unwrap();
         }
@@ -111,7 +112,7 @@ async fn a_stop_during_a_slow_tool_keeps_one_result_per_call_and_the_next_reques
             .any(|e| matches!(e, AgentEvent::ToolEnded { id, is_error: true, .. } if id == "call-1"))
     );
 
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     check(&history).unwrap();
     assert_eq!(history.len(), 4, "{history:#?}");
     assert_eq!(history[3].stopped.map(|s| s.reason), Some(StopCause::UserStop));
@@ -148,7 +149,7 @@ async fn a_stop_while_the_model_streams_cuts_it_off_after_the_grace_and_keeps_th
     let mut turn = engine.invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Count"));
     let mut events = vec![turn.next().await.unwrap()];
     store
-        .request_stop("s1", "t1", Stop::now(StopCause::UserStop))
+        .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
         .await
         .unwrap();
     events.extend(turn.collect::<Vec<_>>().await);
@@ -162,7 +163,7 @@ async fn a_stop_while_the_model_streams_cuts_it_off_after_the_grace_and_keeps_th
     .await
     .expect("the model stream was aborted")
     .unwrap();
-    let history = store.load_history("s1").await.unwrap();
+    let history = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(history[1].text(), said);
     assert!(history[1].stopped.is_some());
 }
@@ -186,13 +187,13 @@ async fn an_answer_that_ends_within_the_grace_completes_as_it_would_have() {
     let mut turn = engine.invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"));
     let mut events = vec![turn.next().await.unwrap()];
     store
-        .request_stop("s1", "t1", Stop::now(StopCause::UserStop))
+        .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
         .await
         .unwrap();
     events.extend(turn.collect::<Vec<_>>().await);
     assert_eq!(terminal(&events), &AgentEvent::completed());
     assert_eq!(text_of(&events), "Almost done.");
-    assert!(store.load_history("s1").await.unwrap()[1].stopped.is_none());
+    assert!(store.load_history(&sid("s1")).await.unwrap()[1].stopped.is_none());
 }
 
 #[tokio::test]
@@ -205,15 +206,15 @@ async fn a_stop_after_the_turn_ended_changes_nothing() {
         .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
         .collect()
         .await;
-    let before = store.load_history("s1").await.unwrap();
+    let before = store.load_history(&sid("s1")).await.unwrap();
     assert_eq!(
         store
-            .request_stop("s1", "t1", Stop::now(StopCause::UserStop))
+            .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
             .await
             .unwrap(),
         StopOutcome::AlreadyEnded
     );
-    assert_eq!(store.load_history("s1").await.unwrap(), before);
+    assert_eq!(store.load_history(&sid("s1")).await.unwrap(), before);
 }
 
 #[tokio::test]
@@ -253,7 +254,7 @@ async fn a_barge_in_stops_the_running_turn_and_reads_history_once_it_is_stored()
             .to_string()
             .contains("cut short here by the person's next message")
     );
-    check(&store.load_history("s1").await.unwrap()).unwrap();
+    check(&store.load_history(&sid("s1")).await.unwrap()).unwrap();
 }
 
 #[tokio::test]
@@ -309,7 +310,7 @@ async fn a_redelivered_turn_that_was_superseded_does_nothing_at_all() {
     let bedrock = BedrockStandIn::start().await.unwrap();
     let store = MemoryStore::new();
     store
-        .request_stop("s1", "old", Stop::now(StopCause::Superseded))
+        .request_stop(&sid("s1"), &tid("old"), Stop::now(StopCause::Superseded))
         .await
         .unwrap();
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
@@ -330,7 +331,7 @@ async fn a_redelivered_turn_that_was_superseded_does_nothing_at_all() {
     assert!(!handler.run_turn(&payload, None).await.is_redrive());
     assert_eq!(counting.0.load(Ordering::SeqCst), 0);
     assert!(bedrock.requests().is_empty());
-    assert!(store.load_history("s1").await.unwrap().is_empty());
+    assert!(store.load_history(&sid("s1")).await.unwrap().is_empty());
 }
 
 /// A store whose writes of messages never finish: a database that hangs.
@@ -341,25 +342,36 @@ struct HangingWrites(MemoryStore);
 impl SessionStore for HangingWrites {
     async fn claim_owner(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &agent_worker::session::SessionId,
+        turn_id: Option<&agent_worker::session::TurnId>,
         owner: &agent_worker::session::Owner,
     ) -> Result<agent_worker::session::OwnerCheck, StoreError> {
         self.0.claim_owner(session, turn_id, owner).await
     }
-    async fn owner(&self, session: &str) -> Result<Option<agent_worker::session::Owner>, StoreError> {
+    async fn owner(
+        &self,
+        session: &agent_worker::session::SessionId,
+    ) -> Result<Option<agent_worker::session::Owner>, StoreError> {
         self.0.owner(session).await
     }
-    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+    async fn claim_turn(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
         self.0.claim_turn(session, turn_id, lease).await
     }
-    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+    async fn load_history(
+        &self,
+        session: &agent_worker::session::SessionId,
+    ) -> Result<Vec<Message>, StoreError> {
         self.0.load_history(session).await
     }
     async fn complete_turn(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
@@ -368,21 +380,33 @@ impl SessionStore for HangingWrites {
         }
         self.0.complete_turn(session, turn_id, messages, outcome).await
     }
-    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn release_turn(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+    ) -> Result<(), StoreError> {
         self.0.release_turn(session, turn_id).await
     }
     async fn request_stop(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
         stop: Stop,
     ) -> Result<StopOutcome, StoreError> {
         self.0.request_stop(session, turn_id, stop).await
     }
-    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+    async fn stop_requested(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
         self.0.stop_requested(session, turn_id).await
     }
-    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn turn(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+    ) -> Result<Option<TurnRecord>, StoreError> {
         self.0.turn(session, turn_id).await
     }
 }
@@ -410,8 +434,8 @@ async fn a_deadline_whose_store_does_not_finish_in_time_keeps_nothing_and_says_s
     assert_eq!(code.as_deref(), Some(codes::TURN_DEADLINE_EXCEEDED));
     assert!(!retryable);
     assert!(details.contains("nothing of it was kept"), "{details}");
-    let record = memory.turn("s1", "t1").await.unwrap().unwrap();
+    let record = memory.turn(&sid("s1"), &tid("t1")).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Failed);
     assert_eq!(record.outcome.unwrap().terminal["stored"], json!(false));
-    assert!(memory.load_history("s1").await.unwrap().is_empty());
+    assert!(memory.load_history(&sid("s1")).await.unwrap().is_empty());
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,7 +162,7 @@ async fn what_the_tab_says_goes_on_the_newest_message_only_and_the_cached_prefix
         newest[1].contains("/tasks/7") && newest.len() == 2,
         "typed, no zone: {newest:?}"
     );
-    let stored = store.load_history("s-ctx").await.unwrap();
+    let stored = store.load_history(&sid("s-ctx")).await.unwrap();
     assert!(
         !format!("{stored:?}").contains("ui_state") && !format!("{stored:?}").contains("clock"),
         "what the worker adds is never stored"
@@ -352,7 +353,7 @@ async fn a_stopped_turn_keeps_one_result_for_each_ui_call_after_a_last_look() {
                     store.record(&session, "t1", "c1", answer).await.unwrap();
                 }
                 store
-                    .request_stop(&session, "t1", Stop::now(StopCause::UserStop))
+                    .request_stop(&sid(&session), &tid("t1"), Stop::now(StopCause::UserStop))
                     .await
                     .unwrap();
             }
@@ -368,7 +369,7 @@ async fn a_stopped_turn_keeps_one_result_for_each_ui_call_after_a_last_look() {
             .collect();
         assert_eq!(ended.len(), 1, "exactly one result: {ended:?}");
         assert!(ended[0].contains(kept), "{kept}: {ended:?}");
-        let stored = format!("{:?}", store.load_history(&session).await.unwrap());
+        let stored = format!("{:?}", store.load_history(&sid(&session)).await.unwrap());
         assert!(stored.contains(kept), "the result is stored: {stored}");
         assert_eq!(bedrock.requests().len(), 1, "the model is not called again");
     }

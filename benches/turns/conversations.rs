@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use agent_worker::conversations::Conversations;
-use agent_worker::session::{DynamoConfig, DynamoStore, Owner, SessionStore};
+use agent_worker::session::{DynamoConfig, DynamoStore, Owner, SessionId, SessionStore, TurnId};
 use agent_worker_testkit::moto;
 use serde_json::{Value, json};
 
@@ -91,7 +91,11 @@ pub async fn run() -> Value {
     seed_list(&plain, &table, &ann, CONVERSATIONS).await;
     seed(&plain, &table, "long", LONG).await;
     DynamoStore::new(plain.clone(), config.clone())
-        .claim_owner("long", "seed", &ann)
+        .claim_owner(
+            &SessionId::new("long").expect("an id"),
+            Some(&TurnId::new("seed").expect("an id")),
+            &ann,
+        )
         .await
         .expect("the long one is ann's");
     let conversations = Conversations::new(DynamoStore::new(meter.client(&plain), config));

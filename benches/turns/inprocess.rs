@@ -278,7 +278,7 @@ async fn container_load(bedrock: &BedrockStandIn) {
     let host = ContainerHost::new(handler, Arc::new(store.clone()), None, "bench-model", config).on_turn_end(
         move |end| {
             let mut seen = seen.lock().expect("the bench's lock");
-            seen.insert(end.turn_id, Instant::now());
+            seen.insert(end.turn_id.into_string(), Instant::now());
             if seen.len() == LOAD
                 && let Some(tx) = all_done.lock().expect("the bench's lock").take()
             {

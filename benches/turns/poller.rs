@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, TurnStatus};
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionId, SessionStore, TurnId, TurnStatus};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use serde_json::{Value, json};
@@ -133,7 +133,10 @@ pub async fn run() -> Value {
     let mut stored = 0;
     for i in 0..TURNS {
         let record = store
-            .turn(&format!("conv-{i}"), &format!("turn-{i}"))
+            .turn(
+                &SessionId::new(format!("conv-{i}")).expect("an id"),
+                &TurnId::new(format!("turn-{i}")).expect("an id"),
+            )
             .await
             .expect("a turn record");
         if record.is_some_and(|r| r.status == TurnStatus::Completed) {

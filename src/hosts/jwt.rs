@@ -283,7 +283,7 @@ fn claim(claims: &Map<String, Value>, name: &str) -> Result<String, TokenError> 
         return Err(problem("is empty"));
     }
     match crate::session::id_problem(value, Some(agent_worker_aws::dynamo::keys::MAX_ID_BYTES)) {
-        Some(why) => Err(problem(&why)),
+        Some(why) => Err(problem(&why.to_string())),
         None => Ok(value.to_owned()),
     }
 }

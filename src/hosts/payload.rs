@@ -15,7 +15,7 @@
 //! ```
 
 use agent_worker_aws::dynamo::keys::MAX_ID_BYTES;
-use agent_worker_core::session::id_problem;
+use agent_worker_core::session::{IdError, SessionId, TurnId, id_problem};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -26,9 +26,9 @@ use crate::protocol::{AttachmentRef, ImageRef, Prompt, Scope, SessionCommand, Tu
 #[serde(rename_all = "camelCase")]
 pub struct AgentTurnPayload {
     /// The turn's id: a redelivery with the same id runs once.
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// The conversation: the session the turn belongs to.
-    pub conversation_id: String,
+    pub conversation_id: SessionId,
     /// The person.
     pub user_id: String,
     /// The person's account.
@@ -119,11 +119,15 @@ pub struct PayloadError {
 /// [`MAX_ID_BYTES`] bytes.
 fn check_id(path: &str, id: &str) -> Result<(), PayloadError> {
     match id_problem(id, Some(MAX_ID_BYTES)) {
-        Some(message) => Err(PayloadError {
-            path: path.to_owned(),
-            message,
-        }),
+        Some(problem) => Err(id_error(path, &problem)),
         None => Ok(()),
+    }
+}
+
+fn id_error(path: &str, problem: &IdError) -> PayloadError {
+    PayloadError {
+        path: path.to_owned(),
+        message: problem.to_string(),
     }
 }
 
@@ -164,12 +168,15 @@ impl AgentTurnPayload {
                 message,
             }
         })?;
-        for (path, value) in [
-            ("turnId", &payload.turn_id),
-            ("conversationId", &payload.conversation_id),
-            ("userId", &payload.user_id),
-            ("accountId", &payload.account_id),
+        // The ids came checked (their types refuse what no store can key): the length is the
+        // store's own limit.
+        for (path, fits) in [
+            ("turnId", payload.turn_id.fits(Some(MAX_ID_BYTES))),
+            ("conversationId", payload.conversation_id.fits(Some(MAX_ID_BYTES))),
         ] {
+            fits.map_err(|problem| id_error(path, &problem))?;
+        }
+        for (path, value) in [("userId", &payload.user_id), ("accountId", &payload.account_id)] {
             if value.trim().is_empty() {
                 return Err(PayloadError {
                     path: path.to_owned(),
@@ -191,7 +198,7 @@ impl AgentTurnPayload {
     /// user, account and context as extensions.
     pub fn scope(&self) -> Scope {
         let options = TurnOptions {
-            turn_id: Some(self.turn_id.clone()),
+            turn_id: Some(self.turn_id.to_string()),
             user_id: Some(self.user_id.clone()),
             account_id: Some(self.account_id.clone()),
             approval: self.approval.clone(),
@@ -207,7 +214,7 @@ impl AgentTurnPayload {
             result_schema: self.result_schema.clone().map(Value::Object),
             context: self.context.clone().map(Value::Object),
         };
-        let scope = Scope::new(&self.conversation_id).with_options(options);
+        let scope = Scope::new(self.conversation_id.as_str()).with_options(options);
         match &self.user_token {
             Some(token) => scope.with_user_token(token.clone()),
             None => scope,

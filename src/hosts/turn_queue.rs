@@ -60,7 +60,7 @@ impl TurnQueue {
     pub fn group_of(turn: &AgentTurnPayload) -> String {
         match turn.command {
             Some(_) => format!("{}#control", turn.conversation_id),
-            None => turn.conversation_id.clone(),
+            None => turn.conversation_id.to_string(),
         }
     }
 

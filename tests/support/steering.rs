@@ -159,7 +159,7 @@ impl Deployment {
     pub async fn send(&self, session: &str, command: SessionCommand) -> Result<String, (String, bool)> {
         self.sender
             .control()
-            .dispatch(session, command)
+            .dispatch(&agent_worker_testkit::sid(session), command)
             .await
             .map(|accepted| accepted.run_id)
             .map_err(|refused| (refused.code, refused.retryable))

@@ -147,10 +147,14 @@ pub trait SessionControl: Send + Sync {
     fn capabilities(&self) -> &'static [&'static str];
 
     /// Sends `command` to `session`'s running turn.
-    fn dispatch<'a>(&'a self, session: &'a str, command: SessionCommand) -> ControlFuture<'a, Accepted>;
+    fn dispatch<'a>(
+        &'a self,
+        session: &'a crate::SessionId,
+        command: SessionCommand,
+    ) -> ControlFuture<'a, Accepted>;
 
     /// What `session` is doing.
-    fn state<'a>(&'a self, session: &'a str) -> ControlFuture<'a, SessionState>;
+    fn state<'a>(&'a self, session: &'a crate::SessionId) -> ControlFuture<'a, SessionState>;
 }
 
 #[cfg(test)]

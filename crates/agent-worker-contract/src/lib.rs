@@ -3,7 +3,7 @@
 //!
 //! This crate is the contract alone, the innermost layer of agent-worker (as `tower-service`
 //! is to tower): it depends on no other crate of the workspace and on no AWS crate, only `std`,
-//! `futures`, `serde`, `tower-layer`, `tracing` and tokio's timer (for the deadline middleware
+//! `futures`, `serde`, `tower-layer`, `tracing`, tokio's timer and `uuid` (a fresh turn id) (for the deadline middleware
 //! and the checker). `agent_worker_contract` re-exports it whole.
 //!
 //! - [`Agent`], [`AgentExt`], [`agent_fn`]: the trait, its conveniences, an agent from a closure.
@@ -12,6 +12,7 @@
 //! - [`middleware`]: tracing, deadline and token budget wrappers, each itself an `Agent`.
 //! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
 //! - [`codes`]: the failure codes this crate's agents use.
+//! - [`SessionId`], [`TurnId`]: the ids a store keys on, checked where they enter.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ mod collect;
 pub mod conformance;
 pub mod control;
 mod event;
+mod ids;
 pub mod middleware;
 mod redact;
 mod scope;
@@ -32,6 +34,7 @@ pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use collect::{AgentFailure, CollectError, Collected, collect};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
+pub use ids::{IdError, SessionId, TurnId, id_problem};
 pub use redact::redact;
 pub use scope::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, DEADLINE_KEY, ImageRef,

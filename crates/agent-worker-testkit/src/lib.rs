@@ -67,3 +67,13 @@ pub fn workspace_root() -> std::path::PathBuf {
         })
         .unwrap_or(compiled)
 }
+
+/// Session `id`, which a test names by literal and knows is one (panics otherwise).
+pub fn sid(id: &str) -> agent_worker_core::session::SessionId {
+    agent_worker_core::session::SessionId::new(id).unwrap_or_else(|e| panic!("session id {id:?} {e}"))
+}
+
+/// Turn `id`, which a test names by literal and knows is one (panics otherwise).
+pub fn tid(id: &str) -> agent_worker_core::session::TurnId {
+    agent_worker_core::session::TurnId::new(id).unwrap_or_else(|e| panic!("turn id {id:?} {e}"))
+}

@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use agent_worker_aws::DynamoStore;
 use agent_worker_aws::dynamo::keys::{MESSAGE_PREFIX, META_SK};
-use agent_worker_core::session::SessionStore;
 use agent_worker_core::session::history::check;
+use agent_worker_core::session::{SessionId, SessionStore, StoreError};
 
 /// What the checker found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -149,8 +149,12 @@ pub async fn audit(
         audit.completed += count("completed");
         audit.failed += count("failed");
         audit.ended = audit.completed + audit.failed;
+        let id = SessionId::new(session.as_str()).map_err(|e| AuditError::History {
+            session: session.clone(),
+            cause: StoreError::Corrupt(format!("a session id that {e}").into()),
+        })?;
         let history = store
-            .load_history(session)
+            .load_history(&id)
             .await
             .map_err(|cause| AuditError::History {
                 session: session.clone(),

@@ -10,6 +10,7 @@ use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::hosts::worker::{Worker, WorkerBuilder, read_settings};
 use agent_worker::hosts::{AgentTurnPayload, PayloadCommand, TurnQueue};
 use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker::session::{SessionId, TurnId};
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
 
@@ -67,13 +68,13 @@ pub(crate) struct SendArgs {
     pub(crate) queue_url: String,
     /// The session (conversation) id.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     /// The person's words.
     #[arg(long)]
     pub(crate) text: String,
     /// The turn's id (a new one when not given).
     #[arg(long)]
-    pub(crate) turn_id: Option<String>,
+    pub(crate) turn_id: Option<TurnId>,
     /// The person.
     #[arg(long, default_value = "local-user")]
     pub(crate) user_id: String,
@@ -217,9 +218,7 @@ pub(crate) enum CommandArg {
 
 pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let payload = AgentTurnPayload {
-        turn_id: args
-            .turn_id
-            .unwrap_or_else(|| format!("turn-{}", uuid::Uuid::new_v4().simple())),
+        turn_id: args.turn_id.unwrap_or_else(TurnId::random),
         conversation_id: args.session,
         user_id: args.user_id,
         account_id: args.account_id,

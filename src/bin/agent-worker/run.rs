@@ -12,6 +12,7 @@ use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::worker::config_loader;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, RESULT_SCHEMA_KEY, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
+use agent_worker::session::{SessionId, TurnId};
 use base64::Engine as _;
 use futures_util::StreamExt;
 
@@ -21,13 +22,13 @@ use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client};
 pub(crate) struct InvokeArgs {
     /// The session (conversation) id.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     /// The person's words.
     #[arg(long)]
     pub(crate) text: String,
     /// The turn's id; a redelivered id does not run again.
     #[arg(long)]
-    pub(crate) turn_id: Option<String>,
+    pub(crate) turn_id: Option<TurnId>,
     /// A picture to send (PNG, JPEG, GIF or WebP); repeatable.
     #[arg(long = "image")]
     pub(crate) images: Vec<PathBuf>,
@@ -276,9 +277,9 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, CliError> {
         None => Scope::new(session),
     };
     let Some(repeat) = args.repeat else {
-        let mut scope = scoped(args.session);
+        let mut scope = scoped(args.session.into_string());
         if let Some(turn_id) = args.turn_id {
-            scope = scope.with_turn_id(turn_id);
+            scope = scope.with_turn_id(turn_id.into_string());
         }
         let ran = print_turn(agent.as_ref(), scope, prompt).await?;
         return Ok(if ran.completed {

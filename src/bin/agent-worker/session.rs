@@ -9,6 +9,7 @@ use agent_worker::engine::StoreControl;
 use agent_worker::protocol::control::answer;
 use agent_worker::protocol::{SessionCommand, SessionControl};
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause, StopOutcome};
+use agent_worker::session::{SessionId, TurnId};
 use agent_worker::sinks::DynamoEventLog;
 
 use crate::aws_config;
@@ -17,10 +18,10 @@ use crate::aws_config;
 pub(crate) struct StopArgs {
     /// The session.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     /// The turn.
     #[arg(long)]
-    pub(crate) turn_id: String,
+    pub(crate) turn_id: TurnId,
     /// The turn was replaced by the person's next message, rather than stopped by them.
     #[arg(long)]
     pub(crate) superseded: bool,
@@ -52,7 +53,7 @@ impl TableArgs {
 pub(crate) struct HistoryArgs {
     /// The session.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     #[command(flatten)]
     pub(crate) table: TableArgs,
 }
@@ -61,10 +62,10 @@ pub(crate) struct HistoryArgs {
 pub(crate) struct EventsArgs {
     /// The session.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     /// The turn.
     #[arg(long)]
-    pub(crate) turn_id: String,
+    pub(crate) turn_id: TurnId,
     /// Only events after this position.
     #[arg(long)]
     pub(crate) after: Option<u64>,
@@ -104,7 +105,7 @@ pub(crate) async fn events(args: EventsArgs) -> Result<(), CliError> {
 pub(crate) struct SessionArgs {
     /// The session.
     #[arg(long)]
-    pub(crate) session: String,
+    pub(crate) session: SessionId,
     #[command(flatten)]
     pub(crate) table: TableArgs,
 }

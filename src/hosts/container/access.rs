@@ -31,7 +31,7 @@ use serde::Deserialize;
 use super::ContainerHost;
 use super::error::HostError;
 use crate::hosts::jwt::{JwtVerifier, TokenError};
-use crate::session::{Owner, OwnerCheck};
+use crate::session::{IdError, Owner, OwnerCheck, SessionId, TurnId};
 
 /// How a request was authenticated, and so whom it may act for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,13 +96,21 @@ impl FromRequestParts<ContainerHost> for Authority {
     }
 }
 
-/// Checks an id a route names, the same way everywhere: not blank, and one any store of this
+/// An id a route names, checked the same way everywhere: not blank, and one any store of this
 /// crate can key ([`id_problem`](crate::session::id_problem)); 400 naming `field` otherwise.
-pub fn check_id(field: &str, id: &str) -> Result<(), HostError> {
-    if id.trim().is_empty() {
-        return Err(HostError::field(field, format!("{field} must not be empty")));
-    }
+pub fn checked_id<I>(field: &str, id: impl Into<String>) -> Result<I, HostError>
+where
+    I: TryFrom<String, Error = IdError>,
+{
+    let id = id.into();
+    check_id(field, &id)?;
+    I::try_from(id).map_err(|problem| HostError::field(field, format!("{field} {problem}")))
+}
+
+/// [`checked_id`] for a text that stays text (a UI call's id, keyed beside its turn's).
+fn check_id(field: &str, id: &str) -> Result<(), HostError> {
     match crate::session::id_problem(id, Some(agent_worker_aws::dynamo::keys::MAX_ID_BYTES)) {
+        Some(IdError::Empty) => Err(HostError::field(field, format!("{field} must not be empty"))),
         Some(problem) => Err(HostError::field(field, format!("{field} {problem}"))),
         None => Ok(()),
     }
@@ -167,7 +175,7 @@ pub struct Conversation<A> {
     /// The person.
     pub person: Owner,
     /// The conversation.
-    pub id: String,
+    pub id: SessionId,
     access: PhantomData<A>,
 }
 
@@ -184,15 +192,8 @@ impl<A: Access> FromRequestParts<ContainerHost> for Conversation<A> {
         let ids = named_ids(parts)?;
         let person = authority.person(ids.user_id.as_deref(), ids.account_id.as_deref())?;
         let id = match path_param(parts, "id").await? {
-            Some(id) => {
-                check_id("conversationId", &id)?;
-                id
-            }
-            None => {
-                let session = ids.session.unwrap_or_default();
-                check_id("session", &session)?;
-                session
-            }
+            Some(id) => checked_id("conversationId", id)?,
+            None => checked_id("session", ids.session.unwrap_or_default())?,
         };
         theirs(host, &person, &id, A::ACTS).await?;
         Ok(Self {
@@ -209,9 +210,9 @@ impl<A: Access> FromRequestParts<ContainerHost> for Conversation<A> {
 pub async fn theirs(
     host: &ContainerHost,
     person: &Owner,
-    conversation: &str,
+    conversation: &SessionId,
     acts: bool,
-) -> Result<Option<String>, HostError> {
+) -> Result<Option<TurnId>, HostError> {
     let store = &host.inner.store;
     let found = if acts {
         store
@@ -243,7 +244,7 @@ pub async fn theirs(
 /// Whose a conversation turned out to be, for [`theirs`].
 enum Found {
     /// The person's (now, for an act on one no one owned), with the turn running in it.
-    Theirs(Option<String>),
+    Theirs(Option<TurnId>),
     /// Someone else's.
     Other(Owner),
     /// No one's to use: deleted, or (for a read) never claimed.
@@ -265,15 +266,16 @@ async fn path_param(parts: &mut Parts, name: &str) -> Result<Option<String>, Hos
         .map(|(_, value)| value.to_owned()))
 }
 
-async fn required_param(parts: &mut Parts, name: &str, field: &str) -> Result<String, HostError> {
-    let value = path_param(parts, name).await?.unwrap_or_default();
-    check_id(field, &value)?;
-    Ok(value)
+async fn required_param<I>(parts: &mut Parts, name: &str, field: &str) -> Result<I, HostError>
+where
+    I: TryFrom<String, Error = IdError>,
+{
+    checked_id(field, path_param(parts, name).await?.unwrap_or_default())
 }
 
 /// The turn a path names (`{turn_id}`), checked.
 #[derive(Debug, Clone)]
-pub struct TurnPath(pub String);
+pub struct TurnPath(pub TurnId);
 
 impl<S: Send + Sync> FromRequestParts<S> for TurnPath {
     type Rejection = HostError;
@@ -288,7 +290,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TurnPath {
 #[derive(Debug, Clone)]
 pub struct CallPath {
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// The call.
     pub call_id: String,
 }
@@ -298,7 +300,8 @@ impl<S: Send + Sync> FromRequestParts<S> for CallPath {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, HostError> {
         let turn_id = required_param(parts, "turn_id", "turnId").await?;
-        let call_id = required_param(parts, "call_id", "callId").await?;
+        let call_id = path_param(parts, "call_id").await?.unwrap_or_default();
+        check_id("callId", &call_id)?;
         if call_id.contains('#') {
             return Err(HostError::field("callId", "callId must not hold '#'"));
         }

@@ -27,6 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use super::access::{Acting, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
+use crate::session::TurnId;
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
 /// The most event streams open at once, by default.
@@ -194,7 +195,7 @@ pub(super) async fn turn_events(
 /// when the terminal is at or before `after`.
 fn follow(
     reader: Arc<TurnReader>,
-    turn_id: String,
+    turn_id: TurnId,
     after: Option<u64>,
     permit: OwnedSemaphorePermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
@@ -202,7 +203,7 @@ fn follow(
         /// Held so that the turn's reader goes on while this stream is open.
         _reader: Arc<TurnReader>,
         seen: watch::Receiver<Read>,
-        turn_id: String,
+        turn_id: TurnId,
         after: Option<u64>,
         /// The last event (`stream_ended`) has been sent.
         done: bool,

@@ -59,7 +59,7 @@ pub use files::{MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
 use super::metrics::TurnOutcome;
 use super::runner::TurnHandler;
 use crate::protocol::AgentEvent;
-use crate::session::{SessionStore, Stop, StopCause, StopOutcome};
+use crate::session::{SessionId, SessionStore, Stop, StopCause, StopOutcome, TurnId};
 use crate::sinks::DynamoEventLog;
 use access::{Acting, TurnPath};
 
@@ -170,9 +170,9 @@ impl ContainerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnEnd {
     /// The session.
-    pub session: String,
+    pub session: SessionId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// How it ended (never `Redriven`: the container has no queue to give it back to).
     pub outcome: TurnOutcome,
     /// Its terminal event.
@@ -205,7 +205,7 @@ struct Inner {
     store: Arc<dyn SessionStore>,
     log: Option<DynamoEventLog>,
     config: ContainerConfig,
-    running: Mutex<HashMap<String, String>>,
+    running: Mutex<HashMap<TurnId, SessionId>>,
     accepting: AtomicBool,
     idle: Notify,
     on_turn_end: std::sync::OnceLock<TurnEndHook>,
@@ -355,7 +355,7 @@ impl ContainerHost {
     }
 
     /// The turns running now, by id, with their sessions.
-    pub fn running(&self) -> HashMap<String, String> {
+    pub fn running(&self) -> HashMap<TurnId, SessionId> {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
     }
 

@@ -31,7 +31,7 @@ pub(super) async fn accept_turn(
     // the run); the table holds to it when two arrive at once.
     let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
     if let Some(running) =
-        running.filter(|running| *running != turn.turn_id && !turn.supersedes.contains(running))
+        running.filter(|running| *running != turn.turn_id && !turn.supersedes.iter().any(|id| id == running))
     {
         return Err(HostError::conversation_busy(&turn.conversation_id, &running));
     }

@@ -196,7 +196,7 @@ impl TurnHandler {
         }
         let mut sinks = self.sinks.open(&TurnRef {
             socket_room: turn.socket_room.clone(),
-            ..TurnRef::new(&turn.conversation_id, &turn.turn_id)
+            ..TurnRef::new(turn.conversation_id.as_str(), turn.turn_id.as_str())
         });
         let mut terminal = None;
         let mut next = Some(first);

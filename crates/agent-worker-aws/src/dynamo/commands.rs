@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SignalsSeen, StoreError, TurnCommand, TurnSignals, command_fits,
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SignalsSeen, StoreError, TurnCommand, TurnId, TurnSignals,
+    command_fits,
 };
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
@@ -229,7 +230,7 @@ impl DynamoStore {
 
     /// The running turn of `session`, from its meta item: the latest to start, when it is not
     /// the latest to end.
-    pub(super) async fn read_active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    pub(super) async fn read_active_turn(&self, session: &str) -> Result<Option<TurnId>, StoreError> {
         let out = self
             .client()
             .get_item()
@@ -244,7 +245,9 @@ impl DynamoStore {
             .map_err(|e| store_error("reading the session's running turn", e))?;
         Ok(out.item().and_then(|item| {
             let active = get_s(item, ACTIVE_TURN)?;
-            (Some(active) != get_s(item, ENDED_TURN)).then(|| active.to_owned())
+            (Some(active) != get_s(item, ENDED_TURN))
+                .then(|| TurnId::new(active).ok())
+                .flatten()
         }))
     }
 }

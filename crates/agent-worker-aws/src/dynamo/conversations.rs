@@ -16,8 +16,8 @@ use agent_worker_core::session::conversations::{
     owner_key, page_range,
 };
 use agent_worker_core::session::{
-    ApprovalStatus, ConversationError, ConversationStore, Owner, PendingApproval, SessionStore, Stop,
-    StopCause, StopOutcome, StoreError,
+    ApprovalStatus, ConversationError, ConversationStore, Owner, PendingApproval, SessionId, SessionStore,
+    Stop, StopCause, StopOutcome, StoreError, TurnId,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValue, WriteRequest};
@@ -217,7 +217,7 @@ impl DynamoStore {
 
     /// Waits, a bounded time, for a turn asked to stop to end (or for its worker's lease to run
     /// out), so that what it stores at its end is deleted too.
-    async fn until_ended(&self, id: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn until_ended(&self, id: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         let waited = tokio::time::timeout(self.config.stop_wait, async {
             loop {
                 match self.turn(id, turn_id).await? {
@@ -235,7 +235,7 @@ impl DynamoStore {
             Ok(result) => result,
             Err(_) => {
                 tracing::warn!(
-                    turn_id,
+                    %turn_id,
                     "a stopped turn had not ended when its conversation was deleted"
                 );
                 Ok(())
@@ -259,8 +259,10 @@ fn summary(item: &Item, running: bool) -> ConversationSummary {
 }
 
 /// The turn an item shows as started and not yet ended, if one.
-fn started_turn(item: &Item) -> Option<&str> {
-    get_s(item, ACTIVE_TURN).filter(|active| Some(*active) != get_s(item, ENDED_TURN))
+fn started_turn(item: &Item) -> Option<TurnId> {
+    get_s(item, ACTIVE_TURN)
+        .filter(|active| Some(*active) != get_s(item, ENDED_TURN))
+        .and_then(|active| TurnId::new(active).ok())
 }
 
 #[async_trait]
@@ -302,7 +304,7 @@ impl ConversationStore for DynamoStore {
             .iter()
             .filter_map(|item| {
                 let session = get_s(item, PK)?.strip_prefix("session#")?;
-                Some((session.to_owned(), started_turn(item)?.to_owned()))
+                Some((session.to_owned(), started_turn(item)?.into_string()))
             })
             .collect();
         let running = self.running_turns(&started).await?;
@@ -329,19 +331,19 @@ impl ConversationStore for DynamoStore {
     async fn read_conversation(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         limit: usize,
         before: Option<u64>,
     ) -> Result<StoredConversation, ConversationError> {
         let meta = self.owned_meta(owner, id).await?;
         let version = get_n(&meta, "version").unwrap_or(0);
         let range = page_range(before, limit, version);
-        let started = started_turn(&meta).map(str::to_owned);
+        let started = started_turn(&meta).map(TurnId::into_string);
         let lineage = super::lineage::lineage_of(&meta)?;
         let running = async {
             match &started {
                 Some(turn) => Ok(self
-                    .running_turns(&[(id.to_owned(), turn.clone())])
+                    .running_turns(&[(id.to_string(), turn.clone())])
                     .await?
                     .first()
                     .copied()
@@ -355,7 +357,7 @@ impl ConversationStore for DynamoStore {
             running
         );
         let mut summary = summary(&meta, running?);
-        summary.id = id.to_owned();
+        summary.id = id.to_string();
         Ok(StoredConversation {
             summary,
             messages: messages?,
@@ -364,7 +366,7 @@ impl ConversationStore for DynamoStore {
         })
     }
 
-    async fn delete_conversation(&self, owner: &Owner, id: &str) -> Result<Deleted, ConversationError> {
+    async fn delete_conversation(&self, owner: &Owner, id: &SessionId) -> Result<Deleted, ConversationError> {
         let digest = owner_digest(owner);
         // First the tombstone: from here no turn of it starts, and none stores anything.
         let marked = self
@@ -399,9 +401,9 @@ impl ConversationStore for DynamoStore {
                 deleted.other += 1;
                 if let Some(turn) = out.attributes().and_then(started_turn) {
                     let stop = Stop::now(StopCause::UserStop);
-                    if self.request_stop(id, turn, stop).await? == StopOutcome::Recorded {
-                        deleted.stopped_turn = Some(turn.to_owned());
-                        self.until_ended(id, turn).await?;
+                    if self.request_stop(id, &turn, stop).await? == StopOutcome::Recorded {
+                        self.until_ended(id, &turn).await?;
+                        deleted.stopped_turn = Some(turn.into_string());
                     }
                 }
             }
@@ -415,7 +417,7 @@ impl ConversationStore for DynamoStore {
                     .as_ref()
                     .is_some_and(|t| get_s(t, "deletedBy") == Some(digest.as_str()));
                 if !theirs {
-                    return Err(ConversationError::NotFound(id.to_owned()));
+                    return Err(ConversationError::NotFound(id.to_string()));
                 }
             }
             Err(e) => return Err(store_error("marking the conversation deleted", e).into()),

@@ -9,7 +9,8 @@ use std::time::UNIX_EPOCH;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, Lease, OpenTurn, Opened, SessionStore, Stop, StoreError, TurnOpening, TurnRecord,
+    Claim, Lease, OpenTurn, Opened, SessionId, SessionStore, Stop, StoreError, TurnId, TurnOpening,
+    TurnRecord,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -179,7 +180,7 @@ impl DynamoStore {
 
     /// Takes back a claim the opening will not use: a first claim's item is deleted (as if the
     /// turn had never come), a reclaimed turn is released.
-    async fn give_up(&self, session: &str, turn_id: &str, claimed: &Claimed) {
+    async fn give_up(&self, session: &SessionId, turn_id: &TurnId, claimed: &Claimed) {
         let given_up = match claimed.claim {
             Claim::Claimed { reclaimed: false } => self
                 .client
@@ -213,8 +214,8 @@ impl DynamoStore {
     /// token tells that the turn is ours.
     pub(super) async fn claim(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         lease: Lease,
     ) -> Result<Claimed, StoreError> {
         let now = now_ms();
@@ -263,8 +264,8 @@ impl DynamoStore {
     /// elsewhere, or taken over once its earlier worker's lease ran out.
     async fn claim_again(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         now: u64,
         lease_until: u64,
         token: &str,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::conversations::owner_key;
-use agent_worker_core::session::{ConversationClaim, Owner, OwnerCheck, StoreError};
+use agent_worker_core::session::{ConversationClaim, Owner, OwnerCheck, StoreError, TurnId};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::DynamoStore;
@@ -37,7 +37,7 @@ pub(super) enum MetaAnswer {
     /// The conversation is someone else's, or was deleted: nothing was written.
     Refused(OwnerCheck),
     /// Another turn (named) holds the conversation's run: nothing was written.
-    Busy(String),
+    Busy(TurnId),
 }
 
 /// [`claim`], taking the conversation's run for `turn_id` until `run_until` (milliseconds) when
@@ -156,7 +156,7 @@ pub(super) struct Meta {
     /// Whether it was deleted.
     pub(super) deleted: bool,
     /// The turn that holds its run under a live lease.
-    pub(super) running: Option<String>,
+    pub(super) running: Option<TurnId>,
 }
 
 /// The owner recorded on `session`'s meta item, and whether it was deleted.
@@ -191,7 +191,9 @@ pub(super) async fn read_meta(store: &DynamoStore, session: &str) -> Result<Meta
     Ok(Meta {
         owner: text(OWNER_USER).map(|user| Owner::new(user, text(OWNER_ACCOUNT).unwrap_or_default())),
         deleted: item.is_some_and(|item| item.contains_key(DELETED_AT)),
-        running: text(RUN_TURN).filter(|_| until > now_ms()),
+        running: text(RUN_TURN)
+            .filter(|_| until > now_ms())
+            .and_then(|turn| TurnId::new(turn).ok()),
     })
 }
 

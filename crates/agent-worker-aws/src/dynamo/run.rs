@@ -5,7 +5,7 @@
 //! after all gives it back with one conditional write. A run whose lease ran out is anyone's.
 
 use agent_worker_core::clock::now_ms;
-use agent_worker_core::session::{OwnerCheck, StoreError};
+use agent_worker_core::session::{OwnerCheck, StoreError, TurnId};
 use aws_sdk_dynamodb::types::ReturnValue;
 
 use super::DynamoStore;
@@ -76,7 +76,7 @@ impl DynamoStore {
     }
 
     /// The turn holding `session`'s run under a live lease: one consistent read.
-    pub(super) async fn run_holder(&self, session: &str) -> Result<Option<String>, StoreError> {
+    pub(super) async fn run_holder(&self, session: &str) -> Result<Option<TurnId>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -92,7 +92,8 @@ impl DynamoStore {
         let now = now_ms();
         Ok(out.item().and_then(|item| {
             let live = get_n(item, RUN_UNTIL).is_some_and(|until| until > now);
-            live.then(|| get_s(item, RUN_TURN).map(str::to_owned)).flatten()
+            live.then(|| get_s(item, RUN_TURN).and_then(|turn| TurnId::new(turn).ok()))
+                .flatten()
         }))
     }
 }

@@ -26,8 +26,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
     Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryView, Lease, Message, Opened, Owner,
-    OwnerCheck, SeenSignals, SessionStore, SignalBoards, Stop, StopOutcome, StoreError, StoredMessage,
-    Summary, TurnCommand, TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
+    OwnerCheck, SeenSignals, SessionId, SessionStore, SignalBoards, Stop, StopOutcome, StoreError,
+    StoredMessage, Summary, TurnCommand, TurnId, TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
@@ -325,20 +325,26 @@ impl SessionStore for DynamoStore {
 
     async fn claim_owner(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: Option<&TurnId>,
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError> {
-        super::owner::claim(self, session, turn_id, owner).await
+        match turn_id {
+            Some(turn_id) => super::owner::claim(self, session, turn_id, owner).await,
+            // No turn to mark as the latest activity: the conversation's claim, which marks none.
+            None => Ok(super::owner::claim_without_turn(self, session, owner)
+                .await?
+                .owner),
+        }
     }
 
-    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
+    async fn owner(&self, session: &SessionId) -> Result<Option<Owner>, StoreError> {
         super::owner::read(self, session).await
     }
 
     async fn claim_conversation(
         &self,
-        session: &str,
+        session: &SessionId,
         owner: &Owner,
     ) -> Result<ConversationClaim, StoreError> {
         super::owner::claim_without_turn(self, session, owner).await
@@ -346,10 +352,10 @@ impl SessionStore for DynamoStore {
 
     async fn claim_run(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         lease: Lease,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<TurnId>, StoreError> {
         let until = lease.ends_at_ms(agent_worker_core::clock::now_ms());
         Ok(match self.take_run(session, turn_id, until).await? {
             super::owner::MetaAnswer::Busy(holder) => Some(holder),
@@ -357,15 +363,20 @@ impl SessionStore for DynamoStore {
         })
     }
 
-    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         self.give_back_run(session, turn_id).await
     }
 
-    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         self.run_holder(session).await
     }
 
-    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
         Ok(self.claim(session, turn_id, lease).await?.claim)
     }
 
@@ -373,18 +384,18 @@ impl SessionStore for DynamoStore {
         self.open(opening).await
     }
 
-    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+    async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError> {
         // A deleted conversation's tombstone has no version: its history is empty.
         let meta = self.meta(session).await?;
         self.messages(session, &meta.lineage, 0, meta.version).await
     }
 
-    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+    async fn load_view(&self, session: &SessionId) -> Result<HistoryView, StoreError> {
         let meta = self.meta(session).await?;
         self.view_at(session, &meta).await
     }
 
-    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+    async fn save_summary(&self, session: &SessionId, summary: &Summary) -> Result<bool, StoreError> {
         let expires = n(self.expires_at());
         let put = Put::builder()
             .table_name(&self.config.table)
@@ -423,8 +434,8 @@ impl SessionStore for DynamoStore {
 
     async fn complete_turn(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
@@ -433,8 +444,8 @@ impl SessionStore for DynamoStore {
 
     async fn complete_turn_seen(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: usize,
@@ -445,28 +456,28 @@ impl SessionStore for DynamoStore {
 
     async fn add_command(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
         self.add_turn_command(session, turn_id, command).await
     }
 
-    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
         self.read_signals(session, turn_id).await
     }
 
-    fn signals_seen(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
+    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
         self.signals.subscribe(session, turn_id, interval)
     }
 
-    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         self.read_active_turn(session).await
     }
 
     async fn entries(
         &self,
-        session: &str,
+        session: &SessionId,
         since: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
@@ -477,8 +488,8 @@ impl SessionStore for DynamoStore {
 
     async fn fork(
         &self,
-        session: &str,
-        parent: &str,
+        session: &SessionId,
+        parent: &SessionId,
         hints: &[String],
         asking: Option<&Owner>,
     ) -> Result<ForkOutcome, StoreError> {
@@ -487,8 +498,8 @@ impl SessionStore for DynamoStore {
 
     async fn request_stop(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         stop: Stop,
     ) -> Result<StopOutcome, StoreError> {
         let reason = serde_json::to_value(stop.reason)
@@ -511,7 +522,11 @@ impl SessionStore for DynamoStore {
         }
     }
 
-    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+    async fn stop_requested(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
         let out = self
             .get_turn(session, turn_id)
             .projection_expression("stopReason, stopAt")
@@ -522,11 +537,11 @@ impl SessionStore for DynamoStore {
         Ok(out.item().and_then(decode_stop))
     }
 
-    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         self.read_turn(session, turn_id).await
     }
 
-    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         self.versions.forget(session, turn_id);
         let result = self
             .update_turn(session, turn_id)

@@ -25,7 +25,7 @@ pub use display::{
 
 use crate::engine::{FileArea, ToolSpec};
 use crate::session::conversations::{ConversationPage, Deleted, page_size};
-use crate::session::{ConversationError, ConversationStore, Owner, id_problem};
+use crate::session::{ConversationError, ConversationStore, Owner, SessionId};
 
 /// A person's conversations: the store that keeps them, the tools' declarations (which say whose
 /// arguments may be shown), and the file area whose files go with a deleted conversation.
@@ -94,19 +94,22 @@ impl Conversations {
         before: Option<u64>,
     ) -> Result<ConversationView, ConversationError> {
         let limit = page_size(limit)?;
-        if id_problem(id, None).is_some() {
+        let Ok(session) = SessionId::new(id) else {
             return Err(ConversationError::NotFound(id.to_owned()));
-        }
-        let stored = self.store.read_conversation(owner, id, limit, before).await?;
+        };
+        let stored = self
+            .store
+            .read_conversation(owner, &session, limit, before)
+            .await?;
         Ok(display::view(stored, &self.specs))
     }
 
     /// Deletes conversation `id` of `owner`, with its files: counts of what went.
     pub async fn delete(&self, owner: &Owner, id: &str) -> Result<Deleted, ConversationError> {
-        if id_problem(id, None).is_some() {
+        let Ok(session) = SessionId::new(id) else {
             return Err(ConversationError::NotFound(id.to_owned()));
-        }
-        let mut deleted = self.store.delete_conversation(owner, id).await?;
+        };
+        let mut deleted = self.store.delete_conversation(owner, &session).await?;
         if let Some(files) = &self.files {
             deleted.files = files
                 .remove_conversation(id)
@@ -128,11 +131,13 @@ impl Conversations {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::test_ids::{sid, tid};
     use crate::session::{Lease, MemoryStore, Message, OwnerCheck, SessionStore, TurnOutcome, TurnStatus};
 
     async fn turn(store: &MemoryStore, owner: &Owner, session: &str, turn_id: &str) {
+        let (session, turn_id) = (&sid(session), &tid(turn_id));
         assert_ne!(
-            store.claim_owner(session, turn_id, owner).await.unwrap(),
+            store.claim_owner(session, Some(turn_id), owner).await.unwrap(),
             OwnerCheck::Deleted
         );
         store
@@ -197,28 +202,40 @@ mod tests {
             ConversationError::NotFound("c01".into())
         );
         // A turn running when it is deleted is stopped, and stores nothing.
-        store.claim_owner("c01", "t2", &ann).await.unwrap();
         store
-            .claim_turn("c01", "t2", Lease(std::time::Duration::from_secs(60)))
+            .claim_owner(&sid("c01"), Some(&tid("t2")), &ann)
+            .await
+            .unwrap();
+        store
+            .claim_turn(&sid("c01"), &tid("t2"), Lease(std::time::Duration::from_secs(60)))
             .await
             .unwrap();
         let deleted = conversations.delete(&ann, "c01").await.unwrap();
         assert_eq!((deleted.messages, deleted.turns), (2, 2));
         assert_eq!(deleted.stopped_turn.as_deref(), Some("t2"));
-        assert!(store.stop_requested("c01", "t2").await.unwrap().is_some());
+        assert!(
+            store
+                .stop_requested(&sid("c01"), &tid("t2"))
+                .await
+                .unwrap()
+                .is_some()
+        );
         let outcome = TurnOutcome {
             status: TurnStatus::Completed,
             terminal: serde_json::Value::Null,
         };
         let late = store
-            .complete_turn("c01", "t2", &[Message::user_text("x")], &outcome)
+            .complete_turn(&sid("c01"), &tid("t2"), &[Message::user_text("x")], &outcome)
             .await;
         assert!(
             matches!(late, Err(crate::session::StoreError::Deleted(_))),
             "{late:?}"
         );
         assert_eq!(
-            store.claim_owner("c01", "t2", &ann).await.unwrap(),
+            store
+                .claim_owner(&sid("c01"), Some(&tid("t2")), &ann)
+                .await
+                .unwrap(),
             OwnerCheck::Deleted
         );
         assert!(conversations.delete(&ann, "c01").await.unwrap().messages == 0);

@@ -473,7 +473,11 @@ pub(crate) async fn request(
 
 /// Withdraws the waiting approvals of the turns `superseded` replaces: a barge-in takes back
 /// the cards of the turn it cut short, so none of them can run anything later.
-pub(crate) async fn withdraw(engine: &super::EngineInner, session: &str, superseded: &[&str]) {
+pub(crate) async fn withdraw(
+    engine: &super::EngineInner,
+    session: &str,
+    superseded: &[crate::session::TurnId],
+) {
     let Some((store, _)) = &engine.approvals else {
         return;
     };

@@ -283,7 +283,7 @@ pub(crate) enum Pressure {
 /// failure to summarize leaves the history as it was.
 pub(super) async fn compact(
     engine: &EngineInner,
-    session: &str,
+    session: &crate::session::SessionId,
     history: &mut History,
     the_rest: u64,
     pressure: Pressure,

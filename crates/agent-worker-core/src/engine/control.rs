@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::protocol::control::{CommandCounts, ControlFuture, SessionStatus, refusals};
 use crate::protocol::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 use crate::session::{
-    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, Owner, SessionStore, Stop, StopCause, StopOutcome, StoreError,
-    StoredMessage, TurnCommand,
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, Owner, SessionId, SessionStore, Stop, StopCause, StopOutcome,
+    StoreError, StoredMessage, TurnCommand,
 };
 
 use super::Engine;
@@ -43,7 +43,7 @@ impl StoreControl {
 
     /// The session's durable history from place `since`, at most `limit` entries, and the place
     /// to read on from.
-    pub async fn entries(&self, session: &str, since: u64, limit: usize) -> Result<Entries, Refused> {
+    pub async fn entries(&self, session: &SessionId, since: u64, limit: usize) -> Result<Entries, Refused> {
         let entries = self
             .store
             .entries(session, since, limit)
@@ -57,7 +57,7 @@ impl StoreControl {
     /// someone else's is refused (`not_owner`), and nothing is kept.
     pub async fn dispatch_as(
         &self,
-        session: &str,
+        session: &SessionId,
         asking: &Owner,
         command: SessionCommand,
     ) -> Result<Accepted, Refused> {
@@ -81,11 +81,15 @@ impl SessionControl for StoreControl {
         CAPABILITIES
     }
 
-    fn dispatch<'a>(&'a self, session: &'a str, command: SessionCommand) -> ControlFuture<'a, Accepted> {
+    fn dispatch<'a>(
+        &'a self,
+        session: &'a SessionId,
+        command: SessionCommand,
+    ) -> ControlFuture<'a, Accepted> {
         Box::pin(dispatch(self.store.as_ref(), session, command))
     }
 
-    fn state<'a>(&'a self, session: &'a str) -> ControlFuture<'a, SessionState> {
+    fn state<'a>(&'a self, session: &'a SessionId) -> ControlFuture<'a, SessionState> {
         Box::pin(state(self.store.as_ref(), session))
     }
 }
@@ -103,7 +107,7 @@ fn store_failed(error: &StoreError) -> Refused {
     Refused::new(refusals::STORE_FAILED, error.client_message(), true)
 }
 
-fn no_active_run(session: &str) -> Refused {
+fn no_active_run(session: &SessionId) -> Refused {
     Refused::new(
         refusals::NO_ACTIVE_RUN,
         format!("session {session} has no running turn to take the command; send a turn instead"),
@@ -136,7 +140,7 @@ fn turn_command(command: SessionCommand) -> Result<Option<TurnCommand>, Refused>
 
 async fn dispatch(
     store: &dyn SessionStore,
-    session: &str,
+    session: &SessionId,
     command: SessionCommand,
 ) -> Result<Accepted, Refused> {
     let command = turn_command(command)?;
@@ -175,13 +179,15 @@ async fn dispatch(
         }
     };
     if kept {
-        Ok(Accepted { run_id: run })
+        Ok(Accepted {
+            run_id: run.into_string(),
+        })
     } else {
         Err(no_active_run(session))
     }
 }
 
-async fn state(store: &dyn SessionStore, session: &str) -> Result<SessionState, Refused> {
+async fn state(store: &dyn SessionStore, session: &SessionId) -> Result<SessionState, Refused> {
     let Some(run) = store.active_turn(session).await.map_err(|e| store_failed(&e))? else {
         return Ok(SessionState {
             status: SessionStatus::Idle,
@@ -200,7 +206,7 @@ async fn state(store: &dyn SessionStore, session: &str) -> Result<SessionState, 
         .count();
     Ok(SessionState {
         status: SessionStatus::Running,
-        active_run_id: Some(run),
+        active_run_id: Some(run.into_string()),
         commands: CommandCounts {
             steering,
             follow_up: signals.commands.len() - steering,

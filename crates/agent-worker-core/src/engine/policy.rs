@@ -7,9 +7,9 @@ use std::fmt;
 #[non_exhaustive]
 pub struct StepContext<'a> {
     /// The session.
-    pub session: &'a str,
+    pub session: &'a crate::session::SessionId,
     /// The turn.
-    pub turn_id: &'a str,
+    pub turn_id: &'a crate::session::TurnId,
     /// The round about to run, from 0.
     pub round: u32,
     /// The person, when the caller named one (the `userId` scope extension).

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::session::{
-    ContentBlock, Message, Role, SeenSignals, SessionStore, Stop, StopCause, TurnCommand, TurnSignals,
+    ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause, TurnCommand, TurnId,
+    TurnSignals,
 };
 
 /// What a running turn has heard of its stop and its commands, shared between its watcher and
@@ -91,7 +92,12 @@ impl Drop for StreamingMark<'_> {
 
 /// Reads the turn's stop and commands once, into `flag`. Failing to read never fails or holds
 /// a turn: it is logged, and the next read tries again.
-pub(crate) async fn read_signals(store: &dyn SessionStore, session: &str, turn_id: &str, flag: &StopFlag) {
+pub(crate) async fn read_signals(
+    store: &dyn SessionStore,
+    session: &SessionId,
+    turn_id: &TurnId,
+    flag: &StopFlag,
+) {
     match store.turn_signals(session, turn_id).await {
         Ok(signals) => flag.heard(signals),
         Err(e) => tracing::warn!(error = %e, "could not look for a stop or commands; looking again later"),
@@ -107,8 +113,8 @@ pub(crate) async fn read_signals(store: &dyn SessionStore, session: &str, turn_i
 /// (a timer, no request) and returns the stop once one is heard.
 pub(crate) async fn watch(
     store: &dyn SessionStore,
-    session: &str,
-    turn_id: &str,
+    session: &SessionId,
+    turn_id: &TurnId,
     interval: Duration,
     idle: Duration,
     flag: &StopFlag,
@@ -155,8 +161,8 @@ pub(crate) async fn watch(
 /// on (its lease ran out, or `wait` passed).
 pub(crate) async fn supersede(
     store: &dyn SessionStore,
-    session: &str,
-    ids: &[&str],
+    session: &SessionId,
+    ids: &[TurnId],
     interval: Duration,
     wait: Duration,
 ) {

@@ -170,7 +170,7 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug {
     async fn read_conversation(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &super::SessionId,
         limit: usize,
         before: Option<u64>,
     ) -> Result<StoredConversation, ConversationError>;
@@ -178,7 +178,11 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug {
     /// Deletes conversation `id` of `owner`: a running turn is stopped first, then every item
     /// of it goes. A turn of it delivered later runs nothing. Deleting it again removes nothing
     /// and says so.
-    async fn delete_conversation(&self, owner: &Owner, id: &str) -> Result<Deleted, ConversationError>;
+    async fn delete_conversation(
+        &self,
+        owner: &Owner,
+        id: &super::SessionId,
+    ) -> Result<Deleted, ConversationError>;
 }
 
 /// Whether a stored approval is still waiting for the person at `now_ms`.

@@ -40,21 +40,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-/// Why `id` cannot name a conversation or a turn, if it cannot: it holds a control character
-/// (NUL included), is `.` or `..` (which name folders wherever an id becomes a path, as in a
-/// file area), or is longer than `limit` bytes. Every host checks ids with this, at its edge and
-/// again in the engine, against the store's own limit.
-pub fn id_problem(id: &str, limit: Option<usize>) -> Option<String> {
-    if let Some(at) = id.chars().position(char::is_control) {
-        return Some(format!("holds a control character (at {at})"));
-    }
-    if matches!(id, "." | "..") {
-        return Some(format!("is {id:?}, which names a folder"));
-    }
-    limit
-        .filter(|&limit| id.len() > limit)
-        .map(|limit| format!("is {} bytes, over the limit of {limit}", id.len()))
-}
+pub use crate::protocol::{IdError, SessionId, TurnId, id_problem};
 
 /// Where a session's state lives, so that any worker can serve any turn (portable conformance).
 ///
@@ -64,19 +50,20 @@ pub fn id_problem(id: &str, limit: Option<usize>) -> Option<String> {
 /// [`release_turn`](Self::release_turn) when it could store nothing.
 ///
 /// ```
-/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionStore, TurnOutcome, TurnStatus};
+/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionId, SessionStore, TurnId, TurnOutcome, TurnStatus};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
+/// let (s1, t1) = (SessionId::new("s1").unwrap(), TurnId::new("t1").unwrap());
 /// let lease = Lease(Duration::from_secs(60));
-/// assert_eq!(store.claim_turn("s1", "t1", lease).await?, Claim::Claimed { reclaimed: false });
+/// assert_eq!(store.claim_turn(&s1, &t1, lease).await?, Claim::Claimed { reclaimed: false });
 /// let messages = [Message::user_text("hi"), Message::assistant_text("hello")];
 /// let outcome = TurnOutcome { status: TurnStatus::Completed, terminal: serde_json::Value::Null };
-/// store.complete_turn("s1", "t1", &messages, &outcome).await?;
+/// store.complete_turn(&s1, &t1, &messages, &outcome).await?;
 /// // A redelivery of t1 does not run again.
-/// assert!(matches!(store.claim_turn("s1", "t1", lease).await?, Claim::Done(_)));
-/// assert_eq!(store.load_history("s1").await?.len(), 2);
+/// assert!(matches!(store.claim_turn(&s1, &t1, lease).await?, Claim::Done(_)));
+/// assert_eq!(store.load_history(&s1).await?.len(), 2);
 /// # Ok::<_, agent_worker_core::session::StoreError>(())
 /// # }).unwrap();
 /// ```
@@ -85,7 +72,12 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Claims `turn_id` for this worker for `lease`. A turn that ended is [`Claim::Done`]; one
     /// another worker holds under a live lease is [`Claim::Running`]; one whose lease ran out
     /// is claimed again.
-    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError>;
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError>;
 
     /// The largest message this store keeps, in bytes of its JSON (pictures that do not fit are
     /// kept as a line saying so, and do not count); `None` when any size fits. A turn whose own
@@ -99,13 +91,13 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// One conditional write; a turn of someone else's conversation runs nothing.
     async fn claim_owner(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: Option<&TurnId>,
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError>;
 
     /// The person `session` belongs to, if one was recorded.
-    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError>;
+    async fn owner(&self, session: &SessionId) -> Result<Option<Owner>, StoreError>;
 
     /// Takes `session`'s run for turn `turn_id` for `lease`: at most one turn of a conversation
     /// runs at a time, on every host. Says which turn holds it instead, when another does under
@@ -114,10 +106,10 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// default keeps no run (a store shared by no two turns at once).
     async fn claim_run(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         lease: Lease,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<TurnId>, StoreError> {
         let _ = (session, turn_id, lease);
         Ok(None)
     }
@@ -125,13 +117,13 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Gives `session`'s run back, if turn `turn_id` holds it (a turn that will not run after
     /// all). [`complete_turn`](Self::complete_turn) and [`release_turn`](Self::release_turn)
     /// give it back themselves.
-    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         let _ = (session, turn_id);
         Ok(())
     }
 
     /// The turn holding `session`'s run under a live lease, if any.
-    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let _ = session;
         Ok(None)
     }
@@ -144,10 +136,10 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// with no turn, then [`running_turn`](Self::running_turn).
     async fn claim_conversation(
         &self,
-        session: &str,
+        session: &SessionId,
         owner: &Owner,
     ) -> Result<ConversationClaim, StoreError> {
-        let owner = self.claim_owner(session, "", owner).await?;
+        let owner = self.claim_owner(session, None, owner).await?;
         let running_turn = self.running_turn(session).await?;
         Ok(ConversationClaim { owner, running_turn })
     }
@@ -160,11 +152,11 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// The session's stored messages, oldest first, as they were written. Callers
     /// [`repair`](history::repair) them before use.
-    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError>;
+    async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError>;
 
     /// What a turn reads: the session's [`Summary`], if it has one, and the messages after it.
     /// The default reads the whole history, for stores that keep no summary.
-    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+    async fn load_view(&self, session: &SessionId) -> Result<HistoryView, StoreError> {
         Ok(HistoryView {
             summary: None,
             messages: self.load_history(session).await?,
@@ -174,7 +166,7 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Keeps `summary` as the session's, in place of an older one. Returns `false` when it was
     /// not kept: the store keeps no summaries (the default), the session already has one that
     /// covers as much, or the session holds fewer messages than it stands for.
-    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+    async fn save_summary(&self, session: &SessionId, summary: &Summary) -> Result<bool, StoreError> {
         let _ = (session, summary);
         Ok(false)
     }
@@ -183,33 +175,38 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// either both happen or neither does. Refuses a history that breaks an invariant.
     async fn complete_turn(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError>;
 
     /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
-    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError>;
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError>;
 
     /// Asks a turn to stop. It may not have started yet: it then sees the request when it does.
     /// A turn that already ended is left as it is.
-    async fn request_stop(&self, session: &str, turn_id: &str, stop: Stop)
-    -> Result<StopOutcome, StoreError>;
+    async fn request_stop(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError>;
 
     /// The stop asked of a turn, if any: one cheap read.
-    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError>;
+    async fn stop_requested(&self, session: &SessionId, turn_id: &TurnId)
+    -> Result<Option<Stop>, StoreError>;
 
     /// The record of a turn that was claimed, if any.
-    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError>;
+    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError>;
 
     /// Adds `command` to running turn `turn_id`'s (see [`TurnCommand`]): kept after those
     /// before it, and only while the turn runs and no stop was asked of it. A store that takes
     /// no commands says so as a failure.
     async fn add_command(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
         let _ = (session, turn_id, command);
@@ -218,7 +215,7 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// What a running turn has been sent, in one read: its stop and its commands. A store that
     /// takes no commands reads the stop alone.
-    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
         Ok(TurnSignals {
             stop: self.stop_requested(session, turn_id).await?,
             commands: Vec::new(),
@@ -229,7 +226,12 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// (see [`SignalBoards`]), for its watch, which would read them `interval` after the last
     /// look, to take instead of reading. `None` (the default): its writes take none, and the
     /// watch reads [`turn_signals`](Self::turn_signals).
-    fn signals_seen(&self, _session: &str, _turn_id: &str, _interval: Duration) -> Option<SeenSignals> {
+    fn signals_seen(
+        &self,
+        _session: &SessionId,
+        _turn_id: &TurnId,
+        _interval: Duration,
+    ) -> Option<SeenSignals> {
         None
     }
 
@@ -238,8 +240,8 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// turn has more, so that it runs them first.
     async fn complete_turn_seen(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: usize,
@@ -255,8 +257,8 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// an owner other than `asking` is refused. The parent is never changed.
     async fn fork(
         &self,
-        session: &str,
-        parent: &str,
+        session: &SessionId,
+        parent: &SessionId,
         hints: &[String],
         asking: Option<&Owner>,
     ) -> Result<ForkOutcome, StoreError> {
@@ -270,7 +272,7 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// its place and (where the store knows it) its turn.
     async fn entries(
         &self,
-        session: &str,
+        session: &SessionId,
         since: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
@@ -291,7 +293,7 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// The turn of `session` that is running now, if the store knows it (a conversation with an
     /// owner records its latest turn to start and to end).
-    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let _ = session;
         Ok(None)
     }
@@ -307,7 +309,12 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
 #[async_trait]
 impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
-    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
         (**self).claim_turn(session, turn_id, lease).await
     }
 
@@ -317,20 +324,20 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn claim_owner(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: Option<&TurnId>,
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError> {
         (**self).claim_owner(session, turn_id, owner).await
     }
 
-    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
+    async fn owner(&self, session: &SessionId) -> Result<Option<Owner>, StoreError> {
         (**self).owner(session).await
     }
 
     async fn claim_conversation(
         &self,
-        session: &str,
+        session: &SessionId,
         owner: &Owner,
     ) -> Result<ConversationClaim, StoreError> {
         (**self).claim_conversation(session, owner).await
@@ -338,18 +345,18 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn claim_run(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         lease: Lease,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<TurnId>, StoreError> {
         (**self).claim_run(session, turn_id, lease).await
     }
 
-    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         (**self).end_run(session, turn_id).await
     }
 
-    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         (**self).running_turn(session).await
     }
 
@@ -357,70 +364,74 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
         (**self).max_id_bytes()
     }
 
-    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+    async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError> {
         (**self).load_history(session).await
     }
 
-    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+    async fn load_view(&self, session: &SessionId) -> Result<HistoryView, StoreError> {
         (**self).load_view(session).await
     }
 
-    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+    async fn save_summary(&self, session: &SessionId, summary: &Summary) -> Result<bool, StoreError> {
         (**self).save_summary(session, summary).await
     }
 
     async fn complete_turn(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
         (**self).complete_turn(session, turn_id, messages, outcome).await
     }
 
-    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         (**self).release_turn(session, turn_id).await
     }
 
     async fn request_stop(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         stop: Stop,
     ) -> Result<StopOutcome, StoreError> {
         (**self).request_stop(session, turn_id, stop).await
     }
 
-    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+    async fn stop_requested(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
         (**self).stop_requested(session, turn_id).await
     }
 
-    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         (**self).turn(session, turn_id).await
     }
 
     async fn add_command(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
         (**self).add_command(session, turn_id, command).await
     }
 
-    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
         (**self).turn_signals(session, turn_id).await
     }
 
-    fn signals_seen(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
+    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
         (**self).signals_seen(session, turn_id, interval)
     }
 
     async fn complete_turn_seen(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: usize,
@@ -430,7 +441,7 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
             .await
     }
 
-    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         (**self).active_turn(session).await
     }
 
@@ -440,7 +451,7 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn entries(
         &self,
-        session: &str,
+        session: &SessionId,
         since: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
@@ -449,11 +460,27 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     async fn fork(
         &self,
-        session: &str,
-        parent: &str,
+        session: &SessionId,
+        parent: &SessionId,
         hints: &[String],
         asking: Option<&Owner>,
     ) -> Result<ForkOutcome, StoreError> {
         (**self).fork(session, parent, hints, asking).await
+    }
+}
+
+/// Ids the unit tests name by literal.
+#[cfg(test)]
+pub(crate) mod test_ids {
+    use super::{SessionId, TurnId};
+
+    /// Session `id`, which a test knows is one.
+    pub(crate) fn sid(id: &str) -> SessionId {
+        SessionId::new(id).expect("a test's session id")
+    }
+
+    /// Turn `id`, which a test knows is one.
+    pub(crate) fn tid(id: &str) -> TurnId {
+        TurnId::new(id).expect("a test's turn id")
     }
 }

@@ -2,15 +2,17 @@
 //! owner check, the claim, a stop asked while it waited, its history), asked at once so that a
 //! store can answer in as few round trips as it can ([`SessionStore::open_turn`]).
 
-use super::{Claim, HistoryView, Lease, Owner, OwnerCheck, SessionStore, Stop, StoreError};
+use super::{
+    Claim, HistoryView, Lease, Owner, OwnerCheck, SessionId, SessionStore, Stop, StoreError, TurnId,
+};
 
 /// What a turn asks of the store before its first model call.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnOpening<'a> {
     /// The session.
-    pub session: &'a str,
+    pub session: &'a SessionId,
     /// The turn.
-    pub turn_id: &'a str,
+    pub turn_id: &'a TurnId,
     /// The person the turn is for: the conversation must be theirs (or no one's, and becomes
     /// theirs). `None` checks no owner.
     pub owner: Option<&'a Owner>,
@@ -31,7 +33,7 @@ pub enum Opened {
     /// [`Claim::Running`]).
     NotClaimed(Claim),
     /// Another turn of the conversation (named) runs now: nothing was claimed.
-    Busy(String),
+    Busy(TurnId),
     /// The turn is this worker's.
     Claimed(OpenTurn),
 }
@@ -62,7 +64,7 @@ pub async fn open_in_steps<S: SessionStore + ?Sized>(
         read_history,
     } = opening;
     if let Some(owner) = owner {
-        match store.claim_owner(session, turn_id, owner).await? {
+        match store.claim_owner(session, Some(turn_id), owner).await? {
             OwnerCheck::Claimed | OwnerCheck::Same => {}
             refused => return Ok(Opened::Refused(refused)),
         }

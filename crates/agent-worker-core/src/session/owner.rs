@@ -57,5 +57,5 @@ pub struct ConversationClaim {
     /// Whose it is now.
     pub owner: OwnerCheck,
     /// The turn running in it, if any.
-    pub running_turn: Option<String>,
+    pub running_turn: Option<super::TurnId>,
 }

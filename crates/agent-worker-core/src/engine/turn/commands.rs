@@ -8,6 +8,7 @@ use crate::engine::events::EngineEvent;
 use crate::engine::stop::{self, StopFlag};
 use crate::engine::turn_stream::Emitter;
 use crate::session::{ContentBlock, Message, Role, TurnCommand};
+use crate::session::{SessionId, TurnId};
 
 use super::state::TurnState;
 
@@ -16,8 +17,8 @@ use super::state::TurnState;
 /// and adds the steering not yet given to the results the next call carries.
 pub(super) async fn steer_at_boundary(
     engine: &EngineInner,
-    session: &str,
-    turn_id: &str,
+    session: &SessionId,
+    turn_id: &TurnId,
     turn: &mut TurnState,
     out: &Emitter,
     flag: &StopFlag,

@@ -29,7 +29,7 @@ use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::{AgentEvent, AttachmentRef, Prompt, Scope};
 use crate::session::history::repair;
-use crate::session::{ContentBlock, Lease, Message, Role, Stop, TurnOutcome, TurnStatus};
+use crate::session::{ContentBlock, Lease, Message, Role, SessionId, Stop, TurnId, TurnOutcome, TurnStatus};
 
 use phases::Refusal;
 use rounds::run_watched;
@@ -141,12 +141,25 @@ impl Ending {
 
 /// Runs one turn, emitting its events; the last one emitted is its terminal.
 pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, out: Emitter) {
-    let turn_id = scope
-        .turn_id()
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let turn_id = match scope.turn_id() {
+        Some(id) => TurnId::new(id).map_err(|e| (id.to_owned(), e)),
+        None => Ok(TurnId::random()),
+    };
+    let named = turn_id
+        .as_ref()
+        .map_or_else(|(id, _)| id.clone(), ToString::to_string);
     let span =
-        tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
+        tracing::info_span!("turn", turn_id = %named, session = %scope.session, model = engine.model.id());
+    // The ids are checked here, where they enter the engine: a store never sees one it cannot key.
+    let ids = phases::ids(&scope.session, turn_id);
+    let (session, turn_id) = match ids {
+        Ok(ids) => ids,
+        Err(refusal) => {
+            let _entered = span.enter();
+            out.emit(refusal.event(&named));
+            return;
+        }
+    };
     // The turn's time: the engine's own deadline, or the host's when that comes sooner.
     let mut budget = engine.config.turn_deadline;
     if let Some(host_deadline) = scope.deadline() {
@@ -157,7 +170,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
     }
     let options = scope.options;
     let ask = TurnAsk {
-        session: scope.session,
+        session,
         turn_id,
         user_id: options.user_id,
         account_id: options.account_id,
@@ -176,8 +189,8 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
 
 /// Who asks for a turn, and what comes with it besides the prompt.
 struct TurnAsk {
-    session: String,
-    turn_id: String,
+    session: SessionId,
+    turn_id: TurnId,
     user_id: Option<String>,
     account_id: Option<String>,
     user_token: Option<crate::protocol::UserToken>,
@@ -245,9 +258,10 @@ async fn run_phases(
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
-    let superseded: Vec<&str> = supersedes
+    // An id no store could key names no turn: there is nothing to replace.
+    let superseded: Vec<TurnId> = supersedes
         .iter()
-        .map(String::as_str)
+        .filter_map(|id| TurnId::new(id.as_str()).ok())
         .filter(|id| id != turn_id)
         .collect();
     stop::supersede(
@@ -368,7 +382,7 @@ fn logged_store_error(error: &crate::session::StoreError) -> String {
     error.client_message()
 }
 
-async fn release(engine: &EngineInner, session: &str, turn_id: &str) {
+async fn release(engine: &EngineInner, session: &SessionId, turn_id: &TurnId) {
     if let Err(e) = engine.store.release_turn(session, turn_id).await {
         tracing::warn!(error = %e, "could not release the turn; it can run again once its lease runs out");
     }

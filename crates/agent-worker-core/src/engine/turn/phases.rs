@@ -10,8 +10,9 @@ use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, ContentBlock, ForkOutcome, HistoryView, Lease, Message, Opened, Owner, OwnerCheck, Role,
-    SessionStore, Stop, StopCause, StoreError, TurnOpening, TurnOutcome, TurnRecord, TurnStatus, id_problem,
+    Claim, ContentBlock, ForkOutcome, HistoryView, IdError, Lease, Message, Opened, Owner, OwnerCheck, Role,
+    SessionId, SessionStore, Stop, StopCause, StoreError, TurnId, TurnOpening, TurnOutcome, TurnRecord,
+    TurnStatus,
 };
 
 /// Why a turn ends before its rounds run.
@@ -100,15 +101,16 @@ impl Refusal {
 /// and a prompt the model can take and the store can keep (a turn that carries an approval
 /// decision may come without words).
 pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) -> Result<Message, Refusal> {
-    if ask.session.trim().is_empty() {
-        return Err(Refusal::EmptySession);
-    }
     let refused = |invalid: InvalidPrompt| {
         tracing::info!(%invalid, "refused the prompt");
         Refusal::InvalidPrompt(invalid)
     };
-    for (field, id) in [("scope.session", &ask.session), ("scope.turnId", &ask.turn_id)] {
-        check_id(field, id, store.max_id_bytes()).map_err(refused)?;
+    let limit = store.max_id_bytes();
+    for (field, fits) in [
+        ("scope.session", ask.session.fits(limit)),
+        ("scope.turnId", ask.turn_id.fits(limit)),
+    ] {
+        fits.map_err(|e| Refusal::InvalidPrompt(invalid_id(field, &e)))?;
     }
     let decision_only = ask.approval.is_some() && prompt.text.trim().is_empty() && prompt.images.is_empty();
     if decision_only {
@@ -141,14 +143,27 @@ pub(super) fn read_context(ask: &TurnAsk) -> Result<crate::engine::ui::UiContext
     }
 }
 
-/// An id the store can key: no control character (NUL included), and not longer than `limit`.
-fn check_id(field: &str, id: &str, limit: Option<usize>) -> Result<(), InvalidPrompt> {
-    match id_problem(id, limit) {
-        Some(reason) => Err(InvalidPrompt {
-            field: field.to_owned(),
-            reason,
-        }),
-        None => Ok(()),
+/// The turn's ids, checked (see [`IdError`]): a blank session is [`Refusal::EmptySession`], any
+/// other problem names its field; `turn_id` comes checked already (or as the text that failed).
+pub(super) fn ids(
+    session: &str,
+    turn_id: Result<TurnId, (String, IdError)>,
+) -> Result<(SessionId, TurnId), Refusal> {
+    let session = match SessionId::new(session) {
+        Ok(session) => session,
+        Err(IdError::Empty) => return Err(Refusal::EmptySession),
+        Err(e) => return Err(Refusal::InvalidPrompt(invalid_id("scope.session", &e))),
+    };
+    let turn_id = turn_id.map_err(|(_, e)| Refusal::InvalidPrompt(invalid_id("scope.turnId", &e)))?;
+    Ok((session, turn_id))
+}
+
+/// The refusal of an id in `field`, saying what is wrong with it.
+fn invalid_id(field: &str, problem: &IdError) -> InvalidPrompt {
+    tracing::info!(field, %problem, "refused an id");
+    InvalidPrompt {
+        field: field.to_owned(),
+        reason: problem.to_string(),
     }
 }
 
@@ -179,7 +194,11 @@ pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(
     let Some(owner) = asking_owner(ask) else {
         return Ok(());
     };
-    match engine.store.claim_owner(&ask.session, &ask.turn_id, &owner).await {
+    match engine
+        .store
+        .claim_owner(&ask.session, Some(&ask.turn_id), &owner)
+        .await
+    {
         Ok(check) => owner_refusal(Some(&owner), check).map_or(Ok(()), Err),
         Err(e) => {
             tracing::error!(error = %e, "could not check the conversation's owner");
@@ -226,16 +245,18 @@ pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Re
             reason,
         })
     };
-    if parent == &ask.session {
+    let parent =
+        match SessionId::new(parent.as_str()).and_then(|p| p.fits(engine.store.max_id_bytes()).map(|()| p)) {
+            Ok(parent) => parent,
+            Err(problem) => return Err(invalid(problem.to_string())),
+        };
+    if parent == ask.session {
         return Err(invalid("names the session itself".into()));
-    }
-    if let Some(problem) = id_problem(parent, engine.store.max_id_bytes()) {
-        return Err(invalid(problem));
     }
     let asking = asking_owner(ask);
     let forked = engine
         .store
-        .fork(&ask.session, parent, &ask.branch_hints, asking.as_ref())
+        .fork(&ask.session, &parent, &ask.branch_hints, asking.as_ref())
         .await;
     match forked {
         Ok(ForkOutcome::Forked { upto }) => {
@@ -289,13 +310,13 @@ pub(super) async fn open(
     // more.
     if let Ok(Opened::Busy(running)) = &opened
         && running != &ask.turn_id
-        && ask.supersedes.contains(running)
+        && ask.supersedes.iter().any(|id| id == running)
     {
         let running = running.clone();
         super::stop::supersede(
             engine.store.as_ref(),
             &ask.session,
-            &[running.as_str()],
+            &[running],
             engine.config.stop_poll_interval,
             engine.config.supersede_wait,
         )
@@ -320,7 +341,7 @@ pub(super) async fn open(
         Ok(Opened::NotClaimed(_)) => return Err(Refusal::RunningElsewhere),
         Ok(Opened::Busy(running)) => {
             tracing::info!(running = %running, "another turn of the conversation runs; this one waits");
-            return Err(Refusal::ConversationBusy(running));
+            return Err(Refusal::ConversationBusy(running.into_string()));
         }
         Ok(Opened::Claimed(open)) => open,
     };
@@ -419,7 +440,7 @@ pub(super) async fn store(
     seen: Option<usize>,
 ) -> Result<AgentEvent, CommandsPending> {
     let (store, config) = (&engine.store, &engine.config);
-    let (session, turn_id) = (ask.session.as_str(), ask.turn_id.as_str());
+    let (session, turn_id) = (&ask.session, &ask.turn_id);
     let past_deadline = matches!(
         ending,
         Ending::Stopped(Stop {

@@ -1,6 +1,7 @@
 //! The rounds of a turn: each model step with its retries, the tool calls it makes, and the
 //! watch for a stop or the deadline around them all.
 
+use crate::session::{SessionId, TurnId};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -95,8 +96,8 @@ pub(crate) const UI_NOT_TAKEN: &str = "not run: no tab took the request before t
 /// sent with its outcome unknown; one no tab took did not run.
 async fn last_look_at_ui_calls(
     engine: &EngineInner,
-    session: &str,
-    turn_id: &str,
+    session: &SessionId,
+    turn_id: &TurnId,
     turn: &mut TurnState,
     out: &Emitter,
 ) {
@@ -505,8 +506,8 @@ pub(super) async fn start_call(
             };
             let out = out.clone();
             let call_ctx = ToolContext {
-                session: ctx.session.to_owned(),
-                turn_id: ctx.turn_id.to_owned(),
+                session: ctx.session.to_string(),
+                turn_id: ctx.turn_id.to_string(),
                 call_id: id,
                 user_id: ctx.user_id.map(str::to_owned),
                 account_id: ctx.account_id.map(str::to_owned),

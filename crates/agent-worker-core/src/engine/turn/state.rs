@@ -102,7 +102,7 @@ impl TurnState {
     pub(super) async fn compact(
         &mut self,
         engine: &EngineInner,
-        session: &str,
+        session: &crate::session::SessionId,
         pressure: Pressure,
         out: &Emitter,
     ) -> bool {

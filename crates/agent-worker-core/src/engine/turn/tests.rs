@@ -1,6 +1,8 @@
 //! The phases around a turn's rounds, on the memory store: what each admits, refuses, and
 //! records, and the terminal each refusal becomes.
 
+use crate::session::test_ids::{sid, tid};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +40,8 @@ fn engine(store: &MemoryStore) -> Arc<EngineInner> {
 
 fn ask(session: &str, turn_id: &str) -> TurnAsk {
     TurnAsk {
-        session: session.into(),
-        turn_id: turn_id.into(),
+        session: sid(session),
+        turn_id: tid(turn_id),
         user_id: None,
         account_id: None,
         user_token: None,
@@ -57,7 +59,7 @@ const LEASE: Lease = Lease(Duration::from_secs(60));
 #[test]
 fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
     assert!(matches!(
-        phases::admit(&ask(" ", "t"), &Prompt::text("Hi"), &MemoryStore::new()),
+        phases::ids(" ", Ok(tid("t"))),
         Err(Refusal::EmptySession)
     ));
     assert!(matches!(
@@ -78,9 +80,10 @@ fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
 }
 
 #[test]
-fn admit_refuses_ids_with_control_characters_wherever_the_turn_is_stored() {
+fn the_ids_are_refused_with_control_characters_wherever_the_turn_is_stored() {
     for (session, turn, field) in [("s\0", "t", "scope.session"), ("s", "t\n1", "scope.turnId")] {
-        match phases::admit(&ask(session, turn), &Prompt::text("Hi"), &MemoryStore::new()) {
+        let turn_id = crate::session::TurnId::new(turn).map_err(|e| (turn.to_owned(), e));
+        match phases::ids(session, turn_id) {
             Err(Refusal::InvalidPrompt(invalid)) => assert_eq!(invalid.field, field),
             other => panic!("{session:?}/{turn:?} was admitted: {other:?}"),
         }
@@ -101,7 +104,10 @@ async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
         status: TurnStatus::Completed,
         terminal: json!(null),
     };
-    store.complete_turn("s", "t-1", &[], &done).await.unwrap();
+    store
+        .complete_turn(&sid("s"), &tid("t-1"), &[], &done)
+        .await
+        .unwrap();
     assert!(matches!(
         phases::open(&engine, &turn, LEASE, false, true).await,
         Err(Refusal::AlreadyRan)
@@ -113,14 +119,14 @@ async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_
     let store = MemoryStore::new();
     let engine = engine(&store);
     store
-        .request_stop("s", "t-1", Stop::now(StopCause::Superseded))
+        .request_stop(&sid("s"), &tid("t-1"), Stop::now(StopCause::Superseded))
         .await
         .unwrap();
     assert!(matches!(
         phases::open(&engine, &ask("s", "t-1"), LEASE, false, true).await,
         Err(Refusal::Superseded)
     ));
-    let record = store.turn("s", "t-1").await.unwrap().unwrap();
+    let record = store.turn(&sid("s"), &tid("t-1")).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Completed);
 
     let opened = phases::open(&engine, &ask("s", "t-2"), LEASE, false, true)
@@ -133,9 +139,9 @@ async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_
         phases::open(&engine, &ask("s", "t-3"), LEASE, false, false).await,
         Err(Refusal::ConversationBusy(running)) if running == "t-2"
     ));
-    store.release_turn("s", "t-2").await.unwrap();
+    store.release_turn(&sid("s"), &tid("t-2")).await.unwrap();
     store
-        .request_stop("s", "t-3", Stop::now(StopCause::UserStop))
+        .request_stop(&sid("s"), &tid("t-3"), Stop::now(StopCause::UserStop))
         .await
         .unwrap();
     let opened = phases::open(&engine, &ask("s", "t-3"), LEASE, false, false)

@@ -10,7 +10,7 @@ use crate::session::conversations::{
     ConversationError, ConversationPage, ConversationStore, ConversationSummary, Deleted, ListCursor,
     StoredConversation, StoredMessage, is_waiting, page_range, preview_of, title_of,
 };
-use crate::session::{Owner, Stop, StopCause, TurnStatus};
+use crate::session::{Owner, SessionId, Stop, StopCause, TurnStatus};
 
 #[async_trait]
 impl ConversationStore for MemoryStore {
@@ -46,16 +46,16 @@ impl ConversationStore for MemoryStore {
     async fn read_conversation(
         &self,
         owner: &Owner,
-        id: &str,
+        id: &SessionId,
         limit: usize,
         before: Option<u64>,
     ) -> Result<StoredConversation, ConversationError> {
         let stored = {
             let sessions = self.lock()?;
             let data = sessions
-                .get(id)
+                .get(id.as_str())
                 .filter(|d| !d.deleted && d.owner.as_ref() == Some(owner))
-                .ok_or_else(|| ConversationError::NotFound(id.to_owned()))?;
+                .ok_or_else(|| ConversationError::NotFound(id.to_string()))?;
             let range = page_range(before, limit, data.messages.len() as u64);
             let messages = range
                 .clone()
@@ -85,14 +85,14 @@ impl ConversationStore for MemoryStore {
         Ok(StoredConversation { waiting, ..stored })
     }
 
-    async fn delete_conversation(&self, owner: &Owner, id: &str) -> Result<Deleted, ConversationError> {
+    async fn delete_conversation(&self, owner: &Owner, id: &SessionId) -> Result<Deleted, ConversationError> {
         let mut deleted = Deleted::default();
         {
             let mut sessions = self.lock()?;
             let data = sessions
-                .get_mut(id)
+                .get_mut(id.as_str())
                 .filter(|d| d.deleted || d.owner.as_ref() == Some(owner))
-                .ok_or_else(|| ConversationError::NotFound(id.to_owned()))?;
+                .ok_or_else(|| ConversationError::NotFound(id.to_string()))?;
             if data.deleted {
                 return Ok(deleted);
             }

@@ -11,9 +11,9 @@ use super::fork::branch_point;
 use super::history::check;
 use super::{
     ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
-    ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionStore, Stop,
-    StopOutcome, StoreError, Summary, TurnCommand, TurnOutcome, TurnRecord, TurnSignals, TurnStatus,
-    command_fits,
+    ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionId, SessionStore,
+    Stop, StopOutcome, StoreError, Summary, TurnCommand, TurnId, TurnOutcome, TurnRecord, TurnSignals,
+    TurnStatus, command_fits,
 };
 use crate::clock::now_ms;
 
@@ -45,13 +45,13 @@ struct SessionData {
     /// Deleted by its owner: a tombstone, so that no turn of it runs again.
     deleted: bool,
     summary: Option<Summary>,
-    turns: HashMap<String, TurnRecord>,
+    turns: HashMap<TurnId, TurnRecord>,
     stops: HashMap<String, Stop>,
     /// The commands sent to each turn, in the order accepted.
     commands: HashMap<String, Vec<TurnCommand>>,
     owner: Option<Owner>,
     /// The turn that holds the conversation's run, and until when.
-    run: Option<(String, SystemTime)>,
+    run: Option<(TurnId, SystemTime)>,
     /// What the tab answered to UI actions, by (turn, call).
     ui_answers: HashMap<(String, String), ActionAnswer>,
 }
@@ -59,7 +59,11 @@ struct SessionData {
 impl SessionData {
     /// Gives the run back, if `turn_id` holds it.
     fn end_run(&mut self, turn_id: &str) {
-        if self.run.as_ref().is_some_and(|(holder, _)| holder == turn_id) {
+        if self
+            .run
+            .as_ref()
+            .is_some_and(|(holder, _)| holder.as_str() == turn_id)
+        {
             self.run = None;
         }
     }
@@ -132,12 +136,12 @@ impl MemoryStore {
 impl SessionStore for MemoryStore {
     async fn claim_owner(
         &self,
-        session: &str,
-        _turn_id: &str,
+        session: &SessionId,
+        _turn_id: Option<&TurnId>,
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
+        let data = sessions.entry(session.to_string()).or_default();
         if data.deleted {
             return Ok(OwnerCheck::Deleted);
         }
@@ -153,16 +157,24 @@ impl SessionStore for MemoryStore {
         Ok(check)
     }
 
-    async fn owner(&self, session: &str) -> Result<Option<Owner>, StoreError> {
-        Ok(self.lock()?.get(session).and_then(|data| data.owner.clone()))
+    async fn owner(&self, session: &SessionId) -> Result<Option<Owner>, StoreError> {
+        Ok(self
+            .lock()?
+            .get(session.as_str())
+            .and_then(|data| data.owner.clone()))
     }
 
-    async fn claim_turn(&self, session: &str, turn_id: &str, lease: Lease) -> Result<Claim, StoreError> {
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
+        let data = sessions.entry(session.to_string()).or_default();
         let lease_until = now + lease.0;
-        match data.turns.get_mut(turn_id) {
+        match data.turns.get_mut(turn_id.as_str()) {
             Some(record) if record.status.is_done() => Ok(Claim::Done(record.clone())),
             Some(record) if record.lease_until > now => Ok(Claim::Running(record.clone())),
             Some(record) => {
@@ -172,9 +184,9 @@ impl SessionStore for MemoryStore {
             }
             None => {
                 data.turns.insert(
-                    turn_id.to_owned(),
+                    turn_id.clone(),
                     TurnRecord {
-                        turn_id: turn_id.to_owned(),
+                        turn_id: turn_id.to_string(),
                         status: TurnStatus::Running,
                         lease_until,
                         attempts: 1,
@@ -187,17 +199,17 @@ impl SessionStore for MemoryStore {
         }
     }
 
-    async fn load_history(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+    async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError> {
         Ok(self
             .lock()?
-            .get(session)
+            .get(session.as_str())
             .map(|d| d.messages.clone())
             .unwrap_or_default())
     }
 
-    async fn load_view(&self, session: &str) -> Result<HistoryView, StoreError> {
+    async fn load_view(&self, session: &SessionId) -> Result<HistoryView, StoreError> {
         let sessions = self.lock()?;
-        let Some(data) = sessions.get(session) else {
+        let Some(data) = sessions.get(session.as_str()) else {
             return Ok(HistoryView::default());
         };
         let first = data.summary.as_ref().map_or(0, |s| s.upto);
@@ -210,9 +222,9 @@ impl SessionStore for MemoryStore {
         })
     }
 
-    async fn save_summary(&self, session: &str, summary: &Summary) -> Result<bool, StoreError> {
+    async fn save_summary(&self, session: &SessionId, summary: &Summary) -> Result<bool, StoreError> {
         let mut sessions = self.lock()?;
-        let Some(data) = sessions.get_mut(session) else {
+        let Some(data) = sessions.get_mut(session.as_str()) else {
             return Ok(false);
         };
         let newer = data.summary.as_ref().is_none_or(|s| s.upto < summary.upto);
@@ -225,8 +237,8 @@ impl SessionStore for MemoryStore {
 
     async fn complete_turn(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
     ) -> Result<(), StoreError> {
@@ -235,8 +247,8 @@ impl SessionStore for MemoryStore {
 
     async fn complete_turn_seen(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: usize,
@@ -246,23 +258,23 @@ impl SessionStore for MemoryStore {
 
     async fn add_command(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
         let mut sessions = self.lock()?;
-        let Some(data) = sessions.get_mut(session) else {
+        let Some(data) = sessions.get_mut(session.as_str()) else {
             return Ok(CommandOutcome::NotRunning);
         };
         // Under a live lease: a turn that gave up its claim, or whose worker is gone, takes nothing.
         let running = data
             .turns
-            .get(turn_id)
+            .get(turn_id.as_str())
             .is_some_and(|t| !t.status.is_done() && t.lease_until > SystemTime::now());
-        if !running || data.stops.contains_key(turn_id) {
+        if !running || data.stops.contains_key(turn_id.as_str()) {
             return Ok(CommandOutcome::NotRunning);
         }
-        let commands = data.commands.entry(turn_id.to_owned()).or_default();
+        let commands = data.commands.entry(turn_id.to_string()).or_default();
         let held = commands.iter().map(|c| c.text().len()).sum();
         if !command_fits(held, command.text().len()) {
             return Ok(CommandOutcome::Full);
@@ -273,33 +285,33 @@ impl SessionStore for MemoryStore {
         })
     }
 
-    async fn turn_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
         let sessions = self.lock()?;
-        let data = sessions.get(session);
+        let data = sessions.get(session.as_str());
         Ok(TurnSignals {
-            stop: data.and_then(|d| d.stops.get(turn_id).copied()),
+            stop: data.and_then(|d| d.stops.get(turn_id.as_str()).copied()),
             commands: data
-                .and_then(|d| d.commands.get(turn_id).cloned())
+                .and_then(|d| d.commands.get(turn_id.as_str()).cloned())
                 .unwrap_or_default(),
         })
     }
 
     async fn fork(
         &self,
-        session: &str,
-        parent: &str,
+        session: &SessionId,
+        parent: &SessionId,
         hints: &[String],
         asking: Option<&Owner>,
     ) -> Result<ForkOutcome, StoreError> {
         let mut sessions = self.lock()?;
         if sessions
-            .get(session)
+            .get(session.as_str())
             .is_some_and(|d| d.deleted || !d.messages.is_empty())
         {
             return Ok(ForkOutcome::Exists);
         }
         let Some(from) = sessions
-            .get(parent)
+            .get(parent.as_str())
             .filter(|d| !d.deleted && !d.messages.is_empty())
         else {
             return Ok(ForkOutcome::NoParent);
@@ -320,7 +332,7 @@ impl SessionStore for MemoryStore {
         let messages = from.messages[..upto].to_vec();
         let mut message_turns = from.message_turns.clone();
         message_turns.resize(upto, String::new());
-        let child = sessions.entry(session.to_owned()).or_default();
+        let child = sessions.entry(session.to_string()).or_default();
         child.messages = messages;
         child.message_turns = message_turns;
         Ok(ForkOutcome::Forked { upto: upto as u64 })
@@ -328,12 +340,12 @@ impl SessionStore for MemoryStore {
 
     async fn entries(
         &self,
-        session: &str,
+        session: &SessionId,
         since: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
         let sessions = self.lock()?;
-        let Some(data) = sessions.get(session) else {
+        let Some(data) = sessions.get(session.as_str()) else {
             return Ok(Vec::new());
         };
         Ok(data
@@ -350,9 +362,9 @@ impl SessionStore for MemoryStore {
             .collect())
     }
 
-    async fn active_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let sessions = self.lock()?;
-        Ok(sessions.get(session).and_then(|d| {
+        Ok(sessions.get(session.as_str()).and_then(|d| {
             d.turns
                 .iter()
                 .filter(|(_, t)| !t.status.is_done() && t.lease_until > SystemTime::now())
@@ -361,12 +373,12 @@ impl SessionStore for MemoryStore {
         }))
     }
 
-    async fn release_turn(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         let mut sessions = self.lock()?;
-        let Some(data) = sessions.get_mut(session) else {
+        let Some(data) = sessions.get_mut(session.as_str()) else {
             return Ok(());
         };
-        if let Some(record) = data.turns.get_mut(turn_id)
+        if let Some(record) = data.turns.get_mut(turn_id.as_str())
             && !record.status.is_done()
         {
             record.lease_until = SystemTime::UNIX_EPOCH;
@@ -377,34 +389,34 @@ impl SessionStore for MemoryStore {
 
     async fn claim_run(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         lease: Lease,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<TurnId>, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
+        let data = sessions.entry(session.to_string()).or_default();
         match &data.run {
             Some((holder, until)) if holder != turn_id && *until > now => Ok(Some(holder.clone())),
             _ => {
-                data.run = Some((turn_id.to_owned(), now + lease.0));
+                data.run = Some((turn_id.clone(), now + lease.0));
                 Ok(None)
             }
         }
     }
 
-    async fn end_run(&self, session: &str, turn_id: &str) -> Result<(), StoreError> {
-        if let Some(data) = self.lock()?.get_mut(session) {
+    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        if let Some(data) = self.lock()?.get_mut(session.as_str()) {
             data.end_run(turn_id);
         }
         Ok(())
     }
 
-    async fn running_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let now = SystemTime::now();
         Ok(self
             .lock()?
-            .get(session)
+            .get(session.as_str())
             .and_then(|data| data.run.as_ref())
             .filter(|(_, until)| *until > now)
             .map(|(holder, _)| holder.clone()))
@@ -412,33 +424,41 @@ impl SessionStore for MemoryStore {
 
     async fn request_stop(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         stop: Stop,
     ) -> Result<StopOutcome, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
-        if data.turns.get(turn_id).is_some_and(|t| t.status.is_done()) {
+        let data = sessions.entry(session.to_string()).or_default();
+        if data
+            .turns
+            .get(turn_id.as_str())
+            .is_some_and(|t| t.status.is_done())
+        {
             return Ok(StopOutcome::AlreadyEnded);
         }
-        data.stops.entry(turn_id.to_owned()).or_insert(stop);
+        data.stops.entry(turn_id.to_string()).or_insert(stop);
         Ok(StopOutcome::Recorded)
     }
 
-    async fn stop_requested(&self, session: &str, turn_id: &str) -> Result<Option<Stop>, StoreError> {
+    async fn stop_requested(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
         Ok(self
             .lock()?
-            .get(session)
-            .and_then(|d| d.stops.get(turn_id).copied()))
+            .get(session.as_str())
+            .and_then(|d| d.stops.get(turn_id.as_str()).copied()))
     }
 
-    async fn turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         let sessions = self.lock()?;
-        let Some(data) = sessions.get(session) else {
+        let Some(data) = sessions.get(session.as_str()) else {
             return Ok(None);
         };
-        Ok(data.turns.get(turn_id).cloned().map(|mut record| {
-            record.stop = data.stops.get(turn_id).copied();
+        Ok(data.turns.get(turn_id.as_str()).cloned().map(|mut record| {
+            record.stop = data.stops.get(turn_id.as_str()).copied();
             record
         }))
     }
