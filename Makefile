@@ -18,10 +18,12 @@ MCP_EVERYTHING_VERSION := 2026.8.31
 MCP_SDK_VERSION := 1.32.2
 # The browser suite's driver (it drives the system's Chromium; it downloads no browser).
 PLAYWRIGHT_VERSION := 1.65.1
+# AG-UI's own client, which the AG-UI tests run against `POST /agui` (it validates every event).
+AGUI_CLIENT_VERSION := 1.0.0
 # The unused-dependency check of `make lint`, built from crates.io into a project-local root.
 MACHETE_VERSION := 0.9.2
 MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
-NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
 .PHONY: test test-browser demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
@@ -83,10 +85,11 @@ $(PY_TOOLS): requirements-dev.txt
 	touch $@
 
 ## node-tools: newman (the Agent Protocol suite's runner), the MCP reference server, the MCP
-## TypeScript SDK and playwright-core (the browser suite's driver), in a project-local npm prefix.
+## TypeScript SDK, playwright-core (the browser suite's driver) and @ag-ui/client (AG-UI's
+## client, for the AG-UI tests), in a project-local npm prefix.
 node-tools: $(NODE_TOOLS)
 $(NODE_TOOLS):
-	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) playwright-core@$(PLAYWRIGHT_VERSION)
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) playwright-core@$(PLAYWRIGHT_VERSION) @ag-ui/client@$(AGUI_CLIENT_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

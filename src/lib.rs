@@ -104,6 +104,8 @@ pub mod docs {
     pub struct Files;
     #[doc = include_str!("../docs/operating.md")]
     pub struct Operating;
+    #[doc = include_str!("../docs/protocols.md")]
+    pub struct Protocols;
     #[doc = include_str!("../docs/providers.md")]
     pub struct Providers;
     #[doc = include_str!("../docs/rust.md")]

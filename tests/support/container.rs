@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_worker::engine::attachments::LocalFileArea;
+use agent_worker::engine::tools::Tool;
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::container::console::Console;
@@ -56,17 +57,22 @@ pub async fn server_for(
     console: Option<Console>,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
-    server_built(capacity, engine_config, console, None, None, tune).await
+    server_built(capacity, engine_config, console, None, None, Vec::new(), tune).await
 }
 
 /// A server that knows people by their own tokens, verified by `verifier`.
 pub async fn server_with_tokens(verifier: JwtVerifier) -> Server {
-    server_built(2, super::config(), None, None, Some(verifier), |_| {}).await
+    server_built(2, super::config(), None, None, Some(verifier), Vec::new(), |_| {}).await
 }
 
 /// A server that sends the turns it accepts to `queue` instead of running them.
 pub async fn server_queued(queue: TurnQueue) -> Server {
-    server_built(2, super::config(), None, Some(queue), None, |_| {}).await
+    server_built(2, super::config(), None, Some(queue), None, Vec::new(), |_| {}).await
+}
+
+/// A server whose agent has `tools`.
+pub async fn server_with_tools(tools: Vec<Arc<dyn Tool>>) -> Server {
+    server_built(2, super::config(), None, None, None, tools, |_| {}).await
 }
 
 async fn server_built(
@@ -75,6 +81,7 @@ async fn server_built(
     console: Option<Console>,
     queue: Option<TurnQueue>,
     tokens: Option<JwtVerifier>,
+    tools: Vec<Arc<dyn Tool>>,
     tune: impl FnOnce(&mut ContainerConfig),
 ) -> Server {
     let table = format!("container-{}", uuid::Uuid::new_v4().simple());
@@ -91,6 +98,7 @@ async fn server_built(
         .ui_answers(Arc::new(store.clone()))
         .approvals(store.clone(), ApprovalSigner::new([7u8; 32]).unwrap())
         .file_area(files.clone())
+        .tools(tools)
         .config(engine_config)
         .build()
         .unwrap();

@@ -8,6 +8,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
+pub mod agui_client;
 pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod fault_proxy;
@@ -23,6 +24,7 @@ pub mod provider_stand_in;
 pub mod session_audit;
 pub mod stand_ins;
 
+pub use agui_client::{AguiRun, run_agui};
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };

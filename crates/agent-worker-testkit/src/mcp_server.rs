@@ -22,7 +22,7 @@ pub fn everything_script() -> PathBuf {
 }
 
 /// The project's `.node/node_modules`.
-fn node_modules() -> PathBuf {
+pub(crate) fn node_modules() -> PathBuf {
     crate::workspace_root().join(".node/node_modules")
 }
 

@@ -20,14 +20,14 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt as _};
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::access::{Acting, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
-use crate::session::TurnId;
+use crate::session::{SessionId, TurnId};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
 /// The most event streams open at once, by default.
@@ -160,11 +160,6 @@ pub(super) async fn turn_events(
     Params(resume): Params<Resume>,
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
-    let log = host
-        .inner
-        .log
-        .clone()
-        .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let resume = match headers.get("last-event-id").map(|v| v.to_str()) {
         Some(text) => Some(
             text.ok()
@@ -175,6 +170,56 @@ pub(super) async fn turn_events(
         ),
         None => resume.cursor,
     };
+    let followed = follow_turn(&host, &conversation.id, &turn_id, resume)?;
+    Ok(logged_sse(followed, turn_id))
+}
+
+/// A followed turn as Server-Sent Events: each logged event under its type with its position as
+/// the id (so a client resumes with `Last-Event-ID`), and `stream_ended` for a turn that never
+/// started.
+pub(super) fn logged_sse(
+    followed: impl Stream<Item = Followed> + Send + 'static,
+    turn_id: TurnId,
+) -> Response {
+    let events = followed.map(move |item| {
+        Ok::<_, Infallible>(match item {
+            Followed::Logged(next) => Event::default()
+                .id(next.seq.to_string())
+                .event(next.event.type_name())
+                .data(serde_json::to_string(&next.event).unwrap_or_default()),
+            Followed::NotStarted => {
+                let data = serde_json::json!({ "turnId": turn_id, "reason": "not_started" });
+                Event::default().event("stream_ended").data(data.to_string())
+            }
+        })
+    });
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// What following a turn gives: its logged events, in order, ending after the terminal; or, for
+/// a turn that logged nothing within the wait, that it did not start.
+#[derive(Debug, Clone)]
+pub(super) enum Followed {
+    /// The turn's next event.
+    Logged(LoggedEvent),
+    /// The turn logged nothing within [`ContainerConfig::event_start_wait`](super::ContainerConfig::event_start_wait).
+    NotStarted,
+}
+
+/// Follows turn `turn_id` of `session` in the host's event log from after position `after`:
+/// one place under the cap on open streams, held while the stream lives; 503 when every place
+/// is taken, 404 when the host keeps no log.
+pub(super) fn follow_turn(
+    host: &ContainerHost,
+    session: &SessionId,
+    turn_id: &TurnId,
+    after: Option<u64>,
+) -> Result<impl Stream<Item = Followed> + Send + use<>, HostError> {
+    let log = host
+        .inner
+        .log
+        .clone()
+        .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let followers = &host.inner.followers;
     let Ok(permit) = followers.streams.clone().try_acquire_owned() else {
         return Err(HostError::unavailable(
@@ -185,27 +230,23 @@ pub(super) async fn turn_events(
         poll: host.inner.config.event_poll,
         start_wait: host.inner.config.event_start_wait,
     };
-    let reader = followers.reader(&log, &conversation.id, &turn_id, pace);
-    Ok(Sse::new(follow(reader, turn_id, resume, permit))
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    let reader = followers.reader(&log, session, turn_id, pace);
+    Ok(follow(reader, after, permit))
 }
 
 /// The turn's events after `after`, as its reader reads them, ending after the terminal; at once
 /// when the terminal is at or before `after`.
 fn follow(
     reader: Arc<TurnReader>,
-    turn_id: TurnId,
     after: Option<u64>,
     permit: OwnedSemaphorePermit,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+) -> impl Stream<Item = Followed> + Send + 'static {
     struct Follow {
         /// Held so that the turn's reader goes on while this stream is open.
         _reader: Arc<TurnReader>,
         seen: watch::Receiver<Read>,
-        turn_id: TurnId,
         after: Option<u64>,
-        /// The last event (`stream_ended`) has been sent.
+        /// The last item (not started) has been given.
         done: bool,
         _permit: OwnedSemaphorePermit,
     }
@@ -213,7 +254,6 @@ fn follow(
     let state = Follow {
         _reader: reader,
         seen,
-        turn_id,
         after,
         done: false,
         _permit: permit,
@@ -229,18 +269,11 @@ fn follow(
                 .map_or(0, |a| read.events.partition_point(|e| e.seq <= a));
             if let Some(next) = read.events.get(from) {
                 state.after = Some(next.seq);
-                let data = serde_json::to_string(&next.event).unwrap_or_default();
-                let event = Event::default()
-                    .id(next.seq.to_string())
-                    .event(next.event.type_name())
-                    .data(data);
-                return Some((Ok(event), state));
+                return Some((Followed::Logged(next.clone()), state));
             }
             if read.not_started {
                 state.done = true;
-                let data = serde_json::json!({ "turnId": state.turn_id, "reason": "not_started" });
-                let event = Event::default().event("stream_ended").data(data.to_string());
-                return Some((Ok(event), state));
+                return Some((Followed::NotStarted, state));
             }
             // Nothing after the cursor: done if the terminal has been read (it was at or before
             // the cursor), else wait for the reader.

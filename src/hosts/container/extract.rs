@@ -10,6 +10,7 @@ use super::ContainerHost;
 use super::access::Authority;
 use super::error::HostError;
 use crate::hosts::payload::AgentTurnPayload;
+use crate::session::Owner;
 
 /// A JSON body of type `T`; a body that is not one is 400 (415 without a JSON content type)
 /// naming `body`.
@@ -60,7 +61,7 @@ where
 /// `body` with the person a request stands for as its `userId` and `accountId` where it names
 /// none (a person's token, the console); `None` when there is nothing to fill (or it is not a
 /// JSON object, which the payload's decoder then says).
-fn with_person(body: &str, person: &crate::session::Owner) -> Option<String> {
+fn with_person(body: &str, person: &Owner) -> Option<String> {
     let mut value: serde_json::Value = serde_json::from_str(body).ok()?;
     let object = value.as_object_mut()?;
     if object.contains_key("userId") && object.contains_key("accountId") {
@@ -106,32 +107,44 @@ impl FromRequest<ContainerHost> for TurnBody {
                 })?;
         let text =
             std::str::from_utf8(&body).map_err(|_| HostError::field("body", "the body is not UTF-8"))?;
-        let filled = own.and_then(|person| with_person(text, &person));
-        let turn = AgentTurnPayload::decode(filled.as_deref().unwrap_or(text)).map_err(|e| {
-            let field = if e.path.is_empty() {
-                "body"
-            } else {
-                e.path.as_str()
-            };
-            HostError::field(field, e.to_string())
-        })?;
-        if turn.command.is_some() {
-            return Err(HostError::field(
-                "command",
-                "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
-            ));
-        }
-        if let Some(limit) = host.inner.store.max_message_bytes()
-            && turn.content.len() > limit
-        {
-            return Err(HostError::too_large(
-                "content",
-                format!(
-                    "content is {} bytes; a turn's message may hold at most {limit}",
-                    turn.content.len()
-                ),
-            ));
-        }
-        Ok(Self(turn))
+        decode_turn(host, text, own.as_ref()).map(Self)
     }
+}
+
+/// A turn's body decoded and checked as `POST /turns` takes it, every protocol's way in: the
+/// payload's own checks (the field named), no command (those go to the session's commands), and
+/// content one stored message holds (413). With `own`, a request that stands for its own person
+/// (the console, a person's token), the body's missing ids are that person's.
+pub(super) fn decode_turn(
+    host: &ContainerHost,
+    text: &str,
+    own: Option<&Owner>,
+) -> Result<AgentTurnPayload, HostError> {
+    let filled = own.and_then(|person| with_person(text, person));
+    let turn = AgentTurnPayload::decode(filled.as_deref().unwrap_or(text)).map_err(|e| {
+        let field = if e.path.is_empty() {
+            "body"
+        } else {
+            e.path.as_str()
+        };
+        HostError::field(field, e.to_string())
+    })?;
+    if turn.command.is_some() {
+        return Err(HostError::field(
+            "command",
+            "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
+        ));
+    }
+    if let Some(limit) = host.inner.store.max_message_bytes()
+        && turn.content.len() > limit
+    {
+        return Err(HostError::too_large(
+            "content",
+            format!(
+                "content is {} bytes; a turn's message may hold at most {limit}",
+                turn.content.len()
+            ),
+        ));
+    }
+    Ok(turn)
 }

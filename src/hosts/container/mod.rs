@@ -37,6 +37,8 @@ use tokio::sync::Notify;
 
 pub mod access;
 mod actions;
+mod agentcore;
+mod agui;
 mod auth_settings;
 pub mod console;
 mod conversations;
@@ -215,6 +217,8 @@ struct Inner {
     console: std::sync::OnceLock<console::Console>,
     uploads: std::sync::OnceLock<Arc<dyn crate::engine::attachments::FileUploads>>,
     followers: events::Followers,
+    /// Whether turns run here, for AgentCore Runtime's `/ping`.
+    activity: agentcore::Activity,
 }
 
 impl Inner {
@@ -280,6 +284,7 @@ impl ContainerHost {
                 store,
                 log,
                 followers,
+                activity: agentcore::Activity::new(),
                 config,
                 running: Mutex::new(HashMap::new()),
                 accepting: AtomicBool::new(true),
@@ -372,6 +377,9 @@ impl ContainerHost {
         }
         let router = router
             .route("/turns", post(turns::accept_turn))
+            .route("/agui", post(agui::run))
+            .route("/ping", get(agentcore::ping))
+            .route("/invocations", post(agentcore::invoke))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
@@ -442,8 +450,9 @@ impl ContainerHost {
     }
 }
 
-/// The paths served without the API key: the load balancer's health check.
-pub const OPEN_PATHS: [&str; 1] = ["/health"];
+/// The paths served without the API key: the load balancer's health check, and AgentCore
+/// Runtime's.
+pub const OPEN_PATHS: [&str; 2] = ["/health", "/ping"];
 
 async fn health(State(host): State<ContainerHost>) -> Response {
     let running = host.running().len();

@@ -13,6 +13,7 @@ use super::{ContainerHost, HostError, TurnEnd, Turns};
 use crate::hosts::metrics::TurnOutcome;
 use crate::hosts::payload::AgentTurnPayload;
 use crate::hosts::runner::TurnHandler;
+use crate::session::Owner;
 
 /// `POST /turns`: the turn is decoded ([`TurnBody`]), its person is the request's (the console's
 /// token acts for its own person alone), and its conversation is theirs (claimed when no one
@@ -23,34 +24,63 @@ pub(super) async fn accept_turn(
     authority: Authority,
     TurnBody(turn): TurnBody,
 ) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
+    let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
+    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
+    if let Started::Queued { message_id } = start(&host, &person, turn).await? {
+        accepted["queued"] = json!(true);
+        accepted["messageId"] = json!(message_id);
+    }
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
+}
+
+/// Where a started turn went.
+#[derive(Debug)]
+pub(super) enum Started {
+    /// It runs here.
+    Running,
+    /// It was sent to the turns queue, as this message.
+    Queued {
+        /// The queue's id of the message.
+        message_id: Option<String>,
+    },
+}
+
+/// Starts `turn` for `person` (the ids it carries are theirs: the caller checked), every
+/// protocol's way in (`POST /turns`, AG-UI, AgentCore's `/invocations`): its conversation is
+/// theirs (claimed when no one owns it) and runs no other turn, then it runs here, or goes to
+/// the turns queue when the host sends them there ([`ContainerHost::queued`]).
+pub(super) async fn start(
+    host: &ContainerHost,
+    person: &Owner,
+    turn: AgentTurnPayload,
+) -> Result<Started, HostError> {
     if !host.inner.accepting.load(Ordering::SeqCst) {
         return Err(HostError::unavailable("shutting down"));
     }
-    let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
-    // One turn of a conversation at a time: said here, before the 202 (the owner check read
-    // the run); the table holds to it when two arrive at once.
-    let running = access::theirs(&host, &person, &turn.conversation_id, true).await?;
+    // One turn of a conversation at a time: said here, before the turn is accepted (the owner
+    // check read the run); the table holds to it when two arrive at once.
+    let running = access::theirs(host, person, &turn.conversation_id, true).await?;
     if let Some(running) =
         running.filter(|running| *running != turn.turn_id && !turn.supersedes.iter().any(|id| id == running))
     {
         return Err(HostError::conversation_busy(&turn.conversation_id, &running));
     }
-    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
     match &host.inner.turns {
         Turns::Queue(queue) => {
             let sent = queue.send(&turn).await.map_err(|e| {
                 tracing::error!(error = %e, turn_id = %turn.turn_id, "the turn was not queued");
                 HostError::unavailable("the turns queue did not take the turn")
             })?;
-            accepted["queued"] = json!(true);
-            accepted["messageId"] = json!(sent.message_id);
+            Ok(Started::Queued {
+                message_id: sent.message_id,
+            })
         }
         Turns::Run { handler, .. } => {
             host.reserve(&turn)?;
             host.spawn_turn(handler.clone(), turn);
+            Ok(Started::Running)
         }
     }
-    Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
 }
 
 impl ContainerHost {
@@ -71,6 +101,7 @@ impl ContainerHost {
             return Err(HostError::unavailable("at capacity; try again shortly"));
         }
         running.insert(turn.turn_id.clone(), turn.conversation_id.clone());
+        self.inner.activity.turns(running.len());
         Ok(())
     }
 
@@ -92,6 +123,7 @@ impl ContainerHost {
             }
             if let Ok(mut running) = host.inner.running.lock() {
                 running.remove(&turn.turn_id);
+                host.inner.activity.turns(running.len());
             }
             host.inner.idle.notify_waiters();
         });

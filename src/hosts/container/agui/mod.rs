@@ -1,0 +1,183 @@
+//! `POST /agui`: a run of the agent for an AG-UI client (`@ag-ui/client`'s `HttpAgent`,
+//! CopilotKit). The body is AG-UI's `RunAgentInput`; the answer is the run as AG-UI events over
+//! Server-Sent Events.
+//!
+//! - `threadId` is the conversation and `runId` the turn: a run posted twice runs once (the
+//!   second post follows the first run's events), and the history is the one stored here, so of
+//!   `messages` only the last, the person's, is read (its text parts).
+//! - The person is the request's, as on every route ([`Asker`]): a person's token stands for
+//!   them; the API key names them in the query (`?userId=…&accountId=…`).
+//! - The turn starts as `POST /turns` starts one ([`turns::start`]): the conversation must be
+//!   theirs and run no other turn; it runs here or goes to the turns queue.
+//! - Its events come from the event log, translated ([`stream::Translator`]): `RUN_STARTED`,
+//!   a `STEP_*` pair per model round, `TEXT_MESSAGE_*`, `REASONING_*`, `TOOL_CALL_*` (with the
+//!   result), `CUSTOM` for the engine's own events, then `RUN_FINISHED` (its outcome `success`,
+//!   `cancelled` for a stopped run, `interrupt` for approvals the person must give) or
+//!   `RUN_ERROR`.
+//! - An approval is answered by the next run's `resume`: `{interruptId, status: "resolved",
+//!   payload: {token}}` approves with the token the interrupt carried (`metadata.token`);
+//!   `status: "cancelled"` (or `payload.approved: false`) declines.
+
+mod stream;
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::access::{Asker, checked_id};
+use super::events::{Followed, follow_turn};
+use super::extract::{JsonBody, decode_turn};
+use super::turns;
+use super::{ContainerHost, HostError};
+use crate::session::{Owner, SessionId, TurnId};
+use stream::Translator;
+
+/// AG-UI's `RunAgentInput`, as much of it as a run here reads.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct RunAgentInput {
+    thread_id: String,
+    run_id: String,
+    #[serde(default)]
+    messages: Vec<InputMessage>,
+    #[serde(default)]
+    resume: Vec<ResumeEntry>,
+}
+
+/// A message of the input: its role and content (a text, or parts of which the text ones are
+/// read).
+#[derive(Debug, Deserialize)]
+struct InputMessage {
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+/// An answer to one of an earlier run's interrupts.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResumeEntry {
+    interrupt_id: String,
+    status: String,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+/// `POST /agui`.
+pub(super) async fn run(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    JsonBody(input): JsonBody<RunAgentInput>,
+) -> Result<Response, HostError> {
+    Ok(sse(start_run(&host, &person, input).await?))
+}
+
+/// AG-UI events as Server-Sent Events: each one's JSON as the `data` of an unnamed event.
+pub(super) fn sse(events: impl futures_util::Stream<Item = Value> + Send + 'static) -> Response {
+    Sse::new(events.map(|event| Ok::<_, Infallible>(Event::default().data(event.to_string()))))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// Starts the run `input` asks for `person` and follows it: its AG-UI events, the first
+/// `RUN_STARTED`, the last `RUN_FINISHED` or `RUN_ERROR`. AgentCore Runtime's `/invocations`
+/// takes the same input.
+pub(super) async fn start_run(
+    host: &ContainerHost,
+    person: &Owner,
+    input: RunAgentInput,
+) -> Result<impl futures_util::Stream<Item = Value> + Send + 'static, HostError> {
+    // The ids first, named as AG-UI names them.
+    checked_id::<TurnId>("runId", input.run_id.as_str())?;
+    checked_id::<SessionId>("threadId", input.thread_id.as_str())?;
+    let body = turn_body(person, &input)?;
+    let turn = decode_turn(host, &body.to_string(), None)?;
+    let (session, turn_id) = (turn.conversation_id.clone(), turn.turn_id.clone());
+    turns::start(host, person, turn).await?;
+    let followed = follow_turn(host, &session, &turn_id, None)?;
+    let translator = Translator::new(input.thread_id, input.run_id);
+    let started = translator.started();
+    // The followed stream ends after the turn's terminal (or its not starting), as the run does.
+    let rest = followed
+        .scan(translator, |translator, item| {
+            let out = match item {
+                Followed::Logged(logged) => translator.translate(&logged.event),
+                Followed::NotStarted => vec![translator.not_started()],
+            };
+            std::future::ready(Some(out))
+        })
+        .flat_map(futures_util::stream::iter);
+    Ok(futures_util::stream::once(std::future::ready(started)).chain(rest))
+}
+
+/// The turn `input` asks for, as `POST /turns` takes one: the run as the turn, the thread as the
+/// conversation, the last message's text as the person's words, and a resumed interrupt as the
+/// decision on its approval.
+fn turn_body(person: &Owner, input: &RunAgentInput) -> Result<Value, HostError> {
+    let approval = input.resume.first().map(decision);
+    let content = match input.messages.last() {
+        Some(message) if message.role == "user" => text_of(&message.content),
+        Some(message) if approval.is_none() => {
+            return Err(HostError::field(
+                "messages",
+                format!(
+                    "the last message is the {}'s; a run here answers the person's (role user) or resumes an interrupt",
+                    message.role
+                ),
+            ));
+        }
+        None if approval.is_none() => {
+            return Err(HostError::field(
+                "messages",
+                "messages must end with the person's message",
+            ));
+        }
+        _ => String::new(),
+    };
+    let mut body = json!({
+        "turnId": input.run_id,
+        "conversationId": input.thread_id,
+        "userId": person.user_id,
+        "accountId": person.account_id,
+        "content": content,
+    });
+    if let Some(approval) = approval {
+        body["approval"] = approval;
+    }
+    Ok(body)
+}
+
+/// The approval decision a resume entry gives: approved with the interrupt's token, unless it
+/// was cancelled or says `approved: false`.
+fn decision(entry: &ResumeEntry) -> Value {
+    let payload = entry.payload.as_ref();
+    let declined = entry.status != "resolved"
+        || payload.and_then(|p| p.get("approved")).and_then(Value::as_bool) == Some(false);
+    let mut decision = json!({
+        "approvalId": entry.interrupt_id,
+        "decision": if declined { "decline" } else { "approve" },
+    });
+    if let Some(token) = payload.and_then(|p| p.get("token")).filter(|_| !declined) {
+        decision["token"] = token.clone();
+    }
+    decision
+}
+
+/// The text of a message's content: the text itself, or its text parts joined.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,58 @@
+//! deploy/agentcore.yaml: the `serve` image as an AWS::BedrockAgentCore::Runtime. It passes
+//! cfn-lint (whose schema knows the resource), and the runtime is set as the container needs:
+//! the person's token passed through to a container that verifies it (AUTH=jwt, the same issuer
+//! and audience as the runtime's authorizer), and the role reaching only the table and the model.
+
+mod support;
+
+use std::process::Command;
+
+use serde_yaml::Value;
+use support::template::*;
+
+fn agentcore() -> Value {
+    let text = std::fs::read_to_string(root().join("deploy/agentcore.yaml")).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+#[test]
+fn cfn_lint_passes() {
+    run(Command::new(tool("cfn-lint")).arg(root().join("deploy/agentcore.yaml")));
+}
+
+#[test]
+fn the_runtime_passes_the_persons_token_to_a_container_that_checks_it() {
+    let t = agentcore();
+    let runtime = &t["Resources"]["Runtime"]["Properties"];
+    assert_eq!(
+        t["Resources"]["Runtime"]["Type"].as_str(),
+        Some("AWS::BedrockAgentCore::Runtime")
+    );
+    assert_eq!(
+        strings(&runtime["RequestHeaderConfiguration"]["RequestHeaderAllowlist"]),
+        ["Authorization"]
+    );
+    let env = &runtime["EnvironmentVariables"];
+    assert_eq!(env["AUTH"].as_str(), Some("jwt"));
+    let authorizer = &runtime["AuthorizerConfiguration"]["CustomJWTAuthorizer"];
+    assert!(format!("{:?}", authorizer["DiscoveryUrl"]).contains("JwtIssuer"));
+    assert!(format!("{:?}", env["JWT_ISSUER"]).contains("JwtIssuer"));
+    assert!(format!("{:?}", authorizer["AllowedAudience"]).contains("JwtAudience"));
+    assert!(format!("{:?}", env["JWT_AUDIENCE"]).contains("JwtAudience"));
+    assert_eq!(
+        env["EVENT_SINKS"].as_str(),
+        Some("dynamo"),
+        "the turn's events reach /invocations through the log"
+    );
+    let mut found = Vec::new();
+    statements(
+        &t["Resources"]["RuntimeRole"]["Properties"]["Policies"],
+        &mut found,
+    );
+    let actions: Vec<String> = found.iter().flat_map(|s| strings(&s["Action"])).collect();
+    assert!(
+        actions.iter().all(|a| !a.ends_with(":*")),
+        "no wildcard action: {actions:?}"
+    );
+    assert!(actions.contains(&"bedrock:InvokeModelWithResponseStream".to_owned()));
+}
