@@ -8,7 +8,6 @@
 #![warn(missing_docs, missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
-pub mod agui_client;
 pub mod bedrock_stand_in;
 pub mod desk_api;
 pub mod fault_proxy;
@@ -20,11 +19,11 @@ pub mod meter;
 pub mod moto;
 pub mod otlp_receiver;
 pub mod prompt_cache;
+pub mod protocol_clients;
 pub mod provider_stand_in;
 pub mod session_audit;
 pub mod stand_ins;
 
-pub use agui_client::{AguiRun, run_agui};
 pub use bedrock_stand_in::{
     BedrockStandIn, Fallback, Frame, RecordedRequest, Reply, StreamScript, client_for,
 };
@@ -35,6 +34,7 @@ pub use lambda_api::{LambdaRuntimeApi, function_url_event};
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
+pub use protocol_clients::{AguiRun, run_a2a_client, run_agui};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};
 

@@ -168,6 +168,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "JWT_ACCOUNT_CLAIM" => jwt.jwt_account_claim.clone(),
             "JWT_ACCOUNT" => jwt.jwt_account.clone(),
             "ALLOWED_ORIGINS" => args.allowed_origins.clone(),
+            "AGENT_NAME" | "AGENT_DESCRIPTION" | "PUBLIC_URL" => std::env::var(name).ok(),
             _ => None,
         },
         reqwest::Client::new(),

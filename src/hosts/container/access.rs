@@ -378,6 +378,29 @@ pub async fn authenticate(State(host): State<ContainerHost>, mut request: Reques
 }
 
 impl ApiAuth {
+    /// How A2A callers authenticate, as an agent card declares it: its security schemes and
+    /// the requirement that names them.
+    pub(super) fn a2a_security(&self) -> (serde_json::Value, serde_json::Value) {
+        use serde_json::json;
+        match self {
+            Self::ApiKey(_) => (
+                json!({ "apiKey": { "apiKeySecurityScheme": {
+                    "location": "header", "name": "x-api-key",
+                    "description": "The product's backend key; the query names the person (userId, accountId)",
+                }}}),
+                json!({ "schemes": { "apiKey": { "list": [] } } }),
+            ),
+            Self::Iam => (
+                json!({ "sigv4": { "httpAuthSecurityScheme": { "scheme": "AWS4-HMAC-SHA256" } } }),
+                json!({ "schemes": { "sigv4": { "list": [] } } }),
+            ),
+            Self::Tokens(_) | Self::GatewayTokens(_) => (
+                json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer", "bearerFormat": "JWT" } } }),
+                json!({ "schemes": { "bearer": { "list": [] } } }),
+            ),
+        }
+    }
+
     /// What a request without a credential is told.
     fn missing(&self) -> &'static str {
         match self {

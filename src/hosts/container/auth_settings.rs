@@ -1,7 +1,8 @@
 //! How the API knows the person, from named values: `AUTH` (`api-key`, the default, with
 //! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
 //! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; `iam`, the Function URL's signatures); and the web origins whose pages may
-//! call it, `ALLOWED_ORIGINS`. `agent-worker serve` answers them from
+//! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
+//! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use crate::hosts::SettingsError;
 use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 9] = [
+pub const AUTH_SETTINGS: [&str; 12] = [
     "AUTH",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
@@ -21,6 +22,9 @@ pub const AUTH_SETTINGS: [&str; 9] = [
     "JWT_ACCOUNT_CLAIM",
     "JWT_ACCOUNT",
     "ALLOWED_ORIGINS",
+    "AGENT_NAME",
+    "AGENT_DESCRIPTION",
+    "PUBLIC_URL",
 ];
 
 impl ContainerConfig {
@@ -37,6 +41,13 @@ impl ContainerConfig {
             .map_err(|e| SettingsError::new("ALLOWED_ORIGINS", e.to_string()))?;
         let mut config = Self::authenticated(&set, http)?;
         config.allowed_origins = allowed_origins;
+        if let Some(name) = set("AGENT_NAME") {
+            config.agent_name = name;
+        }
+        if let Some(description) = set("AGENT_DESCRIPTION") {
+            config.agent_description = description;
+        }
+        config.public_url = set("PUBLIC_URL");
         Ok(config)
     }
 

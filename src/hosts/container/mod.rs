@@ -35,6 +35,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+mod a2a;
 pub mod access;
 mod actions;
 mod agentcore;
@@ -73,6 +74,11 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// How often an event stream looks for new events, by default.
 pub const DEFAULT_EVENT_POLL: Duration = Duration::from_millis(200);
+/// The agent's name on its A2A agent card, by default.
+pub const DEFAULT_AGENT_NAME: &str = "agent-worker";
+/// What its A2A agent card says it does, by default.
+pub const DEFAULT_AGENT_DESCRIPTION: &str =
+    "A conversational agent: send it a message, follow its answer as it streams.";
 
 /// A container host that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,6 +114,13 @@ pub struct ContainerConfig {
     pub event_start_wait: Duration,
     /// The web origins whose pages may call the API (none by default).
     pub allowed_origins: AllowedOrigins,
+    /// The agent's name, as its A2A agent card gives it (`AGENT_NAME`).
+    pub agent_name: String,
+    /// What the agent does, as its A2A agent card says (`AGENT_DESCRIPTION`).
+    pub agent_description: String,
+    /// The URL other agents reach this one at (`PUBLIC_URL`, such as `https://agent.example.com`);
+    /// without one, the agent card names the host the request for it came to.
+    pub public_url: Option<String>,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -164,6 +177,9 @@ impl ContainerConfig {
             max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
             event_start_wait: DEFAULT_EVENT_START_WAIT,
             allowed_origins: AllowedOrigins::default(),
+            agent_name: DEFAULT_AGENT_NAME.to_owned(),
+            agent_description: DEFAULT_AGENT_DESCRIPTION.to_owned(),
+            public_url: None,
         }
     }
 }
@@ -378,6 +394,8 @@ impl ContainerHost {
         let router = router
             .route("/turns", post(turns::accept_turn))
             .route("/agui", post(agui::run))
+            .route(a2a::A2A_PATH, post(a2a::jsonrpc))
+            .route(a2a::AGENT_CARD_PATH, get(a2a::card))
             .route("/ping", get(agentcore::ping))
             .route("/invocations", post(agentcore::invoke))
             .route("/health", get(health))
@@ -452,7 +470,7 @@ impl ContainerHost {
 
 /// The paths served without the API key: the load balancer's health check, and AgentCore
 /// Runtime's.
-pub const OPEN_PATHS: [&str; 2] = ["/health", "/ping"];
+pub const OPEN_PATHS: [&str; 3] = ["/health", "/ping", a2a::AGENT_CARD_PATH];
 
 async fn health(State(host): State<ContainerHost>) -> Response {
     let running = host.running().len();

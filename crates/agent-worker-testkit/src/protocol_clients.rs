@@ -1,6 +1,8 @@
-//! AG-UI's own client (`@ag-ui/client`'s `HttpAgent`, from the project's `.node/`), run once per
-//! [`AguiRun`] by `agui/run-agent.cjs`: it checks every event it receives against AG-UI's schemas
-//! and their order, so a run that comes back is one a real AG-UI application takes.
+//! The field's own clients, run against the agent as their users run them: AG-UI's
+//! (`@ag-ui/client`'s `HttpAgent`, from the project's `.node/`, run once per [`AguiRun`] by
+//! `agui/run-agent.cjs`: it checks every event it receives against AG-UI's schemas and their
+//! order) and A2A's (`a2a-sdk`, from the project's venv, by `a2a/client.py`: it parses the agent
+//! card and every answer as the protocol's own types).
 
 use serde_json::{Value, json};
 
@@ -56,4 +58,28 @@ pub async fn run_agui(plan: Value) -> std::io::Result<AguiRun> {
         }
     }
     Ok(AguiRun { events, end })
+}
+
+/// Runs `plan` (`{url, token, scenario, text, contextId}`, see `a2a/client.py`) through the
+/// official A2A client (`a2a-sdk`, from the project's venv) in a Python process of its own: the
+/// one JSON object it printed (`{"error"}` when the client failed).
+pub async fn run_a2a_client(plan: Value) -> std::io::Result<Value> {
+    let root = crate::workspace_root();
+    let python = root.join(".venv/bin/python");
+    if !python.exists() {
+        return Err(std::io::Error::other(
+            "the project's venv is missing: run `make venv` (make test does)",
+        ));
+    }
+    let output = tokio::process::Command::new(python)
+        .arg(root.join("crates/agent-worker-testkit/a2a/client.py"))
+        .arg(plan.to_string())
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    Ok(stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| json!({ "error": format!("the client printed nothing; stderr: {}", String::from_utf8_lossy(&output.stderr)) })))
 }

@@ -1,0 +1,86 @@
+"""The official A2A client (a2a-sdk, from the project's venv) against an agent, one scenario per
+run: `python client.py '<plan JSON>'` with {url, token, scenario, text, contextId}. It resolves
+the agent card (parsed as the SDK's AgentCard), then:
+
+- "send": sends a message without streaming and prints the task;
+- "stream": sends a message streaming, prints each update, then gets the task and lists the
+  context's tasks;
+- "cancel": sends a message with returnImmediately, cancels the task, prints what cancel answered
+  and the task as got after it.
+
+Prints one JSON object on stdout; on a failure {"error": "..."} and exit 1.
+"""
+
+import asyncio
+import json
+import sys
+import traceback
+import uuid
+
+import httpx
+from google.protobuf import json_format
+
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.card_resolver import A2ACardResolver
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+)
+
+
+def as_json(message):
+    return json_format.MessageToDict(message)
+
+
+async def run(plan):
+    headers = {"Authorization": f"Bearer {plan['token']}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        card = await A2ACardResolver(http, plan["url"]).get_agent_card()
+        streaming = plan["scenario"] == "stream"
+        client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+        message = Message(
+            message_id=plan.get("messageId") or str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[Part(text=plan["text"])],
+        )
+        if plan.get("contextId"):
+            message.context_id = plan["contextId"]
+        out = {"card": as_json(card)}
+        if plan["scenario"] == "cancel":
+            request = SendMessageRequest(
+                message=message, configuration=SendMessageConfiguration(return_immediately=True)
+            )
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+            started = [as_json(r) async for r in client.send_message(request)]
+            task_id = started[-1]["task"]["id"]
+            out["started"] = started
+            out["canceled"] = as_json(await client.cancel_task(CancelTaskRequest(id=task_id)))
+            out["got"] = as_json(await client.get_task(GetTaskRequest(id=task_id)))
+            return out
+        updates = [as_json(r) async for r in client.send_message(SendMessageRequest(message=message))]
+        out["updates"] = updates
+        last = updates[-1]
+        task = last.get("task") or {}
+        task_id = task.get("id") or (last.get("statusUpdate") or {}).get("taskId")
+        context_id = task.get("contextId") or (last.get("statusUpdate") or {}).get("contextId")
+        out["got"] = as_json(await client.get_task(GetTaskRequest(id=task_id)))
+        out["listed"] = as_json(await client.list_tasks(ListTasksRequest(context_id=context_id)))
+        return out
+
+
+def main():
+    plan = json.loads(sys.argv[1])
+    try:
+        print(json.dumps(asyncio.run(run(plan))))
+    except Exception:  # noqa: BLE001 - the test reads what failed
+        print(json.dumps({"error": traceback.format_exc()}))
+        sys.exit(1)
+
+
+main()

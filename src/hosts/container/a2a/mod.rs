@@ -1,0 +1,474 @@
+//! A2A (Agent2Agent, protocol 1.0, as `a2a-sdk` 1.3 speaks it): other agents call this one.
+//!
+//! - `GET /.well-known/agent-card.json`: the agent card (no credential): its name, what it
+//!   does, the JSON-RPC interface at `/a2a`, streaming, and how callers authenticate.
+//! - `POST /a2a`: the JSON-RPC binding. `SendMessage` runs a turn (the message's `contextId` is
+//!   the conversation, a new one when it names none; its `messageId` is the turn, so a message
+//!   sent twice runs once) and answers the task once it ends (at once with
+//!   `returnImmediately`); `SendStreamingMessage` streams it; `GetTask`, `ListTasks`,
+//!   `CancelTask` (the turn's stop) and `SubscribeToTask` read and act on tasks from the table,
+//!   so any instance answers for any task.
+//! - The caller is the request's person ([`Asker`]): a person's token, or the API key with the
+//!   ids in the query. A task of someone else's conversation does not exist for them.
+//!
+//! Not taken yet: file parts, continuing a task (`taskId` on a message; an approval's
+//! `INPUT_REQUIRED` is answered through `POST /turns` or AG-UI), push notifications.
+
+mod rpc;
+mod stream;
+mod task;
+
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::access::{self, Asker, checked_id};
+use super::events::{Followed, follow_turn};
+use super::extract::decode_turn;
+use super::{ContainerHost, turns};
+use crate::session::{Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
+use rpc::{Request, RpcError, answer};
+use stream::Streamer;
+use task::{Ids, Progress, parse_task_id, task_id};
+
+/// The A2A protocol version served.
+pub(super) const A2A_VERSION: &str = "1.0";
+/// The path of the JSON-RPC binding.
+pub(super) const A2A_PATH: &str = "/a2a";
+/// The agent card's well-known path.
+pub(super) const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// `GET /.well-known/agent-card.json`.
+pub(super) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) -> Response {
+    let base = host.inner.config.public_url.clone().unwrap_or_else(|| {
+        let scheme = headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("http");
+        let authority = headers
+            .get("host")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("localhost");
+        format!("{scheme}://{authority}")
+    });
+    let (schemes, requirement) = host.inner.config.auth.a2a_security();
+    axum::Json(json!({
+        "name": host.inner.config.agent_name,
+        "description": host.inner.config.agent_description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{
+            "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": A2A_VERSION,
+        }],
+        "capabilities": { "streaming": true, "pushNotifications": false },
+        "securitySchemes": schemes,
+        "securityRequirements": [requirement],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [{
+            "id": "converse",
+            "name": host.inner.config.agent_name,
+            "description": host.inner.config.agent_description,
+            "tags": ["conversation"],
+        }],
+    }))
+    .into_response()
+}
+
+/// `POST /a2a`.
+pub(super) async fn jsonrpc(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: Request = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) if serde_json::from_slice::<Value>(&body).is_ok() => {
+            return json_answer(&Value::Null, Err(RpcError::invalid_request(e.to_string())));
+        }
+        Err(e) => return json_answer(&Value::Null, Err(RpcError::parse(e.to_string()))),
+    };
+    let id = request.id.clone();
+    let Some(method) = request
+        .method
+        .filter(|_| request.jsonrpc.as_deref() == Some("2.0"))
+    else {
+        return json_answer(&id, Err(RpcError::invalid_request("not a JSON-RPC 2.0 request")));
+    };
+    let version = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("0.3");
+    if version.trim() != A2A_VERSION {
+        return json_answer(&id, Err(RpcError::version_not_supported(version)));
+    }
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    let params = request.params;
+    match method.as_str() {
+        "SendMessage" => json_answer(&id, call.send(params).await),
+        "SendStreamingMessage" => match call.start_stream(params).await {
+            Ok(updates) => sse(id, updates),
+            Err(error) => json_answer(&id, Err(error)),
+        },
+        "GetTask" => json_answer(&id, call.get(params).await),
+        "ListTasks" => json_answer(&id, call.list(params).await),
+        "CancelTask" => json_answer(&id, call.cancel(params).await),
+        "SubscribeToTask" => match call.subscribe(params).await {
+            Ok(updates) => sse(id, updates),
+            Err(error) => json_answer(&id, Err(error)),
+        },
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => json_answer(&id, Err(RpcError::push_not_supported())),
+        "GetExtendedAgentCard" => json_answer(&id, Err(RpcError::extended_card_not_configured())),
+        _ => json_answer(&id, Err(RpcError::method_not_found())),
+    }
+}
+
+fn json_answer(id: &Value, result: Result<Value, RpcError>) -> Response {
+    axum::Json(answer(id, result)).into_response()
+}
+
+/// Stream responses as Server-Sent Events, each a JSON-RPC answer to request `id`.
+fn sse(id: Value, updates: impl futures_util::Stream<Item = Value> + Send + 'static) -> Response {
+    let events = updates
+        .map(move |update| Ok::<_, Infallible>(Event::default().data(answer(&id, Ok(update)).to_string())));
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// A message as A2A sends one.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InMessage {
+    message_id: String,
+    #[serde(default)]
+    context_id: Option<String>,
+    #[serde(default)]
+    task_id: Option<String>,
+    role: String,
+    #[serde(default)]
+    parts: Vec<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendConfiguration {
+    #[serde(default)]
+    return_immediately: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendParams {
+    message: InMessage,
+    #[serde(default)]
+    configuration: Option<SendConfiguration>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TaskParams {
+    id: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListParams {
+    #[serde(default)]
+    context_id: Option<String>,
+    #[serde(default)]
+    page_size: Option<usize>,
+}
+
+/// One call's host and person.
+struct Call<'a> {
+    host: &'a ContainerHost,
+    person: &'a Owner,
+}
+
+impl Call<'_> {
+    /// `SendMessage`: the task once it has ended (or, with `returnImmediately`, as it starts).
+    async fn send(&self, params: Value) -> Result<Value, RpcError> {
+        let send: SendParams = rpc::params(params)?;
+        let immediately = send.configuration.unwrap_or_default().return_immediately;
+        let (ids, turn, history) = self.start(send.message).await?;
+        if immediately {
+            return Ok(json!({ "task": task::task(&Progress::default(), &ids, history) }));
+        }
+        let mut progress = Progress::default();
+        let followed =
+            follow_turn(self.host, &ids.context, &turn, None).map_err(|e| RpcError::of_host(&e))?;
+        futures_util::pin_mut!(followed);
+        while let Some(item) = followed.next().await {
+            match item {
+                Followed::Logged(logged) => progress.take(&logged.event),
+                Followed::NotStarted => break,
+            }
+        }
+        Ok(json!({ "task": task::task(&progress, &ids, history) }))
+    }
+
+    /// `SendStreamingMessage`: the task, then its updates.
+    async fn start_stream(
+        &self,
+        params: Value,
+    ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
+        let send: SendParams = rpc::params(params)?;
+        let (ids, turn, history) = self.start(send.message).await?;
+        let first = json!({ "task": task::task(&Progress::default(), &ids, history) });
+        self.updates(ids, &turn, first)
+    }
+
+    /// The turn `message` asks for, started: its task's ids, the turn, and the message as the
+    /// task's history holds it.
+    async fn start(&self, message: InMessage) -> Result<(Ids, TurnId, Vec<Value>), RpcError> {
+        if message.role != "ROLE_USER" {
+            return Err(RpcError::invalid_params("message.role must be ROLE_USER"));
+        }
+        if let Some(task) = &message.task_id {
+            return Err(RpcError::unsupported(format!(
+                "task {task} cannot be continued here; send a new message in its context (contextId) instead"
+            )));
+        }
+        let content = text_of(&message.parts)?;
+        let session: SessionId = match &message.context_id {
+            Some(context) => checked_id("contextId", context.as_str()),
+            None => checked_id("contextId", uuid::Uuid::new_v4().to_string()),
+        }
+        .map_err(|e| RpcError::of_host(&e))?;
+        let turn: TurnId =
+            checked_id("messageId", message.message_id.as_str()).map_err(|e| RpcError::of_host(&e))?;
+        let ids = Ids {
+            task: task_id(&session, &turn),
+            context: session.clone(),
+        };
+        let payload = json!({
+            "turnId": turn,
+            "conversationId": session,
+            "userId": self.person.user_id,
+            "accountId": self.person.account_id,
+            "content": content,
+        });
+        let started = decode_turn(self.host, &payload.to_string(), None);
+        let turn_payload = started.map_err(|e| RpcError::of_host(&e))?;
+        turns::start(self.host, self.person, turn_payload)
+            .await
+            .map_err(|e| RpcError::of_host(&e))?;
+        let history = vec![json!({
+            "messageId": message.message_id,
+            "contextId": ids.context,
+            "taskId": ids.task,
+            "role": "ROLE_USER",
+            "parts": message.parts,
+        })];
+        Ok((ids, turn, history))
+    }
+
+    /// The updates of turn `turn`'s task after `first`, to its final status.
+    fn updates(
+        &self,
+        ids: Ids,
+        turn: &TurnId,
+        first: Value,
+    ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
+        let followed = follow_turn(self.host, &ids.context, turn, None).map_err(|e| RpcError::of_host(&e))?;
+        let rest = followed
+            .scan(Streamer::new(ids), |streamer, item| {
+                std::future::ready(Some(streamer.next(&item)))
+            })
+            .flat_map(futures_util::stream::iter);
+        Ok(futures_util::stream::once(std::future::ready(first)).chain(rest))
+    }
+
+    /// The conversation and turn of task `id`, when it is the person's and exists.
+    async fn owned_task(&self, id: &str) -> Result<(SessionId, TurnId), RpcError> {
+        let (session, turn) = parse_task_id(id).ok_or_else(RpcError::task_not_found)?;
+        access::theirs(self.host, self.person, &session, false)
+            .await
+            .map_err(|e| RpcError::of_host(&e))?;
+        match self.host.inner.store.turn(&session, &turn).await {
+            Ok(Some(_)) => Ok((session, turn)),
+            Ok(None) => Err(RpcError::task_not_found()),
+            Err(e) => Err(RpcError::internal(e.client_message())),
+        }
+    }
+
+    /// What the turn's logged events say of it now.
+    async fn progress(&self, session: &SessionId, turn: &TurnId) -> Result<Progress, RpcError> {
+        let log = self
+            .host
+            .inner
+            .log
+            .as_ref()
+            .ok_or_else(|| RpcError::unsupported("this agent keeps no event log"))?;
+        let events = log
+            .read(session, turn, None)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let mut progress = Progress::default();
+        for logged in &events {
+            progress.take(&logged.event);
+        }
+        Ok(progress)
+    }
+
+    /// `GetTask`.
+    async fn get(&self, params: Value) -> Result<Value, RpcError> {
+        let TaskParams { id } = rpc::params(params)?;
+        let (session, turn) = self.owned_task(&id).await?;
+        let ids = Ids {
+            task: id,
+            context: session.clone(),
+        };
+        Ok(task::task(
+            &self.progress(&session, &turn).await?,
+            &ids,
+            Vec::new(),
+        ))
+    }
+
+    /// `ListTasks`: the tasks of a context of the person's, or of their latest conversations.
+    async fn list(&self, params: Value) -> Result<Value, RpcError> {
+        let list: ListParams = rpc::params(params)?;
+        let limit = list.page_size.unwrap_or(50).clamp(1, 100);
+        let sessions: Vec<SessionId> = match list.context_id {
+            Some(context) => vec![checked_id("contextId", context).map_err(|e| RpcError::of_host(&e))?],
+            None => match self.host.inner.conversations.get() {
+                Some(conversations) => conversations
+                    .list(self.person, Some(20), None)
+                    .await
+                    .map_err(|e| RpcError::internal(e.to_string()))?
+                    .conversations
+                    .into_iter()
+                    .filter_map(|c| SessionId::new(c.id).ok())
+                    .collect(),
+                None => Vec::new(),
+            },
+        };
+        let mut tasks = Vec::new();
+        for session in sessions {
+            if access::theirs(self.host, self.person, &session, false)
+                .await
+                .is_err()
+            {
+                continue;
+            }
+            for turn in self.turns_of(&session).await? {
+                if tasks.len() == limit {
+                    break;
+                }
+                let ids = Ids {
+                    task: task_id(&session, &turn),
+                    context: session.clone(),
+                };
+                tasks.push(task::task(
+                    &self.progress(&session, &turn).await?,
+                    &ids,
+                    Vec::new(),
+                ));
+            }
+        }
+        Ok(json!({ "tasks": tasks, "nextPageToken": "", "pageSize": limit, "totalSize": tasks.len() }))
+    }
+
+    /// The turns of `session`, newest first: those its stored messages name, then the one running.
+    async fn turns_of(&self, session: &SessionId) -> Result<Vec<TurnId>, RpcError> {
+        let store = &self.host.inner.store;
+        let entries = store
+            .entries(session, 0, 1000)
+            .await
+            .map_err(|e| RpcError::internal(e.client_message()))?;
+        let mut turns: Vec<TurnId> = Vec::new();
+        let running = store.active_turn(session).await.ok().flatten();
+        for turn in entries
+            .iter()
+            .filter_map(|e| e.turn_id.as_deref())
+            .chain(running.as_deref())
+        {
+            if let Ok(turn) = TurnId::new(turn)
+                && !turns.contains(&turn)
+            {
+                turns.push(turn);
+            }
+        }
+        turns.reverse();
+        Ok(turns)
+    }
+
+    /// `CancelTask`: the turn's stop; the task once it has ended.
+    async fn cancel(&self, params: Value) -> Result<Value, RpcError> {
+        let TaskParams { id } = rpc::params(params)?;
+        let (session, turn) = self.owned_task(&id).await?;
+        let asked = self
+            .host
+            .inner
+            .store
+            .request_stop(&session, &turn, Stop::now(StopCause::UserStop))
+            .await
+            .map_err(|e| RpcError::internal(e.client_message()))?;
+        if asked == StopOutcome::AlreadyEnded {
+            return Err(RpcError::not_cancelable(format!("task {id} has already ended")));
+        }
+        let ids = Ids {
+            task: id,
+            context: session.clone(),
+        };
+        let mut progress = Progress::default();
+        let followed = follow_turn(self.host, &session, &turn, None).map_err(|e| RpcError::of_host(&e))?;
+        futures_util::pin_mut!(followed);
+        while let Some(Followed::Logged(logged)) = followed.next().await {
+            progress.take(&logged.event);
+        }
+        Ok(task::task(&progress, &ids, Vec::new()))
+    }
+
+    /// `SubscribeToTask`: a running task's updates, after its present state.
+    async fn subscribe(
+        &self,
+        params: Value,
+    ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
+        let TaskParams { id } = rpc::params(params)?;
+        let (session, turn) = self.owned_task(&id).await?;
+        let progress = self.progress(&session, &turn).await?;
+        if progress.state().is_final() {
+            return Err(RpcError::unsupported(format!(
+                "task {id} has ended; there is nothing to subscribe to"
+            )));
+        }
+        let ids = Ids {
+            task: id,
+            context: session,
+        };
+        let first = json!({ "task": task::task(&Progress::default(), &ids, Vec::new()) });
+        self.updates(ids, &turn, first)
+    }
+}
+
+/// The words of a message's parts: its text parts, and its data parts as JSON.
+fn text_of(parts: &[Value]) -> Result<String, RpcError> {
+    let mut words = Vec::new();
+    for part in parts {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            words.push(text.to_owned());
+        } else if let Some(data) = part.get("data") {
+            words.push(data.to_string());
+        } else {
+            return Err(RpcError::invalid_params(
+                "only text and data parts are taken; send a file's content as text",
+            ));
+        }
+    }
+    Ok(words.join("\n"))
+}

@@ -1,0 +1,140 @@
+//! A2A's JSON-RPC binding: a request's envelope, its errors (the codes A2A and JSON-RPC give
+//! them, with the `google.rpc.ErrorInfo` detail the official SDK adds), and an answer.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::hosts::container::HostError;
+
+/// A JSON-RPC request.
+#[derive(Debug, Deserialize)]
+pub(super) struct Request {
+    #[serde(default)]
+    pub(super) jsonrpc: Option<String>,
+    #[serde(default)]
+    pub(super) id: Value,
+    pub(super) method: Option<String>,
+    #[serde(default)]
+    pub(super) params: Value,
+}
+
+/// A failed call, as JSON-RPC says it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RpcError {
+    code: i64,
+    message: String,
+    /// A2A's reason, for the `ErrorInfo` detail.
+    reason: Option<&'static str>,
+}
+
+impl RpcError {
+    pub(super) fn parse(message: impl Into<String>) -> Self {
+        Self::plain(-32700, message)
+    }
+
+    pub(super) fn invalid_request(message: impl Into<String>) -> Self {
+        Self::plain(-32600, message)
+    }
+
+    pub(super) fn method_not_found() -> Self {
+        Self::plain(-32601, "Method not found")
+    }
+
+    pub(super) fn invalid_params(message: impl Into<String>) -> Self {
+        Self::a2a(-32602, "INVALID_PARAMS", message)
+    }
+
+    pub(super) fn internal(message: impl Into<String>) -> Self {
+        Self::a2a(-32603, "INTERNAL", message)
+    }
+
+    pub(super) fn task_not_found() -> Self {
+        Self::a2a(-32001, "TASK_NOT_FOUND", "Task not found")
+    }
+
+    pub(super) fn not_cancelable(message: impl Into<String>) -> Self {
+        Self::a2a(-32002, "TASK_NOT_CANCELABLE", message)
+    }
+
+    pub(super) fn push_not_supported() -> Self {
+        Self::a2a(
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "Push notifications are not supported",
+        )
+    }
+
+    pub(super) fn unsupported(message: impl Into<String>) -> Self {
+        Self::a2a(-32004, "UNSUPPORTED_OPERATION", message)
+    }
+
+    pub(super) fn extended_card_not_configured() -> Self {
+        Self::a2a(
+            -32007,
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            "This agent has no extended agent card",
+        )
+    }
+
+    pub(super) fn version_not_supported(version: &str) -> Self {
+        Self::a2a(
+            -32009,
+            "VERSION_NOT_SUPPORTED",
+            format!("A2A version '{version}' is not supported; this agent speaks '1.0'"),
+        )
+    }
+
+    fn plain(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            reason: None,
+        }
+    }
+
+    fn a2a(code: i64, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            reason: Some(reason),
+        }
+    }
+
+    /// The error of a refusal the host's routes would answer with a status: a conversation
+    /// that is not the person's is a task that does not exist for them, a malformed value bad
+    /// params, the rest internal.
+    pub(super) fn of_host(error: &HostError) -> Self {
+        match error.status().as_u16() {
+            404 => Self::task_not_found(),
+            400 | 413 | 422 => Self::invalid_params(error.message()),
+            _ => Self::internal(error.message()),
+        }
+    }
+
+    /// The error object.
+    pub(super) fn body(&self) -> Value {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(reason) = self.reason {
+            error["data"] = json!([{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": "a2a-protocol.org",
+                "metadata": {},
+            }]);
+        }
+        error
+    }
+}
+
+/// The answer to request `id`: its result or its error.
+pub(super) fn answer(id: &Value, result: Result<Value, RpcError>) -> Value {
+    match result {
+        Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error.body() }),
+    }
+}
+
+/// `params` as `T`, or the invalid-params error naming what is wrong.
+pub(super) fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
+}

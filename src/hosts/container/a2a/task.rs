@@ -1,0 +1,215 @@
+//! An A2A task is a turn: its id names the conversation and the turn together (so any instance
+//! answers for any task, from the table alone), its state is how the turn stands, its artifact
+//! the turn's text (and its typed result), all read from the turn's logged events.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use crate::protocol::AgentEvent;
+use crate::session::{SessionId, TurnId};
+
+/// A task's id: the conversation (base64url) and the turn, joined by a dot.
+pub(super) fn task_id(session: &SessionId, turn: &TurnId) -> String {
+    format!("{}.{turn}", URL_SAFE_NO_PAD.encode(session.as_str()))
+}
+
+/// The conversation and the turn a task id names, if it names any.
+pub(super) fn parse_task_id(id: &str) -> Option<(SessionId, TurnId)> {
+    let (session, turn) = id.split_once('.')?;
+    let session = URL_SAFE_NO_PAD.decode(session).ok()?;
+    let session = SessionId::new(String::from_utf8(session).ok()?).ok()?;
+    Some((session, TurnId::new(turn).ok()?))
+}
+
+/// A2A's task states, as the protocol's JSON names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TaskState {
+    Submitted,
+    Working,
+    Completed,
+    Failed,
+    Canceled,
+    InputRequired,
+}
+
+impl TaskState {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Submitted => "TASK_STATE_SUBMITTED",
+            Self::Working => "TASK_STATE_WORKING",
+            Self::Completed => "TASK_STATE_COMPLETED",
+            Self::Failed => "TASK_STATE_FAILED",
+            Self::Canceled => "TASK_STATE_CANCELED",
+            Self::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+        }
+    }
+
+    /// Whether the task has ended for good.
+    pub(super) fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+
+    /// The state a turn's terminal event ends its task in.
+    pub(super) fn of_terminal(terminal: &AgentEvent) -> Self {
+        match terminal {
+            AgentEvent::Failed { .. } => Self::Failed,
+            AgentEvent::Completed { data } => {
+                match data
+                    .as_ref()
+                    .and_then(|d| d.get("stopReason"))
+                    .and_then(Value::as_str)
+                {
+                    Some("user_stop" | "superseded") => Self::Canceled,
+                    Some("approval_required") => Self::InputRequired,
+                    _ => Self::Completed,
+                }
+            }
+            _ => Self::Working,
+        }
+    }
+}
+
+/// What a turn's events say of its task so far.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    /// The turn's text.
+    pub(super) text: String,
+    /// Its terminal, once read.
+    pub(super) terminal: Option<AgentEvent>,
+    /// Whether it logged anything.
+    pub(super) started: bool,
+}
+
+impl Progress {
+    /// Takes one more of the turn's events.
+    pub(super) fn take(&mut self, event: &AgentEvent) {
+        self.started = true;
+        match event {
+            AgentEvent::Text { delta } => self.text.push_str(delta),
+            event if event.is_terminal() => self.terminal = Some(event.clone()),
+            _ => {}
+        }
+    }
+
+    pub(super) fn state(&self) -> TaskState {
+        match &self.terminal {
+            Some(terminal) => TaskState::of_terminal(terminal),
+            None if self.started => TaskState::Working,
+            None => TaskState::Submitted,
+        }
+    }
+}
+
+/// The task's status: its state, a message from the agent where the state needs one (why it
+/// failed), and when.
+pub(super) fn status(state: TaskState, terminal: Option<&AgentEvent>, ids: &Ids) -> Value {
+    let mut status = json!({ "state": state.name(), "timestamp": now_rfc3339() });
+    if let Some(AgentEvent::Failed { details, .. }) = terminal {
+        status["message"] = agent_message(details, ids);
+    }
+    status
+}
+
+/// The ids a task's objects carry.
+#[derive(Debug, Clone)]
+pub(super) struct Ids {
+    pub(super) task: String,
+    pub(super) context: SessionId,
+}
+
+/// A message of the agent's, of `text`.
+pub(super) fn agent_message(text: &str, ids: &Ids) -> Value {
+    json!({
+        "messageId": format!("{}-agent", ids.task),
+        "contextId": ids.context,
+        "taskId": ids.task,
+        "role": "ROLE_AGENT",
+        "parts": [{ "text": text }],
+    })
+}
+
+/// The task as A2A shows it: status, the answer as an artifact (the typed result as a second
+/// one), and `history` (the person's message, when known).
+pub(super) fn task(progress: &Progress, ids: &Ids, history: Vec<Value>) -> Value {
+    let state = progress.state();
+    let mut artifacts = Vec::new();
+    if !progress.text.is_empty() {
+        artifacts.push(json!({
+            "artifactId": answer_artifact_id(ids),
+            "name": "answer",
+            "parts": [{ "text": progress.text }],
+        }));
+    }
+    if let Some(AgentEvent::Completed { data: Some(data) }) = &progress.terminal
+        && let Some(result) = data.get("result").filter(|r| !r.is_null())
+    {
+        artifacts.push(json!({
+            "artifactId": format!("{}-result", ids.task),
+            "name": "result",
+            "parts": [{ "data": result, "mediaType": "application/json" }],
+        }));
+    }
+    let mut task = json!({
+        "id": ids.task,
+        "contextId": ids.context,
+        "status": status(state, progress.terminal.as_ref(), ids),
+    });
+    if !artifacts.is_empty() {
+        task["artifacts"] = json!(artifacts);
+    }
+    if !history.is_empty() {
+        task["history"] = json!(history);
+    }
+    task
+}
+
+/// The id of the artifact that carries a task's answer.
+pub(super) fn answer_artifact_id(ids: &Ids) -> String {
+    format!("{}-answer", ids.task)
+}
+
+/// Now, as RFC 3339 in UTC (A2A's timestamps).
+pub(super) fn now_rfc3339() -> String {
+    let now = i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp_millis(now)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_id_names_its_conversation_and_turn_and_nothing_else_parses() {
+        let session = SessionId::new("conv/with.dots").unwrap();
+        let turn = TurnId::new("t-1").unwrap();
+        let id = task_id(&session, &turn);
+        assert_eq!(parse_task_id(&id), Some((session, turn)));
+        for bad in ["", "nodot", "!!.t", ".t", "Y29udg.", "AA.t"] {
+            assert_eq!(parse_task_id(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn states_follow_the_terminal() {
+        let completed = |reason: &str| AgentEvent::completed_with(json!({ "stopReason": reason }));
+        assert_eq!(
+            TaskState::of_terminal(&AgentEvent::completed()),
+            TaskState::Completed
+        );
+        assert_eq!(
+            TaskState::of_terminal(&completed("user_stop")),
+            TaskState::Canceled
+        );
+        assert_eq!(
+            TaskState::of_terminal(&completed("approval_required")),
+            TaskState::InputRequired
+        );
+        assert_eq!(
+            TaskState::of_terminal(&AgentEvent::failed("x", true, None)),
+            TaskState::Failed
+        );
+    }
+}

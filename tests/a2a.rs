@@ -1,0 +1,231 @@
+//! A2A 1.0 on `serve`'s router against the official client (`a2a-sdk` 1.3, from the project's
+//! venv, which parses the agent card and every answer as A2A's own types), with DynamoDB on moto,
+//! the Bedrock stand-in, and people known by their tokens (the test kit's issuer): a message
+//! sent, one streamed, tasks got and listed, a task cancelled, and the JSON-RPC binding's errors.
+
+mod support;
+
+use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+use agent_worker::session::SessionStore;
+use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, StreamScript, run_a2a_client, sid};
+use serde_json::{Value, json};
+use support::container::{Server, changed, server_with_tokens, table};
+
+const AUDIENCE: &str = "a2a-callers";
+
+struct World {
+    server: Server,
+    issuer: JwksStandIn,
+    key: SigningKey,
+}
+
+impl World {
+    async fn start() -> Self {
+        let key = SigningKey::rs256("k-a2a");
+        let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+        let config = JwtConfig::new(
+            issuer.issuer(),
+            AUDIENCE,
+            Some(issuer.jwks_url()),
+            AccountFrom::Fixed("agents".into()),
+        )
+        .unwrap();
+        let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
+        Self { server, issuer, key }
+    }
+
+    /// A token for caller `who`.
+    fn token(&self, who: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        self.key.token(&json!({
+            "iss": self.issuer.issuer(), "aud": AUDIENCE, "sub": who, "iat": now, "exp": now + 3600,
+        }))
+    }
+
+    async fn client(&self, who: &str, scenario: &str, text: &str, context: Option<&str>) -> Value {
+        let out = run_a2a_client(json!({
+            "url": self.server.url, "token": self.token(who), "scenario": scenario,
+            "text": text, "contextId": context,
+        }))
+        .await
+        .unwrap();
+        assert!(
+            out.get("error").is_none(),
+            "the client failed: {}",
+            out["error"].as_str().unwrap_or_default()
+        );
+        out
+    }
+
+    /// A JSON-RPC call of `method` as `who`, with A2A's version header unless `version` is None.
+    async fn rpc(&self, who: &str, body: &Value, version: Option<&str>) -> Value {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/a2a", self.server.url))
+            .bearer_auth(self.token(who))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
+        request.send().await.unwrap().json().await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_message_sent_is_a_task_in_its_context_got_and_listed() {
+    let world = World::start().await;
+    world.server.bedrock.push(Reply::text("The capital is Paris."));
+    let out = world
+        .client(
+            "agent-a",
+            "send",
+            "What is the capital of France?",
+            Some("ctx-france"),
+        )
+        .await;
+    let card = &out["card"];
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert_eq!(card["capabilities"]["streaming"], true);
+    let task = &out["updates"][0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["contextId"], "ctx-france");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "The capital is Paris.");
+    assert_eq!(
+        task["history"][0]["parts"][0]["text"],
+        "What is the capital of France?"
+    );
+    // Any instance answers for it from the table: got and listed as sent.
+    assert_eq!(out["got"]["id"], task["id"]);
+    assert_eq!(out["got"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out["got"]["artifacts"][0]["parts"][0]["text"],
+        "The capital is Paris."
+    );
+    assert_eq!(out["listed"]["tasks"][0]["id"], task["id"]);
+    // The context is the conversation, the caller's, stored.
+    let history = world.server.store.load_history(&sid("ctx-france")).await.unwrap();
+    assert_eq!(history.len(), 2);
+    let owner = world
+        .server
+        .store
+        .owner(&sid("ctx-france"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (owner.user_id.as_str(), owner.account_id.as_str()),
+        ("agent-a", "agents")
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_message_sends_the_task_then_working_then_the_text_then_completed() {
+    let world = World::start().await;
+    world.server.bedrock.push(
+        StreamScript::new()
+            .text("Streaming in pieces.", 4)
+            .stop("end_turn")
+            .into_reply(),
+    );
+    let out = world.client("agent-a", "stream", "Stream please", None).await;
+    let updates = out["updates"].as_array().unwrap();
+    let kinds: Vec<&str> = updates
+        .iter()
+        .map(|u| u.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"task"), "{kinds:?}");
+    assert_eq!(
+        updates[1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    // The text comes as artifact chunks (as many as the event log kept: deltas written together
+    // are one), appended to one artifact.
+    assert!(kinds.contains(&"artifactUpdate"), "{kinds:?}");
+    let last = updates.last().unwrap();
+    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let streamed: String = updates
+        .iter()
+        .filter_map(|u| u["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Streaming in pieces.");
+    assert_eq!(
+        out["got"]["artifacts"][0]["parts"][0]["text"],
+        "Streaming in pieces."
+    );
+}
+
+#[tokio::test]
+async fn a_task_cancelled_stops_its_turn() {
+    let world = World::start().await;
+    world
+        .server
+        .bedrock
+        .push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    let out = world
+        .client("agent-a", "cancel", "A long job", Some("ctx-cancel"))
+        .await;
+    assert_eq!(
+        out["canceled"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{}",
+        out["canceled"]
+    );
+    assert_eq!(out["got"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(world.server.ended(1).await.len(), 1, "the turn ended");
+}
+
+#[tokio::test]
+async fn another_callers_tasks_do_not_exist_for_them_and_errors_are_json_rpc() {
+    let world = World::start().await;
+    world.server.bedrock.push(Reply::text("Private."));
+    let out = world
+        .client("agent-a", "send", "Keep this", Some("ctx-private"))
+        .await;
+    let task = out["updates"][0]["task"]["id"].clone();
+    let before = table(&world.server.store).await;
+    let get = |id: &Value| json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
+    for (body, code) in [
+        (get(&task), -32001),
+        (
+            json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task}}),
+            -32001,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {"contextId": "ctx-private"}}),
+            0,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 4, "method": "Bogus", "params": {}}),
+            -32601,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {}}),
+            -32602,
+        ),
+        (get(&json!("not-a-task")), -32001),
+    ] {
+        let answer = world.rpc("agent-b", &body, Some("1.0")).await;
+        if code == 0 {
+            assert_eq!(answer["result"]["tasks"], json!([]), "{answer}");
+        } else {
+            assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        }
+    }
+    let sent_elsewhere = json!({"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-b", "contextId": "ctx-private", "role": "ROLE_USER", "parts": [{"text": "What did they say?"}],
+    }}});
+    assert_eq!(
+        world.rpc("agent-b", &sent_elsewhere, Some("1.0")).await["error"]["code"],
+        -32001
+    );
+    let unversioned = world.rpc("agent-a", &get(&task), None).await;
+    assert_eq!(unversioned["error"]["code"], -32009, "{unversioned}");
+    assert_eq!(
+        changed(&before, &table(&world.server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(world.server.bedrock.requests().len(), 1);
+}
