@@ -25,11 +25,16 @@ MACHETE_VERSION := 0.9.2
 MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
-.PHONY: test test-browser demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
+.PHONY: test test-browser test-a2a demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
 	cargo test --workspace --all-features --locked
+
+## test-a2a: the A2A TCK (a2aproject/a2a-tck, pinned in the script) against `serve` on local
+## defaults; it needs github.com (or a copy at A2A_TCK_DIR), which CI cannot reach.
+test-a2a: $(PY_TOOLS) build
+	scripts/a2a_tck.sh mandatory
 
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
 demo: $(PY_TOOLS) build

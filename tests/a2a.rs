@@ -221,8 +221,13 @@ async fn another_callers_tasks_do_not_exist_for_them_and_errors_are_json_rpc() {
         world.rpc("agent-b", &sent_elsewhere, Some("1.0")).await["error"]["code"],
         -32001
     );
+    let older = world.rpc("agent-a", &get(&task), Some("0.3")).await;
+    assert_eq!(older["error"]["code"], -32009, "{older}");
     let unversioned = world.rpc("agent-a", &get(&task), None).await;
-    assert_eq!(unversioned["error"]["code"], -32009, "{unversioned}");
+    assert_eq!(
+        unversioned["result"]["id"], task,
+        "no version named is 1.0: {unversioned}"
+    );
     assert_eq!(
         changed(&before, &table(&world.server.store).await),
         Vec::<String>::new()

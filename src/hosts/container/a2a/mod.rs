@@ -98,17 +98,21 @@ pub(super) async fn jsonrpc(
         Err(e) => return json_answer(&Value::Null, Err(RpcError::parse(e.to_string()))),
     };
     let id = request.id.clone();
+    if !(id.is_string() || id.is_number() || id.is_null()) {
+        let refused = RpcError::invalid_request("id must be a string, a number or null");
+        return json_answer(&Value::Null, Err(refused));
+    }
     let Some(method) = request
         .method
         .filter(|_| request.jsonrpc.as_deref() == Some("2.0"))
     else {
         return json_answer(&id, Err(RpcError::invalid_request("not a JSON-RPC 2.0 request")));
     };
-    let version = headers
-        .get("a2a-version")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("0.3");
-    if version.trim() != A2A_VERSION {
+    // A caller that names another version is refused; one that names none is taken at its
+    // word in 1.0's method names (a 0.3 caller's `message/send` is a method not found).
+    if let Some(version) = headers.get("a2a-version").map(|v| v.to_str().unwrap_or("?"))
+        && version.trim() != A2A_VERSION
+    {
         return json_answer(&id, Err(RpcError::version_not_supported(version)));
     }
     let call = Call {
@@ -189,7 +193,50 @@ struct ListParams {
     #[serde(default)]
     context_id: Option<String>,
     #[serde(default)]
-    page_size: Option<usize>,
+    page_size: Option<i64>,
+    #[serde(default)]
+    history_length: Option<i64>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    status_timestamp_after: Option<String>,
+    #[serde(default)]
+    include_artifacts: bool,
+}
+
+impl ListParams {
+    /// The page size asked (50 by default), and the state asked for, checked.
+    fn checked(&self) -> Result<(usize, Option<&str>), RpcError> {
+        let size = match self.page_size {
+            None => 50,
+            Some(size @ 1..=100) => usize::try_from(size).unwrap_or(50),
+            Some(size) => {
+                return Err(RpcError::invalid_params(format!(
+                    "pageSize {size} is not between 1 and 100"
+                )));
+            }
+        };
+        if self.history_length.is_some_and(|n| n < 0) {
+            return Err(RpcError::invalid_params("historyLength must not be negative"));
+        }
+        if let Some(after) = &self.status_timestamp_after
+            && chrono::DateTime::parse_from_rfc3339(after).is_err()
+        {
+            return Err(RpcError::invalid_params(format!(
+                "statusTimestampAfter {after:?} is not an RFC 3339 time"
+            )));
+        }
+        let state = match self.status.as_deref() {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(state) if task::TaskState::named(state).is_some() => Some(state),
+            Some(state) => {
+                return Err(RpcError::invalid_params(format!(
+                    "status {state:?} is not a task state"
+                )));
+            }
+        };
+        Ok((size, state))
+    }
 }
 
 /// One call's host and person.
@@ -342,7 +389,8 @@ impl Call<'_> {
     /// `ListTasks`: the tasks of a context of the person's, or of their latest conversations.
     async fn list(&self, params: Value) -> Result<Value, RpcError> {
         let list: ListParams = rpc::params(params)?;
-        let limit = list.page_size.unwrap_or(50).clamp(1, 100);
+        let (limit, state) = list.checked()?;
+        let state = state.map(str::to_owned);
         let sessions: Vec<SessionId> = match list.context_id {
             Some(context) => vec![checked_id("contextId", context).map_err(|e| RpcError::of_host(&e))?],
             None => match self.host.inner.conversations.get() {
@@ -373,14 +421,22 @@ impl Call<'_> {
                     task: task_id(&session, &turn),
                     context: session.clone(),
                 };
-                tasks.push(task::task(
-                    &self.progress(&session, &turn).await?,
-                    &ids,
-                    Vec::new(),
-                ));
+                let mut found = task::task(&self.progress(&session, &turn).await?, &ids, Vec::new());
+                if state
+                    .as_ref()
+                    .is_some_and(|state| found["status"]["state"] != state.as_str())
+                {
+                    continue;
+                }
+                if !list.include_artifacts
+                    && let Some(task) = found.as_object_mut()
+                {
+                    task.remove("artifacts");
+                }
+                tasks.push(found);
             }
         }
-        Ok(json!({ "tasks": tasks, "nextPageToken": "", "pageSize": limit, "totalSize": tasks.len() }))
+        Ok(json!({ "tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len() }))
     }
 
     /// The turns of `session`, newest first: those its stored messages name, then the one running.

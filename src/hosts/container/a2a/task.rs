@@ -45,6 +45,20 @@ impl TaskState {
         }
     }
 
+    /// The state A2A's JSON names `name`, if it names one of these.
+    pub(super) fn named(name: &str) -> Option<Self> {
+        [
+            Self::Submitted,
+            Self::Working,
+            Self::Completed,
+            Self::Failed,
+            Self::Canceled,
+            Self::InputRequired,
+        ]
+        .into_iter()
+        .find(|state| state.name() == name)
+    }
+
     /// Whether the task has ended for good.
     pub(super) fn is_final(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Canceled)
