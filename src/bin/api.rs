@@ -1,6 +1,6 @@
 //! The product's HTTP API as a Lambda function behind a Function URL (response streaming), or
 //! behind API Gateway's HTTP API (`API_RESPONSES=buffered`): the
-//! same router `agent-worker serve` serves (`hosts::worker::Worker::into_host`), with every turn
+//! same router `agent-worker serve` serves (`hosts::worker::WorkerBuilder::queued_host`), with every turn
 //! sent to the turns queue (`TURNS_QUEUE_URL`) for the worker function to run, and a turn's live
 //! events streamed from the table.
 //!
@@ -79,8 +79,11 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
     let config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
     let builder = WorkerBuilder::new(&aws, WorkerSettings::from_lookup(|name| values.get(name))?)?;
     let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
-    let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;
     let queue = TurnQueue::new(aws_sdk_sqs::Client::new(&aws), queue_url);
-    tracing::info!(table = %worker.settings.table, queue = %queue.url(), "agent worker API ready");
-    Ok((worker.into_host(config, Some(queue)).router(), responses))
+    tracing::info!(table = %builder.settings().table, queue = %queue.url(), "agent worker API ready");
+    // The API runs no turn: no agent is built, so no model client is made.
+    Ok((
+        builder.queued_host(&configured, config, queue).router(),
+        responses,
+    ))
 }

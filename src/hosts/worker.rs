@@ -155,16 +155,13 @@ impl WorkerBuilder {
         bedrock: aws_sdk_bedrockruntime::Client,
         configured: &Configured,
     ) -> Result<Worker, SettingsError> {
+        let uploads = self.uploads();
         let Self {
             aws,
             settings,
             dynamodb,
             store,
         } = self;
-        #[cfg(feature = "s3")]
-        let uploads = settings.file_area(|| aws_sdk_s3::Client::new(&aws));
-        #[cfg(not(feature = "s3"))]
-        let uploads: Option<Arc<dyn FileUploads>> = None;
         let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
         let (agent, sinks) = settings.build(bedrock, dynamodb, files.clone(), configured)?;
         let handler = TurnHandler::from_settings(agent, sinks, &settings)
@@ -180,6 +177,63 @@ impl WorkerBuilder {
             aws,
             settings,
         })
+    }
+}
+
+impl WorkerBuilder {
+    /// Where the files people attach are put, when the settings name a place.
+    fn uploads(&self) -> Option<Arc<dyn FileUploads>> {
+        #[cfg(feature = "s3")]
+        let uploads = self.settings.file_area(|| aws_sdk_s3::Client::new(&self.aws));
+        #[cfg(not(feature = "s3"))]
+        let uploads = None;
+        uploads
+    }
+
+    /// The product's HTTP API on this store with every turn sent to `queue`, for a host that
+    /// runs none (the `api` function): no agent is built, so no model client is made and no
+    /// tool is prepared; conversations, UI answers, job reports and uploads as
+    /// [`Worker::into_host`] serves them.
+    #[cfg(feature = "container")]
+    pub fn queued_host(
+        self,
+        configured: &Configured,
+        config: super::container::ContainerConfig,
+        queue: super::TurnQueue,
+    ) -> super::container::ContainerHost {
+        let uploads = self.uploads();
+        let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
+        let conversations = self.settings.conversations(self.store.clone(), files, configured);
+        let store = Arc::new(self.store.clone());
+        let log = Some(crate::sinks::DynamoEventLog::new(self.store.clone()));
+        let host = super::container::ContainerHost::queued(queue, store, log, config);
+        serving(
+            host,
+            self.store,
+            conversations,
+            configured.events.clone(),
+            uploads,
+        )
+    }
+}
+
+/// `host` serving, on `store`, a person's `conversations`, the tab's UI answers, job reports
+/// (settled by `events`) and, given a place for them, `uploads`.
+#[cfg(feature = "container")]
+fn serving(
+    host: super::container::ContainerHost,
+    store: DynamoStore,
+    conversations: crate::conversations::Conversations,
+    events: EventDeclarations,
+    uploads: Option<Arc<dyn FileUploads>>,
+) -> super::container::ContainerHost {
+    let host = host
+        .conversations(conversations)
+        .ui_answers(Arc::new(store.clone()))
+        .job_reports(super::jobs::JobReports::new(events, DynamoJobEvents::new(store)));
+    match uploads {
+        Some(files) => host.uploads(files),
+        None => host,
     }
 }
 
@@ -220,17 +274,8 @@ impl Worker {
         let host = match queue {
             Some(queue) => ContainerHost::queued(queue, store, log, config),
             None => ContainerHost::new(self.handler, store, log, &self.settings.model_id, config),
-        }
-        .conversations(self.conversations)
-        .ui_answers(Arc::new(self.store.clone()))
-        .job_reports(super::jobs::JobReports::new(
-            self.events,
-            DynamoJobEvents::new(self.store),
-        ));
-        match self.uploads {
-            Some(files) => host.uploads(files),
-            None => host,
-        }
+        };
+        serving(host, self.store, self.conversations, self.events, self.uploads)
     }
 }
 
