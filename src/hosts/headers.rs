@@ -76,6 +76,15 @@ pub enum HeaderError {
     },
 }
 
+/// Whether `name` can name a configured source of tools (an MCP server, a remote agent) within a
+/// tool's name: letters, digits, `_` and `-`, at least one.
+pub fn is_source_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Every header's value, secrets read through `secrets`; a problem names the header.
 pub async fn resolve(
     headers: &BTreeMap<String, HeaderValue>,

@@ -23,6 +23,7 @@
 //! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
+pub mod a2a_agents;
 mod aws_error;
 pub mod config;
 pub mod headers;

@@ -34,7 +34,7 @@ pub use lambda_api::{LambdaRuntimeApi, function_url_event};
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
-pub use protocol_clients::{AguiRun, run_a2a_client, run_agui};
+pub use protocol_clients::{A2aEchoAgent, AguiRun, run_a2a_client, run_agui};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};
 

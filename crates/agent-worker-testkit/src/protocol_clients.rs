@@ -83,3 +83,69 @@ pub async fn run_a2a_client(plan: Value) -> std::io::Result<Value> {
         .and_then(|line| serde_json::from_str(line).ok())
         .unwrap_or_else(|| json!({ "error": format!("the client printed nothing; stderr: {}", String::from_utf8_lossy(&output.stderr)) })))
 }
+
+/// An A2A agent on the official SDK (`a2a/echo_agent.py`, from the project's venv) on a free port
+/// of 127.0.0.1: it echoes, asks for input, or fails, as the message says, and takes only
+/// `Authorization: Bearer <token>`. Dropping it stops it.
+#[derive(Debug)]
+pub struct A2aEchoAgent {
+    child: tokio::process::Child,
+    url: String,
+    said: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl A2aEchoAgent {
+    /// Starts it, taking `token`; returns once it listens.
+    pub async fn start(token: &str) -> std::io::Result<Self> {
+        use tokio::io::AsyncBufReadExt as _;
+        let root = crate::workspace_root();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut child = tokio::process::Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("crates/agent-worker-testkit/a2a/echo_agent.py"))
+            .arg(port.to_string())
+            .arg(token)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let url = format!("http://127.0.0.1:{port}");
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        for _ in 0..400 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Ok(Self {
+                    child,
+                    url,
+                    said: tokio::io::BufReader::new(stdout).lines(),
+                });
+            }
+            if let Some(status) = child.try_wait()? {
+                return Err(std::io::Error::other(format!("the A2A agent exited: {status}")));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Err(std::io::Error::other("the A2A agent did not answer within 20 s"))
+    }
+
+    /// Its base URL (its card at `/.well-known/agent-card.json`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The next message it received: `{messageId, contextId, words}`.
+    pub async fn next_message(&mut self) -> std::io::Result<Value> {
+        let line = self
+            .said
+            .next_line()
+            .await?
+            .ok_or_else(|| std::io::Error::other("the A2A agent stopped"))?;
+        serde_json::from_str(&line).map_err(std::io::Error::other)
+    }
+}
+
+impl Drop for A2aEchoAgent {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}

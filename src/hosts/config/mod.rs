@@ -37,6 +37,11 @@
 //!     allow: [echo, get-sum]
 //!     tools:                       # where the server's annotations say nothing
 //!       get-sum: { effect: view, title: Add two numbers }
+//! a2a:                             # remote A2A agents, each offered as one tool (its card describes it)
+//!   - name: research_agent
+//!     url: https://research.example   # its card at /.well-known/agent-card.json
+//!     headers: { Authorization: { secret: ssm:/research/token } }
+//!     timeoutMs: 120000
 //! resultSchema:                    # every turn's typed result (a turn's own resultSchema wins)
 //!   type: object
 //!   properties: { category: { enum: [billing, bug, other] } }
@@ -67,6 +72,7 @@ pub use load::{DEFAULT_FETCH_TIMEOUT, DocumentSource, Fetch, FetchError, NoRemot
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
 
+use super::a2a_agents::{A2aAgent, a2a_tool};
 use super::mcp::{McpServer, mcp_tools};
 use crate::engine::EngineBuilder;
 use crate::engine::tools::openapi::{Audience, EventDeclarations, EventWaiter};
@@ -104,6 +110,9 @@ pub struct ConfigFile {
     /// MCP servers whose tools become tools (feature `mcp`).
     #[serde(default)]
     pub mcp: Vec<McpServer>,
+    /// Remote A2A agents, each a tool.
+    #[serde(default)]
+    pub a2a: Vec<A2aAgent>,
     /// The JSON Schema every turn's typed result must match, unless the turn names its own.
     pub result_schema: Option<serde_json::Value>,
 }
@@ -273,6 +282,12 @@ impl ConfigFile {
                 reads.insert(assertion.key_secret.clone());
             }
         }
+        let agent_headers = self.a2a.iter().flat_map(|agent| agent.headers.values());
+        for value in agent_headers {
+            if let HeaderValue::Secret { secret } = value {
+                reads.insert(secret.clone());
+            }
+        }
         for server in &self.mcp {
             for value in server.headers.values() {
                 if let HeaderValue::Secret { secret } = value {
@@ -431,6 +446,15 @@ impl Configured {
                     sources.push(source);
                 }
                 Err(why) => problems.push(format!("mcp[{i}] ({}): {why}", server.name)),
+            }
+        }
+        for (i, agent) in file.a2a.iter().enumerate() {
+            match a2a_tool(agent, reqwest::Client::new(), loader.secrets.as_deref()).await {
+                Ok(tool) => {
+                    origins.push(origin(tool.as_ref(), &format!("a2a:{}", agent.url)));
+                    tools.push(tool);
+                }
+                Err(why) => problems.push(format!("a2a[{i}] ({}): {why}", agent.name)),
             }
         }
         let mut seen = BTreeSet::new();

@@ -159,12 +159,7 @@ pub async fn mcp_tools(
     server: &McpServer,
     secrets: Option<&dyn SecretSource>,
 ) -> Result<Arc<dyn ToolSource>, McpError> {
-    let name_ok = !server.name.is_empty()
-        && server
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !name_ok {
+    if !super::headers::is_source_name(&server.name) {
         return Err(McpError::BadName);
     }
     let transport = server.transport()?;
