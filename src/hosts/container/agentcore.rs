@@ -22,12 +22,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{Asker, checked_id};
-use super::events::{Followed, follow_turn, logged_sse};
+use super::events::{Followed, Heard, follow_turn, logged_sse};
 use super::extract::decode_turn;
 use super::{ContainerHost, HostError, agui, turns};
 use crate::protocol::AgentEvent;
@@ -158,24 +157,14 @@ async fn collected(
     session: &SessionId,
     turn_id: &TurnId,
 ) -> Value {
-    let mut text = String::new();
-    let mut terminal = None;
-    futures_util::pin_mut!(followed);
-    while let Some(item) = followed.next().await {
-        match item {
-            Followed::Logged(logged) => match logged.event {
-                AgentEvent::Text { delta } => text.push_str(&delta),
-                event if event.is_terminal() => terminal = Some(event),
-                _ => {}
-            },
-            Followed::NotStarted => {
-                terminal = Some(AgentEvent::failed(
-                    "the turn did not start: no worker took it in time",
-                    true,
-                    Some("not_started"),
-                ));
-            }
-        }
-    }
-    json!({ "sessionId": session, "turnId": turn_id, "text": text, "terminal": terminal })
+    let heard = Heard::to_end(followed).await;
+    let terminal = match heard.not_started {
+        true => Some(AgentEvent::failed(
+            "the turn did not start: no worker took it in time",
+            true,
+            Some("not_started"),
+        )),
+        false => heard.terminal,
+    };
+    json!({ "sessionId": session, "turnId": turn_id, "text": heard.text, "terminal": terminal })
 }

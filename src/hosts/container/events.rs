@@ -27,6 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use super::access::{Acting, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
+use crate::protocol::AgentEvent;
 use crate::session::{SessionId, TurnId};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
@@ -194,6 +195,54 @@ pub(super) fn logged_sse(
         })
     });
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// What a followed turn has said so far: its text, its terminal, whether it logged anything,
+/// and whether it never started.
+#[derive(Debug, Default)]
+pub(super) struct Heard {
+    /// The turn's text.
+    pub(super) text: String,
+    /// Its terminal, once read.
+    pub(super) terminal: Option<AgentEvent>,
+    /// Whether it logged anything.
+    pub(super) started: bool,
+    /// It logged nothing within the wait.
+    pub(super) not_started: bool,
+}
+
+impl Heard {
+    /// Takes one more of the turn's events.
+    pub(super) fn take(&mut self, event: &AgentEvent) {
+        self.started = true;
+        match event {
+            AgentEvent::Text { delta } => self.text.push_str(delta),
+            event if event.is_terminal() => self.terminal = Some(event.clone()),
+            _ => {}
+        }
+    }
+
+    /// What `events`, read from the log, say.
+    pub(super) fn of(events: &[LoggedEvent]) -> Self {
+        let mut heard = Self::default();
+        for logged in events {
+            heard.take(&logged.event);
+        }
+        heard
+    }
+
+    /// What `followed` says, to its end.
+    pub(super) async fn to_end(followed: impl Stream<Item = Followed>) -> Self {
+        let mut heard = Self::default();
+        futures_util::pin_mut!(followed);
+        while let Some(item) = followed.next().await {
+            match item {
+                Followed::Logged(logged) => heard.take(&logged.event),
+                Followed::NotStarted => heard.not_started = true,
+            }
+        }
+        heard
+    }
 }
 
 /// What following a turn gives: its logged events, in order, ending after the terminal; or, for

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{self, Asker, checked_id};
-use super::events::{Followed, follow_turn};
+use super::events::follow_turn;
 use super::extract::decode_turn;
 use super::{ContainerHost, turns};
 use crate::session::{Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
@@ -254,16 +254,9 @@ impl Call<'_> {
         if immediately {
             return Ok(json!({ "task": task::task(&Progress::default(), &ids, history) }));
         }
-        let mut progress = Progress::default();
         let followed =
             follow_turn(self.host, &ids.context, &turn, None).map_err(|e| RpcError::of_host(&e))?;
-        futures_util::pin_mut!(followed);
-        while let Some(item) = followed.next().await {
-            match item {
-                Followed::Logged(logged) => progress.take(&logged.event),
-                Followed::NotStarted => break,
-            }
-        }
+        let progress = Progress::to_end(followed).await;
         Ok(json!({ "task": task::task(&progress, &ids, history) }))
     }
 
@@ -364,11 +357,7 @@ impl Call<'_> {
             .read(session, turn, None)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?;
-        let mut progress = Progress::default();
-        for logged in &events {
-            progress.take(&logged.event);
-        }
-        Ok(progress)
+        Ok(Progress::of(&events))
     }
 
     /// `GetTask`.
@@ -481,13 +470,8 @@ impl Call<'_> {
             task: id,
             context: session.clone(),
         };
-        let mut progress = Progress::default();
         let followed = follow_turn(self.host, &session, &turn, None).map_err(|e| RpcError::of_host(&e))?;
-        futures_util::pin_mut!(followed);
-        while let Some(Followed::Logged(logged)) = followed.next().await {
-            progress.take(&logged.event);
-        }
-        Ok(task::task(&progress, &ids, Vec::new()))
+        Ok(task::task(&Progress::to_end(followed).await, &ids, Vec::new()))
     }
 
     /// `SubscribeToTask`: a running task's updates, after its present state.

@@ -85,27 +85,10 @@ impl TaskState {
 }
 
 /// What a turn's events say of its task so far.
-#[derive(Debug, Default)]
-pub(super) struct Progress {
-    /// The turn's text.
-    pub(super) text: String,
-    /// Its terminal, once read.
-    pub(super) terminal: Option<AgentEvent>,
-    /// Whether it logged anything.
-    pub(super) started: bool,
-}
+pub(super) use crate::hosts::container::events::Heard as Progress;
 
 impl Progress {
-    /// Takes one more of the turn's events.
-    pub(super) fn take(&mut self, event: &AgentEvent) {
-        self.started = true;
-        match event {
-            AgentEvent::Text { delta } => self.text.push_str(delta),
-            event if event.is_terminal() => self.terminal = Some(event.clone()),
-            _ => {}
-        }
-    }
-
+    /// The task's state, as the turn's events say it.
     pub(super) fn state(&self) -> TaskState {
         match &self.terminal {
             Some(terminal) => TaskState::of_terminal(terminal),
