@@ -26,15 +26,7 @@ async fn configured(url: &str, token: &str) -> Result<Configured, Vec<String>> {
 
 /// The latest tool result the model was sent, in its request `request`.
 fn tool_result(bedrock: &BedrockStandIn, request: usize) -> Value {
-    let messages = bedrock.requests()[request].body["messages"].clone();
-    messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-        .filter_map(|block| block.get("toolResult").cloned())
-        .next_back()
-        .expect("a tool result")
+    bedrock.last_tool_result(request).expect("a tool result")
 }
 
 #[tokio::test]

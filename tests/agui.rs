@@ -13,7 +13,7 @@ use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript, run_agui, sid};
 use serde_json::{Value, json};
 use support::config;
-use support::container::{KEY, changed, post, server, server_with_tools, table};
+use support::container::{KEY, changed, events_at, post, server, server_with_tools, table};
 
 /// The plan of one run of thread `thread` by person `u` of account `a`, saying `text`.
 fn plan(url: &str, thread: &str, run: &str, text: &str) -> Value {
@@ -266,4 +266,201 @@ async fn an_approval_interrupts_the_run_and_the_next_run_resumes_it() {
         .filter_map(|e| e["delta"].as_str())
         .collect();
     assert_eq!(said, "Paid: receipt R-1.");
+}
+
+/// The page's one tool: it sets the page's color.
+fn page_tools() -> Value {
+    json!([{
+        "name": "set_color",
+        "description": "Sets the page's background color.",
+        "parameters": {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+    }])
+}
+
+/// The plan of the run that answers `asked`'s pending call of the page with `result`: the
+/// client's messages so far, then the tool message.
+fn answering(url: &str, asked: &agent_worker_testkit::AguiRun, run: &str, said: &str, result: &str) -> Value {
+    let call = asked.events.last().unwrap()["outcome"]["pendingToolCallIds"][0].clone();
+    let mut next = plan(url, "th-page", run, "");
+    let mut messages = vec![json!({ "id": "run-1-user", "role": "user", "content": said })];
+    messages.extend(asked.end["newMessages"].as_array().unwrap().iter().cloned());
+    messages.push(
+        json!({ "id": format!("{run}-result"), "role": "tool", "toolCallId": call, "content": result }),
+    );
+    next["messages"] = json!(messages);
+    next["tools"] = page_tools();
+    next
+}
+
+#[tokio::test]
+async fn a_tool_of_the_page_ends_the_run_and_the_next_run_goes_on_with_its_result() {
+    let server = server(1, config(), Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::tool_call(
+        "call-1",
+        "ui_page_set_color",
+        r#"{"color":"blue"}"#,
+    ));
+    server.bedrock.push(Reply::text("The page is blue now."));
+    let mut first = plan(&server.url, "th-page", "run-1", "Make it blue");
+    first["tools"] = page_tools();
+    let asked = run_agui(first).await.unwrap();
+    assert_eq!(asked.error(), None, "{:?}", asked.end);
+    // The call goes to the client under the page's own name; the run ends waiting for it.
+    let start = asked
+        .events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START")
+        .expect("the call");
+    assert_eq!(start["toolCallName"], "set_color");
+    let finished = asked.events.last().unwrap();
+    assert_eq!(finished["type"], "RUN_FINISHED", "{:?}", asked.types());
+    assert_eq!(
+        finished["outcome"],
+        json!({"type": "success", "pendingToolCallIds": [start["toolCallId"]]})
+    );
+    assert!(
+        !asked.types().contains(&"TOOL_CALL_RESULT"),
+        "the page's result is the client's to give"
+    );
+    // The model was offered the page's tool, named as the page's actions are.
+    let offered = server.bedrock.requests()[0].body["toolConfig"]["tools"].to_string();
+    assert!(offered.contains("ui_page_set_color"), "{offered}");
+
+    // The client ran the tool: the next run carries the result, and the same turn goes on.
+    let next = answering(
+        &server.url,
+        &asked,
+        "run-2",
+        "Make it blue",
+        "The background is blue.",
+    );
+    let done = run_agui(next).await.unwrap();
+    assert_eq!(done.error(), None, "{:?}", done.end);
+    assert_eq!(
+        done.types(),
+        [
+            "RUN_STARTED",
+            "STEP_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED",
+        ]
+    );
+    assert_eq!(done.events[0]["runId"], "run-2");
+    assert_eq!(done.events[6]["outcome"], json!({"type": "success"}));
+    let result = server.bedrock.last_tool_result(1).expect("the page's result");
+    assert_eq!(result["toolUseId"], "call-1");
+    assert!(result.to_string().contains("The background is blue."), "{result}");
+    // One turn, stored whole: the call and its result side by side, then the answer.
+    let history = server.store.load_history(&sid("th-page")).await.unwrap();
+    assert_eq!(history.len(), 4, "{history:?}");
+    assert_eq!(history[3].text(), "The page is blue now.");
+    assert_eq!(server.bedrock.requests().len(), 2);
+
+    // The answering run posted again reads the same back; nothing runs twice.
+    let again = run_agui(answering(
+        &server.url,
+        &asked,
+        "run-2",
+        "Make it blue",
+        "The background is blue.",
+    ))
+    .await
+    .unwrap();
+    assert_eq!(again.error(), None, "{:?}", again.end);
+    assert_eq!(again.types(), done.types());
+    assert_eq!(server.bedrock.requests().len(), 2);
+    assert_eq!(server.store.load_history(&sid("th-page")).await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_page_result_after_the_turn_stopped_waiting_is_a_turn_of_its_own() {
+    let engine = agent_worker::engine::EngineConfig {
+        ui_action_timeout: Duration::from_millis(200),
+        ..config()
+    };
+    let server = server(1, engine, Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::tool_call(
+        "call-1",
+        "ui_page_set_color",
+        r#"{"color":"red"}"#,
+    ));
+    server.bedrock.push(Reply::text("The page did not answer."));
+    server.bedrock.push(Reply::text("Now it is red."));
+    let mut first = plan(&server.url, "th-page", "run-1", "Make it red");
+    first["tools"] = page_tools();
+    let asked = run_agui(first).await.unwrap();
+    assert_eq!(asked.error(), None, "{:?}", asked.end);
+    // The turn stops waiting, tells the model, and ends (its stream ends after its terminal).
+    let logged = events_at(&server.url, "th-page", "run-1", None).await;
+    assert!(
+        logged.iter().any(|(_, e)| e["type"] == "ui_action_withdrawn"),
+        "{logged:?}"
+    );
+    let withdrawn = server.bedrock.last_tool_result(1).unwrap();
+    assert!(withdrawn.to_string().contains("withdrawn"), "{withdrawn}");
+
+    let late = run_agui(answering(
+        &server.url,
+        &asked,
+        "run-2",
+        "Make it red",
+        "The background is red.",
+    ))
+    .await
+    .unwrap();
+    assert_eq!(late.error(), None, "{:?}", late.end);
+    assert_eq!(late.events.last().unwrap()["outcome"]["type"], "success");
+    // A turn of its own, whose words tell the model what the page answered.
+    let told = server.bedrock.requests()[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(told.contains("stopped waiting"), "{told}");
+    assert!(told.contains("The background is red."), "{told}");
+    let history = server.store.load_history(&sid("th-page")).await.unwrap();
+    assert_eq!(history.len(), 6, "{history:?}");
+}
+
+#[tokio::test]
+async fn an_answer_to_a_call_no_turn_made_is_refused_and_changes_nothing() {
+    let server = server(1, config(), Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::text("Hello."));
+    assert_eq!(
+        run_agui(plan(&server.url, "th-page", "run-1", "Hi"))
+            .await
+            .unwrap()
+            .error(),
+        None
+    );
+    let before = table(&server.store).await;
+    let url = format!("{}/agui?userId=u&accountId=a", server.url);
+    for (call, field) in [
+        // A call of the page's, of a turn that never asked for one.
+        ("cnVuLTE.call-9", "messages"),
+        // Not a call of the page's at all: the run does not end with the person's words.
+        ("call-9", "messages"),
+    ] {
+        let body = json!({"threadId": "th-page", "runId": "run-2", "tools": page_tools(), "messages": [
+            {"id": "m1", "role": "user", "content": "Hi"},
+            {"id": "m2", "role": "tool", "toolCallId": call, "content": "done"},
+        ]});
+        let (status, error) = post(&url, Some(KEY), &body.to_string()).await;
+        assert_eq!((status, error["field"].as_str()), (400, Some(field)), "{error}");
+    }
+    // Another person's answer to this thread is refused before anything is read.
+    let mallory = format!("{}/agui?userId=mallory&accountId=a", server.url);
+    let body = json!({"threadId": "th-page", "runId": "run-3", "messages": [
+        {"id": "m2", "role": "tool", "toolCallId": "cnVuLTE.call-9", "content": "done"},
+    ]});
+    assert_eq!(post(&mallory, Some(KEY), &body.to_string()).await.0, 404);
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(server.bedrock.requests().len(), 1);
 }

@@ -88,6 +88,11 @@ impl HostError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The field at fault, if one is.
+    pub fn field_at_fault(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
 }
 
 impl std::fmt::Display for HostError {

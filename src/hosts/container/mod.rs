@@ -49,6 +49,7 @@ mod events;
 mod extract;
 mod files;
 mod jobs;
+mod joined_id;
 mod sessions;
 mod turns;
 

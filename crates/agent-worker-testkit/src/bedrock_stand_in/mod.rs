@@ -154,6 +154,19 @@ impl BedrockStandIn {
         lock(&self.shared.requests).clone()
     }
 
+    /// The latest tool result request `request` sent the model (its `toolResult` block), if it
+    /// sent any.
+    pub fn last_tool_result(&self, request: usize) -> Option<serde_json::Value> {
+        let requests = lock(&self.shared.requests);
+        let messages = requests.get(request)?.body.get("messages")?.as_array()?;
+        messages
+            .iter()
+            .filter_map(|m| m.get("content").and_then(serde_json::Value::as_array))
+            .flatten()
+            .filter_map(|block| block.get("toolResult").cloned())
+            .next_back()
+    }
+
     /// A handle that reads the recorded requests and outlives nothing: for closures that must be
     /// `'static`.
     pub fn requests_handle(&self) -> RequestLog {

@@ -2,8 +2,6 @@
 //! answers for any task, from the table alone), its state is how the turn stands, its artifact
 //! the turn's text (and its typed result), all read from the turn's logged events.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::protocol::AgentEvent;
@@ -11,15 +9,13 @@ use crate::session::{SessionId, TurnId};
 
 /// A task's id: the conversation (base64url) and the turn, joined by a dot.
 pub(super) fn task_id(session: &SessionId, turn: &TurnId) -> String {
-    format!("{}.{turn}", URL_SAFE_NO_PAD.encode(session.as_str()))
+    super::super::joined_id::join(session, turn)
 }
 
 /// The conversation and the turn a task id names, if it names any.
 pub(super) fn parse_task_id(id: &str) -> Option<(SessionId, TurnId)> {
-    let (session, turn) = id.split_once('.')?;
-    let session = URL_SAFE_NO_PAD.decode(session).ok()?;
-    let session = SessionId::new(String::from_utf8(session).ok()?).ok()?;
-    Some((session, TurnId::new(turn).ok()?))
+    let (session, turn) = super::super::joined_id::split(id)?;
+    Some((SessionId::new(session).ok()?, TurnId::new(turn).ok()?))
 }
 
 /// A2A's task states, as the protocol's JSON names them.

@@ -17,7 +17,11 @@
 //! - An approval is answered by the next run's `resume`: `{interruptId, status: "resolved",
 //!   payload: {token}}` approves with the token the interrupt carried (`metadata.token`);
 //!   `status: "cancelled"` (or `payload.approved: false`) declines.
+//! - The input's `tools` are the page's own (AG-UI's frontend tools, [`frontend`]): a call ends
+//!   the run waiting for it, and the next run, whose last messages are the results, goes on
+//!   with the same turn.
 
+mod frontend;
 mod stream;
 
 use std::convert::Infallible;
@@ -26,15 +30,17 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
+use futures_util::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::{Asker, checked_id};
+use super::access::{self, Asker, checked_id};
 use super::events::{Followed, follow_turn};
 use super::extract::{JsonBody, decode_turn};
 use super::turns;
 use super::{ContainerHost, HostError};
 use crate::session::{Owner, SessionId, TurnId};
+use frontend::{Answered, FrontendTool};
 use stream::Translator;
 
 /// AG-UI's `RunAgentInput`, as much of it as a run here reads.
@@ -47,15 +53,22 @@ pub(super) struct RunAgentInput {
     messages: Vec<InputMessage>,
     #[serde(default)]
     resume: Vec<ResumeEntry>,
+    #[serde(default)]
+    tools: Vec<FrontendTool>,
 }
 
 /// A message of the input: its role and content (a text, or parts of which the text ones are
-/// read).
-#[derive(Debug, Deserialize)]
+/// read); a `tool` message's call and error.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct InputMessage {
     role: String,
     #[serde(default)]
     content: Value,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
 }
 
 /// An answer to one of an earlier run's interrupts.
@@ -85,59 +98,102 @@ pub(super) fn sse(events: impl futures_util::Stream<Item = Value> + Send + 'stat
 }
 
 /// Starts the run `input` asks for `person` and follows it: its AG-UI events, the first
-/// `RUN_STARTED`, the last `RUN_FINISHED` or `RUN_ERROR`. AgentCore Runtime's `/invocations`
-/// takes the same input.
+/// `RUN_STARTED`, the last `RUN_FINISHED` or `RUN_ERROR`. A run whose last messages answer the
+/// page's tools goes on with the turn that called them. AgentCore Runtime's `/invocations` takes
+/// the same input.
 pub(super) async fn start_run(
     host: &ContainerHost,
     person: &Owner,
     input: RunAgentInput,
-) -> Result<impl futures_util::Stream<Item = Value> + Send + 'static, HostError> {
+) -> Result<BoxStream<'static, Value>, HostError> {
     // The ids first, named as AG-UI names them.
-    checked_id::<TurnId>("runId", input.run_id.as_str())?;
-    checked_id::<SessionId>("threadId", input.thread_id.as_str())?;
-    let body = turn_body(person, &input)?;
+    let run = checked_id::<TurnId>("runId", input.run_id.as_str())?;
+    let session = checked_id::<SessionId>("threadId", input.thread_id.as_str())?;
+    let (page, tools) = frontend::surface(&input.tools)?;
+    let answers = frontend::trailing_answers(&input.messages)?;
+    let mut late = None;
+    if !answers.is_empty() {
+        // An act on the conversation: theirs before anything is read or recorded.
+        access::theirs(host, person, &session, true).await?;
+        match frontend::answer(host, &session, answers).await? {
+            Answered::Waiting { turn, cursor, calls } => {
+                let followed = follow_turn(host, &session, &turn, Some(cursor))?;
+                let translator =
+                    Translator::new(input.thread_id, input.run_id, turn.as_str(), tools).answered(calls);
+                return Ok(translated(followed, translator));
+            }
+            Answered::Late(words) => late = Some(words),
+            Answered::Nothing => {}
+        }
+    }
+    let body = turn_body(person, &input, late, page)?;
     let turn = decode_turn(host, &body.to_string(), None)?;
-    let (session, turn_id) = (turn.conversation_id.clone(), turn.turn_id.clone());
     turns::start(host, person, turn).await?;
-    let followed = follow_turn(host, &session, &turn_id, None)?;
-    let translator = Translator::new(input.thread_id, input.run_id);
+    let followed = follow_turn(host, &session, &run, None)?;
+    let translator = Translator::new(input.thread_id, input.run_id, run.as_str(), tools);
+    Ok(translated(followed, translator))
+}
+
+/// A followed turn's events translated: the translator's `RUN_STARTED` first, then what each
+/// logged event stands for, ending once the run has ended (at the turn's terminal, or earlier
+/// when it waits for the page's tools) without waiting for more.
+fn translated(
+    followed: impl futures_util::Stream<Item = Followed> + Send + 'static,
+    translator: Translator,
+) -> BoxStream<'static, Value> {
     let started = translator.started();
-    // The followed stream ends after the turn's terminal (or its not starting), as the run does.
-    let rest = followed
-        .scan(translator, |translator, item| {
-            let out = match item {
+    let rest = futures_util::stream::unfold(
+        (Box::pin(followed), translator),
+        |(mut followed, mut translator)| async move {
+            if translator.has_ended() {
+                return None;
+            }
+            let out = match followed.next().await? {
                 Followed::Logged(logged) => translator.translate(&logged.event),
                 Followed::NotStarted => vec![translator.not_started()],
             };
-            std::future::ready(Some(out))
-        })
-        .flat_map(futures_util::stream::iter);
-    Ok(futures_util::stream::once(std::future::ready(started)).chain(rest))
+            Some((out, (followed, translator)))
+        },
+    )
+    .flat_map(futures_util::stream::iter);
+    futures_util::stream::once(std::future::ready(started))
+        .chain(rest)
+        .boxed()
 }
 
 /// The turn `input` asks for, as `POST /turns` takes one: the run as the turn, the thread as the
-/// conversation, the last message's text as the person's words, and a resumed interrupt as the
-/// decision on its approval.
-fn turn_body(person: &Owner, input: &RunAgentInput) -> Result<Value, HostError> {
+/// conversation, the last message's text as the person's words (or `words`, the page's late
+/// answers), a resumed interrupt as the decision on its approval, and `page`, the page's tools,
+/// as the surface the turn's UI actions are on.
+fn turn_body(
+    person: &Owner,
+    input: &RunAgentInput,
+    words: Option<String>,
+    page: Option<Value>,
+) -> Result<Value, HostError> {
     let approval = input.resume.first().map(decision);
-    let content = match input.messages.last() {
-        Some(message) if message.role == "user" => text_of(&message.content),
-        Some(message) if approval.is_none() => {
-            return Err(HostError::field(
-                "messages",
-                format!(
-                    "the last message is the {}'s; a run here answers the person's (role user) or resumes an interrupt",
-                    message.role
-                ),
-            ));
+    let content = if let Some(words) = words {
+        words
+    } else {
+        match input.messages.last() {
+            Some(message) if message.role == "user" => text_of(&message.content),
+            Some(message) if approval.is_none() => {
+                return Err(HostError::field(
+                    "messages",
+                    format!(
+                        "the last message is the {}'s; a run here answers the person's (role user) or resumes an interrupt",
+                        message.role
+                    ),
+                ));
+            }
+            None if approval.is_none() => {
+                return Err(HostError::field(
+                    "messages",
+                    "messages must end with the person's message",
+                ));
+            }
+            _ => String::new(),
         }
-        None if approval.is_none() => {
-            return Err(HostError::field(
-                "messages",
-                "messages must end with the person's message",
-            ));
-        }
-        _ => String::new(),
     };
     let mut body = json!({
         "turnId": input.run_id,
@@ -148,6 +204,9 @@ fn turn_body(person: &Owner, input: &RunAgentInput) -> Result<Value, HostError> 
     });
     if let Some(approval) = approval {
         body["approval"] = approval;
+    }
+    if let Some(page) = page {
+        body["context"] = json!({ "oui": page });
     }
     Ok(body)
 }

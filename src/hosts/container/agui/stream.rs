@@ -1,9 +1,13 @@
 //! A turn's events as AG-UI events: [`Translator`] keeps what AG-UI asks a stream to keep (a
 //! message opened before its content and closed before anything else, a tool call's start, args
-//! and end, a step per model round) and says how the run ended.
+//! and end, a step per model round) and says how the run ended: at the turn's end, or once every
+//! call of the page's tools the model made is asked of the page.
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use super::frontend::{FrontendCall, ToolNames};
 use crate::protocol::AgentEvent;
 
 /// Turns one run's [`AgentEvent`]s into AG-UI events, in order.
@@ -11,6 +15,18 @@ use crate::protocol::AgentEvent;
 pub(super) struct Translator {
     thread_id: String,
     run_id: String,
+    /// The turn followed (the run's own, or the one a run answering the page's tools goes on).
+    turn_id: String,
+    /// The page's tools, by the model's name of each.
+    tools: ToolNames,
+    /// Calls of the page's tools, by the model's id: made and not yet asked of the page.
+    unasked: BTreeSet<String>,
+    /// Asked of the page: the run ends waiting for their answers once none is unasked.
+    asked: Vec<String>,
+    /// Every call of the page's tools seen (its result goes under its AG-UI id).
+    page_calls: BTreeSet<String>,
+    /// Calls this run answered: the client has their results.
+    answered: BTreeSet<String>,
     /// The open text message, if any.
     text: Option<String>,
     /// The open reasoning message, if any.
@@ -29,11 +45,23 @@ pub(super) struct Translator {
 }
 
 impl Translator {
-    /// A translator for run `run_id` of thread `thread_id`.
-    pub(super) fn new(thread_id: impl Into<String>, run_id: impl Into<String>) -> Self {
+    /// A translator for run `run_id` of thread `thread_id`, following turn `turn_id`, whose
+    /// page offers `tools`.
+    pub(super) fn new(
+        thread_id: impl Into<String>,
+        run_id: impl Into<String>,
+        turn_id: impl Into<String>,
+        tools: ToolNames,
+    ) -> Self {
         Self {
             thread_id: thread_id.into(),
             run_id: run_id.into(),
+            turn_id: turn_id.into(),
+            tools,
+            unasked: BTreeSet::new(),
+            asked: Vec::new(),
+            page_calls: BTreeSet::new(),
+            answered: BTreeSet::new(),
             text: None,
             reasoning: None,
             step: None,
@@ -45,6 +73,20 @@ impl Translator {
             output_tokens: 0,
             ended: false,
         }
+    }
+
+    /// The same, for a run that answered calls `calls` of the page's tools: their results are
+    /// the client's own, so they are not sent back.
+    #[must_use]
+    pub(super) fn answered(mut self, calls: Vec<String>) -> Self {
+        self.page_calls.extend(calls.iter().cloned());
+        self.answered.extend(calls);
+        self
+    }
+
+    /// Whether the run has ended: nothing more is sent.
+    pub(super) fn has_ended(&self) -> bool {
+        self.ended
     }
 
     /// The run's first event.
@@ -93,12 +135,28 @@ impl Translator {
             AgentEvent::ToolStarted { id, name, args } => {
                 self.round(&mut out);
                 self.close_messages(&mut out);
+                let (id, name) = match self.tools.get(name) {
+                    Some(page_name) => {
+                        self.unasked.insert(id.clone());
+                        self.page_calls.insert(id.clone());
+                        (FrontendCall::id(&self.turn_id, id), page_name.as_str())
+                    }
+                    None => (id.clone(), name.as_str()),
+                };
                 out.push(json!({ "type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name }));
                 out.push(json!({ "type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": args.to_string() }));
                 out.push(json!({ "type": "TOOL_CALL_END", "toolCallId": id }));
             }
+            AgentEvent::ToolEnded { id, .. } if self.answered.contains(id) => {}
             AgentEvent::ToolEnded { id, content, .. } => {
                 self.close_messages(&mut out);
+                // A call of the page's that ended without being asked (denied, not run).
+                self.unasked.remove(id);
+                let id = if self.page_calls.contains(id) {
+                    FrontendCall::id(&self.turn_id, id)
+                } else {
+                    id.clone()
+                };
                 let content = match content {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),
@@ -112,6 +170,7 @@ impl Translator {
                     "role": "tool",
                 }));
                 self.after_results = true;
+                self.end_if_waiting_for_the_page(&mut out);
             }
             AgentEvent::Usage {
                 input_tokens,
@@ -152,6 +211,15 @@ impl Translator {
     /// interrupted, waiting for it); anything else goes as a `CUSTOM` event under its type.
     fn other(&mut self, out: &mut Vec<Value>, raw: &Value) {
         let kind = raw.get("type").and_then(Value::as_str).unwrap_or("event");
+        let call = raw.get("callId").and_then(Value::as_str);
+        if kind == "ui_action_requested"
+            && let Some(call) = call.filter(|call| self.unasked.remove(*call))
+        {
+            // Asked of the page: the client runs it (it has the call from `TOOL_CALL_*`).
+            self.asked.push(call.to_owned());
+            self.end_if_waiting_for_the_page(out);
+            return;
+        }
         if kind == "approval_required" {
             let text = |name: &str| raw.get(name).cloned().unwrap_or(Value::Null);
             let message = raw
@@ -173,6 +241,29 @@ impl Translator {
         }
         self.close_messages(out);
         out.push(json!({ "type": "CUSTOM", "name": kind, "value": raw }));
+    }
+
+    /// Ends the run once every call of the page's tools the model made has been asked of the
+    /// page: a success whose calls wait for the client (`pendingToolCallIds`), while the turn
+    /// waits for their answers.
+    fn end_if_waiting_for_the_page(&mut self, out: &mut Vec<Value>) {
+        if self.asked.is_empty() || !self.unasked.is_empty() {
+            return;
+        }
+        let pending: Vec<String> = self
+            .asked
+            .iter()
+            .map(|call| FrontendCall::id(&self.turn_id, call))
+            .collect();
+        self.close_messages(out);
+        self.close_step(out);
+        out.push(json!({
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": { "type": "success", "pendingToolCallIds": pending },
+        }));
+        self.ended = true;
     }
 
     /// Closes what is open and ends the run: interrupted while approvals wait, cancelled when
@@ -265,7 +356,7 @@ mod tests {
     }
 
     fn run(events: &[AgentEvent]) -> Vec<Value> {
-        let mut translator = Translator::new("th", "r1");
+        let mut translator = Translator::new("th", "r1", "r1", ToolNames::default());
         let mut out = vec![translator.started()];
         for event in events {
             out.extend(translator.translate(event));
@@ -361,5 +452,65 @@ mod tests {
             ]
         );
         assert_eq!(failed.last().unwrap()["code"], "x");
+    }
+
+    #[test]
+    fn a_call_of_the_page_ends_the_run_once_asked_and_the_next_run_goes_on() {
+        let tools: ToolNames =
+            std::sync::Arc::new([("ui_page_set_color".to_owned(), "set_color".to_owned())].into());
+        let mut translator = Translator::new("th", "r1", "r1", tools.clone());
+        let mut out = vec![translator.started()];
+        for event in [
+            AgentEvent::ToolStarted {
+                id: "c1".into(),
+                name: "ui_page_set_color".into(),
+                args: json!({"color": "blue"}),
+            },
+            AgentEvent::Other(json!({
+                "type": "ui_action_requested", "callId": "c1", "turnId": "r1",
+                "surface": "page", "action": "set_color", "args": {"color": "blue"},
+            })),
+        ] {
+            out.extend(translator.translate(&event));
+        }
+        assert!(translator.has_ended());
+        let call = FrontendCall::id("r1", "c1");
+        assert_eq!(out[2]["toolCallName"], "set_color");
+        assert_eq!(out[2]["toolCallId"], call);
+        let end = out.last().unwrap();
+        assert_eq!(end["type"], "RUN_FINISHED");
+        assert_eq!(
+            end["outcome"],
+            json!({"type": "success", "pendingToolCallIds": [call]})
+        );
+
+        // The run that answers goes on with the turn: the answered call's result is the
+        // client's own, the model's next round is new.
+        let mut next = Translator::new("th", "r2", "r1", tools).answered(vec!["c1".into()]);
+        let mut out = vec![next.started()];
+        for event in [
+            AgentEvent::ToolEnded {
+                id: "c1".into(),
+                is_error: false,
+                content: json!("done"),
+            },
+            AgentEvent::text("It is blue now."),
+            AgentEvent::completed(),
+        ] {
+            out.extend(next.translate(&event));
+        }
+        assert_eq!(
+            types(&out),
+            [
+                "RUN_STARTED",
+                "STEP_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "STEP_FINISHED",
+                "RUN_FINISHED",
+            ]
+        );
+        assert_eq!(out[0]["runId"], "r2");
     }
 }
