@@ -5,11 +5,15 @@
 
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
 use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
 use agent_worker::session::SessionStore;
 use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, StreamScript, run_a2a_client, sid};
 use serde_json::{Value, json};
-use support::container::{Server, changed, server_with_tokens, table};
+use support::container::{Server, changed, server_with_tokens_and_tools, table};
 
 const AUDIENCE: &str = "a2a-callers";
 
@@ -21,6 +25,10 @@ struct World {
 
 impl World {
     async fn start() -> Self {
+        Self::with_tools(Vec::new()).await
+    }
+
+    async fn with_tools(tools: Vec<Arc<dyn Tool>>) -> Self {
         let key = SigningKey::rs256("k-a2a");
         let issuer = JwksStandIn::start(&[&key]).await.unwrap();
         let config = JwtConfig::new(
@@ -30,7 +38,8 @@ impl World {
             AccountFrom::Fixed("agents".into()),
         )
         .unwrap();
-        let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
+        let server =
+            server_with_tokens_and_tools(JwtVerifier::new(config, reqwest::Client::new()), tools).await;
         Self { server, issuer, key }
     }
 
@@ -46,12 +55,18 @@ impl World {
     }
 
     async fn client(&self, who: &str, scenario: &str, text: &str, context: Option<&str>) -> Value {
-        let out = run_a2a_client(json!({
-            "url": self.server.url, "token": self.token(who), "scenario": scenario,
-            "text": text, "contextId": context,
-        }))
+        self.client_with(
+            who,
+            json!({"scenario": scenario, "text": text, "contextId": context}),
+        )
         .await
-        .unwrap();
+    }
+
+    /// The client run on `plan` (its scenario and words) as `who`.
+    async fn client_with(&self, who: &str, mut plan: Value) -> Value {
+        plan["url"] = json!(self.server.url);
+        plan["token"] = json!(self.token(who));
+        let out = run_a2a_client(plan).await.unwrap();
         assert!(
             out.get("error").is_none(),
             "the client failed: {}",
@@ -206,6 +221,12 @@ async fn another_callers_tasks_do_not_exist_for_them_and_errors_are_json_rpc() {
             -32602,
         ),
         (get(&json!("not-a-task")), -32001),
+        // Answering the task as if it were theirs.
+        (
+            json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {
+                "messageId": "m-answer", "taskId": task, "role": "ROLE_USER", "parts": [{"text": "approve"}]}}}),
+            -32001,
+        ),
     ] {
         let answer = world.rpc("agent-b", &body, Some("1.0")).await;
         if code == 0 {
@@ -233,4 +254,89 @@ async fn another_callers_tasks_do_not_exist_for_them_and_errors_are_json_rpc() {
         Vec::<String>::new()
     );
     assert_eq!(world.server.bedrock.requests().len(), 1);
+}
+
+/// A tool that needs the person's approval (it moves money), and how often it ran.
+fn pay() -> (Arc<dyn Tool>, Arc<AtomicUsize>) {
+    let paid = Arc::new(AtomicUsize::new(0));
+    let counter = paid.clone();
+    let tool = tool_fn(
+        ToolSpec::new("pay", "Pays an invoice.", json!({"type": "object"}))
+            .effect(Effect::Transaction)
+            .title("Pay the invoice"),
+        move |_: Value, _| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({ "receipt": "R-7" }))
+            }
+        },
+    );
+    (Arc::new(tool), paid)
+}
+
+#[tokio::test]
+async fn an_approval_is_input_required_and_the_next_message_on_the_task_answers_it() {
+    let (tool, paid) = pay();
+    let world = World::with_tools(vec![tool]).await;
+    world
+        .server
+        .bedrock
+        .push(Reply::tool_call("call-pay", "pay", "{}"));
+    world.server.bedrock.push(Reply::text("Paid: receipt R-7."));
+    let out = world
+        .client_with(
+            "agent-a",
+            json!({"scenario": "answer", "text": "Pay the invoice", "answer": "approve", "contextId": "ctx-pay"}),
+        )
+        .await;
+    // The task waits for the approval, and says what it waits for (never the token).
+    let asked = &out["asked"][0]["task"];
+    assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let question = &asked["status"]["message"];
+    assert!(
+        question["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Pay the invoice"),
+        "{question}"
+    );
+    assert!(
+        question["parts"][1]["data"]["approval"]["approvalId"].is_string(),
+        "{question}"
+    );
+    assert!(!question.to_string().contains("token"), "{question}");
+
+    // The answer on the task: the same task goes on, and the call runs once.
+    let answered = &out["answered"][0]["task"];
+    assert_eq!(answered["id"], asked["id"]);
+    assert_eq!(answered["status"]["state"], "TASK_STATE_COMPLETED", "{answered}");
+    assert_eq!(answered["artifacts"][0]["parts"][0]["text"], "Paid: receipt R-7.");
+    assert_eq!(paid.load(Ordering::SeqCst), 1);
+    // The model is told what the approved call gave (the engine's `<approval>` block).
+    let told = world.server.bedrock.requests()[1].body["messages"].to_string();
+    assert!(told.contains("R-7"), "{told}");
+    // Got and listed as one task, as it stands now.
+    assert_eq!(out["got"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let listed = out["listed"]["tasks"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["id"], asked["id"]);
+    assert_eq!(listed[0]["status"]["state"], "TASK_STATE_COMPLETED");
+    // A completed task takes no more messages; the table is left as it was.
+    let before = table(&world.server.store).await;
+    let again = world
+        .rpc(
+            "agent-a",
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": {
+                "messageId": "m-late", "role": "ROLE_USER", "taskId": asked["id"], "contextId": "ctx-pay",
+                "parts": [{"text": "approve"}]}}}),
+            Some("1.0"),
+        )
+        .await;
+    assert_eq!(again["error"]["code"], -32004, "{again}");
+    assert_eq!(
+        changed(&before, &table(&world.server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(paid.load(Ordering::SeqCst), 1);
 }

@@ -62,7 +62,12 @@ pub async fn server_for(
 
 /// A server that knows people by their own tokens, verified by `verifier`.
 pub async fn server_with_tokens(verifier: JwtVerifier) -> Server {
-    server_built(2, super::config(), None, None, Some(verifier), Vec::new(), |_| {}).await
+    server_with_tokens_and_tools(verifier, Vec::new()).await
+}
+
+/// The same, with `tools`.
+pub async fn server_with_tokens_and_tools(verifier: JwtVerifier, tools: Vec<Arc<dyn Tool>>) -> Server {
+    server_built(2, super::config(), None, None, Some(verifier), tools, |_| {}).await
 }
 
 /// A server that sends the turns it accepts to `queue` instead of running them.

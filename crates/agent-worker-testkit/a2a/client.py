@@ -6,7 +6,10 @@ the agent card (parsed as the SDK's AgentCard), then:
 - "stream": sends a message streaming, prints each update, then gets the task and lists the
   context's tasks;
 - "cancel": sends a message with returnImmediately, cancels the task, prints what cancel answered
-  and the task as got after it.
+  and the task as got after it;
+- "answer": sends a message, then a second one on the task it made (taskId, contextId) saying
+  `answer` (an approval's "approve" or "decline"), prints both answers, the task as got after
+  them, and the context's tasks.
 
 Prints one JSON object on stdout; on a failure {"error": "..."} and exit 1.
 """
@@ -62,6 +65,25 @@ async def run(plan):
             out["started"] = started
             out["canceled"] = as_json(await client.cancel_task(CancelTaskRequest(id=task_id)))
             out["got"] = as_json(await client.get_task(GetTaskRequest(id=task_id)))
+            return out
+        if plan["scenario"] == "answer":
+            asked = [as_json(r) async for r in client.send_message(SendMessageRequest(message=message))]
+            task = asked[-1]["task"]
+            reply = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_USER,
+                parts=[Part(text=plan["answer"])],
+                task_id=task["id"],
+                context_id=task["contextId"],
+            )
+            out["asked"] = asked
+            out["answered"] = [
+                as_json(r) async for r in client.send_message(SendMessageRequest(message=reply))
+            ]
+            out["got"] = as_json(await client.get_task(GetTaskRequest(id=task["id"])))
+            out["listed"] = as_json(
+                await client.list_tasks(ListTasksRequest(context_id=task["contextId"]))
+            )
             return out
         updates = [as_json(r) async for r in client.send_message(SendMessageRequest(message=message))]
         out["updates"] = updates

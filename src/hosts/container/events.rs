@@ -197,8 +197,8 @@ pub(super) fn logged_sse(
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// What a followed turn has said so far: its text, its terminal, whether it logged anything,
-/// and whether it never started.
+/// What a followed turn has said so far: its text, its terminal, the approvals it asked, whether
+/// it logged anything, and whether it never started.
 #[derive(Debug, Default)]
 pub(super) struct Heard {
     /// The turn's text.
@@ -209,6 +209,8 @@ pub(super) struct Heard {
     pub(super) started: bool,
     /// It logged nothing within the wait.
     pub(super) not_started: bool,
+    /// The approvals it asked of the person (their `approval_required` events).
+    pub(super) approvals: Vec<serde_json::Value>,
 }
 
 impl Heard {
@@ -217,6 +219,11 @@ impl Heard {
         self.started = true;
         match event {
             AgentEvent::Text { delta } => self.text.push_str(delta),
+            AgentEvent::Other(raw)
+                if raw.get("type").and_then(serde_json::Value::as_str) == Some("approval_required") =>
+            {
+                self.approvals.push(raw.clone());
+            }
             event if event.is_terminal() => self.terminal = Some(event.clone()),
             _ => {}
         }

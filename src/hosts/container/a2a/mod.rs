@@ -11,9 +11,13 @@
 //! - The caller is the request's person ([`Asker`]): a person's token, or the API key with the
 //!   ids in the query. A task of someone else's conversation does not exist for them.
 //!
-//! Not taken yet: file parts, continuing a task (`taskId` on a message; an approval's
-//! `INPUT_REQUIRED` is answered through `POST /turns` or AG-UI), push notifications.
+//! - An approval the turn asks is the task's `INPUT_REQUIRED` (its status message says what, and
+//!   how to answer); the next message naming the task (`taskId`) answers it, and the task goes
+//!   on ([`continued`]).
+//!
+//! Not taken yet: file parts, push notifications.
 
+mod continued;
 mod rpc;
 mod stream;
 mod task;
@@ -277,10 +281,8 @@ impl Call<'_> {
         if message.role != "ROLE_USER" {
             return Err(RpcError::invalid_params("message.role must be ROLE_USER"));
         }
-        if let Some(task) = &message.task_id {
-            return Err(RpcError::unsupported(format!(
-                "task {task} cannot be continued here; send a new message in its context (contextId) instead"
-            )));
+        if let Some(task) = message.task_id.clone() {
+            return self.continue_task(message, &task).await;
         }
         let content = text_of(&message.parts)?;
         let session: SessionId = match &message.context_id {
@@ -363,7 +365,8 @@ impl Call<'_> {
     /// `GetTask`.
     async fn get(&self, params: Value) -> Result<Value, RpcError> {
         let TaskParams { id } = rpc::params(params)?;
-        let (session, turn) = self.owned_task(&id).await?;
+        let (session, first) = self.owned_task(&id).await?;
+        let (turn, _) = self.latest_turn(&session, &first).await?;
         let ids = Ids {
             task: id,
             context: session.clone(),
@@ -402,12 +405,12 @@ impl Call<'_> {
             {
                 continue;
             }
-            for turn in self.turns_of(&session).await? {
+            for (first, turn) in self.tasks_of(&session).await? {
                 if tasks.len() == limit {
                     break;
                 }
                 let ids = Ids {
-                    task: task_id(&session, &turn),
+                    task: task_id(&session, &first),
                     context: session.clone(),
                 };
                 let mut found = task::task(&self.progress(&session, &turn).await?, &ids, Vec::new());
@@ -452,10 +455,36 @@ impl Call<'_> {
         Ok(turns)
     }
 
+    /// The tasks of `session`, newest first: each task's first turn, with its latest (a task
+    /// continued after an approval is one task, as its latest turn says it stands).
+    async fn tasks_of(&self, session: &SessionId) -> Result<Vec<(TurnId, TurnId)>, RpcError> {
+        let turns = self.turns_of(session).await?;
+        let mut tasks: Vec<(TurnId, TurnId, u32)> = Vec::new();
+        for turn in &turns {
+            let (first, place) = match continued::chain_place(turn) {
+                Some((first, place)) if turns.iter().any(|t| t.as_str() == first) => (first, place),
+                _ => (turn.as_str(), 0),
+            };
+            match tasks.iter_mut().find(|(f, _, _)| f.as_str() == first) {
+                Some(task) if task.2 < place => (task.1, task.2) = (turn.clone(), place),
+                Some(_) => {}
+                None => {
+                    let first = TurnId::new(first).map_err(|e| RpcError::internal(e.to_string()))?;
+                    tasks.push((first, turn.clone(), place));
+                }
+            }
+        }
+        Ok(tasks
+            .into_iter()
+            .map(|(first, latest, _)| (first, latest))
+            .collect())
+    }
+
     /// `CancelTask`: the turn's stop; the task once it has ended.
     async fn cancel(&self, params: Value) -> Result<Value, RpcError> {
         let TaskParams { id } = rpc::params(params)?;
-        let (session, turn) = self.owned_task(&id).await?;
+        let (session, first) = self.owned_task(&id).await?;
+        let (turn, _) = self.latest_turn(&session, &first).await?;
         let asked = self
             .host
             .inner
@@ -480,7 +509,8 @@ impl Call<'_> {
         params: Value,
     ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
         let TaskParams { id } = rpc::params(params)?;
-        let (session, turn) = self.owned_task(&id).await?;
+        let (session, first) = self.owned_task(&id).await?;
+        let (turn, _) = self.latest_turn(&session, &first).await?;
         let progress = self.progress(&session, &turn).await?;
         if progress.state().is_final() {
             return Err(RpcError::unsupported(format!(

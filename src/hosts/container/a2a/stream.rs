@@ -39,16 +39,19 @@ impl Streamer {
             Followed::Logged(logged) => &logged.event,
             Followed::NotStarted => {
                 self.ended = true;
-                let failed =
-                    AgentEvent::failed("the task did not start: no worker took it in time", true, None);
-                out.push(self.status_update(TaskState::Failed, Some(&failed)));
+                self.progress.terminal = Some(AgentEvent::failed(
+                    "the task did not start: no worker took it in time",
+                    true,
+                    None,
+                ));
+                out.push(self.status_update(TaskState::Failed));
                 return out;
             }
         };
         self.progress.take(event);
         if !self.working_sent {
             self.working_sent = true;
-            out.push(self.status_update(TaskState::Working, None));
+            out.push(self.status_update(TaskState::Working));
         }
         match event {
             AgentEvent::Text { delta } if !delta.is_empty() => {
@@ -81,18 +84,18 @@ impl Streamer {
                         "lastChunk": true,
                     }}));
                 }
-                out.push(self.status_update(self.progress.state(), Some(terminal)));
+                out.push(self.status_update(self.progress.state()));
             }
             _ => {}
         }
         out
     }
 
-    fn status_update(&self, state: TaskState, terminal: Option<&AgentEvent>) -> Value {
+    fn status_update(&self, state: TaskState) -> Value {
         json!({ "statusUpdate": {
             "taskId": self.ids.task,
             "contextId": self.ids.context,
-            "status": status(state, terminal, &self.ids),
+            "status": status(state, &self.progress, &self.ids),
         }})
     }
 }

@@ -95,11 +95,35 @@ impl Progress {
 }
 
 /// The task's status: its state, a message from the agent where the state needs one (why it
-/// failed), and when.
-pub(super) fn status(state: TaskState, terminal: Option<&AgentEvent>, ids: &Ids) -> Value {
+/// failed; what approval it waits for, and how to give it), and when.
+pub(super) fn status(state: TaskState, progress: &Progress, ids: &Ids) -> Value {
     let mut status = json!({ "state": state.name(), "timestamp": now_rfc3339() });
-    if let Some(AgentEvent::Failed { details, .. }) = terminal {
+    if let Some(AgentEvent::Failed { details, .. }) = &progress.terminal {
         status["message"] = agent_message(details, ids);
+    }
+    if state == TaskState::InputRequired
+        && let Some(asked) = progress.approvals.last()
+    {
+        let what = asked
+            .pointer("/preview/title")
+            .and_then(Value::as_str)
+            .or_else(|| asked.get("tool").and_then(Value::as_str))
+            .unwrap_or("a call");
+        let words = format!(
+            "This task waits for the person's approval: {what}. Answer it with a message on this task (its taskId) that says \"approve\" or \"decline\"."
+        );
+        let mut message = agent_message(&words, ids);
+        // What is asked, for a program: never the approval's token, which stays with the agent.
+        let field = |name: &str| asked.get(name).cloned().unwrap_or(Value::Null);
+        if let Some(parts) = message["parts"].as_array_mut() {
+            parts.push(json!({ "data": { "approval": {
+                "approvalId": field("approvalId"),
+                "tool": field("tool"),
+                "preview": field("preview"),
+                "expiresAt": field("expiresAt"),
+            }}, "mediaType": "application/json" }));
+        }
+        status["message"] = message;
     }
     status
 }
@@ -146,7 +170,7 @@ pub(super) fn task(progress: &Progress, ids: &Ids, history: Vec<Value>) -> Value
     let mut task = json!({
         "id": ids.task,
         "contextId": ids.context,
-        "status": status(state, progress.terminal.as_ref(), ids),
+        "status": status(state, progress, ids),
     });
     if !artifacts.is_empty() {
         task["artifacts"] = json!(artifacts);
