@@ -51,9 +51,12 @@ wait_for_port "$issuer_port"
 
 section "agent-worker serve --auth jwt"
 : >"$work/serve.err"
+# A free port, so that the card can name the agent as a client outside would (PUBLIC_URL; the
+# TCK reads an address like 127.0.0.1 in a public card as a leak of an internal one).
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 AUTH=jwt JWT_ISSUER="http://127.0.0.1:$issuer_port" JWT_AUDIENCE=a2a-tck JWT_ACCOUNT=tck \
-  JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo \
-  "$bin" serve --port 0 --host 127.0.0.1 2>"$work/serve.err" &
+  JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo PUBLIC_URL="http://localhost:$port" \
+  "$bin" serve --port "$port" --host 127.0.0.1 2>"$work/serve.err" &
 local_pids+=($!)
 url=""
 for _ in $(seq 1 400); do

@@ -316,8 +316,25 @@ async fn an_approval_is_input_required_and_the_next_message_on_the_task_answers_
     // The model is told what the approved call gave (the engine's `<approval>` block).
     let told = world.server.bedrock.requests()[1].body["messages"].to_string();
     assert!(told.contains("R-7"), "{told}");
-    // Got and listed as one task, as it stands now.
+    // Got and listed as one task, as it stands now, with the words of both its turns.
     assert_eq!(out["got"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let said: Vec<(&str, &str)> = out["got"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap(),
+                m["parts"][0]["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(said.first(), Some(&("ROLE_USER", "Pay the invoice")), "{said:?}");
+    assert_eq!(
+        said.last(),
+        Some(&("ROLE_AGENT", "Paid: receipt R-7.")),
+        "{said:?}"
+    );
     let listed = out["listed"]["tasks"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["id"], asked["id"]);
@@ -339,4 +356,66 @@ async fn an_approval_is_input_required_and_the_next_message_on_the_task_answers_
         Vec::<String>::new()
     );
     assert_eq!(paid.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_http_json_binding_sends_streams_gets_lists_and_cancels_as_json_rpc_does() {
+    let world = World::start().await;
+    world.server.bedrock.push(Reply::text("Sent over REST."));
+    world.server.bedrock.push(
+        StreamScript::new()
+            .text("Streamed over REST.", 3)
+            .stop("end_turn")
+            .into_reply(),
+    );
+    world
+        .server
+        .bedrock
+        .push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    let rest = |scenario: &str, text: &str, context: &str| json!({"scenario": scenario, "text": text, "contextId": context, "binding": "HTTP+JSON"});
+    let sent = world
+        .client_with("agent-a", rest("send", "Send", "ctx-rest"))
+        .await;
+    let card = &sent["card"]["supportedInterfaces"];
+    assert_eq!(card[1]["protocolBinding"], "HTTP+JSON", "{card}");
+    let task = &sent["updates"][0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(sent["got"]["artifacts"][0]["parts"][0]["text"], "Sent over REST.");
+    assert_eq!(sent["listed"]["tasks"][0]["id"], task["id"]);
+
+    let streamed = world
+        .client_with("agent-a", rest("stream", "Stream", "ctx-rest"))
+        .await;
+    let last = streamed["updates"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{last}"
+    );
+    assert_eq!(streamed["listed"]["tasks"].as_array().unwrap().len(), 2);
+
+    let canceled = world
+        .client_with("agent-a", rest("cancel", "A long job", "ctx-rest-cancel"))
+        .await;
+    assert_eq!(canceled["canceled"]["status"]["state"], "TASK_STATE_CANCELED");
+
+    // Its failures are A2A's HTTP statuses with a google.rpc.Status body; a stranger's task does
+    // not exist for them, and the table is left as it was.
+    let before = table(&world.server.store).await;
+    let stranger = reqwest::Client::new()
+        .get(format!(
+            "{}/a2a/tasks/{}",
+            world.server.url,
+            task["id"].as_str().unwrap()
+        ))
+        .bearer_auth(world.token("agent-b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stranger.status(), 404);
+    let body: Value = stranger.json().await.unwrap();
+    assert_eq!(body["error"]["details"][0]["reason"], "TASK_NOT_FOUND", "{body}");
+    assert_eq!(
+        changed(&before, &table(&world.server.store).await),
+        Vec::<String>::new()
+    );
 }

@@ -303,8 +303,12 @@ async fn a_tool_of_the_page_ends_the_run_and_the_next_run_goes_on_with_its_resul
     server.bedrock.push(Reply::text("The page is blue now."));
     let mut first = plan(&server.url, "th-page", "run-1", "Make it blue");
     first["tools"] = page_tools();
+    first["context"] = json!([{ "description": "The page", "value": "A color picker, now white." }]);
     let asked = run_agui(first).await.unwrap();
     assert_eq!(asked.error(), None, "{:?}", asked.end);
+    // What the application told the agent is the page's knowledge, after the system prompt.
+    let system = server.bedrock.requests()[0].body["system"].to_string();
+    assert!(system.contains("A color picker, now white."), "{system}");
     // The call goes to the client under the page's own name; the run ends waiting for it.
     let start = asked
         .events

@@ -1,5 +1,6 @@
 """The official A2A client (a2a-sdk, from the project's venv) against an agent, one scenario per
-run: `python client.py '<plan JSON>'` with {url, token, scenario, text, contextId}. It resolves
+run: `python client.py '<plan JSON>'` with {url, token, scenario, text, contextId, binding}
+(`binding`: the transport the client prefers, "JSONRPC" by default or "HTTP+JSON"). It resolves
 the agent card (parsed as the SDK's AgentCard), then:
 
 - "send": sends a message without streaming and prints the task;
@@ -45,8 +46,15 @@ async def run(plan):
     headers = {"Authorization": f"Bearer {plan['token']}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         card = await A2ACardResolver(http, plan["url"]).get_agent_card()
-        streaming = plan["scenario"] == "stream"
-        client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+        binding = plan.get("binding") or "JSONRPC"
+
+        def client_of(streaming):
+            config = ClientConfig(
+                streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+            )
+            return ClientFactory(config).create(card)
+
+        client = client_of(plan["scenario"] == "stream")
         message = Message(
             message_id=plan.get("messageId") or str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -59,7 +67,7 @@ async def run(plan):
             request = SendMessageRequest(
                 message=message, configuration=SendMessageConfiguration(return_immediately=True)
             )
-            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+            client = client_of(False)
             started = [as_json(r) async for r in client.send_message(request)]
             task_id = started[-1]["task"]["id"]
             out["started"] = started

@@ -1,7 +1,7 @@
 // One AG-UI run through @ag-ui/client's HttpAgent, which checks every event it receives against
 // AG-UI's schemas and their order (a message opened before its content, a run that ends once).
 // Usage: node run-agent.cjs '<plan JSON>'; the plan is
-//   {url, headers, threadId, runId, messages, tools, resume, abortAfter}
+//   {url, headers, threadId, runId, messages, tools, context, resume, abortAfter}
 // (`abortAfter`: abort the run once an event of that type has arrived). Prints each event as
 // {"event": ...} on a line of its own, then {"result", "newMessages", "pendingInterrupts"}; on a
 // failure {"error": "..."} and exit 1.
@@ -30,6 +30,9 @@ async function main() {
   }
   if (plan.tools) {
     parameters.tools = plan.tools;
+  }
+  if (plan.context) {
+    parameters.context = plan.context;
   }
   const { result, newMessages } = await agent.runAgent(parameters, subscriber);
   print({ result: result ?? null, newMessages, pendingInterrupts: agent.pendingInterrupts || [] });

@@ -11,6 +11,7 @@
 //! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
 //! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
 //! | `POST /sessions/{id}/commands?userId=U&accountId=A` with `{"type": "steer" \| "follow_up", "prompt"}` or `{"type": "abort"}`, `GET /sessions/{id}/state…`, `GET /sessions/{id}/entries?since=N…` | the session control plane and the durable history from a cursor: see [`sessions`] |
+//! | `GET /.well-known/agent-card.json`, `POST /a2a`, `/a2a/…`; `POST /agui`; `GET /ping`, `POST /invocations` | A2A (its JSON-RPC and HTTP+JSON bindings), AG-UI, AgentCore Runtime: see `a2a`, `agui`, `agentcore` |
 //!
 //! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
@@ -396,7 +397,24 @@ impl ContainerHost {
             .route("/turns", post(turns::accept_turn))
             .route("/agui", post(agui::run))
             .route(a2a::A2A_PATH, post(a2a::jsonrpc))
+            .route("/a2a/message:send", post(a2a::rest::send))
+            .route("/a2a/message:stream", post(a2a::rest::stream))
+            .route("/a2a/tasks", get(a2a::rest::list))
+            .route(
+                "/a2a/tasks/{target}",
+                get(a2a::rest::task_get).post(a2a::rest::task_post),
+            )
+            .route(
+                "/a2a/tasks/{target}/pushNotificationConfigs",
+                get(a2a::rest::push_configs).post(a2a::rest::push_configs),
+            )
+            .route(
+                "/a2a/tasks/{target}/pushNotificationConfigs/{config}",
+                get(a2a::rest::push_configs).delete(a2a::rest::push_configs),
+            )
+            .route("/a2a/extendedAgentCard", get(a2a::rest::extended_card))
             .route(a2a::AGENT_CARD_PATH, get(a2a::card))
+            .route(a2a::INTERFACE_CARD_PATH, get(a2a::card))
             .route("/ping", get(agentcore::ping))
             .route("/invocations", post(agentcore::invoke))
             .route("/health", get(health))
@@ -471,7 +489,7 @@ impl ContainerHost {
 
 /// The paths served without the API key: the load balancer's health check, and AgentCore
 /// Runtime's.
-pub const OPEN_PATHS: [&str; 3] = ["/health", "/ping", a2a::AGENT_CARD_PATH];
+pub const OPEN_PATHS: [&str; 4] = ["/health", "/ping", a2a::AGENT_CARD_PATH, a2a::INTERFACE_CARD_PATH];
 
 async fn health(State(host): State<ContainerHost>) -> Response {
     let running = host.running().len();

@@ -2,7 +2,8 @@
 //!
 //! - `GET /.well-known/agent-card.json`: the agent card (no credential): its name, what it
 //!   does, the JSON-RPC interface at `/a2a`, streaming, and how callers authenticate.
-//! - `POST /a2a`: the JSON-RPC binding. `SendMessage` runs a turn (the message's `contextId` is
+//! - `POST /a2a`: the JSON-RPC binding (and under `/a2a/`, the HTTP+JSON binding on the same
+//!   calls: [`rest`]). `SendMessage` runs a turn (the message's `contextId` is
 //!   the conversation, a new one when it names none; its `messageId` is the turn, so a message
 //!   sent twice runs once) and answers the task once it ends (at once with
 //!   `returnImmediately`); `SendStreamingMessage` streams it; `GetTask`, `ListTasks`,
@@ -18,6 +19,7 @@
 //! Not taken yet: file parts, push notifications.
 
 mod continued;
+pub(super) mod rest;
 mod rpc;
 mod stream;
 mod task;
@@ -48,6 +50,8 @@ pub(super) const A2A_VERSION: &str = "1.0";
 pub(super) const A2A_PATH: &str = "/a2a";
 /// The agent card's well-known path.
 pub(super) const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
+/// The same card beside the interface (where a client given the interface's URL looks).
+pub(super) const INTERFACE_CARD_PATH: &str = "/a2a/.well-known/agent-card.json";
 
 /// `GET /.well-known/agent-card.json`.
 pub(super) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) -> Response {
@@ -67,11 +71,18 @@ pub(super) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) 
         "name": host.inner.config.agent_name,
         "description": host.inner.config.agent_description,
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": A2A_VERSION,
-        }],
+        "supportedInterfaces": [
+            {
+                "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": A2A_VERSION,
+            },
+            {
+                "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": A2A_VERSION,
+            },
+        ],
         "capabilities": { "streaming": true, "pushNotifications": false },
         "securitySchemes": schemes,
         "securityRequirements": [requirement],
@@ -112,12 +123,8 @@ pub(super) async fn jsonrpc(
     else {
         return json_answer(&id, Err(RpcError::invalid_request("not a JSON-RPC 2.0 request")));
     };
-    // A caller that names another version is refused; one that names none is taken at its
-    // word in 1.0's method names (a 0.3 caller's `message/send` is a method not found).
-    if let Some(version) = headers.get("a2a-version").map(|v| v.to_str().unwrap_or("?"))
-        && version.trim() != A2A_VERSION
-    {
-        return json_answer(&id, Err(RpcError::version_not_supported(version)));
+    if let Some(refused) = refused_version(&headers) {
+        return json_answer(&id, Err(refused));
     }
     let call = Call {
         host: &host,
@@ -144,6 +151,14 @@ pub(super) async fn jsonrpc(
         "GetExtendedAgentCard" => json_answer(&id, Err(RpcError::extended_card_not_configured())),
         _ => json_answer(&id, Err(RpcError::method_not_found())),
     }
+}
+
+/// The refusal of a caller that names another A2A version than the one spoken here; one that
+/// names none is taken at its word in 1.0's names (a 0.3 caller's `message/send` is a method
+/// not found).
+fn refused_version(headers: &HeaderMap) -> Option<RpcError> {
+    let version = headers.get("a2a-version").map(|v| v.to_str().unwrap_or("?"))?;
+    (version.trim() != A2A_VERSION).then(|| RpcError::version_not_supported(version))
 }
 
 fn json_answer(id: &Value, result: Result<Value, RpcError>) -> Response {
@@ -189,6 +204,14 @@ struct SendParams {
 #[derive(Debug, Deserialize)]
 struct TaskParams {
     id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetParams {
+    id: String,
+    #[serde(default)]
+    history_length: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -364,17 +387,34 @@ impl Call<'_> {
 
     /// `GetTask`.
     async fn get(&self, params: Value) -> Result<Value, RpcError> {
-        let TaskParams { id } = rpc::params(params)?;
+        let GetParams { id, history_length } = rpc::params(params)?;
+        let limit = match history_length {
+            None => None,
+            Some(n) => Some(
+                usize::try_from(n)
+                    .map_err(|_| RpcError::invalid_params("historyLength must not be negative"))?,
+            ),
+        };
         let (session, first) = self.owned_task(&id).await?;
-        let (turn, _) = self.latest_turn(&session, &first).await?;
+        let (turn, place) = self.latest_turn(&session, &first).await?;
         let ids = Ids {
             task: id,
             context: session.clone(),
         };
+        let turns: Vec<TurnId> = (0..=place)
+            .filter_map(|n| continued::chain_turn(&first, n))
+            .collect();
+        let entries = self
+            .host
+            .inner
+            .store
+            .entries(&session, 0, 1000)
+            .await
+            .map_err(|e| RpcError::internal(e.client_message()))?;
         Ok(task::task(
             &self.progress(&session, &turn).await?,
             &ids,
-            Vec::new(),
+            task::history(&entries, &turns, &ids, limit),
         ))
     }
 

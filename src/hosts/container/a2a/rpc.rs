@@ -1,5 +1,6 @@
 //! A2A's JSON-RPC binding: a request's envelope, its errors (the codes A2A and JSON-RPC give
-//! them, with the `google.rpc.ErrorInfo` detail the official SDK adds), and an answer.
+//! them, with the `google.rpc.ErrorInfo` detail the official SDK adds; the HTTP+JSON binding's
+//! status and body for each), and an answer.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -123,6 +124,36 @@ impl RpcError {
             }]);
         }
         error
+    }
+}
+
+impl RpcError {
+    /// The error as the HTTP+JSON binding answers it: the HTTP status A2A maps its code to,
+    /// and a `google.rpc.Status` body with the `ErrorInfo` detail.
+    pub(super) fn rest(&self) -> (axum::http::StatusCode, Value) {
+        use axum::http::StatusCode;
+        let (status, name) = match self.code {
+            -32001 | -32601 => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            -32602 | -32600 | -32700 => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
+            -32603 => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
+            _ => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
+        };
+        let reason = self.reason.unwrap_or(match self.code {
+            -32601 => "METHOD_NOT_FOUND",
+            _ => "INVALID_REQUEST",
+        });
+        let body = json!({ "error": {
+            "code": status.as_u16(),
+            "status": name,
+            "message": self.message,
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": "a2a-protocol.org",
+                "metadata": {},
+            }],
+        }});
+        (status, body)
     }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::protocol::AgentEvent;
-use crate::session::{SessionId, TurnId};
+use crate::session::{Role, SessionId, StoredMessage, TurnId};
 
 /// A task's id: the conversation (base64url) and the turn, joined by a dot.
 pub(super) fn task_id(session: &SessionId, turn: &TurnId) -> String {
@@ -179,6 +179,46 @@ pub(super) fn task(progress: &Progress, ids: &Ids, history: Vec<Value>) -> Value
         task["history"] = json!(history);
     }
     task
+}
+
+/// The task's history: the messages of its turns (`turns`, in order) with words in them, the
+/// person's and the agent's, the last `limit` of them (all when not said; none for 0).
+pub(super) fn history(
+    entries: &[StoredMessage],
+    turns: &[TurnId],
+    ids: &Ids,
+    limit: Option<usize>,
+) -> Vec<Value> {
+    let mut messages: Vec<Value> = entries
+        .iter()
+        .filter(|entry| {
+            entry
+                .turn_id
+                .as_deref()
+                .is_some_and(|turn| turns.iter().any(|t| t.as_str() == turn))
+        })
+        .filter_map(|entry| {
+            let text = entry.message.text();
+            if text.trim().is_empty() {
+                return None;
+            }
+            let role = match entry.message.role {
+                Role::User => "ROLE_USER",
+                Role::Assistant => "ROLE_AGENT",
+            };
+            Some(json!({
+                "messageId": format!("{}-{}", ids.task, entry.seq),
+                "contextId": ids.context,
+                "taskId": ids.task,
+                "role": role,
+                "parts": [{ "text": text }],
+            }))
+        })
+        .collect();
+    if let Some(limit) = limit {
+        messages.drain(..messages.len().saturating_sub(limit));
+    }
+    messages
 }
 
 /// The id of the artifact that carries a task's answer.

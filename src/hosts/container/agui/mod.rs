@@ -55,6 +55,15 @@ pub(super) struct RunAgentInput {
     resume: Vec<ResumeEntry>,
     #[serde(default)]
     tools: Vec<FrontendTool>,
+    #[serde(default)]
+    context: Vec<ContextItem>,
+}
+
+/// One item of what the application tells the agent (AG-UI's `Context`).
+#[derive(Debug, Deserialize)]
+struct ContextItem {
+    description: String,
+    value: String,
 }
 
 /// A message of the input: its role and content (a text, or parts of which the text ones are
@@ -163,8 +172,8 @@ fn translated(
 
 /// The turn `input` asks for, as `POST /turns` takes one: the run as the turn, the thread as the
 /// conversation, the last message's text as the person's words (or `words`, the page's late
-/// answers), a resumed interrupt as the decision on its approval, and `page`, the page's tools,
-/// as the surface the turn's UI actions are on.
+/// answers), a resumed interrupt as the decision on its approval, `page`, the page's tools, as
+/// the surface the turn's UI actions are on, and the input's `context` as the page's knowledge.
 fn turn_body(
     person: &Owner,
     input: &RunAgentInput,
@@ -206,7 +215,16 @@ fn turn_body(
         body["approval"] = approval;
     }
     if let Some(page) = page {
-        body["context"] = json!({ "oui": page });
+        body["context"]["oui"] = page;
+    }
+    // What the application tells the agent, as the page's knowledge (after the system prompt).
+    if !input.context.is_empty() {
+        let entries: Vec<Value> = input
+            .context
+            .iter()
+            .map(|item| json!({ "title": item.description, "content": item.value }))
+            .collect();
+        body["context"]["uiKnowledge"] = json!({ "entries": entries });
     }
     Ok(body)
 }

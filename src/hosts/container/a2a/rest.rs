@@ -1,0 +1,238 @@
+//! A2A's HTTP+JSON binding, under the JSON-RPC binding's path and on the same calls
+//! ([`Call`]): `POST /a2a/message:send`, `POST /a2a/message:stream`, `GET /a2a/tasks`,
+//! `GET /a2a/tasks/{id}`, `POST /a2a/tasks/{id}:cancel`, `POST` (or `GET`)
+//! `/a2a/tasks/{id}:subscribe`. A body is the method's request as JSON; an answer is its result,
+//! or a stream of results as Server-Sent Events; a failure is A2A's HTTP status with a
+//! `google.rpc.Status` body. The person is the request's, as on every route.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use super::{Call, RpcError, refused_version};
+use crate::hosts::container::ContainerHost;
+use crate::hosts::container::access::Asker;
+
+/// `POST /a2a/message:send`.
+pub(in crate::hosts::container) async fn send(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let params = match checked(&headers, &body) {
+        Ok(params) => params,
+        Err(error) => return failure(&error),
+    };
+    answer(
+        Call {
+            host: &host,
+            person: &person,
+        }
+        .send(params)
+        .await,
+    )
+}
+
+/// `POST /a2a/message:stream`.
+pub(in crate::hosts::container) async fn stream(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    let params = match checked(&headers, &body) {
+        Ok(params) => params,
+        Err(error) => return failure(&error),
+    };
+    match call.start_stream(params).await {
+        Ok(updates) => sse(updates),
+        Err(error) => failure(&error),
+    }
+}
+
+/// `GET /a2a/tasks?contextId=…&pageSize=…&status=…&includeArtifacts=…`.
+pub(in crate::hosts::container) async fn list(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(refused) = refused_version(&headers) {
+        return failure(&refused);
+    }
+    let params = match list_params(query) {
+        Ok(params) => params,
+        Err(error) => return failure(&error),
+    };
+    answer(
+        Call {
+            host: &host,
+            person: &person,
+        }
+        .list(params)
+        .await,
+    )
+}
+
+/// `GET /a2a/tasks/{id}?historyLength=…` (or `{id}:subscribe`).
+pub(in crate::hosts::container) async fn task_get(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    Path(target): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(refused) = refused_version(&headers) {
+        return failure(&refused);
+    }
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    match split_action(&target) {
+        (id, None) => {
+            let mut params = match list_params(query) {
+                Ok(params) => params,
+                Err(error) => return failure(&error),
+            };
+            params["id"] = json!(id);
+            answer(call.get(params).await)
+        }
+        (id, Some("subscribe")) => subscribe(&call, id).await,
+        _ => failure(&RpcError::method_not_found()),
+    }
+}
+
+/// `POST /a2a/tasks/{id}:cancel` and `POST /a2a/tasks/{id}:subscribe`.
+pub(in crate::hosts::container) async fn task_post(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    Path(target): Path<String>,
+) -> Response {
+    if let Some(refused) = refused_version(&headers) {
+        return failure(&refused);
+    }
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    match split_action(&target) {
+        (id, Some("cancel")) => answer(call.cancel(json!({ "id": id })).await),
+        (id, Some("subscribe")) => subscribe(&call, id).await,
+        _ => failure(&RpcError::method_not_found()),
+    }
+}
+
+/// `/a2a/tasks/{id}/pushNotificationConfigs…`: not taken.
+pub(in crate::hosts::container) async fn push_configs() -> Response {
+    failure(&RpcError::push_not_supported())
+}
+
+/// `GET /a2a/extendedAgentCard`: there is none.
+pub(in crate::hosts::container) async fn extended_card() -> Response {
+    failure(&RpcError::extended_card_not_configured())
+}
+
+async fn subscribe(call: &Call<'_>, id: &str) -> Response {
+    match call.subscribe(json!({ "id": id })).await {
+        Ok(updates) => sse(updates),
+        Err(error) => failure(&error),
+    }
+}
+
+/// The body as the method's request, once the version is one spoken here.
+fn checked(headers: &HeaderMap, body: &[u8]) -> Result<Value, RpcError> {
+    if let Some(refused) = refused_version(headers) {
+        return Err(refused);
+    }
+    serde_json::from_slice(body).map_err(|e| RpcError::parse(format!("the body is not JSON: {e}")))
+}
+
+/// A task id and the action after its last colon (`cancel`, `subscribe`), if any.
+fn split_action(target: &str) -> (&str, Option<&str>) {
+    match target.rsplit_once(':') {
+        Some((id, action @ ("cancel" | "subscribe"))) => (id, Some(action)),
+        _ => (target, None),
+    }
+}
+
+/// A request from the query (`ListTasks`', `GetTask`'s): numbers and flags as JSON takes them.
+fn list_params(query: HashMap<String, String>) -> Result<Value, RpcError> {
+    let mut params = serde_json::Map::new();
+    for (name, value) in query {
+        let value =
+            match name.as_str() {
+                "pageSize" | "historyLength" => json!(value.parse::<i64>().map_err(|_| {
+                    RpcError::invalid_params(format!("{name} {value:?} is not a number"))
+                })?),
+                "includeArtifacts" => json!(value == "true"),
+                _ => json!(value),
+            };
+        params.insert(name, value);
+    }
+    Ok(Value::Object(params))
+}
+
+fn answer(result: Result<Value, RpcError>) -> Response {
+    match result {
+        Ok(result) => axum::Json(result).into_response(),
+        Err(error) => failure(&error),
+    }
+}
+
+fn failure(error: &RpcError) -> Response {
+    let (status, body) = error.rest();
+    (status, axum::Json(body)).into_response()
+}
+
+/// Stream responses as Server-Sent Events, each one's JSON as an event's data.
+fn sse(updates: impl futures_util::Stream<Item = Value> + Send + 'static) -> Response {
+    let events = updates.map(|update| Ok::<_, Infallible>(Event::default().data(update.to_string())));
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_path_names_the_task_and_its_action() {
+        assert_eq!(split_action("YWJj.t-1"), ("YWJj.t-1", None));
+        assert_eq!(split_action("YWJj.t-1:cancel"), ("YWJj.t-1", Some("cancel")));
+        assert_eq!(
+            split_action("YWJj.t:1:subscribe"),
+            ("YWJj.t:1", Some("subscribe"))
+        );
+        assert_eq!(split_action("YWJj.t:odd"), ("YWJj.t:odd", None));
+    }
+
+    #[test]
+    fn list_parameters_come_from_the_query_typed() {
+        let query = [
+            ("pageSize", "5"),
+            ("includeArtifacts", "true"),
+            ("contextId", "c"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into();
+        assert_eq!(
+            list_params(query).unwrap(),
+            json!({"pageSize": 5, "includeArtifacts": true, "contextId": "c"})
+        );
+        let bad = [("pageSize".to_owned(), "many".to_owned())].into();
+        assert!(list_params(bad).is_err());
+    }
+}
