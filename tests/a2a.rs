@@ -419,3 +419,46 @@ async fn the_http_json_binding_sends_streams_gets_lists_and_cancels_as_json_rpc_
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn a_file_part_is_a_file_the_person_attaches_and_reaches_the_model() {
+    let world = World::start().await;
+    world
+        .server
+        .bedrock
+        .push(Reply::text("The code word is heliotrope."));
+    let out = world
+        .client_with(
+            "agent-a",
+            json!({"scenario": "send", "text": "What is the code word in my notes?", "contextId": "ctx-file",
+                "file": {"name": "notes.txt", "mediaType": "text/plain", "text": "The code word is heliotrope."}}),
+        )
+        .await;
+    let task = &out["updates"][0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    // The file went to the conversation's files and reached the model with the person's words.
+    let asked = world.server.bedrock.requests()[0].body["messages"].to_string();
+    assert!(asked.contains("notes.txt"), "{asked}");
+    assert!(asked.contains("heliotrope"), "{asked}");
+
+    // A file by address is not fetched; a stranger's file to someone else's context keeps nothing.
+    let before = table(&world.server.store).await;
+    let by_url = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-url", "contextId": "ctx-file", "role": "ROLE_USER",
+        "parts": [{"url": "http://169.254.169.254/latest/meta-data", "filename": "x"}]}}});
+    assert_eq!(
+        world.rpc("agent-a", &by_url, Some("1.0")).await["error"]["code"],
+        -32602
+    );
+    let stranger = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-b", "contextId": "ctx-file", "role": "ROLE_USER",
+        "parts": [{"raw": "aGk=", "filename": "b.txt", "mediaType": "text/plain"}]}}});
+    assert_eq!(
+        world.rpc("agent-b", &stranger, Some("1.0")).await["error"]["code"],
+        -32001
+    );
+    assert_eq!(
+        changed(&before, &table(&world.server.store).await),
+        Vec::<String>::new()
+    );
+}

@@ -1,6 +1,7 @@
 """The official A2A client (a2a-sdk, from the project's venv) against an agent, one scenario per
-run: `python client.py '<plan JSON>'` with {url, token, scenario, text, contextId, binding}
-(`binding`: the transport the client prefers, "JSONRPC" by default or "HTTP+JSON"). It resolves
+run: `python client.py '<plan JSON>'` with {url, token, scenario, text, contextId, binding, file}
+(`binding`: the transport the client prefers, "JSONRPC" by default or "HTTP+JSON"; `file`:
+{name, mediaType, text}, a file part sent with the message). It resolves
 the agent card (parsed as the SDK's AgentCard), then:
 
 - "send": sends a message without streaming and prints the task;
@@ -62,6 +63,15 @@ async def run(plan):
         )
         if plan.get("contextId"):
             message.context_id = plan["contextId"]
+        if plan.get("file"):
+            given = plan["file"]
+            message.parts.append(
+                Part(
+                    raw=given["text"].encode(),
+                    filename=given["name"],
+                    media_type=given["mediaType"],
+                )
+            )
         out = {"card": as_json(card)}
         if plan["scenario"] == "cancel":
             request = SendMessageRequest(

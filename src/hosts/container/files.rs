@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::access::Acting;
 use super::extract::Params;
 use super::{ContainerHost, HostError};
-use crate::engine::attachments::{PresignedUpload, image_size};
+use crate::engine::attachments::{FileUploads, PresignedUpload, image_size};
 use crate::protocol::{AttachmentKind, AttachmentRef};
+use crate::session::SessionId;
 
 /// The longest file name kept, in characters.
 const MAX_NAME_CHARS: usize = 255;
@@ -122,15 +123,37 @@ pub(super) async fn upload(
             }
         };
     }
-    let mut reference = AttachmentRef::new(id, name, media_type, body.len() as u64);
+    let reference = keep(
+        files.as_ref(),
+        &conversation.id,
+        id,
+        name,
+        media_type,
+        body.to_vec(),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(reference)).into_response())
+}
+
+/// Keeps file `bytes` the person gives in `files`, for conversation `session` (theirs: the
+/// caller checked), as `id`: its reference, with a picture's size.
+pub(super) async fn keep(
+    files: &dyn FileUploads,
+    session: &SessionId,
+    id: String,
+    name: String,
+    media_type: String,
+    bytes: Vec<u8>,
+) -> Result<AttachmentRef, HostError> {
+    let mut reference = AttachmentRef::new(id, name, media_type, bytes.len() as u64);
     if reference.kind == AttachmentKind::Image
-        && let Some((width, height)) = image_size(&body)
+        && let Some((width, height)) = image_size(&bytes)
     {
         reference.width = Some(width);
         reference.height = Some(height);
     }
-    match files.upload(&conversation.id, &reference, body.to_vec()).await {
-        Ok(()) => Ok((StatusCode::CREATED, Json(reference)).into_response()),
+    match files.upload(session, &reference, bytes).await {
+        Ok(()) => Ok(reference),
         Err(e) => {
             tracing::error!(error = %e, "could not keep an upload");
             Err(HostError::unavailable("the file area failed"))

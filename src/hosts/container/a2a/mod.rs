@@ -16,9 +16,12 @@
 //!   how to answer); the next message naming the task (`taskId`) answers it, and the task goes
 //!   on ([`continued`]).
 //!
-//! Not taken yet: file parts, push notifications.
+//! - File parts (`raw`) are files the person attaches ([`parts`]).
+//!
+//! Not taken yet: push notifications.
 
 mod continued;
+mod parts;
 pub(super) mod rest;
 mod rpc;
 mod stream;
@@ -307,7 +310,7 @@ impl Call<'_> {
         if let Some(task) = message.task_id.clone() {
             return self.continue_task(message, &task).await;
         }
-        let content = text_of(&message.parts)?;
+        let (content, files) = parts::read(&message.parts)?;
         let session: SessionId = match &message.context_id {
             Some(context) => checked_id("contextId", context.as_str()),
             None => checked_id("contextId", uuid::Uuid::new_v4().to_string()),
@@ -315,6 +318,7 @@ impl Call<'_> {
         .map_err(|e| RpcError::of_host(&e))?;
         let turn: TurnId =
             checked_id("messageId", message.message_id.as_str()).map_err(|e| RpcError::of_host(&e))?;
+        let attachments = self.keep_files(&session, files).await?;
         let ids = Ids {
             task: task_id(&session, &turn),
             context: session.clone(),
@@ -325,6 +329,7 @@ impl Call<'_> {
             "userId": self.person.user_id,
             "accountId": self.person.account_id,
             "content": content,
+            "attachments": attachments,
         });
         let started = decode_turn(self.host, &payload.to_string(), None);
         let turn_payload = started.map_err(|e| RpcError::of_host(&e))?;
@@ -564,21 +569,4 @@ impl Call<'_> {
         let first = json!({ "task": task::task(&Progress::default(), &ids, Vec::new()) });
         self.updates(ids, &turn, first)
     }
-}
-
-/// The words of a message's parts: its text parts, and its data parts as JSON.
-fn text_of(parts: &[Value]) -> Result<String, RpcError> {
-    let mut words = Vec::new();
-    for part in parts {
-        if let Some(text) = part.get("text").and_then(Value::as_str) {
-            words.push(text.to_owned());
-        } else if let Some(data) = part.get("data") {
-            words.push(data.to_string());
-        } else {
-            return Err(RpcError::invalid_params(
-                "only text and data parts are taken; send a file's content as text",
-            ));
-        }
-    }
-    Ok(words.join("\n"))
 }
