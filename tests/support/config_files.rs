@@ -17,8 +17,16 @@ impl Folder {
         Self(path)
     }
 
+    /// The folder.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
         std::fs::write(&path, text).unwrap();
         path
     }

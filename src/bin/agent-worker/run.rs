@@ -219,8 +219,8 @@ impl EngineArgs {
                     .store(store)
             }
         };
-        if let Some(system) = self.system.as_ref().or(configured.system_prompt.as_ref()) {
-            builder = builder.system_prompt(system.clone());
+        if let Some(system) = configured.system_prompt_over(self.system.as_ref()) {
+            builder = builder.system_prompt(system);
         }
         builder.build().map_err(|e| CliError::usage(e.to_string()))
     }

@@ -141,7 +141,11 @@ pub(crate) async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     for origin in &configured.origins {
         println!("{}", serde_json::to_string(origin).map_err(|e| e.to_string())?);
     }
-    if let Some(prompt) = &configured.system_prompt {
+    for skill in &configured.skills {
+        let line = serde_json::json!({ "skill": skill.name, "description": skill.description });
+        println!("{line}");
+    }
+    if let Some(prompt) = configured.system_prompt_over(None) {
         eprintln!("system prompt: {} characters", prompt.chars().count());
     }
     if !configured.reads.is_empty() {

@@ -46,6 +46,15 @@
 //!   type: object
 //!   properties: { category: { enum: [billing, bug, other] } }
 //!   required: [category]
+//! turnPolicy:                      # who asks shapes the turn (see `turns`): persona, tools
+//!   - when: { accountId: acme }
+//!     persona: You are Acme's assistant.
+//!     tools: [current_time]
+//! prepareStep:                     # before each model call: the step's tools, or a forced one
+//!   - after: "search_*"
+//!     tools: [answer]
+//! skills: skills                   # Agent Skills: skills/<name>/SKILL.md, loaded on demand
+//! instructions: AGENTS.md          # the project's instructions, after the persona
 //! ```
 //!
 //! Each value of the environment still wins where it names the same thing (`SYSTEM_PROMPT`,
@@ -55,6 +64,8 @@
 mod assertion;
 mod load;
 mod policy;
+mod skills;
+mod turns;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -71,6 +82,8 @@ pub use assertion::{
 pub use load::{DEFAULT_FETCH_TIMEOUT, DocumentSource, Fetch, FetchError, NoRemote, Remote, SourceError};
 
 pub use policy::{ConfiguredPolicy, PolicyDecision, PolicyRule};
+pub use skills::{LOAD_SKILL, Skill, read_skills};
+pub use turns::{ConfiguredTurns, StepRule, TurnMatch, TurnRule};
 
 use super::a2a_agents::{A2aAgent, a2a_tool};
 use super::mcp::{McpServer, mcp_tools};
@@ -115,6 +128,16 @@ pub struct ConfigFile {
     pub a2a: Vec<A2aAgent>,
     /// The JSON Schema every turn's typed result must match, unless the turn names its own.
     pub result_schema: Option<serde_json::Value>,
+    /// Who asks shapes the turn: its persona or system prompt, and its tools.
+    #[serde(default)]
+    pub turn_policy: Vec<TurnRule>,
+    /// Before each model call: the step's tools, or one it must call.
+    #[serde(default)]
+    pub prepare_step: Vec<StepRule>,
+    /// A folder (beside this file) of Agent Skills: `<name>/SKILL.md` each.
+    pub skills: Option<PathBuf>,
+    /// The project's instructions file (an `AGENTS.md`, beside this file).
+    pub instructions: Option<PathBuf>,
 }
 
 /// A tool class, as the file names it.
@@ -246,6 +269,26 @@ pub struct Configured {
     pub reads: Vec<String>,
     /// The JSON Schema every turn's typed result must match (checked to compile).
     pub result_schema: Option<serde_json::Value>,
+    /// Its turn policy (`turnPolicy`, `prepareStep`), when it has one.
+    pub turns: Option<ConfiguredTurns>,
+    /// Its skills (`skills`), read and checked.
+    pub skills: Vec<Skill>,
+    /// What goes after every system prompt (the deployment's or a turn's): the project's
+    /// instructions and the skills' listing, the same bytes every turn.
+    pub prompt_additions: Option<String>,
+}
+
+impl Configured {
+    /// The system prompt a deployment runs with: `given` (the environment's, which wins), else
+    /// the configuration's own, then its additions (instructions, skills).
+    pub fn system_prompt_over(&self, given: Option<&String>) -> Option<String> {
+        let prompt = given.or(self.system_prompt.as_ref());
+        match (prompt, &self.prompt_additions) {
+            (Some(prompt), Some(more)) => Some(format!("{prompt}\n\n{more}")),
+            (Some(prompt), None) => Some(prompt.clone()),
+            (None, more) => more.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for Configured {
@@ -375,6 +418,10 @@ impl Configured {
             Some(schema) => builder.result_schema(schema.clone()),
             None => builder,
         };
+        let builder = match &self.turns {
+            Some(turns) => builder.turn_policy(turns.clone()),
+            None => builder,
+        };
         self.sources
             .iter()
             .fold(builder.tools(fixed), |b, source| b.tool_source(source.clone()))
@@ -457,6 +504,40 @@ impl Configured {
                 Err(why) => problems.push(format!("a2a[{i}] ({}): {why}", agent.name)),
             }
         }
+        let skills = match &file.skills {
+            Some(folder) => read_skills(&base.join(folder)).unwrap_or_else(|why| {
+                problems.extend(why);
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        if !skills.is_empty() {
+            let tool = skills::load_skill_tool(&skills);
+            let folder = file.skills.as_deref().unwrap_or(Path::new("")).display();
+            origins.push(origin(tool.as_ref(), &format!("skills:{folder}")));
+            tools.push(tool);
+        }
+        let instructions =
+            file.instructions
+                .as_ref()
+                .and_then(|path| match std::fs::read_to_string(base.join(path)) {
+                    Ok(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+                    Ok(_) => {
+                        problems.push(format!("instructions: {} is empty", path.display()));
+                        None
+                    }
+                    Err(e) => {
+                        problems.push(format!("instructions: {} cannot be read: {e}", path.display()));
+                        None
+                    }
+                });
+        let prompt_additions = [
+            instructions.map(|text| format!("The project's instructions:\n{text}")),
+            (!skills.is_empty()).then(|| skills::listing(&skills)),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| format!("{a}\n\n{b}"));
         let mut seen = BTreeSet::new();
         for origin in &origins {
             if !seen.insert(origin.name.as_str()) {
@@ -479,6 +560,11 @@ impl Configured {
             problems.extend(why);
             ConfiguredPolicy::default()
         });
+        let turns = ConfiguredTurns::new(&file.turn_policy, &file.prepare_step, prompt_additions.as_deref())
+            .unwrap_or_else(|why| {
+                problems.extend(why);
+                None
+            });
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -494,6 +580,9 @@ impl Configured {
             events,
             reads,
             result_schema: file.result_schema.clone(),
+            turns,
+            skills,
+            prompt_additions,
         })
     }
 }
@@ -524,6 +613,11 @@ fn origin(tool: &dyn Tool, source: &str) -> ToolOrigin {
     }
 }
 
+/// A persona's whole prompt: the persona, then the worker's own rules.
+fn persona_prompt(persona: &str) -> String {
+    format!("{}\n\n{PERSONA_RULES}", persona.trim())
+}
+
 /// Exactly one of `persona`, `systemPrompt` and `systemPromptFile`, or none.
 fn system_prompt(file: &ConfigFile, base: &Path, problems: &mut Vec<String>) -> Option<String> {
     let given = [
@@ -539,7 +633,7 @@ fn system_prompt(file: &ConfigFile, base: &Path, problems: &mut Vec<String>) -> 
         return None;
     }
     if let Some(persona) = &file.persona {
-        return Some(format!("{}\n\n{PERSONA_RULES}", persona.trim()));
+        return Some(persona_prompt(persona));
     }
     if let Some(path) = &file.system_prompt_file {
         return match std::fs::read_to_string(base.join(path)) {

@@ -187,8 +187,8 @@ impl WorkerSettings {
             })
             .config(self.engine.clone());
         let mut builder = configured.equip(builder, self.example_tools());
-        if let Some(prompt) = self.system_prompt.as_ref().or(configured.system_prompt.as_ref()) {
-            builder = builder.system_prompt(prompt.clone());
+        if let Some(prompt) = configured.system_prompt_over(self.system_prompt.as_ref()) {
+            builder = builder.system_prompt(prompt);
         }
         if let Some(secret) = &self.approval_secret {
             let signer = ApprovalSigner::new(secret.as_bytes())

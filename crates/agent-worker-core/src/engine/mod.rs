@@ -53,7 +53,7 @@ pub use error::EngineError;
 pub use events::EngineEvent;
 pub use image_format::ImageFormat;
 pub use model::Model;
-pub use policy::{StepContext, TurnPolicy};
+pub use policy::{StepContext, TurnContext, TurnPlan, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};
@@ -163,6 +163,35 @@ impl Agent for Engine {
 }
 
 impl EngineInner {
+    /// The engine for a turn shaped by its policy's [`TurnPlan`] for `turn`: its system prompt
+    /// replaced, its tools narrowed to those the plan names; this one when the plan changes
+    /// nothing (or there is no policy).
+    fn for_plan(self: &Arc<Self>, turn: &TurnContext<'_>) -> Arc<Self> {
+        let Some(plan) = self.policy.as_ref().map(|p| p.plan(turn)) else {
+            return self.clone();
+        };
+        if plan.is_unchanged() {
+            return self.clone();
+        }
+        let mut inner = (**self).clone();
+        if let Some(prompt) = plan.system_prompt {
+            inner.system_prompt = Some(prompt);
+        }
+        if let Some(allowed) = &plan.tools {
+            let kept: Vec<Arc<dyn Tool>> = self
+                .tools
+                .tools()
+                .filter(|tool| allowed.iter().any(|p| tools::name_matches(p, &tool.spec().name)))
+                .cloned()
+                .collect();
+            // A subset of a valid set is valid.
+            if let Ok(narrowed) = Toolset::new(kept) {
+                inner.tools = narrowed;
+            }
+        }
+        Arc::new(inner)
+    }
+
     /// The engine for a turn with the UI context `ui`: its UI tools added (those the tool
     /// policy admits) and its knowledge after the system prompt; this one when it brings
     /// neither. A UI tool named as one the engine has is refused, naming the field.
@@ -324,6 +353,7 @@ impl EngineInner {
         messages: Vec<Message>,
         history_messages: usize,
         forced: Option<String>,
+        active: Option<Vec<String>>,
         plan_less: bool,
         force_result: bool,
     ) -> ModelRequest {
@@ -341,6 +371,10 @@ impl EngineInner {
                 input_schema: spec.input_schema.clone(),
             })
             .collect();
+        // The step's tools, as the turn's policy narrows them (its prepareStep).
+        if let Some(active) = &active {
+            tools.retain(|t| active.iter().any(|p| tools::name_matches(p, &t.name)));
+        }
         if let Some(schema) = &self.result {
             tools.push(schema.tool());
             system.push(result::RESULT_INSTRUCTION.to_owned());

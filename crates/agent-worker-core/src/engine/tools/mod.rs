@@ -6,9 +6,11 @@
 //! result that the model reads ([`ToolOutcome::is_error`]).
 
 pub mod examples;
+mod names;
 pub mod openapi;
 mod source;
 
+pub use names::{name_matches, tool_name_from};
 pub use source::ToolSource;
 
 use std::collections::HashMap;
@@ -395,22 +397,6 @@ impl fmt::Debug for Toolset {
             .entries(self.tools.iter().map(|r| &r.tool.spec().name))
             .finish()
     }
-}
-
-/// `raw` made a tool name model APIs take: each character outside `A-Z a-z 0-9 _ -` becomes
-/// `_`, and at most 64 are kept (for tools named after something else: an MCP server's, a
-/// page's actions).
-pub fn tool_name_from(raw: &str) -> String {
-    raw.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
 }
 
 fn valid_name(name: &str) -> bool {

@@ -181,6 +181,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         result_schema: options.result_schema,
         parent_session: options.parent_session,
         branch_hints: options.branch_hints,
+        agent: options.agent,
     };
     run_claimed(engine, ask, prompt, budget, out)
         .instrument(span)
@@ -204,6 +205,8 @@ struct TurnAsk {
     parent_session: Option<String>,
     /// Where in the parent's transcript the branch starts (the scope's `branchHints`).
     branch_hints: Vec<String>,
+    /// The agent the turn asks for (the scope's `agent`).
+    agent: Option<String>,
 }
 
 /// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
@@ -227,6 +230,15 @@ async fn run_phases(
 ) -> Result<AgentEvent, Refusal> {
     let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
     let ui = phases::read_context(ask)?;
+    // Who the turn is for shapes it first (its system prompt, its tools); the page's actions
+    // and the typed result's tool are its own, added after.
+    let engine = &engine.for_plan(&super::TurnContext {
+        session: &ask.session,
+        turn_id: &ask.turn_id,
+        user_id: ask.user_id.as_deref(),
+        account_id: ask.account_id.as_deref(),
+        agent: ask.agent.as_deref(),
+    });
     let engine = &engine.for_ui(&ui).map_err(Refusal::InvalidPrompt)?;
     let engine = &engine
         .for_result(ask.result_schema.as_ref())
@@ -255,6 +267,7 @@ async fn run_phases(
         result_schema: _,
         parent_session: _,
         branch_hints: _,
+        agent: _,
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
@@ -322,6 +335,7 @@ async fn run_phases(
         user_id: user_id.as_deref(),
         account_id: account_id.as_deref(),
         user_token: user_token.as_ref(),
+        called: &[],
     };
     let flag = stop::StopFlag::default();
     let started = tokio::time::Instant::now();

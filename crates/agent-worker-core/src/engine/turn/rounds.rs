@@ -147,7 +147,14 @@ pub(super) async fn run_rounds(
         if let Some(stop) = flag.get() {
             return Ending::Stopped(stop);
         }
-        let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&ctx));
+        // What the turn's policy decides of this step (its prepareStep), given the calls so far.
+        let called = turn.called();
+        let step_ctx = StepContext {
+            called: &called,
+            ..ctx
+        };
+        let forced = engine.policy.as_ref().and_then(|p| p.force_tool(&step_ctx));
+        let active = engine.policy.as_ref().and_then(|p| p.active_tools(&step_ctx));
         if ctx.round == 0 {
             turn.compact(engine, ctx.session, Pressure::IfNeeded, out).await;
         }
@@ -157,6 +164,7 @@ pub(super) async fn run_rounds(
             turn.conversation(),
             turn.history.sent_len(),
             forced,
+            active,
             plan_less,
             force_result,
         );

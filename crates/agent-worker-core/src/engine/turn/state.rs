@@ -63,6 +63,18 @@ pub(super) struct TurnState {
 }
 
 impl TurnState {
+    /// The tools the model has called in this turn so far, by name, in call order.
+    pub(super) fn called(&self) -> Vec<String> {
+        self.messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub(super) fn new(history: History, user: Message) -> Self {
         Self {
             held: None,

@@ -51,6 +51,7 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         result_schema: None,
         parent_session: None,
         branch_hints: Vec::new(),
+        agent: None,
     }
 }
 
