@@ -89,6 +89,10 @@ impl Model for AnthropicModel {
         &self.endpoint.model
     }
 
+    fn pdf_document_limit(&self) -> Option<usize> {
+        Some(crate::http::MAX_REQUEST_DOCUMENT_BYTES)
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let call = self
             .endpoint
@@ -179,6 +183,15 @@ fn block(block: &ContentBlock) -> Option<Value> {
         ContentBlock::Image { mime_type, data } => json!({
             "type": "image",
             "source": {"type": "base64", "media_type": mime_type, "data": data}
+        }),
+        ContentBlock::Document {
+            mime_type,
+            name,
+            data,
+        } => json!({
+            "type": "document",
+            "source": {"type": "base64", "media_type": mime_type, "data": data},
+            "title": name,
         }),
         // Reasoning goes back only with the signature that vouches for it.
         ContentBlock::Reasoning { text, signature } => {

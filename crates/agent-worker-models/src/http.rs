@@ -9,6 +9,10 @@ use eventsource_stream::{Event, Eventsource as _};
 use futures_util::stream::{self, BoxStream};
 use futures_util::{Stream, StreamExt as _};
 
+/// The largest PDF given as a document to the HTTP providers: their requests take 32 MB, which
+/// the base64 of 24 MiB fills.
+pub(crate) const MAX_REQUEST_DOCUMENT_BYTES: usize = 24 * 1024 * 1024;
+
 /// A provider's API key: sent in its header, hidden from `Debug`, never logged.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);

@@ -38,6 +38,7 @@ const PROVIDER: &str = "the OpenAI-compatible API";
 pub struct OpenAiModel {
     endpoint: Endpoint,
     headers: Vec<(String, String)>,
+    file_input: bool,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -54,7 +55,16 @@ impl OpenAiModel {
         Self {
             endpoint: Endpoint::new(api_key, model.into(), DEFAULT_OPENAI_BASE_URL),
             headers: Vec::new(),
+            file_input: false,
         }
+    }
+
+    /// The endpoint takes PDFs as `file` content parts (OpenAI's own API does; many
+    /// compatible servers do not, and by default a PDF goes to them as its text).
+    #[must_use]
+    pub fn with_file_input(mut self, yes: bool) -> Self {
+        self.file_input = yes;
+        self
     }
 
     /// The API at `base_url`, with its `/v1` (a gateway, a local server, a stand-in).
@@ -80,6 +90,10 @@ impl OpenAiModel {
 impl Model for OpenAiModel {
     fn id(&self) -> &str {
         &self.endpoint.model
+    }
+
+    fn pdf_document_limit(&self) -> Option<usize> {
+        self.file_input.then_some(crate::http::MAX_REQUEST_DOCUMENT_BYTES)
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
@@ -149,6 +163,9 @@ fn to_messages(message: &Message) -> Vec<Value> {
             }
             ContentBlock::Image { mime_type, data } => parts.push(json!({
                 "type": "image_url", "image_url": {"url": format!("data:{mime_type};base64,{data}")}
+            })),
+            ContentBlock::Document { mime_type, name, data } => parts.push(json!({
+                "type": "file", "file": {"filename": name, "file_data": format!("data:{mime_type};base64,{data}")}
             })),
             ContentBlock::ToolUse { id, name, input } => calls.push(json!({
                 "id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}

@@ -10,6 +10,7 @@
 
 pub mod bedrock_stand_in;
 pub mod desk_api;
+pub mod document_shapes;
 pub mod fault_proxy;
 pub mod files;
 pub mod jwks;

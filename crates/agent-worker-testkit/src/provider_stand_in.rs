@@ -391,8 +391,17 @@ async fn messages(
         version: header_of("anthropic-version"),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
+    let problem = if request.path.ends_with("/chat/completions") {
+        crate::document_shapes::openai_problem(&request.body)
+    } else {
+        crate::document_shapes::anthropic_problem(&request.body)
+    };
     if let Ok(mut requests) = script.requests.lock() {
         requests.push(request);
+    }
+    if let Some(problem) = problem {
+        let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": problem}});
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
     }
     let reply = script.replies.lock().ok().and_then(|mut r| r.pop_front());
     match reply {

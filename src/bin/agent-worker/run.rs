@@ -148,12 +148,14 @@ impl EngineArgs {
     }
 
     /// The model on an OpenAI-compatible API: its key from `OPENAI_API_KEY`, its base URL (with
-    /// `/v1`) from `--endpoint-url` or `OPENAI_BASE_URL`.
+    /// `/v1`) from `--endpoint-url` or `OPENAI_BASE_URL`, PDFs as `file` parts with
+    /// `OPENAI_FILE_INPUT=true`.
     fn openai_model(&self) -> Result<agent_worker::models::OpenAiModel, CliError> {
         use agent_worker::models::{ApiKey, OpenAiModel};
         let key = std::env::var("OPENAI_API_KEY").unwrap_or_default();
         let key = ApiKey::new(key).map_err(|e| format!("OPENAI_API_KEY: {e}"))?;
-        let model = OpenAiModel::new(key, self.model_id.clone());
+        let file_input = std::env::var("OPENAI_FILE_INPUT").is_ok_and(|v| v.trim() == "true");
+        let model = OpenAiModel::new(key, self.model_id.clone()).with_file_input(file_input);
         let base = self.endpoint_url.clone().or_else(|| {
             std::env::var("OPENAI_BASE_URL")
                 .ok()

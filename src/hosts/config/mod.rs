@@ -55,6 +55,7 @@
 //!     tools: [answer]
 //! skills: skills                   # Agent Skills: skills/<name>/SKILL.md, loaded on demand
 //! instructions: AGENTS.md          # the project's instructions, after the persona
+//! pdfAsDocument: true              # PDFs as document blocks the model reads itself
 //! ```
 //!
 //! Each value of the environment still wins where it names the same thing (`SYSTEM_PROMPT`,
@@ -138,6 +139,9 @@ pub struct ConfigFile {
     pub skills: Option<PathBuf>,
     /// The project's instructions file (an `AGENTS.md`, beside this file).
     pub instructions: Option<PathBuf>,
+    /// PDFs go to the model as document blocks it reads itself, where it takes them.
+    #[serde(default)]
+    pub pdf_as_document: bool,
 }
 
 /// A tool class, as the file names it.
@@ -276,6 +280,8 @@ pub struct Configured {
     /// What goes after every system prompt (the deployment's or a turn's): the project's
     /// instructions and the skills' listing, the same bytes every turn.
     pub prompt_additions: Option<String>,
+    /// PDFs as document blocks (`pdfAsDocument`).
+    pub pdf_as_document: bool,
 }
 
 impl Configured {
@@ -421,7 +427,8 @@ impl Configured {
         let builder = match &self.turns {
             Some(turns) => builder.turn_policy(turns.clone()),
             None => builder,
-        };
+        }
+        .pdf_as_document(self.pdf_as_document);
         self.sources
             .iter()
             .fold(builder.tools(fixed), |b, source| b.tool_source(source.clone()))
@@ -583,6 +590,7 @@ impl Configured {
             turns,
             skills,
             prompt_additions,
+            pdf_as_document: file.pdf_as_document,
         })
     }
 }

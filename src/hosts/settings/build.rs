@@ -35,8 +35,12 @@ fn model_of(
             }
             Arc::new(model)
         }
-        ModelProvider::OpenAi { api_key, base_url } => {
-            let model = crate::models::OpenAiModel::new(api_key.clone(), id);
+        ModelProvider::OpenAi {
+            api_key,
+            base_url,
+            file_input,
+        } => {
+            let model = crate::models::OpenAiModel::new(api_key.clone(), id).with_file_input(*file_input);
             Arc::new(match base_url {
                 Some(url) => model.base_url(url.clone()),
                 None => model,

@@ -8,7 +8,7 @@
 //! | --- | --- | --- |
 //! | `TABLE_NAME` | yes | the DynamoDB table of sessions and event logs |
 //! | `MODEL_ID` | yes | the Bedrock model id or inference profile (the provider's model id with `MODEL_PROVIDER`) |
-//! | `MODEL_PROVIDER` | no | `bedrock` (default); `anthropic`: the Anthropic Messages API, with `ANTHROPIC_API_KEY` (or `ANTHROPIC_API_KEY_SECRET_ARN`) and, for a gateway, `ANTHROPIC_BASE_URL`; `openai`: an OpenAI-compatible API, with `OPENAI_API_KEY` (or `OPENAI_API_KEY_SECRET_ARN`) and `OPENAI_BASE_URL` (with its `/v1`) for another server |
+//! | `MODEL_PROVIDER` | no | `bedrock` (default); `anthropic`: the Anthropic Messages API, with `ANTHROPIC_API_KEY` (or `ANTHROPIC_API_KEY_SECRET_ARN`) and, for a gateway, `ANTHROPIC_BASE_URL`; `openai`: an OpenAI-compatible API, with `OPENAI_API_KEY` (or `OPENAI_API_KEY_SECRET_ARN`) and `OPENAI_BASE_URL` (with its `/v1`) for another server (`OPENAI_FILE_INPUT=true` where it takes PDFs as `file` parts) |
 //! | `TOOLS` | no | comma-separated example tools to enable (`current_time,add,word_count`) |
 //! | `SYSTEM_PROMPT` | no | the assistant's identity and rules (wins over the configuration file's persona) |
 //! | `AGENT_WORKER_CONFIG` | no | the configuration file of the product's tools, policy and persona ([`config`](super::config)); read by the binaries, which pass what it yields to [`build`](WorkerSettings::build) |
@@ -133,6 +133,8 @@ pub enum ModelProvider {
         api_key: crate::models::ApiKey,
         /// `OPENAI_BASE_URL`, with its `/v1`: a gateway's or a local server's, when set.
         base_url: Option<String>,
+        /// `OPENAI_FILE_INPUT=true`: the endpoint takes PDFs as `file` parts.
+        file_input: bool,
     },
 }
 
@@ -408,6 +410,7 @@ impl WorkerSettings {
                 api_key: crate::models::ApiKey::new(required("OPENAI_API_KEY")?)
                     .map_err(|e| SettingsError::caused_by("OPENAI_API_KEY", "cannot be used", e))?,
                 base_url: get("OPENAI_BASE_URL").filter(|u| !u.trim().is_empty()),
+                file_input: get("OPENAI_FILE_INPUT").is_some_and(|v| v.trim() == "true"),
             },
             Some(other) => {
                 return Err(error(

@@ -103,6 +103,10 @@ impl Model for BedrockModel {
         &self.model_id
     }
 
+    fn pdf_document_limit(&self) -> Option<usize> {
+        Some(MAX_DOCUMENT_BLOCK_BYTES)
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let call = build_call(&self.client, &self.model_id, request, self.prompt_caching);
         let state = match call {
@@ -453,6 +457,31 @@ fn to_bedrock_message(message: &Message) -> Result<bedrock::Message, ModelError>
         .map_err(invalid)
 }
 
+/// The largest document Converse takes in one block (4.5 MB).
+const MAX_DOCUMENT_BLOCK_BYTES: usize = 4_500_000;
+
+/// A document's name as Converse takes one: letters, digits, single spaces, hyphens,
+/// parentheses and square brackets; the rest become spaces; never empty.
+fn document_name(name: &str) -> String {
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    let kept: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-()[]".contains(c) {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let words: Vec<&str> = kept.split_whitespace().collect();
+    if words.is_empty() {
+        "document".to_owned()
+    } else {
+        words.join(" ").chars().take(200).collect()
+    }
+}
+
 fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, ModelError> {
     Ok(match block {
         ContentBlock::Text { text } => bedrock::ContentBlock::Text(text.clone()),
@@ -474,6 +503,16 @@ fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, Model
                     .map_err(invalid)?,
             )
         }
+        ContentBlock::Document { name, data, .. } => bedrock::ContentBlock::Document(
+            bedrock::DocumentBlock::builder()
+                .format(bedrock::DocumentFormat::Pdf)
+                .name(document_name(name))
+                .source(bedrock::DocumentSource::Bytes(Blob::new(
+                    BASE64.decode(data).map_err(invalid)?,
+                )))
+                .build()
+                .map_err(invalid)?,
+        ),
         ContentBlock::Reasoning { text, signature } => {
             bedrock::ContentBlock::ReasoningContent(bedrock::ReasoningContentBlock::ReasoningText(
                 bedrock::ReasoningTextBlock::builder()

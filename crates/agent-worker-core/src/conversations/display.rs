@@ -183,7 +183,8 @@ fn display(
             }),
             ContentBlock::Attachment { reference } => shown.attachments.push(reference.clone()),
             ContentBlock::Image { .. } => shown.images += 1,
-            ContentBlock::Text { .. }
+            ContentBlock::Document { .. }
+            | ContentBlock::Text { .. }
             | ContentBlock::Reasoning { .. }
             | ContentBlock::RedactedReasoning { .. }
             | ContentBlock::ToolResult { .. } => {}

@@ -42,6 +42,8 @@ pub(crate) fn estimated_tokens(messages: &[Message]) -> u64 {
             ContentBlock::Attachment { reference } => 80 + reference.name.len(),
             // Pictures are paid by their pixels, not their bytes; count them as a page.
             ContentBlock::Image { .. } => 6_000,
+            // A document's pages are pictures and text: count its bytes' worth.
+            ContentBlock::Document { data, .. } => data.len(),
             ContentBlock::RedactedReasoning { data } => data.len(),
         })
         .sum();
@@ -132,6 +134,7 @@ fn transcript(previous: Option<&Summary>, messages: &[Message], max_chars: usize
                 ),
                 ContentBlock::Attachment { reference } => reference.reference_line(),
                 ContentBlock::Image { .. } => "[a picture]".to_owned(),
+                ContentBlock::Document { name, .. } => format!("[the document {name}]"),
                 ContentBlock::Reasoning { .. } | ContentBlock::RedactedReasoning { .. } => continue,
             };
             lines.push(format!("{who}: {line}\n"));

@@ -122,6 +122,8 @@ struct EngineInner {
     ui_targets: Arc<std::collections::HashMap<String, ui::oui::UiTarget>>,
     /// The schema a turn's typed result must match: the engine's own, or the turn's.
     result: Option<Arc<result::ResultSchema>>,
+    /// PDFs go to the model as document blocks, where it takes them.
+    pdf_as_document: bool,
 }
 
 impl fmt::Debug for Engine {
@@ -175,7 +177,11 @@ impl EngineInner {
         }
         let mut inner = (**self).clone();
         if let Some(prompt) = plan.system_prompt {
-            inner.system_prompt = Some(prompt);
+            // Files are data whatever the plan's prompt says.
+            inner.system_prompt = Some(match &self.file_area {
+                Some(_) => format!("{prompt}\n\n{FILES_ARE_DATA}"),
+                None => prompt,
+            });
         }
         if let Some(allowed) = &plan.tools {
             let kept: Vec<Arc<dyn Tool>> = self
@@ -428,6 +434,7 @@ pub struct EngineBuilder {
     file_area: Option<Arc<dyn FileArea>>,
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     result_schema: Option<serde_json::Value>,
+    pdf_as_document: bool,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -523,6 +530,16 @@ impl EngineBuilder {
         self
     }
 
+    /// With `true`, a PDF the person attaches goes to the model as a document block it reads
+    /// itself (pages as pictures and text, so a scanned one or one in tables is read too), where
+    /// the model takes documents ([`Model::pdf_document_limit`]) and the PDF fits; else, and by
+    /// default, as its text.
+    #[must_use]
+    pub fn pdf_as_document(mut self, yes: bool) -> Self {
+        self.pdf_as_document = yes;
+        self
+    }
+
     /// Where the person's tab answers UI actions (the store it writes them to, or the realtime
     /// server). With it, the actions a turn's surface snapshot (`context.oui`) offers are tools
     /// of that turn; without it, none is offered.
@@ -579,6 +596,7 @@ impl EngineBuilder {
             ui_answers: self.ui_answers,
             ui_targets: Arc::default(),
             result,
+            pdf_as_document: self.pdf_as_document,
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(

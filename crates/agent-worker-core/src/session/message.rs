@@ -88,6 +88,16 @@ pub enum ContentBlock {
         /// Its bytes, base64-encoded.
         data: String,
     },
+    /// A document the provider reads itself (a PDF, with its pages' pictures), inline. Given
+    /// with a turn's message when it is sent, never stored.
+    Document {
+        /// Its media type: `application/pdf`.
+        mime_type: String,
+        /// Its name, as the person gave it.
+        name: String,
+        /// Its bytes, base64-encoded.
+        data: String,
+    },
     /// The model's reasoning. Kept in history and sent back with its signature, as Bedrock
     /// requires for a turn that continues after a tool call; never shown as the answer.
     Reasoning {
@@ -147,7 +157,9 @@ impl ContentBlock {
     pub fn is_empty(&self) -> bool {
         match self {
             Self::Text { text } => text.trim().is_empty(),
-            Self::Image { data, .. } | Self::RedactedReasoning { data } => data.is_empty(),
+            Self::Image { data, .. } | Self::Document { data, .. } | Self::RedactedReasoning { data } => {
+                data.is_empty()
+            }
             Self::Reasoning { text, signature } => text.is_empty() && signature.is_none(),
             Self::ToolUse { id, name, .. } => id.is_empty() || name.is_empty(),
             Self::ToolResult { tool_use_id, .. } => tool_use_id.is_empty(),

@@ -354,6 +354,13 @@ async fn converse_stream(
 ) -> Response {
     let arrived = Instant::now();
     let (request, used) = record(&shared, model_id, "converse-stream", &body);
+    if let Some(problem) = crate::document_shapes::bedrock_problem(&request) {
+        return respond(
+            shared,
+            Reply::http_error(400, "ValidationException", &problem),
+            arrived,
+        );
+    }
     respond(
         shared.clone(),
         with_cache_use(next_reply(&shared, &request), used),

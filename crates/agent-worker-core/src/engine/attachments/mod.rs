@@ -131,6 +131,11 @@ pub(crate) fn estimated_tokens(blocks: &[ContentBlock]) -> u64 {
                 .ok()
                 .and_then(|bytes| image_size(&bytes))
                 .map_or(0, |(w, h)| (u64::from(w) * u64::from(h)).div_ceil(750)),
+            // A PDF read as a document: its pages' pictures and text, about a token for every
+            // ten bytes, and never less than a page.
+            ContentBlock::Document { data, .. } => {
+                ((data.len() as u64 * 3 / 4) / 10).max(DOCUMENT_PAGE_TOKENS)
+            }
             _ => 0,
         })
         .sum()
@@ -163,6 +168,7 @@ pub(crate) async fn expand(
     area: &dyn FileArea,
     owner: &str,
     references: &[AttachmentRef],
+    documents: Option<usize>,
 ) -> BTreeMap<String, Given> {
     let ids: Vec<String> = references.iter().map(|r| r.id.clone()).collect();
     let described = area.describe(&ids, owner).await;
@@ -171,7 +177,7 @@ pub(crate) async fn expand(
     for (asked, found) in references.iter().zip(described) {
         let entry = match found {
             Err(why) => Given::line(asked, unavailable_line(asked, &why)),
-            Ok(reference) => match content(area, owner, &reference, &mut text_left).await {
+            Ok(reference) => match content(area, owner, &reference, &mut text_left, documents).await {
                 Ok(Some(blocks)) => Given::new(&reference, blocks),
                 Ok(None) => Given::line(&reference, ContentBlock::text(reference.reference_line())),
                 Err(why) => Given::line(&reference, unavailable_line(&reference, &why)),
@@ -182,13 +188,25 @@ pub(crate) async fn expand(
     given
 }
 
-/// The blocks a file is given as; `None` for a file given as its reference line.
+/// The blocks a file is given as; `None` for a file given as its reference line. A PDF goes as
+/// a document block when `documents` gives the largest the model takes and it fits; else as its
+/// text, saying why.
 async fn content(
     area: &dyn FileArea,
     owner: &str,
     reference: &AttachmentRef,
     text_left: &mut usize,
+    documents: Option<usize>,
 ) -> Result<Option<Vec<ContentBlock>>, Unavailable> {
+    let mut note = None;
+    if reference.media_type == PDF
+        && let Some(limit) = documents
+    {
+        match document(area, owner, reference, limit).await? {
+            Ok(blocks) => return Ok(Some(blocks)),
+            Err(why) => note = Some(why),
+        }
+    }
     match kind_of(&reference.media_type) {
         AttachmentKind::Image => picture(area, owner, reference).await.map(Some),
         AttachmentKind::Text | AttachmentKind::Document => {
@@ -201,10 +219,51 @@ async fn content(
             let limit = MAX_TEXT_CHARS.min(*text_left);
             let page = page_of(reference, &text, 0, limit);
             *text_left -= page.chars;
-            Ok(Some(vec![ContentBlock::text(page.enclosed)]))
+            let mut blocks: Vec<ContentBlock> = note.map(ContentBlock::text).into_iter().collect();
+            blocks.push(ContentBlock::text(page.enclosed));
+            Ok(Some(blocks))
         }
         AttachmentKind::Other => Ok(None),
     }
+}
+
+/// The media type of a PDF.
+const PDF: &str = "application/pdf";
+/// The fewest tokens a document is counted at: one page.
+const DOCUMENT_PAGE_TOKENS: u64 = 1_500;
+
+/// A PDF as a document block the model reads itself (its reference line first), when it fits
+/// within `limit` bytes; else why not, for the line that precedes its text.
+async fn document(
+    area: &dyn FileArea,
+    owner: &str,
+    reference: &AttachmentRef,
+    limit: usize,
+) -> Result<Result<Vec<ContentBlock>, String>, Unavailable> {
+    let too_big = |size: u64| {
+        Err(format!(
+            "({} is {size} bytes, over the {limit} bytes the model reads as a document: its text follows.)",
+            reference.name
+        ))
+    };
+    if reference.size > limit as u64 {
+        return Ok(too_big(reference.size));
+    }
+    let bytes = area.load(&reference.id, owner, LoadAs::Document, None).await?;
+    if bytes.len() > limit {
+        return Ok(too_big(bytes.len() as u64));
+    }
+    if !bytes.starts_with(b"%PDF-") {
+        return Err(Unavailable::Unsupported("its bytes are not a PDF".into()));
+    }
+    Ok(Ok(vec![
+        ContentBlock::text(reference.reference_line()),
+        ContentBlock::Document {
+            mime_type: PDF.to_owned(),
+            name: reference.name.clone(),
+            data: BASE64.encode(&bytes),
+        },
+    ]))
 }
 
 /// A picture as the model is given it: its reference line, then the image block. PNG, JPEG
@@ -346,6 +405,28 @@ pub(crate) fn reference_blocks(attachments: &[AttachmentRef]) -> Vec<ContentBloc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_pdf_is_a_document_within_the_limit_its_text_past_it_and_refused_when_not_one() {
+        let root = std::env::temp_dir().join(format!("doc-area-{}", uuid::Uuid::new_v4().simple()));
+        let area = LocalFileArea::new(&root);
+        let bytes = b"%PDF-1.4\nscanned pages\n%%EOF\n";
+        let pdf = AttachmentRef::new("f1", "scan.pdf", PDF, bytes.len() as u64);
+        area.put("conv", &pdf, bytes).unwrap();
+        let given = document(&area, "conv", &pdf, 1_000).await.unwrap().unwrap();
+        assert!(
+            matches!(&given[1], ContentBlock::Document { data, .. } if BASE64.decode(data).unwrap() == bytes)
+        );
+        let why = document(&area, "conv", &pdf, 10).await.unwrap().unwrap_err();
+        assert!(
+            why.contains("over the 10 bytes") && why.contains("its text follows"),
+            "{why}"
+        );
+        let fake = AttachmentRef::new("f2", "fake.pdf", PDF, 5);
+        area.put("conv", &fake, b"hello").unwrap();
+        assert!(document(&area, "conv", &fake, 1_000).await.is_err());
+        let _ = std::fs::remove_dir_all(root);
+    }
 
     #[test]
     fn a_file_cannot_close_its_own_block() {

@@ -237,11 +237,22 @@ pub trait Model: Send + Sync + fmt::Debug {
 
     /// Streams one response to `request`. Errors arrive as items, the first one ending it.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+
+    /// The largest PDF, in bytes, the provider takes as a document block it reads itself
+    /// ([`ContentBlock::Document`](crate::session::ContentBlock::Document)); `None` (the
+    /// default) when it takes none, and a PDF goes as its text.
+    fn pdf_document_limit(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     fn id(&self) -> &str {
         (**self).id()
+    }
+
+    fn pdf_document_limit(&self) -> Option<usize> {
+        (**self).pdf_document_limit()
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {

@@ -321,7 +321,11 @@ async fn run_phases(
             .any(|s| s.class == super::ToolClass::Attachment);
     if let (Some(area), true) = (&engine.file_area, can_show_files) {
         if !attached.is_empty() {
-            turn.given = attachments::expand(area.as_ref(), session, &attached).await;
+            let documents = engine
+                .pdf_as_document
+                .then(|| engine.model.pdf_document_limit())
+                .flatten();
+            turn.given = attachments::expand(area.as_ref(), session, &attached, documents).await;
         }
         let used = area.conversation_usage(session).await.unwrap_or(0);
         turn.file_limit = config
