@@ -12,7 +12,8 @@ use std::time::Duration;
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::{
-    ActionAnswer, ActionAnswerStore, ActionAnswers, MemoryStore, SessionStore, Stop, StopCause,
+    ActionAnswer, ActionAnswerStore, ActionAnswers, InputMode, MemoryStore, MessageInput, SessionStore, Stop,
+    StopCause,
 };
 use agent_worker_testkit::{BedrockStandIn, Reply};
 use futures_util::StreamExt as _;
@@ -167,6 +168,16 @@ async fn what_the_tab_says_goes_on_the_newest_message_only_and_the_cached_prefix
         !format!("{stored:?}").contains("ui_state") && !format!("{stored:?}").contains("clock"),
         "what the worker adds is never stored"
     );
+    // The stored message keeps how the person gave it: spoken, in British English; the second
+    // turn's tab said nothing of it.
+    assert_eq!(
+        stored[0].input,
+        Some(MessageInput {
+            mode: InputMode::Voice,
+            language: Some("en-GB".into())
+        })
+    );
+    assert_eq!(stored[2].input, None);
 }
 
 #[tokio::test]

@@ -53,6 +53,9 @@ pub struct DisplayMessage {
     /// Set where the turn was stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StoppedMarker>,
+    /// How the person gave it (typed or spoken, the language), where the tab said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<crate::session::MessageInput>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -165,6 +168,7 @@ fn display(
             reason: s.reason,
             at: s.at,
         }),
+        input: message.input.clone(),
     };
     for block in &message.content {
         match block {
@@ -247,8 +251,13 @@ mod tests {
             reason: StopCause::UserStop,
             at: 7,
         });
+        let mut asked = Message::user_text("pay it");
+        asked.input = Some(crate::session::MessageInput {
+            mode: crate::session::InputMode::Voice,
+            language: Some("fr-FR".into()),
+        });
         let messages = vec![
-            stored(0, Message::user_text("pay it")),
+            stored(0, asked),
             stored(
                 1,
                 Message::new(
@@ -308,6 +317,15 @@ mod tests {
         assert_eq!(calls[1].status, ToolCallStatus::Error);
         assert_eq!(calls[1].arguments, None, "a sensitive tool's arguments stay out");
         assert!(!serde_json::to_string(&view).unwrap().contains("secret thoughts"));
+        // How the person gave a message shows with it: spoken, in French.
+        let first = serde_json::to_value(&view.messages[0]).unwrap();
+        assert_eq!(first["input"], json!({"mode": "voice", "language": "fr-FR"}));
+        assert!(
+            serde_json::to_value(&view.messages[1])
+                .unwrap()
+                .get("input")
+                .is_none()
+        );
         assert_eq!(
             view.messages[2].stopped,
             Some(StoppedMarker {

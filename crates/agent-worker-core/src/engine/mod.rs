@@ -26,6 +26,7 @@ mod events;
 mod framing;
 mod image_format;
 mod live_tools;
+mod logger;
 pub mod model;
 mod policy;
 mod prompt;
@@ -52,6 +53,7 @@ pub use control::{Entries, MAX_COMMAND_BYTES, StoreControl};
 pub use error::EngineError;
 pub use events::EngineEvent;
 pub use image_format::ImageFormat;
+pub use logger::{LogLine, TurnLogger};
 pub use model::Model;
 pub use policy::{StepContext, TurnContext, TurnPlan, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
@@ -124,6 +126,8 @@ struct EngineInner {
     result: Option<Arc<result::ResultSchema>>,
     /// PDFs go to the model as document blocks, where it takes them.
     pdf_as_document: bool,
+    /// Where the turn's log lines are copied, beside `tracing`.
+    logging: Option<logger::Logging>,
 }
 
 impl fmt::Debug for Engine {
@@ -435,6 +439,7 @@ pub struct EngineBuilder {
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     result_schema: Option<serde_json::Value>,
     pdf_as_document: bool,
+    logging: Option<logger::Logging>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -530,6 +535,18 @@ impl EngineBuilder {
         self
     }
 
+    /// Copies each turn's log lines at `level` or above to `logger` (a product's own log store),
+    /// each with the turn's session and id, beside the program's `tracing` subscriber, which
+    /// gets them as ever.
+    #[must_use]
+    pub fn logger(mut self, logger: impl TurnLogger + 'static, level: tracing::Level) -> Self {
+        self.logging = Some(logger::Logging {
+            logger: Arc::new(logger),
+            level,
+        });
+        self
+    }
+
     /// With `true`, a PDF the person attaches goes to the model as a document block it reads
     /// itself (pages as pictures and text, so a scanned one or one in tables is read too), where
     /// the model takes documents ([`Model::pdf_document_limit`]) and the PDF fits; else, and by
@@ -597,6 +614,7 @@ impl EngineBuilder {
             ui_targets: Arc::default(),
             result,
             pdf_as_document: self.pdf_as_document,
+            logging: self.logging,
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(

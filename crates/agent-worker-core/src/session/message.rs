@@ -30,6 +30,29 @@ pub struct Message {
     /// told that the turn was stopped there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stop>,
+    /// How the person gave it (typed or spoken, and in which language), where the tab said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<MessageInput>,
+}
+
+/// How the person gave a message (seed 004's `AgentStoredMessage.input`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageInput {
+    /// Typed or spoken.
+    pub mode: InputMode,
+    /// The language a recogniser heard, a BCP 47 tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+}
+
+/// How a message was entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputMode {
+    /// Typed.
+    Typed,
+    /// Spoken, and recognised.
+    Voice,
 }
 
 impl Message {
@@ -39,6 +62,7 @@ impl Message {
             role,
             content,
             stopped: None,
+            input: None,
         }
     }
 

@@ -26,7 +26,7 @@ pub use conversations::{ConversationError, ConversationStore, StoredMessage};
 pub use error::StoreError;
 pub use fork::ForkOutcome;
 pub use memory::MemoryStore;
-pub use message::{ContentBlock, Message, Role};
+pub use message::{ContentBlock, InputMode, Message, MessageInput, Role};
 pub use opening::{OpenTurn, Opened, TurnOpening};
 pub use owner::{ConversationClaim, Owner, OwnerCheck};
 pub use seen::{SeenSignals, SignalBoards, SignalsSeen};

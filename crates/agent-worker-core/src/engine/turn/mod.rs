@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use tracing::Instrument as _;
+use tracing::instrument::WithSubscriber as _;
 
 use super::approvals;
 use super::attachments;
@@ -183,9 +184,16 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         branch_hints: options.branch_hints,
         agent: options.agent,
     };
-    run_claimed(engine, ask, prompt, budget, out)
-        .instrument(span)
-        .await;
+    // With a logger, the turn's lines are copied to it, with the turn's ids.
+    let logging = engine
+        .logging
+        .as_ref()
+        .map(|l| l.dispatch(&ask.session, &ask.turn_id));
+    let turn = run_claimed(engine, ask, prompt, budget, out).instrument(span);
+    match logging {
+        Some(dispatch) => turn.with_subscriber(dispatch).await,
+        None => turn.await,
+    }
 }
 
 /// Who asks for a turn, and what comes with it besides the prompt.
@@ -230,6 +238,8 @@ async fn run_phases(
 ) -> Result<AgentEvent, Refusal> {
     let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
     let ui = phases::read_context(ask)?;
+    // The stored message keeps how the person gave it.
+    user.input = ui.input.clone();
     // Who the turn is for shapes it first (its system prompt, its tools); the page's actions
     // and the typed result's tool are its own, added after.
     let engine = &engine.for_plan(&super::TurnContext {

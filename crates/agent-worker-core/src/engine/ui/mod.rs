@@ -40,6 +40,9 @@ pub struct UiContext {
     pub knowledge: Option<UiKnowledge>,
     /// The recogniser's language, when the message was spoken (`None` for a typed one).
     pub spoken: Option<Spoken>,
+    /// How the message was entered, as the stored message keeps it (`None` when the tab did not
+    /// say).
+    pub input: Option<crate::session::MessageInput>,
     /// The person's time zone, when it is one.
     pub time_zone: Option<chrono_tz::Tz>,
     /// Every other key: the page's own state.
@@ -67,6 +70,14 @@ impl UiContext {
         let oui = map.get("oui").map(OuiSnapshot::read).transpose()?;
         let knowledge = map.get("uiKnowledge").map(UiKnowledge::read).transpose()?;
         let spoken = map.get("input").and_then(spoken);
+        let input = map.get("input").map(|_| crate::session::MessageInput {
+            mode: if spoken.is_some() {
+                crate::session::InputMode::Voice
+            } else {
+                crate::session::InputMode::Typed
+            },
+            language: spoken.as_ref().and_then(|s| s.language.clone()),
+        });
         let time_zone = map.get("timeZone").and_then(|zone| {
             let parsed = zone.as_str().and_then(|z| z.parse::<chrono_tz::Tz>().ok());
             if parsed.is_none() {
@@ -83,6 +94,7 @@ impl UiContext {
             oui,
             knowledge,
             spoken,
+            input,
             time_zone,
             page_state,
         };
