@@ -308,10 +308,11 @@ async fn a_redriven_record_is_back_in_its_queue_after_its_backoff() {
     function.kill().await.unwrap();
 }
 
-/// Keys named by `*_SECRET_ARN` are read from Secrets Manager at start-up: the HTTP emit sink
-/// sends the secret's key; a secret that does not exist stops the function at start-up, named.
+/// Keys named by `*_SECRET_ARN` are read from Secrets Manager (or SSM) at start-up: the HTTP
+/// emit sink sends the secret's key; a secret that does not exist stops the function at
+/// start-up, named.
 #[tokio::test]
-async fn keys_come_from_secrets_manager_at_start_up() {
+async fn keys_come_from_secrets_manager_or_ssm_at_start_up() {
     use std::sync::{Arc, Mutex};
     let keys: Arc<Mutex<Vec<String>>> = Arc::default();
     let app = axum::Router::new()
@@ -363,6 +364,43 @@ async fn keys_come_from_secrets_manager_at_start_up() {
     let sent = keys.lock().unwrap().clone();
     assert!(!sent.is_empty(), "events were emitted");
     assert!(sent.iter().all(|k| k == "key-from-secrets-manager"), "{sent:?}");
+    function.kill().await.unwrap();
+
+    // Or from an SSM parameter (a SecureString), named `ssm:<name>` or by its ARN.
+    let parameter = format!("/agent-worker/emit-key-{}", uuid::Uuid::new_v4().simple());
+    moto()
+        .ssm()
+        .put_parameter()
+        .name(&parameter)
+        .value("key-from-ssm")
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .send()
+        .await
+        .unwrap();
+    keys.lock().unwrap().clear();
+    bedrock.push(Reply::text("Sent again."));
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let ssm_id = format!("ssm:{parameter}");
+    let mut function = start_function(
+        &api,
+        &bedrock,
+        &table,
+        &[
+            ("EVENT_SINKS", "http"),
+            ("EMIT_URL", &emit_url),
+            ("EMIT_API_KEY_SECRET_ARN", &ssm_id),
+        ],
+    );
+    api.invoke("req-2", one_turn("m-2", "t-2", "conv-s2"));
+    assert_eq!(
+        answer_to(&mut api, "req-2").await,
+        json!({"batchItemFailures": []})
+    );
+    let sent = keys.lock().unwrap().clone();
+    assert!(
+        !sent.is_empty() && sent.iter().all(|k| k == "key-from-ssm"),
+        "{sent:?}"
+    );
     function.kill().await.unwrap();
 
     let missing = format!("{secret_arn}-gone");

@@ -155,6 +155,13 @@ fn every_feature_is_deployable_by_parameters() {
         ("MODEL_PROVIDER", "ModelProvider"),
         ("ANTHROPIC_API_KEY_SECRET_ARN", "AnthropicApiKeySecretArn"),
         ("OPENAI_API_KEY_SECRET_ARN", "OpenAiApiKeySecretArn"),
+        ("UI_ANSWERS", "UiAnswers"),
+        ("MAX_ROUNDS", "MaxRounds"),
+        ("MAX_TOKENS", "MaxTokens"),
+        ("TEMPERATURE", "Temperature"),
+        ("TOOL_TIMEOUT_MS", "ToolTimeoutMs"),
+        ("UI_ACTION_TIMEOUT_MS", "UiActionTimeoutMs"),
+        ("RETRIES", "ModelRetries"),
     ] {
         assert!(!t["Parameters"][parameter].is_null(), "no parameter {parameter}");
         let value = serde_yaml::to_string(&variables[variable]).unwrap();

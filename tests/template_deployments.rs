@@ -500,3 +500,27 @@ fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
         );
     }
 }
+
+#[test]
+fn the_approval_key_is_read_from_secrets_manager_or_ssm_with_exactly_that_grant() {
+    let statement = |d: &Deployment| {
+        d.eval(&d.template["Resources"]["AgentWorkerFunction"]["Properties"])["Policies"][0]["Statement"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["Sid"].as_str() == Some("ReadTheApprovalKey"))
+            .cloned()
+    };
+    assert!(
+        statement(&Deployment::new("us-east-1", &[])).is_none(),
+        "no key, no grant"
+    );
+    let secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:approvals-AbCdEf";
+    let in_secrets = statement(&Deployment::new("us-east-1", &[("ApprovalSecretArn", secret)])).unwrap();
+    assert_eq!(in_secrets["Action"][0], "secretsmanager:GetSecretValue");
+    assert_eq!(in_secrets["Resource"], secret);
+    let parameter = "arn:aws:ssm:us-east-1:123456789012:parameter/agent/approvals";
+    let in_ssm = statement(&Deployment::new("us-east-1", &[("ApprovalSecretArn", parameter)])).unwrap();
+    assert_eq!(in_ssm["Action"][0], "ssm:GetParameter");
+    assert_eq!(in_ssm["Resource"], parameter);
+}

@@ -111,12 +111,13 @@ impl super::headers::SecretSource for AwsSecrets {
     }
 }
 
-/// The values of the settings whose `<NAME>_SECRET_ARN` is set, read from Secrets Manager on
-/// the client `secrets` makes (made only when at least one is set). `get` answers a setting by
-/// name, as for [`WorkerSettings::from_lookup`](super::WorkerSettings::from_lookup).
-pub async fn read_secret_settings(
+/// The values of the settings whose `<NAME>_SECRET_ARN` is set, read from the stores `secrets`
+/// makes (made only when at least one is set): a Secrets Manager secret, or an SSM parameter
+/// (`ssm:<name>` or its ARN). `get` answers a setting by name, as for
+/// [`WorkerSettings::from_lookup`](super::WorkerSettings::from_lookup).
+pub async fn read_secret_settings<S: super::headers::SecretSource>(
     get: impl Fn(&str) -> Option<String>,
-    secrets: impl FnOnce() -> aws_sdk_secretsmanager::Client,
+    secrets: impl FnOnce() -> S,
 ) -> Result<HashMap<String, String>, SettingsError> {
     let set = |name: &str| get(name).filter(|v| !v.trim().is_empty());
     let mut wanted = Vec::new();
@@ -136,26 +137,12 @@ pub async fn read_secret_settings(
     if wanted.is_empty() {
         return Ok(values);
     }
-    let client = secrets();
+    let store = secrets();
     for (name, arn_name, arn) in wanted {
-        let answer = client
-            .get_secret_value()
-            .secret_id(&arn)
-            .send()
+        let value = store
+            .secret(&arn)
             .await
-            .map_err(|e| {
-                SettingsError::caused_by(
-                    &arn_name,
-                    format!("cannot read the secret {arn}"),
-                    AwsError::new(e),
-                )
-            })?;
-        let value = answer.secret_string.ok_or_else(|| {
-            SettingsError::new(
-                &arn_name,
-                format!("the secret {arn} holds no string (a binary secret cannot be used)"),
-            )
-        })?;
+            .map_err(|e| SettingsError::caused_by(&arn_name, format!("cannot read the secret {arn}"), e))?;
         values.insert(name.to_owned(), value);
     }
     Ok(values)

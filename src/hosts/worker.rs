@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use super::config::{Configured, Loader, Remote};
 use super::runner::TurnHandler;
-use super::secrets::{AwsSecrets, SECRET_READ_TIMEOUT, read_secret_settings, secrets_manager_client};
+use super::secrets::{AwsSecrets, read_secret_settings};
 use super::settings::dynamodb_client;
 use super::{SettingsError, WorkerSettings};
 use crate::engine::StoreControl;
@@ -62,7 +62,7 @@ pub async fn read_values<G: Fn(&str) -> Option<String>>(
     aws: &aws_config::SdkConfig,
     get: G,
 ) -> Result<SettingValues<G>, SettingsError> {
-    let secrets = read_secret_settings(&get, || secrets_manager_client(aws, SECRET_READ_TIMEOUT)).await?;
+    let secrets = read_secret_settings(&get, || AwsSecrets::new(aws)).await?;
     Ok(SettingValues { secrets, get })
 }
 

@@ -138,6 +138,7 @@ impl LambdaRuntimeApi {
             ("AWS_ENDPOINT_URL_DYNAMODB", aws_endpoint.into()),
             ("AWS_ENDPOINT_URL_SQS", aws_endpoint.into()),
             ("AWS_ENDPOINT_URL_SECRETS_MANAGER", aws_endpoint.into()),
+            ("AWS_ENDPOINT_URL_SSM", aws_endpoint.into()),
             ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock_endpoint.into()),
             ("TABLE_NAME", table.into()),
             ("MODEL_ID", "us.anthropic.claude-sonnet-4-6".into()),

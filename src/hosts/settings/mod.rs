@@ -16,7 +16,7 @@
 //! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
 //! | `UI_ANSWERS` | no | where the tab's answers to UI actions are read: `table` (default: written by the container's `POST /turns/{id}/actions/{callId}` or the product's API) or `realtime` (`GET {EMIT_URL}/internal/oui/action-results/{callId}` with `EMIT_API_KEY`) |
 //! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
-//! | `APPROVAL_SECRET_ARN`, `EMIT_API_KEY_SECRET_ARN` | no | instead of the value itself: the Secrets Manager secret holding it, read once at start-up by the binary ([`secrets`](super::secrets)) |
+//! | `APPROVAL_SECRET_ARN`, `EMIT_API_KEY_SECRET_ARN` | no | instead of the value itself: the Secrets Manager secret holding it (or an SSM parameter: `ssm:<name>` or its ARN), read once at start-up by the binary ([`secrets`](super::secrets)) |
 //! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
 //! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
