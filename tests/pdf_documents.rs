@@ -64,12 +64,7 @@ fn completed(events: &[AgentEvent]) {
 
 /// Every content block of every message of `body`.
 fn blocks(body: &Value) -> Vec<Value> {
-    body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
+    agent_worker_testkit::document_shapes::blocks(body)
         .cloned()
         .collect()
 }

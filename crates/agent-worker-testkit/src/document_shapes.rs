@@ -17,7 +17,8 @@ use serde_json::Value;
 /// The largest document block Converse takes.
 const BEDROCK_DOCUMENT_BYTES: usize = 4_500_000;
 
-fn blocks(body: &Value) -> impl Iterator<Item = &Value> {
+/// Every content block of every message of a request's `body`.
+pub fn blocks(body: &Value) -> impl Iterator<Item = &Value> {
     body["messages"]
         .as_array()
         .into_iter()

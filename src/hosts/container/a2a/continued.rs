@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::task::{Ids, TaskState};
+use super::task::{self, Ids, TaskState};
 use super::{Call, InMessage, RpcError, task_id};
 use crate::hosts::container::extract::decode_turn;
 use crate::hosts::container::turns;
@@ -117,13 +117,7 @@ impl Call<'_> {
             task: task_id(&session, &first),
             context: session,
         };
-        let history = vec![json!({
-            "messageId": message.message_id,
-            "contextId": ids.context,
-            "taskId": ids.task,
-            "role": "ROLE_USER",
-            "parts": message.parts,
-        })];
+        let history = vec![task::person_message(&message.message_id, message.parts, &ids)];
         Ok((ids, next, history))
     }
 }

@@ -336,13 +336,7 @@ impl Call<'_> {
         turns::start(self.host, self.person, turn_payload)
             .await
             .map_err(|e| RpcError::of_host(&e))?;
-        let history = vec![json!({
-            "messageId": message.message_id,
-            "contextId": ids.context,
-            "taskId": ids.task,
-            "role": "ROLE_USER",
-            "parts": message.parts,
-        })];
+        let history = vec![task::person_message(&message.message_id, message.parts, &ids)];
         Ok((ids, turn, history))
     }
 

@@ -135,6 +135,17 @@ pub(super) struct Ids {
     pub(super) context: SessionId,
 }
 
+/// The person's message `message_id` of `parts`, as a task's history holds it.
+pub(super) fn person_message(message_id: &str, parts: Vec<Value>, ids: &Ids) -> Value {
+    json!({
+        "messageId": message_id,
+        "contextId": ids.context,
+        "taskId": ids.task,
+        "role": "ROLE_USER",
+        "parts": parts,
+    })
+}
+
 /// A message of the agent's, of `text`.
 pub(super) fn agent_message(text: &str, ids: &Ids) -> Value {
     json!({
