@@ -462,6 +462,11 @@ async fn an_answer_to_a_call_no_turn_made_is_refused_and_changes_nothing() {
         {"id": "m2", "role": "tool", "toolCallId": "cnVuLTE.call-9", "content": "done"},
     ]});
     assert_eq!(post(&mallory, Some(KEY), &body.to_string()).await.0, 404);
+    // An answer for a thread no one has is refused the same way, and claims nothing.
+    let body = json!({"threadId": "th-nobody", "runId": "run-4", "messages": [
+        {"id": "m2", "role": "tool", "toolCallId": "cnVuLTE.call-9", "content": "done"},
+    ]});
+    assert_eq!(post(&url, Some(KEY), &body.to_string()).await.0, 404);
     assert_eq!(
         changed(&before, &table(&server.store).await),
         Vec::<String>::new()

@@ -122,8 +122,9 @@ pub(super) async fn start_run(
     let answers = frontend::trailing_answers(&input.messages)?;
     let mut late = None;
     if !answers.is_empty() {
-        // An act on the conversation: theirs before anything is read or recorded.
-        access::theirs(host, person, &session, true).await?;
+        // The calls answered are of a turn of the conversation: it must be theirs already (a
+        // refusal claims nothing), before anything is read or recorded.
+        access::theirs(host, person, &session, false).await?;
         match frontend::answer(host, &session, answers).await? {
             Answered::Waiting { turn, cursor, calls } => {
                 let followed = follow_turn(host, &session, &turn, Some(cursor))?;
