@@ -219,11 +219,13 @@ async fn max_session_turns_stops_two_talkative_prompt_sides() {
 #[tokio::test]
 async fn a_handler_side_answers_and_ends_the_session() {
     let bedrock = BedrockStandIn::start().await.unwrap();
-    let agent = define_agent("shouter", SideConfig::handler("shout"), SideConfig::human());
+    let mut agent = define_agent("shouter", SideConfig::handler("shout"), SideConfig::human());
+    // The definition's `env` (seed 003 §2.2) reaches its handler.
+    agent.env.insert("SUFFIX".into(), "!".into());
     let runtime = runtime(&bedrock, Catalog::new().agent(agent));
     let shouter = runtime.agent("shouter").unwrap();
     let events = say(&shouter, "h1", "t1", "hello").await;
-    assert_eq!(support::text_of(&events), "HELLO");
+    assert_eq!(support::text_of(&events), "HELLO!");
     assert_eq!(completed(&events)["statusText"], "shouting");
     let events = say(&shouter, "h1", "t2", "bye").await;
     let data = completed(&events);

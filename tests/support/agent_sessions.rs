@@ -63,7 +63,9 @@ pub fn runtime_with(
                     state.stop_session("said goodbye");
                 } else {
                     state.set_status("shouting");
-                    state.append_message(inbound.to_uppercase());
+                    // The agent definition's `env` gives the handler its defaults.
+                    let suffix = state.env("SUFFIX").unwrap_or_default().to_owned();
+                    state.append_message(format!("{}{suffix}", inbound.to_uppercase()));
                 }
                 async { Ok::<(), HandlerError>(()) }
             }),

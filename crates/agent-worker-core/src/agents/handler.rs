@@ -28,6 +28,7 @@ pub struct ThreadState {
     messages: Vec<(Role, String)>,
     context: Vec<String>,
     port: Option<ChildPort>,
+    env: std::collections::BTreeMap<String, String>,
     sent: usize,
     pub(crate) replies: Vec<String>,
     pub(crate) status: Option<String>,
@@ -83,6 +84,7 @@ impl ThreadState {
             messages,
             context,
             port,
+            env: std::collections::BTreeMap::new(),
             sent: 0,
             replies: Vec::new(),
             status: None,
@@ -90,9 +92,21 @@ impl ThreadState {
         }
     }
 
+    /// The same, with the agent definition's `env`: its default variable values (§2.2).
+    #[must_use]
+    pub(crate) fn with_env(mut self, env: std::collections::BTreeMap<String, String>) -> Self {
+        self.env = env;
+        self
+    }
+
     /// The session.
     pub fn session(&self) -> &str {
         &self.session
+    }
+
+    /// The agent definition's default value of variable `name` (its `env`), if it gives one.
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(String::as_str)
     }
 
     /// The side this handler takes.

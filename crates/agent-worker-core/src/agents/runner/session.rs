@@ -555,7 +555,8 @@ impl Session {
             relationships,
             turn_id: format!("{}#{}", self.turn_id, record.side_turns + 1),
         });
-        let mut state = ThreadState::new(&self.scope.session, side, &record.transcript, context, port);
+        let mut state = ThreadState::new(&self.scope.session, side, &record.transcript, context, port)
+            .with_env(self.definition.env.clone());
         handler.turn(&mut state).await.map_err(|e| TurnFailure {
             details: format!("handler `{name}` failed: {}", e.message),
             retryable: e.retryable,
