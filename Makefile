@@ -25,7 +25,7 @@ MACHETE_VERSION := 0.9.2
 MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
-.PHONY: test test-browser test-a2a demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy
+.PHONY: test test-browser test-a2a demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
@@ -35,6 +35,17 @@ test: $(PY_TOOLS) $(NODE_TOOLS)
 ## defaults; it needs github.com (or a copy at A2A_TCK_DIR), which CI cannot reach.
 test-a2a: $(PY_TOOLS) build
 	scripts/a2a_tck.sh mandatory
+
+## record-fixture: one call on live Bedrock (your credentials; MODEL_ID, AWS_REGION) written as a
+## fixture the stand-in replays byte for byte (OUT=file; tests/bedrock_fixtures.rs shows a replay).
+## It refuses, saying so, without credentials. Nothing in `make test` needs it.
+record-fixture: build
+	$(CARGO_TARGET_DIR)/debug/agent-worker record --out $(or $(OUT),tests/fixtures/bedrock/recorded-converse-stream.json)
+
+## eval-live: a tool turn, a typed result, an approval and a stopped turn on live Bedrock (your
+## credentials; MODEL_ID, AWS_REGION): pass or fail, tokens and cost, one JSON line each.
+eval-live: build
+	$(CARGO_TARGET_DIR)/debug/agent-worker eval
 
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
 demo: $(PY_TOOLS) build

@@ -28,8 +28,10 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 mod conversations;
+mod eval;
 mod failure;
 mod queue;
+mod record;
 mod run;
 mod servers;
 mod session;
@@ -98,6 +100,12 @@ pub(crate) enum Command {
     AgentProtocol(AgentProtocolArgs),
     /// Checks a folder of Standard Agents definitions (agents/, prompts/); exits 1 on an error.
     Validate(ValidateArgs),
+    /// Records one model call's raw answer as a fixture the Bedrock stand-in replays byte for
+    /// byte (needs AWS credentials, or `--endpoint-url`).
+    Record(record::RecordArgs),
+    /// A small live evaluation on Bedrock: a tool turn, a typed result, an approval, a stopped
+    /// turn; pass or fail and cost (needs AWS credentials, or `--endpoint-url`).
+    Eval(eval::EvalArgs),
 }
 
 pub(crate) fn main() -> ExitCode {
@@ -129,6 +137,8 @@ pub(crate) fn main() -> ExitCode {
             | Command::Conversations(_)
             | Command::Tools(_)
             | Command::ReportEvent(_)
+            | Command::Record(_)
+            | Command::Eval(_)
     );
     let runtime = if one_thread {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -163,6 +173,8 @@ pub(crate) fn main() -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS),
             Command::Validate(args) => validate::validate(args),
+            Command::Record(args) => record::record(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Eval(args) => eval::eval(args).await,
         }
     });
     result.unwrap_or_else(failure::CliError::report)

@@ -1,0 +1,289 @@
+//! `agent-worker eval` (`make eval-live`): a small live evaluation on Bedrock (your credentials,
+//! `MODEL_ID`, `AWS_REGION`): a tool turn, a typed result, an approval asked and given (the call
+//! runs once), a stopped turn. Each scenario prints one JSON line (passed or why not, its tokens,
+//! its cost where the model's price is known), then a summary; the exit code is 1 when one
+//! failed. The turns run on an in-memory store: nothing to set up, nothing left behind. Without
+//! credentials it refuses, saying so, and sends nothing.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_worker::engine::tools::{Effect, Tool, ToolSpec, examples, tool_fn};
+use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
+use agent_worker::protocol::{AgentEvent, Prompt, Scope, TurnOptions};
+use agent_worker::session::{MemoryStore, SessionId, SessionStore as _, Stop, StopCause, TurnId};
+use agent_worker::{Agent as _, Failure};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::failure::CliError;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EvalArgs {
+    /// The model, inference profile or ARN.
+    #[arg(long, env = "MODEL_ID", default_value = "us.anthropic.claude-sonnet-4-6")]
+    model_id: String,
+    /// Bedrock Runtime's endpoint (the stand-in's, to try the command without an account).
+    #[arg(long)]
+    endpoint_url: Option<String>,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+/// US dollars per million input and output tokens, by a part of the model's id (on-demand, in
+/// us-east-1 when this was written: check the Bedrock price list before trusting a figure).
+const PRICES: [(&str, f64, f64); 4] = [
+    ("claude-sonnet-4", 3.0, 15.0),
+    ("claude-haiku-4", 1.0, 5.0),
+    ("nova-pro", 0.8, 3.2),
+    ("nova-lite", 0.06, 0.24),
+];
+
+/// One scenario's outcome.
+struct Outcome {
+    name: &'static str,
+    failure: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// `agent-worker eval`.
+pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
+    let shared = crate::aws_config(args.region.as_deref()).await;
+    crate::record::require_credentials(&shared, "eval").await?;
+    let paid = Arc::new(AtomicUsize::new(0));
+    let store = MemoryStore::new();
+    let signer = ApprovalSigner::new(uuid::Uuid::new_v4().as_bytes().repeat(2))
+        .map_err(|e| CliError::from(format!("the approval key: {e}")))?;
+    let model = BedrockModel::new(
+        crate::bedrock_client(&shared, args.endpoint_url.as_deref()),
+        &args.model_id,
+    );
+    let engine = Engine::builder()
+        .model(model)
+        .store(store.clone())
+        .approvals(store.clone(), signer)
+        .system_prompt("You are a careful assistant. Use a tool when the person asks for it.")
+        .tools(vec![time_tool()?, pay_tool(paid.clone())])
+        .build()
+        .map_err(|e| CliError::from(e.to_string()))?;
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let outcomes = vec![
+        tool_turn(&engine, &run).await,
+        typed_result(&engine, &run).await,
+        approval(&engine, &run, &paid).await,
+        stopped(&engine, &store, &run).await,
+    ];
+    let price = PRICES.iter().find(|(part, _, _)| args.model_id.contains(part));
+    let cost =
+        |input: u64, output: u64| price.map(|(_, i, o)| (input as f64 * i + output as f64 * o) / 1_000_000.0);
+    let (mut failed, mut input, mut output) = (0, 0, 0);
+    for outcome in &outcomes {
+        failed += usize::from(outcome.failure.is_some());
+        input += outcome.input_tokens;
+        output += outcome.output_tokens;
+        println!(
+            "{}",
+            json!({
+                "scenario": outcome.name,
+                "passed": outcome.failure.is_none(),
+                "why": outcome.failure,
+                "inputTokens": outcome.input_tokens,
+                "outputTokens": outcome.output_tokens,
+                "costUsd": cost(outcome.input_tokens, outcome.output_tokens),
+            })
+        );
+    }
+    println!(
+        "{}",
+        json!({
+            "model": args.model_id,
+            "passed": outcomes.len() - failed,
+            "failed": failed,
+            "inputTokens": input,
+            "outputTokens": output,
+            "costUsd": cost(input, output),
+        })
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn time_tool() -> Result<Arc<dyn Tool>, CliError> {
+    examples::by_name("current_time").ok_or_else(|| CliError::from("no current_time example tool"))
+}
+
+/// A payment the person must approve; it counts its runs.
+fn pay_tool(paid: Arc<AtomicUsize>) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new(
+        "pay_invoice",
+        "Pays an invoice by its number.",
+        json!({"type": "object", "properties": {"invoice": {"type": "string"}}, "required": ["invoice"]}),
+    )
+    .effect(Effect::Transaction)
+    .title("Pay an invoice");
+    Arc::new(tool_fn(spec, move |_: Value, _| {
+        let paid = paid.clone();
+        async move {
+            paid.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({ "receipt": "R-1" }))
+        }
+    }))
+}
+
+async fn turn(engine: &Engine, scope: Scope, text: &str) -> Vec<AgentEvent> {
+    engine.invoke(scope, Prompt::text(text)).collect().await
+}
+
+/// The outcome of a scenario from its events and what failed, if anything.
+fn outcome(name: &'static str, events: &[AgentEvent], failure: Option<String>) -> Outcome {
+    let (mut input_tokens, mut output_tokens) = (0, 0);
+    for event in events {
+        if let AgentEvent::Usage {
+            input_tokens: i,
+            output_tokens: o,
+            ..
+        } = event
+        {
+            input_tokens += i;
+            output_tokens += o;
+        }
+    }
+    Outcome {
+        name,
+        failure,
+        input_tokens,
+        output_tokens,
+    }
+}
+
+/// What the turn's terminal says: its data, or why it failed.
+fn completed(events: &[AgentEvent]) -> Result<Value, String> {
+    match events.last() {
+        Some(AgentEvent::Completed { data }) => Ok(data.clone().unwrap_or(Value::Null)),
+        Some(AgentEvent::Failed { details, .. }) => Err(format!("the turn failed: {details}")),
+        _ => Err("the turn did not end".into()),
+    }
+}
+
+async fn tool_turn(engine: &Engine, run: &str) -> Outcome {
+    let scope = Scope::new(format!("eval-{run}-tool"));
+    let events = turn(
+        engine,
+        scope,
+        "What is the time in UTC now? Use the current_time tool.",
+    )
+    .await;
+    let called = events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::ToolStarted { name, .. } if name == "current_time"));
+    let failure = match completed(&events) {
+        Err(why) => Some(why),
+        Ok(_) if !called => Some("the model did not call current_time".into()),
+        Ok(_) => None,
+    };
+    outcome("tool turn", &events, failure)
+}
+
+async fn typed_result(engine: &Engine, run: &str) -> Outcome {
+    let options = TurnOptions {
+        result_schema: Some(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        })),
+        ..TurnOptions::default()
+    };
+    let scope = Scope::new(format!("eval-{run}-typed")).with_options(options);
+    let events = turn(engine, scope, "Which city is the Eiffel Tower in?").await;
+    let failure = match completed(&events) {
+        Err(why) => Some(why),
+        Ok(data) if data["result"]["city"].is_string() => None,
+        Ok(data) => Some(format!("no typed result with a city: {data}")),
+    };
+    outcome("typed result", &events, failure)
+}
+
+async fn approval(engine: &Engine, run: &str, paid: &AtomicUsize) -> Outcome {
+    let session = format!("eval-{run}-approval");
+    let asked = turn(
+        engine,
+        Scope::new(&session),
+        "Pay invoice INV-7 with the pay_invoice tool.",
+    )
+    .await;
+    let card = asked.iter().find_map(|e| match e {
+        AgentEvent::Other(raw) if raw["type"] == "approval_required" => Some(raw.clone()),
+        _ => None,
+    });
+    let Some(card) = card else {
+        return outcome("approval", &asked, Some("no approval was asked".into()));
+    };
+    if paid.load(Ordering::SeqCst) != 0 {
+        return outcome(
+            "approval",
+            &asked,
+            Some("the call ran before the approval".into()),
+        );
+    }
+    let options = TurnOptions {
+        approval: Some(json!({
+            "approvalId": card["approvalId"],
+            "decision": "approve",
+            "token": card["token"],
+        })),
+        ..TurnOptions::default()
+    };
+    let given = turn(engine, Scope::new(&session).with_options(options), "Approved.").await;
+    let mut events = asked;
+    events.extend(given.iter().cloned());
+    let failure = match completed(&given) {
+        Err(why) => Some(why),
+        Ok(_) if paid.load(Ordering::SeqCst) != 1 => Some(format!(
+            "the approved call ran {} times",
+            paid.load(Ordering::SeqCst)
+        )),
+        Ok(_) => None,
+    };
+    outcome("approval", &events, failure)
+}
+
+async fn stopped(engine: &Engine, store: &MemoryStore, run: &str) -> Outcome {
+    let session = format!("eval-{run}-stop");
+    let turn_id = format!("eval-{run}-stop-1");
+    let scope = Scope::new(&session).with_turn_id(&turn_id);
+    let mut stream = engine.invoke(
+        scope,
+        Prompt::text("Write a 400-word story about a lighthouse keeper."),
+    );
+    let mut events = Vec::new();
+    let mut asked = false;
+    while let Some(event) = stream.next().await {
+        if !asked && matches!(event, AgentEvent::Text { .. }) {
+            asked = true;
+            let stop = match (SessionId::new(&session), TurnId::new(&turn_id)) {
+                (Ok(session), Ok(turn)) => store
+                    .request_stop(&session, &turn, Stop::now(StopCause::UserStop))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Failure::caused_by("asking the turn to stop", e).to_string()),
+                _ => Err("the ids are not ids".to_owned()),
+            };
+            if let Err(why) = stop {
+                return outcome("stopped turn", &events, Some(why));
+            }
+        }
+        events.push(event);
+    }
+    let failure = match completed(&events) {
+        Err(why) => Some(why),
+        Ok(data) if data["stopReason"] == "user_stop" => None,
+        Ok(data) => Some(format!("the turn was not stopped: {data}")),
+    };
+    outcome("stopped turn", &events, failure)
+}
