@@ -117,7 +117,21 @@ fn wrong_types_are_named_by_path() {
         structural(
             json!({ "name": "a", "sideA": { "prompt": "p", "maxSteps": "many" }, "sideB": { "human": true } })
         ),
-        [pair(codes::INVALID_VALUE, "sideA")]
+        [pair(codes::INVALID_VALUE, "sideA.maxSteps")]
+    );
+    // One pass: a file's structural error does not hide its wrong values, each named.
+    assert_eq!(
+        structural(json!({
+            "name": 7, "maxSessionTurns": 0, "env": { "A": 1 },
+            "sideA": { "prompt": "p", "handler": "h", "stopOnResponse": "yes" }, "sideB": { "human": true }
+        })),
+        [
+            pair(codes::INVALID_VALUE, "name"),
+            pair(codes::INVALID_VALUE, "maxSessionTurns"),
+            pair(codes::INVALID_VALUE, "env"),
+            pair(codes::INVALID_VALUE, "sideA.stopOnResponse"),
+            pair(codes::SIDE_WITH_MULTIPLE_BACKINGS, "sideA"),
+        ]
     );
     assert_eq!(
         structural(
@@ -337,6 +351,12 @@ fn a_folder_with_broken_files_reports_each_one() {
     .unwrap();
     std::fs::write(folder.join("agents/b.json"), "{ not json").unwrap();
     std::fs::write(folder.join("prompts/p.yaml"), "system: hi\nmodle: typo\n").unwrap();
+    // Every problem of one file at once: two wrong values and an unknown property.
+    std::fs::write(
+        folder.join("prompts/q.yaml"),
+        "system: 3\ntools: [a, 1]\ntemprature: 0.2\n",
+    )
+    .unwrap();
     let (_, issues) = Catalog::load(&folder, &known()).unwrap();
     let found: Vec<(String, String, String)> = issues
         .iter()
@@ -349,6 +369,19 @@ fn a_folder_with_broken_files_reports_each_one() {
             "modle".into()
         )),
         "{found:?}"
+    );
+    let in_q: Vec<(String, String)> = found
+        .iter()
+        .filter(|(source, _, _)| source == "prompts/q.yaml")
+        .map(|(_, code, path)| (code.clone(), path.clone()))
+        .collect();
+    assert_eq!(
+        in_q,
+        [
+            pair(codes::INVALID_VALUE, "system"),
+            pair(codes::INVALID_VALUE, "tools"),
+            pair(codes::UNKNOWN_PROPERTY, "temprature"),
+        ]
     );
     assert!(
         found.contains(&(

@@ -99,6 +99,12 @@ impl Catalog {
                     .entry("name")
                     .or_insert_with(|| Value::String(stem.to_string_lossy().into_owned()));
             }
+            // Every wrong value and unknown property at once; the decoder says only its first.
+            let found = prompt_issues(&document, &source);
+            if !found.is_empty() {
+                issues.extend(found);
+                continue;
+            }
             match serde_path_to_error::deserialize::<_, PromptDefinition>(&document) {
                 Ok(prompt) => prompts.push(prompt),
                 Err(e) => issues.push(decode_issue(&source, e)),
@@ -119,6 +125,34 @@ impl Catalog {
         };
         Ok((catalog, issues))
     }
+}
+
+/// What is wrong with a prompt as written, every property at once: values of the wrong kind and
+/// properties a prompt does not have.
+fn prompt_issues(document: &Value, source: &str) -> Vec<Issue> {
+    let Some(object) = document.as_object() else {
+        return Vec::new();
+    };
+    let issue = |code: &str, path: String, message: String| Issue {
+        code: code.to_owned(),
+        severity: Severity::Error,
+        message,
+        path,
+        source: source.to_owned(),
+    };
+    let mut issues: Vec<Issue> = super::kinds::wrong_kinds(object, &super::kinds::PROMPT, "")
+        .into_iter()
+        .map(|(path, message)| issue(codes::INVALID_VALUE, path, message))
+        .collect();
+    let known = |key: &str| key == "toolChoice" || super::kinds::PROMPT.iter().any(|(k, _)| *k == key);
+    for key in object.keys().filter(|k| !known(k)) {
+        issues.push(issue(
+            codes::UNKNOWN_PROPERTY,
+            key.clone(),
+            format!("a prompt has no property `{key}`"),
+        ));
+    }
+    issues
 }
 
 /// The definition files of `dir`, sorted, each with its path relative to `root`.

@@ -23,6 +23,7 @@ mod catalog;
 pub mod definition;
 mod handler;
 mod hooks;
+mod kinds;
 mod relay;
 mod runner;
 mod subagents;

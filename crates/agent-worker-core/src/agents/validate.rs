@@ -218,12 +218,15 @@ pub fn check_document(document: &Value, source: &str) -> (Option<AgentDefinition
         report.error(codes::INVALID_VALUE, "", "an agent definition must be an object");
         return (None, issues);
     };
-    if !object.get("name").is_some_and(Value::is_string) {
+    if !object.contains_key("name") {
         report.error(
             codes::MISSING_PROPERTY,
             "name",
             "an agent needs a `name` (a string)",
         );
+    }
+    for (path, message) in super::kinds::wrong_kinds(object, &super::kinds::AGENT, "") {
+        report.error(codes::INVALID_VALUE, path, message);
     }
     for key in object.keys().filter(|k| !AGENT_KEYS.contains(&k.as_str())) {
         report.error(
@@ -270,6 +273,9 @@ fn check_side(value: &Value, side: &str, report: &mut Report<'_>) {
         report.error(codes::INVALID_VALUE, side, "a side must be an object");
         return;
     };
+    for (path, message) in super::kinds::wrong_kinds(object, &super::kinds::SIDE, side) {
+        report.error(codes::INVALID_VALUE, path, message);
+    }
     let backings: Vec<&str> = BACKINGS.into_iter().filter(|b| object.contains_key(*b)).collect();
     match backings.as_slice() {
         [] => report.error(
