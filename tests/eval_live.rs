@@ -1,5 +1,6 @@
 //! `agent-worker eval` (`make eval-live`) tried against the stand-in (no account needed): each
-//! scenario's line and the summary, with the model's replies scripted as a live model would
+//! scenario's line (a tool turn, a typed result, an approval, a stopped turn, a conversation past
+//! its summary) and the summary, with the model's replies scripted as a live model would
 //! answer (so every scenario passes), and as a model that ignores the tools (so the tool turn
 //! fails, named, and the exit code says so).
 
@@ -49,19 +50,37 @@ async fn every_scenario_passes_when_the_model_answers_as_asked_and_the_cost_is_c
             .hang()
             .into_reply(),
     );
+    // The long conversation: four answers and the summary made on the way, all of them teal.
+    for _ in 0..5 {
+        bedrock.push(Reply::text("OK: your favourite colour is teal."));
+    }
     let (passed, lines) = eval(&bedrock).await;
-    assert_eq!(lines.len(), 5, "{lines:#?}");
-    for line in &lines[..4] {
+    assert_eq!(lines.len(), 6, "{lines:#?}");
+    for line in &lines[..5] {
         assert_eq!(line["passed"], true, "{line}");
         assert!(line["costUsd"].as_f64().is_some(), "{line}");
     }
-    let names: Vec<&str> = lines[..4].iter().filter_map(|l| l["scenario"].as_str()).collect();
-    assert_eq!(names, ["tool turn", "typed result", "approval", "stopped turn"]);
+    let names: Vec<&str> = lines[..5].iter().filter_map(|l| l["scenario"].as_str()).collect();
     assert_eq!(
-        (lines[4]["passed"].as_u64(), lines[4]["failed"].as_u64()),
-        (Some(4), Some(0))
+        names,
+        [
+            "tool turn",
+            "typed result",
+            "approval",
+            "stopped turn",
+            "long conversation"
+        ]
     );
-    assert!(lines[4]["inputTokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        (lines[5]["passed"].as_u64(), lines[5]["failed"].as_u64()),
+        (Some(5), Some(0))
+    );
+    assert!(lines[5]["inputTokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        bedrock.pending_replies(),
+        0,
+        "the summary was asked for: every reply was used"
+    );
     assert!(passed);
 }
 
@@ -73,9 +92,12 @@ async fn a_model_that_ignores_the_tool_fails_the_tool_turn_by_name() {
     bedrock.push(Reply::tool_call("p1", "pay_invoice", r#"{"invoice": "INV-7"}"#));
     bedrock.push(Reply::text("Paid."));
     bedrock.push(StreamScript::new().open_text("Once").hang().into_reply());
+    for _ in 0..5 {
+        bedrock.push(Reply::text("OK: teal."));
+    }
     let (passed, lines) = eval(&bedrock).await;
     assert!(!passed, "a failed scenario fails the run");
     assert_eq!(lines[0]["passed"], false, "{}", lines[0]);
     assert_eq!(lines[0]["why"], "the model did not call current_time");
-    assert_eq!(lines[4]["failed"], 1);
+    assert_eq!(lines[5]["failed"], 1);
 }

@@ -1,6 +1,7 @@
 //! `agent-worker eval` (`make eval-live`): a small live evaluation on Bedrock (your credentials,
 //! `MODEL_ID`, `AWS_REGION`): a tool turn, a typed result, an approval asked and given (the call
-//! runs once), a stopped turn. Each scenario prints one JSON line (passed or why not, its tokens,
+//! runs once), a stopped turn, and a conversation long enough to be summarized that still
+//! remembers what was said before the summary. Each scenario prints one JSON line (passed or why not, its tokens,
 //! its cost where the model's price is known), then a summary; the exit code is 1 when one
 //! failed. The turns run on an in-memory store: nothing to set up, nothing left behind. Without
 //! credentials it refuses, saying so, and sends nothing.
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, examples, tool_fn};
-use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
+use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{AgentEvent, Prompt, Scope, TurnOptions};
 use agent_worker::session::{MemoryStore, SessionId, SessionStore as _, Stop, StopCause, TurnId};
 use agent_worker::{Agent as _, Failure};
@@ -67,6 +68,11 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         .approvals(store.clone(), signer)
         .system_prompt("You are a careful assistant. Use a tool when the person asks for it.")
         .tools(vec![time_tool()?, pay_tool(paid.clone())])
+        // A short conversation is summarized soon, so the long one below is not long to run.
+        .config(EngineConfig {
+            compact_after_messages: 4,
+            ..EngineConfig::default()
+        })
         .build()
         .map_err(|e| CliError::from(e.to_string()))?;
     let run = uuid::Uuid::new_v4().simple().to_string();
@@ -75,6 +81,7 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         typed_result(&engine, &run).await,
         approval(&engine, &run, &paid).await,
         stopped(&engine, &store, &run).await,
+        remembered(&engine, &run).await,
     ];
     let price = PRICES.iter().find(|(part, _, _)| args.model_id.contains(part));
     let cost =
@@ -251,6 +258,44 @@ async fn approval(engine: &Engine, run: &str, paid: &AtomicUsize) -> Outcome {
         Ok(_) => None,
     };
     outcome("approval", &events, failure)
+}
+
+async fn remembered(engine: &Engine, run: &str) -> Outcome {
+    let session = format!("eval-{run}-long");
+    let said = [
+        "Remember this: my favourite colour is teal. Just say OK.",
+        "Say OK again, nothing more.",
+        "And once more: OK.",
+        "What is my favourite colour? One word.",
+    ];
+    let mut events = Vec::new();
+    let mut last = Vec::new();
+    for words in said {
+        last = turn(engine, Scope::new(&session), words).await;
+        if let Err(why) = completed(&last) {
+            events.extend(last);
+            return outcome("long conversation", &events, Some(why));
+        }
+        events.extend(last.iter().cloned());
+    }
+    let summarized = events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::Other(raw) if raw["type"] == "compacted"));
+    let answer: String = last
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    let failure = if !summarized {
+        Some("the conversation was never summarized".to_owned())
+    } else if !answer.to_lowercase().contains("teal") {
+        Some(format!("after the summary the colour was forgotten: {answer:?}"))
+    } else {
+        None
+    };
+    outcome("long conversation", &events, failure)
 }
 
 async fn stopped(engine: &Engine, store: &MemoryStore, run: &str) -> Outcome {
