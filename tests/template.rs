@@ -200,6 +200,11 @@ fn every_feature_is_deployable_by_parameters() {
         "!Ref LogRetentionInDays"
     );
     let function = &t["Resources"]["AgentWorkerFunction"]["Properties"];
+    // The memory is the deployer's to set (the bill is wall time times memory).
+    assert_eq!(
+        serde_yaml::to_string(&function["MemorySize"]).unwrap().trim(),
+        "!Ref FunctionMemorySize"
+    );
     assert_eq!(
         serde_yaml::to_string(&function["LoggingConfig"]["LogGroup"])
             .unwrap()
