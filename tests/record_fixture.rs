@@ -14,13 +14,14 @@ use serde_json::Value;
 
 const SAID: &str = "A fixture is data recorded once and replayed in every test.";
 
-fn record(
+/// `agent-worker record` against `endpoint`, in an empty `home`, with or without credentials.
+async fn record(
     home: &std::path::Path,
     out: &std::path::Path,
     endpoint: &str,
     credentials: bool,
-) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+) -> std::process::Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
     command
         .args([
             "record",
@@ -42,7 +43,7 @@ fn record(
             .env("AWS_ACCESS_KEY_ID", "AKIDRECORDTEST0001")
             .env("AWS_SECRET_ACCESS_KEY", "record-test-secret-key");
     }
-    command
+    command.output().await.unwrap()
 }
 
 #[tokio::test]
@@ -58,13 +59,7 @@ async fn a_recorded_answer_replays_byte_for_byte_to_the_same_turn_and_holds_no_c
     let home = std::env::temp_dir().join(format!("record-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&home).unwrap();
     let out = home.join("recorded.json");
-    let endpoint = live.endpoint_url();
-    let ran = tokio::task::spawn_blocking({
-        let (home, out) = (home.clone(), out.clone());
-        move || record(&home, &out, &endpoint, true).output().unwrap()
-    })
-    .await
-    .unwrap();
+    let ran = record(&home, &out, &live.endpoint_url(), true).await;
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(!text.contains("AKIDRECORDTEST0001") && !text.contains("record-test-secret-key"));
@@ -112,13 +107,7 @@ async fn without_credentials_it_refuses_and_sends_nothing() {
     let home = std::env::temp_dir().join(format!("record-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&home).unwrap();
     let out = home.join("recorded.json");
-    let endpoint = live.endpoint_url();
-    let ran = tokio::task::spawn_blocking({
-        let (home, out) = (home.clone(), out.clone());
-        move || record(&home, &out, &endpoint, false).output().unwrap()
-    })
-    .await
-    .unwrap();
+    let ran = record(&home, &out, &live.endpoint_url(), false).await;
     assert!(!ran.status.success());
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(said.contains("needs AWS credentials"), "{said}");

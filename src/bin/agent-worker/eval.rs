@@ -22,15 +22,8 @@ use crate::failure::CliError;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct EvalArgs {
-    /// The model, inference profile or ARN.
-    #[arg(long, env = "MODEL_ID", default_value = "us.anthropic.claude-sonnet-4-6")]
-    model_id: String,
-    /// Bedrock Runtime's endpoint (the stand-in's, to try the command without an account).
-    #[arg(long)]
-    endpoint_url: Option<String>,
-    /// The AWS region.
-    #[arg(long, env = "AWS_REGION")]
-    region: Option<String>,
+    #[command(flatten)]
+    live: crate::record::LiveArgs,
 }
 
 /// US dollars per million input and output tokens, by a part of the model's id (on-demand, in
@@ -52,15 +45,15 @@ struct Outcome {
 
 /// `agent-worker eval`.
 pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
-    let shared = crate::aws_config(args.region.as_deref()).await;
+    let shared = crate::aws_config(args.live.region.as_deref()).await;
     crate::record::require_credentials(&shared, "eval").await?;
     let paid = Arc::new(AtomicUsize::new(0));
     let store = MemoryStore::new();
     let signer = ApprovalSigner::new(uuid::Uuid::new_v4().as_bytes().repeat(2))
         .map_err(|e| CliError::from(format!("the approval key: {e}")))?;
     let model = BedrockModel::new(
-        crate::bedrock_client(&shared, args.endpoint_url.as_deref()),
-        &args.model_id,
+        crate::bedrock_client(&shared, args.live.endpoint_url.as_deref()),
+        &args.live.model_id,
     );
     let engine = Engine::builder()
         .model(model)
@@ -83,7 +76,9 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         stopped(&engine, &store, &run).await,
         remembered(&engine, &run).await,
     ];
-    let price = PRICES.iter().find(|(part, _, _)| args.model_id.contains(part));
+    let price = PRICES
+        .iter()
+        .find(|(part, _, _)| args.live.model_id.contains(part));
     let cost =
         |input: u64, output: u64| price.map(|(_, i, o)| (input as f64 * i + output as f64 * o) / 1_000_000.0);
     let (mut failed, mut input, mut output) = (0, 0, 0);
@@ -106,7 +101,7 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
     println!(
         "{}",
         json!({
-            "model": args.model_id,
+            "model": args.live.model_id,
             "passed": outcomes.len() - failed,
             "failed": failed,
             "inputTokens": input,

@@ -34,15 +34,22 @@ pub(crate) struct RecordArgs {
         default_value = "In one short sentence: what is a fixture in software testing?"
     )]
     prompt: String,
+    #[command(flatten)]
+    live: LiveArgs,
+}
+
+/// Where a live command calls Bedrock: the model, the endpoint, the region (`record`, `eval`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct LiveArgs {
     /// The model, inference profile or ARN.
     #[arg(long, env = "MODEL_ID", default_value = "us.anthropic.claude-sonnet-4-6")]
-    model_id: String,
+    pub(crate) model_id: String,
     /// Bedrock Runtime's endpoint (the stand-in's, to try the command without an account).
     #[arg(long)]
-    endpoint_url: Option<String>,
+    pub(crate) endpoint_url: Option<String>,
     /// The AWS region.
     #[arg(long, env = "AWS_REGION")]
-    region: Option<String>,
+    pub(crate) region: Option<String>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -167,16 +174,16 @@ pub(crate) async fn require_credentials(
 
 /// `agent-worker record`.
 pub(crate) async fn record(args: RecordArgs) -> Result<(), CliError> {
-    let shared = crate::aws_config(args.region.as_deref()).await;
+    let shared = crate::aws_config(args.live.region.as_deref()).await;
     require_credentials(&shared, "record").await?;
     let recorder = Recorder::default();
     let mut config = aws_sdk_bedrockruntime::config::Builder::from(&shared).interceptor(recorder.clone());
-    if let Some(url) = &args.endpoint_url {
+    if let Some(url) = &args.live.endpoint_url {
         config = config.endpoint_url(url);
     }
     let model = BedrockModel::new(
         aws_sdk_bedrockruntime::Client::from_conf(config.build()),
-        &args.model_id,
+        &args.live.model_id,
     )
     .with_prompt_caching(false);
     let request = ModelRequest {
@@ -206,7 +213,7 @@ pub(crate) async fn record(args: RecordArgs) -> Result<(), CliError> {
         .unwrap_or_default();
     let fixture = json!({
         "recordedBy": "agent-worker record",
-        "modelId": scrubbed(&args.model_id),
+        "modelId": scrubbed(&args.live.model_id),
         "request": serde_json::from_str::<Value>(&scrubbed(&request_body.to_string())).unwrap_or(Value::Null),
         "response": {
             "contentType": content_type,
