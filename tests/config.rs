@@ -426,3 +426,47 @@ async fn the_container_takes_a_jobs_event_and_refuses_one_that_settles_none() {
     let _ = stop.send(());
     served.await.unwrap().unwrap();
 }
+
+/// Seed 004: persona or systemPrompt, exactly one. A deployment with a configuration file starts
+/// only when a prompt comes from somewhere: the file (its own, or a `turnPolicy` rule for every
+/// turn) or `SYSTEM_PROMPT` beside it.
+#[tokio::test]
+async fn a_configuration_that_gives_no_prompt_is_refused_at_start_unless_one_is_set_beside_it() {
+    let folder = Folder::new();
+    let build = |yaml: &str, system_prompt: Option<&str>| {
+        let path = folder.write("prompted.yaml", yaml);
+        let mut values = HashMap::from([
+            ("TABLE_NAME", "prompted".to_owned()),
+            ("MODEL_ID", MODEL_ID.to_owned()),
+        ]);
+        if let Some(prompt) = system_prompt {
+            values.insert("SYSTEM_PROMPT", prompt.to_owned());
+        }
+        async move {
+            let configured = Configured::load(&path, &Loader::default()).await.unwrap();
+            let settings = WorkerSettings::from_lookup(|name| values.get(name).cloned()).unwrap();
+            let bedrock = agent_worker_testkit::bedrock_stand_in::client_for("http://127.0.0.1:9");
+            settings
+                .build(bedrock, moto().dynamodb(), None, &configured)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let no_prompt = "tools: [current_time]\n";
+    let error = build(no_prompt, None).await.unwrap_err();
+    assert!(
+        error.contains("SYSTEM_PROMPT") && error.contains("persona, systemPrompt or systemPromptFile"),
+        "{error}"
+    );
+    build(no_prompt, Some("You are terse.")).await.unwrap();
+    build("persona: You are terse.\n", None).await.unwrap();
+    let every_turn =
+        "turnPolicy:\n  - when: { accountId: acme }\n    persona: Acme's.\n  - persona: Everyone's.\n";
+    build(every_turn, None).await.unwrap();
+    let some_turns =
+        "turnPolicy:\n  - when: { accountId: acme }\n    persona: Acme's.\n  - tools: [current_time]\n";
+    assert!(
+        build(some_turns, None).await.is_err(),
+        "a turn of another account has no prompt"
+    );
+}

@@ -221,7 +221,10 @@ impl EngineArgs {
                     .store(store)
             }
         };
-        if let Some(system) = configured.system_prompt_over(self.system.as_ref()) {
+        if let Some(system) = configured
+            .deployed_prompt(self.system.as_ref())
+            .map_err(|e| CliError::usage(format!("{e} (--system)")))?
+        {
             builder = builder.system_prompt(system);
         }
         builder.build().map_err(|e| CliError::usage(e.to_string()))

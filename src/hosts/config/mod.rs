@@ -282,7 +282,16 @@ pub struct Configured {
     pub prompt_additions: Option<String>,
     /// PDFs as document blocks (`pdfAsDocument`).
     pub pdf_as_document: bool,
+    /// Whether it was read from a file (the default, no file, gives nothing and requires nothing).
+    pub from_file: bool,
 }
+
+/// A configuration file is in use and nothing gives the assistant a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the configuration gives no persona, systemPrompt or systemPromptFile and no system prompt is set beside it: give exactly one"
+)]
+pub struct NoSystemPrompt;
 
 impl Configured {
     /// The system prompt a deployment runs with: `given` (the environment's, which wins), else
@@ -294,6 +303,20 @@ impl Configured {
             (Some(prompt), None) => Some(prompt.clone()),
             (None, more) => more.clone(),
         }
+    }
+
+    /// [`Self::system_prompt_over`] for a deployment, which must have a prompt (seed 004:
+    /// persona or systemPrompt, exactly one): refused when a configuration file is in use and
+    /// neither `given` nor the file (its own, or a `turnPolicy` rule for every turn) gives one.
+    pub fn deployed_prompt(&self, given: Option<&String>) -> Result<Option<String>, NoSystemPrompt> {
+        let turns_give_it = self
+            .turns
+            .as_ref()
+            .is_some_and(ConfiguredTurns::prompts_every_turn);
+        if self.from_file && given.is_none() && self.system_prompt.is_none() && !turns_give_it {
+            return Err(NoSystemPrompt);
+        }
+        Ok(self.system_prompt_over(given))
     }
 }
 
@@ -591,6 +614,7 @@ impl Configured {
             skills,
             prompt_additions,
             pdf_as_document: file.pdf_as_document,
+            from_file: true,
         })
     }
 }

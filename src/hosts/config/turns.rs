@@ -149,6 +149,15 @@ impl ConfiguredTurns {
     }
 }
 
+impl ConfiguredTurns {
+    /// Whether every turn gets its prompt from a rule: each rule gives one and the last matches
+    /// every turn (so the deployment's own is never used).
+    pub fn prompts_every_turn(&self) -> bool {
+        self.turns.last().is_some_and(|(when, _)| when.is_everyone())
+            && self.turns.iter().all(|(_, plan)| plan.system_prompt.is_some())
+    }
+}
+
 impl TurnPolicy for ConfiguredTurns {
     fn plan(&self, turn: &TurnContext<'_>) -> TurnPlan {
         self.turns

@@ -191,7 +191,10 @@ impl WorkerSettings {
             })
             .config(self.engine.clone());
         let mut builder = configured.equip(builder, self.example_tools());
-        if let Some(prompt) = configured.system_prompt_over(self.system_prompt.as_ref()) {
+        if let Some(prompt) = configured
+            .deployed_prompt(self.system_prompt.as_ref())
+            .map_err(|e| error("SYSTEM_PROMPT", e.to_string()))?
+        {
             builder = builder.system_prompt(prompt);
         }
         if let Some(secret) = &self.approval_secret {
