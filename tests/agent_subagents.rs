@@ -158,13 +158,36 @@ fn composing_catalog(hidden: bool, optional_off: bool) -> Catalog {
         .prompt(prompt("boss"))
 }
 
+/// Where the composing runtime registers the `mail_context` hook.
+#[derive(Clone, Copy)]
+enum HookAt {
+    Nowhere,
+    /// The runtime's own namespace (`hook`).
+    Runtime,
+    /// A package's namespace (`package_hook`).
+    Package(&'static str),
+}
+
 fn composing_runtime(
     bedrock: &BedrockStandIn,
     catalog: Catalog,
     with_hook: bool,
 ) -> Result<AgentRuntime, String> {
+    let at = if with_hook {
+        HookAt::Runtime
+    } else {
+        HookAt::Nowhere
+    };
+    composing_runtime_at(bedrock, catalog, at)
+}
+
+fn composing_runtime_at(
+    bedrock: &BedrockStandIn,
+    catalog: Catalog,
+    at: HookAt,
+) -> Result<AgentRuntime, String> {
     let client = bedrock.client();
-    let mut builder = AgentRuntime::builder()
+    let builder = AgentRuntime::builder()
         .catalog(catalog)
         .models(support::MODEL_ID, move |id| {
             Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn Model>
@@ -172,15 +195,61 @@ fn composing_runtime(
         .session_store(MemoryStore::new())
         .thread_store(MemoryThreadStore::new())
         .engine_config(support::config());
-    if with_hook {
-        builder = builder.hook(
-            "mail_context",
-            agent_worker::agents::hook_fn(|ctx: agent_worker::agents::HookContext| async move {
-                Ok(Some(format!("Context for {}: 3 new emails.", ctx.session)))
-            }),
+    let hook = agent_worker::agents::hook_fn(|ctx: agent_worker::agents::HookContext| async move {
+        Ok(Some(format!("Context for {}: 3 new emails.", ctx.session)))
+    });
+    let builder = match at {
+        HookAt::Nowhere => builder,
+        HookAt::Runtime => builder.hook("mail_context", hook),
+        HookAt::Package(package) => builder.package_hook(package, "mail_context", hook),
+    };
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// Seed 003 §6: a child's required parent hook is looked for in the child's own package's
+/// namespace, and an agent's own hooks in its own; one registered elsewhere fails closed.
+#[tokio::test]
+async fn hooks_are_looked_for_in_the_namespace_of_the_package_that_declares_them() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let packaged = |package: &str| {
+        let mut catalog = composing_catalog(false, false);
+        let mut child = catalog.get_agent("mailer").unwrap().clone();
+        child.package_name = Some(package.to_owned());
+        catalog = catalog.agent(child);
+        catalog
+    };
+    for wrong in [HookAt::Runtime, HookAt::Package("calendar")] {
+        let error = composing_runtime_at(&bedrock, packaged("mail"), wrong).unwrap_err();
+        assert!(
+            error.contains("missing_parent_hook") && error.contains("package `mail`'s namespace"),
+            "{error}"
         );
     }
-    builder.build().map_err(|e| e.to_string())
+    let runtime = composing_runtime_at(&bedrock, packaged("mail"), HookAt::Package("mail")).unwrap();
+    bedrock.push(Reply::text("Noted."));
+    say(&runtime.agent("boss").unwrap(), "b-pkg", "t1", "Any news?").await;
+    assert_eq!(
+        texts_sent(&bedrock.requests().last().unwrap().body)[0],
+        "Context for b-pkg: 3 new emails.\n\nAny news?"
+    );
+
+    // An agent's own hook: its package's, or refused when the runtime has it only elsewhere.
+    let mut boss = composing_catalog(false, true).get_agent("boss").unwrap().clone();
+    boss.package_name = Some("office".into());
+    boss.hooks = vec!["mail_context".into()];
+    let own = |catalog: Catalog, at| composing_runtime_at(&bedrock, catalog.agent(boss.clone()), at);
+    let error = own(composing_catalog(false, true), HookAt::Package("mail")).unwrap_err();
+    assert!(
+        error.contains("undefined_hook") && error.contains("hooks[0]") && error.contains("`office`"),
+        "{error}"
+    );
+    let runtime = own(composing_catalog(false, true), HookAt::Package("office")).unwrap();
+    bedrock.push(Reply::text("Noted."));
+    say(&runtime.agent("boss").unwrap(), "b-own", "t1", "Any news?").await;
+    assert_eq!(
+        texts_sent(&bedrock.requests().last().unwrap().body)[0],
+        "Context for b-own: 3 new emails.\n\nAny news?"
+    );
 }
 
 #[tokio::test]

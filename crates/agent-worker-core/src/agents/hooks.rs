@@ -10,6 +10,16 @@ use async_trait::async_trait;
 
 use super::thread::{Side, ThreadMessage};
 
+/// The key a hook is registered under: its id in its package's namespace (`package/id`), or the
+/// id alone for the runtime's own namespace (agents of no `packageName`). Agents name hooks by id;
+/// the runtime looks for them in the namespace of the package that declares them.
+pub fn hook_key(package: Option<&str>, id: &str) -> String {
+    match package {
+        Some(package) => format!("{package}/{id}"),
+        None => id.to_owned(),
+    }
+}
+
 /// What a hook sees: the session and side about to take a turn, and the thread so far.
 #[derive(Debug, Clone)]
 pub struct HookContext {

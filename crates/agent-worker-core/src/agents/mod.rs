@@ -36,7 +36,7 @@ pub use definition::{
     SessionToolBinding, SideConfig, SubagentRelationship, ToolChoice, define_agent,
 };
 pub use handler::{Handler, HandlerError, HandlerFn, Role, ThreadState, handler_fn};
-pub use hooks::{Hook, HookContext, HookError, HookFn, hook_fn};
+pub use hooks::{Hook, HookContext, HookError, HookFn, hook_fn, hook_key};
 pub use relay::{RELAY_PIPE, RelayPipe, relay_pipe};
 pub use runner::{
     AgentRuntime, AgentRuntimeBuilder, DEFAULT_SESSION_LEASE, DefinedAgent, ModelSource, RuntimeError,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{AgentRuntime, DEFAULT_SESSION_LEASE, ModelSource, RuntimeError, RuntimeInner};
 use crate::agents::catalog::Catalog;
 use crate::agents::handler::Handler;
-use crate::agents::hooks::Hook;
+use crate::agents::hooks::{Hook, hook_key};
 use crate::agents::relay::{RELAY_PIPE, relay_pipe};
 use crate::agents::thread::ThreadStore;
 use crate::agents::validate::{Issue, Known, has_errors};
@@ -96,9 +96,17 @@ impl AgentRuntimeBuilder {
         self
     }
 
-    /// A hook agents may name in `hooks`, and composed children in `parentHooks`.
+    /// A hook agents of no package may name in `hooks`, and composed children of no package in
+    /// `parentHooks` (the runtime's own namespace).
     pub fn hook(mut self, id: impl Into<String>, hook: impl Hook) -> Self {
         self.hooks.insert(id.into(), Arc::new(hook));
+        self
+    }
+
+    /// A hook of `package`'s namespace: what agents whose `packageName` is `package` may name
+    /// (seed 003 §6: a child's required parent hooks are its own package's).
+    pub fn package_hook(mut self, package: &str, id: &str, hook: impl Hook) -> Self {
+        self.hooks.insert(hook_key(Some(package), id), Arc::new(hook));
         self
     }
 

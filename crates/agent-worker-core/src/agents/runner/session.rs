@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::agents::definition::{AgentDefinition, HookStage, PromptSide, SideConfig, SubagentRelationship};
 use crate::agents::handler::ChildPort;
 use crate::agents::handler::{HandlerEnd, ThreadState};
-use crate::agents::hooks::HookContext;
+use crate::agents::hooks::{HookContext, hook_key};
 use crate::agents::thread::{
     ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStoreError,
 };
@@ -113,15 +113,17 @@ impl Session {
                 continue;
             };
             for requirement in &child.parent_hooks {
+                let key = hook_key(child.package_name.as_deref(), &requirement.hook);
                 match requirement.stage {
-                    Some(HookStage::AfterParent) => after.push(requirement.hook.clone()),
-                    _ => before.push(requirement.hook.clone()),
+                    Some(HookStage::AfterParent) => after.push(key),
+                    _ => before.push(key),
                 }
             }
         }
+        let package = self.definition.package_name.as_deref();
         let ids = before
             .into_iter()
-            .chain(self.definition.hooks.iter().cloned())
+            .chain(self.definition.hooks.iter().map(|id| hook_key(package, id)))
             .chain(after);
         let mut context = Vec::new();
         for id in ids {

@@ -11,6 +11,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod hooks;
+
 use super::definition::{AgentDefinition, PromptDefinition, PromptSide, SideConfig};
 
 /// Tool names the runtime keeps for its own lifecycle tools; no relationship may take one.
@@ -52,8 +54,11 @@ pub mod codes {
     pub const PROPERTY_NOT_ALLOWED_ON_HUMAN_SIDE: &str = "property_not_allowed_on_human_side";
     /// §6: a hook id twice in `parentHooks`.
     pub const DUPLICATE_PARENT_HOOK: &str = "duplicate_parent_hook";
-    /// §6: a composed child requires a parent hook the runtime does not have (fails closed).
+    /// §6: a composed child requires a parent hook the runtime does not have in the child's
+    /// package namespace (fails closed).
     pub const MISSING_PARENT_HOOK: &str = "missing_parent_hook";
+    /// An agent's own `hooks` names a hook its package namespace does not have.
+    pub const UNDEFINED_HOOK: &str = "undefined_hook";
     /// A relationship with an agent that is not defined.
     pub const UNDEFINED_AGENT: &str = "undefined_agent";
     /// A prompt that names a tool the runtime does not have.
@@ -125,7 +130,7 @@ pub struct Known {
     pub handlers: BTreeSet<String>,
     /// Tool names.
     pub tools: BTreeSet<String>,
-    /// Hook ids.
+    /// Hooks, each by its key in its package's namespace ([`hook_key`](super::hook_key)).
     pub hooks: BTreeSet<String>,
 }
 
@@ -473,16 +478,7 @@ fn check_agent(
             "two prompt sides and no `maxSessionTurns`: nothing outside the models stops them",
         );
     }
-    let mut hook_ids = BTreeSet::new();
-    for (i, requirement) in agent.parent_hooks.iter().enumerate() {
-        if !hook_ids.insert(requirement.hook.as_str()) {
-            report.error(
-                codes::DUPLICATE_PARENT_HOOK,
-                format!("parentHooks[{i}].hook"),
-                format!("hook `{}` is required twice", requirement.hook),
-            );
-        }
-    }
+    hooks::check_declared(agent, known, report);
     let mut names_by_side: [BTreeSet<&str>; 2] = Default::default();
     for (index, (side_name, side)) in [("sideA", &agent.side_a), ("sideB", &agent.side_b)]
         .into_iter()
@@ -569,18 +565,7 @@ fn check_agent(
                     format!("no agent `{}` is defined", relationship.agent),
                 ),
                 Some(child) if relationship.is_enabled() => {
-                    for (h, requirement) in child.parent_hooks.iter().enumerate() {
-                        if !known.hooks.contains(&requirement.hook) {
-                            report.error(
-                                codes::MISSING_PARENT_HOOK,
-                                format!("{at}.agent"),
-                                format!(
-                                    "composing `{}` requires hook `{}` (its parentHooks[{h}]: {}), which is not registered; composition fails closed",
-                                    child.name, requirement.hook, requirement.reason
-                                ),
-                            );
-                        }
-                    }
+                    hooks::check_composed(child, &format!("{at}.agent"), known, report);
                 }
                 Some(_) => {}
             }
