@@ -31,17 +31,20 @@ fn record(turn_id: &str, session: &str) -> SqsEvent {
     event
 }
 
+/// A new table on moto, the store on it behind `meter`, and the same store unmetered.
+async fn metered_store(meter: &Meter, prefix: &str) -> (DynamoStore, DynamoStore) {
+    let plain = moto().dynamodb();
+    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    let config = DynamoConfig::new(&table).unwrap();
+    let unmetered = DynamoStore::new(plain.clone(), config.clone());
+    unmetered.create_table().await.unwrap();
+    (DynamoStore::new(meter.client(&plain), config), unmetered)
+}
+
 #[tokio::test]
 async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice() {
     let meter = Meter::default();
-    let plain = moto().dynamodb();
-    let table = format!("trips-{}", uuid::Uuid::new_v4().simple());
-    let config = DynamoConfig::new(&table).unwrap();
-    DynamoStore::new(plain.clone(), config.clone())
-        .create_table()
-        .await
-        .unwrap();
-    let store = DynamoStore::new(meter.client(&plain), config);
+    let (store, _) = metered_store(&meter, "trips").await;
     let bedrock = BedrockStandIn::start().await.unwrap();
     let engine = Engine::builder()
         .model(BedrockModel::new(
@@ -119,12 +122,7 @@ impl Sink for FirstWords {
 #[tokio::test]
 async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for_it() {
     let meter = Meter::default();
-    let plain = moto().dynamodb();
-    let table = format!("looks-{}", uuid::Uuid::new_v4().simple());
-    let config = DynamoConfig::new(&table).unwrap();
-    let unmetered = DynamoStore::new(plain.clone(), config.clone());
-    unmetered.create_table().await.unwrap();
-    let store = DynamoStore::new(meter.client(&plain), config);
+    let (store, unmetered) = metered_store(&meter, "looks").await;
     let bedrock = BedrockStandIn::start().await.unwrap();
     // Words every 100 ms for 12 s: the log writes a window's words together, every 250 ms.
     let words: String = (0..120).map(|i| format!("w{i} ")).collect();
@@ -204,4 +202,51 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
         "stopped mid-answer: {said}"
     );
     assert!(history[1].stopped.is_some());
+}
+
+/// A tool turn through the Lambda handler, with a history behind it: what it asks of DynamoDB,
+/// by operation. The opening's two writes and the history's query; one read of the turn's
+/// signals at the round boundary (where a steer sent during the tool call reaches the very next
+/// model request); the commit; and the log's one write. Six requests: BENCHMARKS.md says what
+/// taking the sixth would cost.
+#[tokio::test]
+async fn a_tool_turn_asks_six_requests_of_dynamodb_each_for_a_guarantee() {
+    let meter = Meter::default();
+    let (store, _) = metered_store(&meter, "trips").await;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "test-model"))
+        .store(store.clone())
+        .tools(agent_worker::engine::tools::examples::by_name("add"))
+        .build()
+        .unwrap();
+    let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+    let deadline = Some(SystemTime::now() + Duration::from_secs(600));
+    bedrock.push(Reply::text("Hello."));
+    let first = handler
+        .handle_batch(record("t0", "c-tool"), deadline)
+        .await
+        .unwrap();
+    assert!(first.batch_item_failures.is_empty());
+    bedrock.push(Reply::tool_call("c1", "add", r#"{"numbers":[1,2]}"#));
+    bedrock.push(Reply::text("It is 3."));
+    meter.take();
+    let out = handler
+        .handle_batch(record("t1", "c-tool"), deadline)
+        .await
+        .unwrap();
+    assert!(out.batch_item_failures.is_empty());
+    let counts = meter.take();
+    let expected: std::collections::BTreeMap<String, u64> = [
+        ("UpdateItem", 2),
+        ("Query", 1),
+        ("GetItem", 1),
+        ("TransactWriteItems", 2),
+    ]
+    .into_iter()
+    .map(|(operation, n)| (operation.to_owned(), n))
+    .collect();
+    assert_eq!(counts.operations, expected);
+    assert_eq!(counts.requests, 6);
+    assert_eq!(store.load_history(&sid("c-tool")).await.unwrap().len(), 6);
 }

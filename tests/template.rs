@@ -205,6 +205,11 @@ fn every_feature_is_deployable_by_parameters() {
         serde_yaml::to_string(&function["MemorySize"]).unwrap().trim(),
         "!Ref FunctionMemorySize"
     );
+    // Its default is the measured one (BENCHMARKS.md, part `heavy`): the heaviest turn twice over.
+    assert_eq!(
+        t["Parameters"]["FunctionMemorySize"]["Default"].as_u64(),
+        Some(256)
+    );
     assert_eq!(
         serde_yaml::to_string(&function["LoggingConfig"]["LogGroup"])
             .unwrap()

@@ -7,6 +7,9 @@
 //!   time per turn with the model's time taken out, peak resident memory (`process`).
 //! - Per provider (Bedrock, the Anthropic API, OpenAI-compatible), each against its wire-level
 //!   stand-in: cold start and the CPU of a one-tool turn (`providers`).
+//! - The heaviest turns the suite knows (a long answer, 8 tool calls, 1,000 messages summarized,
+//!   a large PDF and pictures), each in a Lambda function of its own: peak memory, for the
+//!   function's `MemorySize` (`heavy`).
 //! - DynamoDB requests and bytes per turn against conversation length (`storage`).
 //! - What watching for a stop costs a 30 s turn with a 20 s tool call, in DynamoDB requests
 //!   (`watch`).
@@ -20,6 +23,7 @@
 //! `benchmarks/dynamodb-per-turn.svg`.
 
 mod conversations;
+mod heavy;
 mod inprocess;
 mod load;
 mod plot;
@@ -56,6 +60,9 @@ async fn main() {
     }
     if wants("providers") {
         results.insert("providers".into(), process::providers().await);
+    }
+    if wants("heavy") {
+        results.insert("heavy".into(), heavy::run().await);
     }
     if wants("storage") {
         let storage = storage::run().await;

@@ -1,9 +1,18 @@
 //! The bench's peer: `agent-worker invoke --repeat N`'s one-tool turn on rig (rig-agent with
-//! rig-bedrock), against the same Bedrock stand-in, printing what `invoke` prints: one JSON line
-//! per streamed item, then a summary line with the failed turns and the peak resident memory.
+//! rig-bedrock), against the same Bedrock stand-in, written as rig's own Bedrock streaming example
+//! (`streaming_with_bedrock_and_tools`) is: the client built once, `agent.prompt(..).stream()`,
+//! the answer's text printed as it streams (a line per piece, so that the bench sees the first
+//! one arrive), nothing else done per item. Then a summary line with the failed turns and the
+//! peak resident memory.
 //!
 //! `rig-peer --endpoint-url URL --model-id ID --repeat N`. Each turn is a fresh prompt ("Add 1
 //! and 2."), the model may call `add`, and the run allows four model calls.
+//!
+//! It runs on tokio's current-thread runtime, as `agent-worker invoke` does: rig's examples use
+//! `#[tokio::main]` (the multi-thread runtime), whose wake-ups between worker threads cost more
+//! CPU per turn than either framework's own work on this 2-core machine (BENCHMARKS.md, session
+//! 20), so the bench compares the frameworks on one runtime. Until session 20 the peer also wrote
+//! every stream item as a JSON line; that costs little beside the runtime, and is gone.
 
 use std::error::Error;
 use std::fmt;
@@ -11,7 +20,9 @@ use std::io::Write;
 
 use aws_config::{BehaviorVersion, Region};
 use futures::StreamExt;
+use rig_agent::agent::MultiTurnStreamItem;
 use rig_agent::prelude::*;
+use rig_agent::streaming::{Item, StreamEvent};
 use rig_agent::tool::ToolContext;
 use rig_bedrock::client::BedrockRuntime;
 use serde::Deserialize;
@@ -73,7 +84,7 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let endpoint = flag(&args, "--endpoint-url").expect("--endpoint-url");
@@ -94,20 +105,18 @@ async fn main() {
     let mut failed = 0;
     for _ in 0..repeat {
         let mut stream = agent.prompt("Add 1 and 2.").max_turns(4).stream();
-        let mut ok = true;
+        let mut ended = false;
         while let Some(item) = stream.next().await {
             match item {
-                Ok(item) => {
-                    let line = serde_json::to_string(&item).expect("an item encodes");
-                    writeln!(stdout, "{line}").expect("stdout");
+                Ok(MultiTurnStreamItem::StreamAssistantItem(Item::Event(StreamEvent::Text { text, .. }))) => {
+                    writeln!(stdout, "{text}").expect("stdout");
                 }
-                Err(e) => {
-                    writeln!(stdout, "{}", json!({"error": e.to_string()})).expect("stdout");
-                    ok = false;
-                }
+                Ok(MultiTurnStreamItem::FinalResponse(_)) => ended = true,
+                Ok(_) => {}
+                Err(e) => writeln!(stdout, "error: {e}").expect("stdout"),
             }
         }
-        failed += u32::from(!ok);
+        failed += u32::from(!ended);
     }
     writeln!(
         stdout,

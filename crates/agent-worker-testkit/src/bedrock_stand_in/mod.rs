@@ -232,7 +232,13 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/_stand-in/replies", post(push_replies))
         .route("/_stand-in/requests", get(list_requests))
         .with_state(shared)
+        // axum's 2 MB default would refuse requests Bedrock takes: a message's pictures and
+        // documents travel in base64 (five files of the engine's limits pass 2 MB).
+        .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_LIMIT))
 }
+
+/// The largest request body the stand-in reads.
+const REQUEST_BODY_LIMIT: usize = 64 * 1024 * 1024;
 
 async fn push_replies(
     State(shared): State<Arc<Shared>>,

@@ -72,7 +72,12 @@ pub fn text(bytes: &[u8]) -> Result<String, PdfError> {
         };
         shown_text(&content, &mut out);
     }
-    let text = out.trim().to_owned();
+    // Trimmed in place: a large PDF's text is tens of megabytes, and a trimmed copy would hold
+    // it twice at the turn's peak.
+    out.truncate(out.trim_end().len());
+    let leading = out.len() - out.trim_start().len();
+    out.drain(..leading);
+    let text = out;
     let readable = text
         .chars()
         .filter(|c| !c.is_control() || c.is_whitespace())
