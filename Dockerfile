@@ -7,7 +7,7 @@
 #
 # The build stage runs on the builder's own platform and cross-compiles to the target one, so an
 # ARM64 image builds on an x86_64 machine without emulating the compiler.
-FROM --platform=$BUILDPLATFORM rust:1.88-bookworm AS build
+FROM --platform=$BUILDPLATFORM rust:1.94-bookworm AS build
 ARG TARGETARCH
 WORKDIR /src
 RUN case "$TARGETARCH" in \

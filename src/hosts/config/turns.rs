@@ -147,9 +147,7 @@ impl ConfiguredTurns {
             steps: steps.to_vec(),
         }))
     }
-}
 
-impl ConfiguredTurns {
     /// Whether every turn gets its prompt from a rule: each rule gives one and the last matches
     /// every turn (so the deployment's own is never used).
     pub fn prompts_every_turn(&self) -> bool {
