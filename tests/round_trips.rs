@@ -87,6 +87,12 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
             None,
             "turn {turn}: no read of the version, a stop or the log's place: {operations:?}"
         );
+        assert_eq!(
+            operations.get("TransactWriteItems"),
+            Some(&1),
+            "turn {turn}: the log's end written with the commit: {operations:?}"
+        );
+        assert_eq!(counts.requests, if turn == 0 { 3 } else { 4 }, "turn {turn}");
     }
     assert_eq!(store.load_history(&sid("c-1")).await.unwrap().len(), 6);
     let log = DynamoEventLog::new(store);
@@ -207,10 +213,9 @@ async fn a_streaming_turn_hears_its_stop_from_its_log_writes_without_reading_for
 /// A tool turn through the Lambda handler, with a history behind it: what it asks of DynamoDB,
 /// by operation. The opening's two writes and the history's query; one read of the turn's
 /// signals at the round boundary (where a steer sent during the tool call reaches the very next
-/// model request); the commit; and the log's one write. Six requests: BENCHMARKS.md says what
-/// taking the sixth would cost.
+/// model request); and the commit, which writes the turn's event log with it. Five requests.
 #[tokio::test]
-async fn a_tool_turn_asks_six_requests_of_dynamodb_each_for_a_guarantee() {
+async fn a_tool_turn_asks_five_requests_of_dynamodb_each_for_a_guarantee() {
     let meter = Meter::default();
     let (store, _) = metered_store(&meter, "trips").await;
     let bedrock = BedrockStandIn::start().await.unwrap();
@@ -241,12 +246,128 @@ async fn a_tool_turn_asks_six_requests_of_dynamodb_each_for_a_guarantee() {
         ("UpdateItem", 2),
         ("Query", 1),
         ("GetItem", 1),
-        ("TransactWriteItems", 2),
+        ("TransactWriteItems", 1),
     ]
     .into_iter()
     .map(|(operation, n)| (operation.to_owned(), n))
     .collect();
     assert_eq!(counts.operations, expected);
-    assert_eq!(counts.requests, 6);
+    assert_eq!(counts.requests, 5);
     assert_eq!(store.load_history(&sid("c-tool")).await.unwrap().len(), 6);
+    // The log holds the whole turn, in order, its terminal once and last.
+    let logged = DynamoEventLog::new(store)
+        .read("c-tool", "t1", None)
+        .await
+        .unwrap();
+    assert_whole(&logged, 0);
+    assert!(
+        logged
+            .iter()
+            .any(|l| matches!(&l.event, AgentEvent::ToolEnded { .. })),
+        "{logged:?}"
+    );
+}
+
+/// `logged` runs on from position `from` without a gap, and ends with its only terminal.
+fn assert_whole(logged: &[agent_worker::sinks::LoggedEvent], from: u64) {
+    let seqs: Vec<u64> = logged.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, (from..from + logged.len() as u64).collect::<Vec<_>>());
+    let terminals = logged.iter().filter(|l| l.event.is_terminal()).count();
+    assert_eq!(terminals, 1, "{logged:?}");
+    assert!(logged.last().is_some_and(|l| l.event.is_terminal()), "{logged:?}");
+}
+
+/// A turn that ran before on another worker (reclaimed) finds its log's first position taken:
+/// its commit cannot write the log's end there, so it lands without it and the log goes on after
+/// the earlier run's events itself. Nothing of either run is overwritten.
+#[tokio::test]
+async fn a_reclaimed_turns_commit_leaves_its_log_to_go_on_after_the_earlier_run() {
+    let meter = Meter::default();
+    let (store, _) = metered_store(&meter, "trips").await;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "test-model"))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let log = DynamoEventLog::new(store.clone());
+    // What the earlier run logged before its worker went away.
+    let earlier = [AgentEvent::text("I was saying"), AgentEvent::usage(1, 1)];
+    let mut sink = log.open(&TurnRef::new("c-again", "t0"));
+    for event in &earlier {
+        sink.event(event).await.unwrap();
+    }
+    sink.flush().await.unwrap();
+    drop(sink);
+    let handler = TurnHandler::new(engine, Sinks::new().with(log.clone()));
+    bedrock.push(Reply::text("Hello again."));
+    meter.take();
+    let out = handler
+        .handle_batch(
+            record("t0", "c-again"),
+            Some(SystemTime::now() + Duration::from_secs(600)),
+        )
+        .await
+        .unwrap();
+    assert!(out.batch_item_failures.is_empty());
+    assert_eq!(store.load_history(&sid("c-again")).await.unwrap().len(), 2);
+    let logged = log.read("c-again", "t0", None).await.unwrap();
+    let events: Vec<&AgentEvent> = logged.iter().map(|l| &l.event).collect();
+    assert_eq!(events[..2], [&earlier[0], &earlier[1]], "{logged:?}");
+    assert_whole(&logged[2..], 2);
+    assert!(events.contains(&&AgentEvent::text("Hello again.")), "{logged:?}");
+    // The commit tried with the log's end, then landed without it; the log's own first write
+    // found its first position taken too, and went on after the earlier run's events.
+    assert_eq!(meter.take().operations.get("TransactWriteItems"), Some(&4));
+}
+
+/// A host that hands the log other events than the turn emitted (here: all but the first) keeps
+/// the log's end out of the commit: the log writes what it was given itself, in order.
+#[tokio::test]
+async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
+    use agent_worker::protocol::{Agent, Prompt, Scope};
+    use futures_util::StreamExt;
+    let meter = Meter::default();
+    let (store, _) = metered_store(&meter, "trips").await;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "test-model"))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let log = DynamoEventLog::new(store.clone());
+    bedrock.push(Reply::text("Only part of me is logged."));
+    let mut sink = log.open(&TurnRef::new("c-part", "t0"));
+    meter.take();
+    let mut events = engine.invoke(Scope::new("c-part").with_turn_id("t0"), Prompt::text("Hello?"));
+    let mut given = Vec::new();
+    let mut first = true;
+    while let Some(event) = events.next().await {
+        if !std::mem::take(&mut first) {
+            sink.event(&event).await.unwrap();
+            given.push(event);
+        }
+    }
+    sink.close().await.unwrap();
+    assert_eq!(store.load_history(&sid("c-part")).await.unwrap().len(), 2);
+    let logged: Vec<AgentEvent> = log
+        .read("c-part", "t0", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.event)
+        .collect();
+    let text = |events: &[AgentEvent]| -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Text { delta } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(text(&logged), text(&given), "{logged:?} / {given:?}");
+    assert_eq!(logged.last(), given.last(), "{logged:?}");
+    // The commit, and the log's own write after it.
+    assert_eq!(meter.take().operations.get("TransactWriteItems"), Some(&2));
 }

@@ -39,6 +39,8 @@ pub enum Match {
     Body(String),
     /// Every one of these.
     All(Vec<Match>),
+    /// Not this.
+    Not(Box<Match>),
 }
 
 impl Match {
@@ -69,6 +71,12 @@ impl Match {
         }
     }
 
+    /// This, but not `other`.
+    #[must_use]
+    pub fn and_not(self, other: Match) -> Self {
+        self.and(Self::Not(Box::new(other)))
+    }
+
     fn picks(&self, request: &Request) -> bool {
         match self {
             Self::Any => true,
@@ -79,6 +87,7 @@ impl Match {
             Self::Path(part) => request.path.contains(part.as_str()),
             Self::Body(part) => String::from_utf8_lossy(&request.body).contains(part.as_str()),
             Self::All(all) => all.iter().all(|m| m.picks(request)),
+            Self::Not(not) => !not.picks(request),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! [`DynamoEventLog`]: a turn's events in the session table, read back from a cursor.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -8,12 +9,13 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
 use agent_worker_core::protocol::AgentEvent;
-use agent_worker_core::sinks::{PendingEvents, Sink, SinkError, TurnRef, TurnSink};
+use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
 use super::codec::write_token;
 use super::commands::{Look, SignalsLook};
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
+use super::log_tail::{Tail, lock};
 use super::sdk_error::{cancellation_reasons, is_condition_reason, is_conditional_failure};
 
 /// Consecutive text (or thinking) deltas are merged into one event of at most this many bytes.
@@ -33,7 +35,9 @@ const MAX_PENDING_EVENTS: usize = 1000;
 /// Writes each turn's events to the session's table as `event#<turnId>#<seq>` items, so a client
 /// can read them from a cursor ([`read`](Self::read)). Consecutive deltas are merged, so
 /// a long answer is a handful of items, not one per token, and the events of a window
-/// ([`TEXT_COALESCE_WINDOW`]) are written together: a short turn's log is one write. An event
+/// ([`TEXT_COALESCE_WINDOW`]) are written together. What is left at the turn's end is written
+/// by the turn's commit, in its transaction, when the log shares its store with the engine and
+/// was given every event the turn emitted: a short turn's log costs no write of its own. An event
 /// whose write fails (after the SDK's retries) stays queued and is written, in order, with the
 /// next: a table that recovers within the turn loses nothing of its log.
 #[derive(Debug, Clone)]
@@ -171,9 +175,11 @@ impl Sink for DynamoEventLog {
         Box::new(TurnLog {
             log: self.clone(),
             turn: turn.clone(),
-            next: None,
+            tail: self
+                .store
+                .log_tails
+                .open(&turn.session, &turn.turn_id, TEXT_COALESCE_BYTES),
             since: None,
-            pending: PendingEvents::new(TEXT_COALESCE_BYTES),
             dropped: 0,
         })
     }
@@ -183,23 +189,29 @@ impl Sink for DynamoEventLog {
 struct TurnLog {
     log: DynamoEventLog,
     turn: TurnRef,
-    /// The next position; found on the first write, after what an earlier run of the same turn
-    /// (a reclaimed one) logged.
-    next: Option<u64>,
+    /// What is not written yet, and the next position (found on the first write, after what an
+    /// earlier run of the same turn, a reclaimed one, logged): shared with the store, whose
+    /// commit may write them ([`LogTails`](super::log_tail::LogTails)).
+    tail: Arc<Mutex<Tail>>,
     /// When the oldest event not written yet (gathered text included) came, or a failed write
     /// was last tried: what is held goes out [`TEXT_COALESCE_WINDOW`] after it.
     since: Option<Instant>,
-    /// Events not written yet, oldest first, consecutive text deltas merged.
-    pending: PendingEvents,
     /// Events dropped because the queue was full.
     dropped: usize,
 }
 
 impl TurnLog {
+    fn tail(&self) -> MutexGuard<'_, Tail> {
+        lock(&self.tail)
+    }
+
     fn queue(&mut self, event: AgentEvent) {
-        self.pending.push(event);
-        if self.pending.len() > MAX_PENDING_EVENTS {
-            self.pending.discard(1);
+        let mut tail = self.tail();
+        tail.received += 1;
+        tail.pending.push(event);
+        if tail.pending.len() > MAX_PENDING_EVENTS {
+            tail.pending.discard(1);
+            drop(tail);
             self.dropped += 1;
         }
     }
@@ -207,17 +219,34 @@ impl TurnLog {
     /// Writes what is queued, oldest first, [`EVENTS_PER_WRITE`] at a time, until a write
     /// fails; then what is left waits a window before it is tried again.
     async fn drain(&mut self) -> Result<(), SinkError> {
-        while !self.pending.is_empty() {
-            let count = self.pending.len().min(EVENTS_PER_WRITE);
-            let batch: Vec<AgentEvent> = self.pending.front(count).cloned().collect();
-            if let Err(e) = self.write(&batch).await {
+        loop {
+            let batch: Vec<AgentEvent> = {
+                let mut tail = self.tail();
+                let count = tail.pending.len().min(EVENTS_PER_WRITE);
+                if count == 0 {
+                    break;
+                }
+                if tail.committing {
+                    // The turn's commit is writing the queue: look again a window from now.
+                    drop(tail);
+                    self.since = Some(Instant::now());
+                    return Ok(());
+                }
+                tail.writing = true;
+                tail.pending.front(count).cloned().collect()
+            };
+            let written = self.write(&batch).await;
+            let mut tail = self.tail();
+            tail.writing = false;
+            if let Err(e) = written {
+                let kept = tail.pending.len();
+                drop(tail);
                 self.since = Some(Instant::now());
                 return Err(SinkError::new(format!(
-                    "{e}; {} event(s) kept to write with the next",
-                    self.pending.len()
+                    "{e}; {kept} event(s) kept to write with the next"
                 )));
             }
-            self.pending.discard(count);
+            tail.pending.discard(batch.len());
         }
         self.since = None;
         if self.dropped > 0 {
@@ -238,7 +267,8 @@ impl TurnLog {
         // whose answer was lost, the retry finds the position taken, and the token tells that
         // it was by this very write.
         let token = write_token();
-        if let Some(seq) = self.next {
+        let next = self.tail().next;
+        if let Some(seq) = next {
             return self
                 .put(events, seq, false, &token)
                 .await
@@ -247,7 +277,7 @@ impl TurnLog {
         match self.put(events, 0, true, &token).await {
             Err(PutError::Taken) => match self.log.last_seq(&self.turn).await? {
                 Some((last, Some(landed))) if landed == token => {
-                    self.next = Some(last + 1);
+                    self.tail().next = Some(last + 1);
                     Ok(())
                 }
                 last => {
@@ -272,10 +302,11 @@ impl TurnLog {
         first: bool,
         token: &str,
     ) -> Result<(), PutError> {
+        let (store, session, turn_id) = (&self.log.store, &self.turn.session, &self.turn.turn_id);
         let items = events
             .iter()
             .zip(seq..)
-            .map(|(event, seq)| self.item(event, seq, token))
+            .map(|(event, seq)| event_item(store, session, turn_id, event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
         let look = self
@@ -287,7 +318,7 @@ impl TurnLog {
             Err(PutError::Looked) => self.send(&items, first, None, seq, last).await,
             other => other,
         }?;
-        self.next = Some(last + 1);
+        self.tail().next = Some(last + 1);
         Ok(())
     }
 
@@ -395,31 +426,31 @@ impl TurnLog {
             }
         }
     }
+}
 
-    /// The item of `event` at position `seq`.
-    fn item(
-        &self,
-        event: &AgentEvent,
-        seq: u64,
-        token: &str,
-    ) -> Result<HashMap<String, AttributeValue>, SinkError> {
-        let json =
-            serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
-        Ok(HashMap::from([
-            (PK.to_owned(), AttributeValue::S(session_pk(&self.turn.session))),
-            (
-                SK.to_owned(),
-                AttributeValue::S(event_sk(&self.turn.turn_id, seq)),
-            ),
-            ("seq".to_owned(), AttributeValue::N(seq.to_string())),
-            ("event".to_owned(), AttributeValue::S(json)),
-            (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
-            (
-                EXPIRES_AT.to_owned(),
-                AttributeValue::N(self.log.store.expires_at().to_string()),
-            ),
-        ]))
-    }
+/// The item of `event` at position `seq` of turn `turn_id`'s log, written with `token`: the
+/// log's own writes and the commit that writes the log's end make them alike.
+pub(super) fn event_item(
+    store: &DynamoStore,
+    session: &str,
+    turn_id: &str,
+    event: &AgentEvent,
+    seq: u64,
+    token: &str,
+) -> Result<HashMap<String, AttributeValue>, SinkError> {
+    let json =
+        serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
+    Ok(HashMap::from([
+        (PK.to_owned(), AttributeValue::S(session_pk(session))),
+        (SK.to_owned(), AttributeValue::S(event_sk(turn_id, seq))),
+        ("seq".to_owned(), AttributeValue::N(seq.to_string())),
+        ("event".to_owned(), AttributeValue::S(json)),
+        (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
+        (
+            EXPIRES_AT.to_owned(),
+            AttributeValue::N(store.expires_at().to_string()),
+        ),
+    ]))
 }
 
 /// Events written together, at most: one transaction's worth of small items.
@@ -460,10 +491,20 @@ impl TurnSink for TurnLog {
     /// written yet, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
     /// the turn at least once a window; the host flushes a window that passes with no event.
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
+        {
+            let mut tail = self.tail();
+            // The turn's commit wrote its terminal, and every event before it.
+            if tail.written_terminal.as_ref() == Some(event) {
+                tail.received += 1;
+                drop(tail);
+                self.since = None;
+                return Ok(());
+            }
+        }
         self.since.get_or_insert_with(Instant::now);
         self.queue(event.clone());
         let due = self.flush_due().is_some_and(|due| due <= Instant::now());
-        if event.is_terminal() || due || self.pending.len() >= EVENTS_PER_WRITE {
+        if event.is_terminal() || due || self.tail().pending.len() >= EVENTS_PER_WRITE {
             return self.drain().await;
         }
         Ok(())

@@ -22,6 +22,7 @@ mod history;
 mod job_events;
 pub mod keys;
 mod lineage;
+mod log_tail;
 mod opening;
 mod owner;
 mod run;

@@ -27,11 +27,13 @@ use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
     Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryView, Lease, Message, Opened, Owner,
     OwnerCheck, SeenSignals, SessionId, SessionStore, SignalBoards, Stop, StopOutcome, StoreError,
-    StoredMessage, Summary, TurnCommand, TurnId, TurnOpening, TurnOutcome, TurnRecord, TurnSignals,
+    StoredMessage, Summary, TurnCommand, TurnEnding, TurnId, TurnOpening, TurnOutcome, TurnRecord,
+    TurnSignals,
 };
 
 use super::codec::*;
 use super::keys::*;
+use super::log_tail::LogTails;
 use super::opening::{Meta, VersionHints};
 use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
 use super::transact::item_size;
@@ -86,6 +88,8 @@ pub struct DynamoStore {
     pub(super) versions: VersionHints,
     /// The looks the event log's writes take at the signals of turns watched in this process.
     pub(super) signals: SignalBoards,
+    /// The unwritten ends of the event logs open in this process, which a turn's commit may write.
+    pub(super) log_tails: LogTails,
 }
 
 impl fmt::Debug for DynamoStore {
@@ -104,6 +108,7 @@ impl DynamoStore {
             config,
             versions: VersionHints::default(),
             signals: SignalBoards::default(),
+            log_tails: LogTails::default(),
         }
     }
 
@@ -469,6 +474,10 @@ impl SessionStore for DynamoStore {
 
     fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
         self.signals.subscribe(session, turn_id, interval)
+    }
+
+    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
+        self.log_tails.announce(session, turn_id, ending);
     }
 
     async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {

@@ -8,6 +8,8 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use futures_core::Stream;
@@ -20,6 +22,8 @@ use crate::protocol::{AgentEvent, EventStream, codes};
 #[derive(Debug, Clone)]
 pub(crate) struct Emitter {
     tx: mpsc::UnboundedSender<AgentEvent>,
+    /// How many events were sent.
+    sent: Arc<AtomicUsize>,
 }
 
 impl Emitter {
@@ -28,6 +32,19 @@ impl Emitter {
         // The receiver lives in the stream that polls this driver: it cannot be gone while the
         // driver runs.
         let _ = self.tx.send(event);
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many events were sent so far.
+    pub(crate) fn sent(&self) -> usize {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Returns once the caller has taken every event sent so far. The stream polls its driver
+    /// only when it holds no event, so one pause is enough: the driver runs on when the caller,
+    /// having taken (and, reading in order, handled) each event, asks for the next.
+    pub(crate) async fn handed_over(&self) {
+        tokio::task::yield_now().await;
     }
 }
 
@@ -40,7 +57,10 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    let driver = turn(Emitter { tx: tx.clone() });
+    let driver = turn(Emitter {
+        tx: tx.clone(),
+        sent: Arc::default(),
+    });
     Box::pin(TurnStream {
         driver: Some(Box::pin(AssertUnwindSafe(driver).catch_unwind().map(
             move |result| {

@@ -32,7 +32,7 @@ pub use owner::{ConversationClaim, Owner, OwnerCheck};
 pub use seen::{SeenSignals, SignalBoards, SignalsSeen};
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
-pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnOutcome, TurnRecord, TurnStatus};
+pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnEnding, TurnOutcome, TurnRecord, TurnStatus};
 pub use ui_answer::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 
 use std::fmt;
@@ -235,6 +235,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Tells the store what turn `turn_id` says next, and last, if the commit that follows
+    /// ([`complete_turn`](Self::complete_turn) or [`complete_turn_seen`](Self::complete_turn_seen))
+    /// lands: see [`TurnEnding`]. It holds for that one commit, landed or not. A store that keeps
+    /// the turn's event log may write the log's end with the commit; the default keeps nothing.
+    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
+        let _ = (session, turn_id, ending);
+    }
+
     /// [`complete_turn`](Self::complete_turn) for a turn that ran to its own end having seen
     /// `seen` commands: refused with [`StoreError::CommandsPending`], nothing written, while the
     /// turn has more, so that it runs them first.
@@ -426,6 +434,10 @@ impl<S: SessionStore + ?Sized> SessionStore for std::sync::Arc<S> {
 
     fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
         (**self).signals_seen(session, turn_id, interval)
+    }
+
+    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
+        (**self).ending_next(session, turn_id, ending);
     }
 
     async fn complete_turn_seen(

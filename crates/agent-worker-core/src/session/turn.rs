@@ -35,6 +35,18 @@ pub struct TurnOutcome {
     pub terminal: Value,
 }
 
+/// What a turn says last, told to its store just before the commit it follows: the terminal the
+/// turn emits once that commit lands, and how many events it emitted before it. A store that
+/// keeps the turn's event log as well can write the log's unwritten events and this terminal in
+/// the commit's own transaction, so that the log's last window costs no request of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnding {
+    /// The events the turn emitted before its terminal.
+    pub emitted: usize,
+    /// The terminal it emits once the commit lands.
+    pub terminal: crate::protocol::AgentEvent,
+}
+
 /// A turn as its record stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnRecord {

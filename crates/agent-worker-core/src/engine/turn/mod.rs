@@ -385,7 +385,7 @@ async fn run_phases(
         } else {
             Vec::new()
         };
-        match phases::store(engine, ask, messages, ending, file_tokens, seen).await {
+        match phases::store(engine, ask, messages, ending, file_tokens, seen, out).await {
             Ok(terminal) => return Ok(terminal),
             Err(phases::CommandsPending) => {
                 stop::read_signals(engine.store.as_ref(), session, turn_id, &flag).await;

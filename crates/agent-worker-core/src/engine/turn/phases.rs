@@ -6,13 +6,14 @@ use serde_json::json;
 
 use super::{Ending, History, TurnAsk, logged_store_error, release};
 use crate::engine::prompt::{InvalidPrompt, user_message};
+use crate::engine::turn_stream::Emitter;
 use crate::engine::{EngineInner, TurnStopReason};
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
     Claim, ContentBlock, ForkOutcome, HistoryView, IdError, Lease, Message, Opened, Owner, OwnerCheck, Role,
-    SessionId, SessionStore, Stop, StopCause, StoreError, TurnId, TurnOpening, TurnOutcome, TurnRecord,
-    TurnStatus,
+    SessionId, SessionStore, Stop, StopCause, StoreError, TurnEnding, TurnId, TurnOpening, TurnOutcome,
+    TurnRecord, TurnStatus,
 };
 
 /// Why a turn ends before its rounds run.
@@ -430,7 +431,10 @@ pub(super) struct CommandsPending;
 /// own, or the failure to store it. Past its deadline the turn may take only `store_timeout` to
 /// store; after that nothing of it is kept, and a late write cannot land (completion is
 /// conditional on `running`). A turn that ran to its own end says how many of its commands it
-/// has `seen`; when more wait, nothing is stored and [`CommandsPending`] says so.
+/// has `seen`; when more wait, nothing is stored and [`CommandsPending`] says so. Within its
+/// time the turn tells the store its terminal first ([`SessionStore::ending_next`]), once the
+/// caller has taken every event before it (`out`), so that a store keeping the turn's log can
+/// write the log's end with the commit.
 pub(super) async fn store(
     engine: &EngineInner,
     ask: &TurnAsk,
@@ -438,6 +442,7 @@ pub(super) async fn store(
     ending: Ending,
     file_tokens: u64,
     seen: Option<usize>,
+    out: &Emitter,
 ) -> Result<AgentEvent, CommandsPending> {
     let (store, config) = (&engine.store, &engine.config);
     let (session, turn_id) = (&ask.session, &ask.turn_id);
@@ -463,6 +468,15 @@ pub(super) async fn store(
             )),
         }
     } else {
+        out.handed_over().await;
+        store.ending_next(
+            session,
+            turn_id,
+            TurnEnding {
+                emitted: out.sent(),
+                terminal: terminal.clone(),
+            },
+        );
         let stored = match seen {
             Some(seen) => {
                 store
