@@ -157,16 +157,11 @@ impl World {
 
     /// The text of a turn's logged events, in order.
     async fn log_text(&self, session: &str, turn: &str) -> String {
-        DynamoEventLog::new(self.direct_store())
+        let logged = DynamoEventLog::new(self.direct_store())
             .read(session, turn, None)
             .await
-            .unwrap()
-            .into_iter()
-            .filter_map(|logged| match logged.event {
-                AgentEvent::Text { delta } => Some(delta),
-                _ => None,
-            })
-            .collect()
+            .unwrap();
+        support::text_of(&logged.into_iter().map(|l| l.event).collect::<Vec<_>>())
     }
 
     async fn audit(&self, accepted: &[(String, String)]) -> Audit {

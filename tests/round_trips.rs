@@ -2,6 +2,8 @@
 //! interceptor): two round trips before the model is called, whatever the conversation holds,
 //! and no read of the version or the log's position on the way.
 
+mod support;
+
 use agent_worker_testkit::{sid, tid};
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +18,7 @@ use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde_json::json;
+use support::text_of;
 use tokio::sync::Notify;
 
 fn record(turn_id: &str, session: &str) -> SqsEvent {
@@ -39,6 +42,18 @@ async fn metered_store(meter: &Meter, prefix: &str) -> (DynamoStore, DynamoStore
     let unmetered = DynamoStore::new(plain.clone(), config.clone());
     unmetered.create_table().await.unwrap();
     (DynamoStore::new(meter.client(&plain), config), unmetered)
+}
+
+/// A new table on moto behind `meter`, the Bedrock stand-in, and an engine on both.
+async fn metered_engine(meter: &Meter) -> (DynamoStore, BedrockStandIn, Engine) {
+    let (store, _) = metered_store(meter, "trips").await;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), "test-model"))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    (store, bedrock, engine)
 }
 
 #[tokio::test]
@@ -283,13 +298,7 @@ fn assert_whole(logged: &[agent_worker::sinks::LoggedEvent], from: u64) {
 #[tokio::test]
 async fn a_reclaimed_turns_commit_leaves_its_log_to_go_on_after_the_earlier_run() {
     let meter = Meter::default();
-    let (store, _) = metered_store(&meter, "trips").await;
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), "test-model"))
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, bedrock, engine) = metered_engine(&meter).await;
     let log = DynamoEventLog::new(store.clone());
     // What the earlier run logged before its worker went away.
     let earlier = [AgentEvent::text("I was saying"), AgentEvent::usage(1, 1)];
@@ -328,13 +337,7 @@ async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
     use agent_worker::protocol::{Agent, Prompt, Scope};
     use futures_util::StreamExt;
     let meter = Meter::default();
-    let (store, _) = metered_store(&meter, "trips").await;
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), "test-model"))
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, bedrock, engine) = metered_engine(&meter).await;
     let log = DynamoEventLog::new(store.clone());
     bedrock.push(Reply::text("Only part of me is logged."));
     let mut sink = log.open(&TurnRef::new("c-part", "t0"));
@@ -357,16 +360,7 @@ async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
         .into_iter()
         .map(|l| l.event)
         .collect();
-    let text = |events: &[AgentEvent]| -> String {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::Text { delta } => Some(delta.as_str()),
-                _ => None,
-            })
-            .collect()
-    };
-    assert_eq!(text(&logged), text(&given), "{logged:?} / {given:?}");
+    assert_eq!(text_of(&logged), text_of(&given), "{logged:?} / {given:?}");
     assert_eq!(logged.last(), given.last(), "{logged:?}");
     // The commit, and the log's own write after it.
     assert_eq!(meter.take().operations.get("TransactWriteItems"), Some(&2));
