@@ -71,13 +71,7 @@ pub async fn run(agent: &impl Agent, session: &str, text: &str) -> Vec<AgentEven
 
 /// The text deltas, joined.
 pub fn text_of(events: &[AgentEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Text { delta } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
+    agent_worker::protocol::text_of(events)
 }
 
 /// The thinking deltas, joined.

@@ -74,6 +74,17 @@ where
     Err(CollectError::NoTerminal)
 }
 
+/// Every text delta of `events`, concatenated: what a turn said, from events already gathered.
+pub fn text_of(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 impl fmt::Display for Collected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -85,6 +96,18 @@ mod tests {
     use super::*;
     use futures_util::stream;
     use serde_json::json;
+
+    #[test]
+    fn text_of_joins_the_text_deltas_alone() {
+        let events = [
+            AgentEvent::thinking("not this"),
+            AgentEvent::text("Hel"),
+            AgentEvent::usage(1, 1),
+            AgentEvent::text("lo"),
+            AgentEvent::completed(),
+        ];
+        assert_eq!(text_of(&events), "Hello");
+    }
 
     #[tokio::test]
     async fn collects_text_and_data_ignoring_everything_else() {

@@ -31,7 +31,7 @@ mod scope;
 
 pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
-pub use collect::{AgentFailure, CollectError, Collected, collect};
+pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
 pub use ids::{IdError, SessionId, TurnId, id_problem};

@@ -276,13 +276,7 @@ async fn remembered(engine: &Engine, run: &str) -> Outcome {
     let summarized = events
         .iter()
         .any(|e| matches!(e, AgentEvent::Other(raw) if raw["type"] == "compacted"));
-    let answer: String = last
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Text { delta } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect();
+    let answer = agent_worker::protocol::text_of(&last);
     let failure = if !summarized {
         Some("the conversation was never summarized".to_owned())
     } else if !answer.to_lowercase().contains("teal") {

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::definition::SubagentRelationship;
 use super::thread::{ChildLink, ParentLink, SessionStatus, Side};
 use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
-use crate::protocol::{AgentEvent, Prompt, Scope};
+use crate::protocol::{AgentEvent, Prompt, Scope, text_of};
 
 /// What a side's children need of the runtime that runs them: the parent turn's scratch pad, and
 /// a way to run a turn of another agent's session. The session runner implements it; this module
@@ -130,13 +130,7 @@ pub(crate) async fn message_child(
         .clone()
         .run_child(relationship.agent.clone(), scope, Prompt::text(text))
         .await;
-    let said: String = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Text { delta } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect();
+    let said = text_of(&events);
     let reply = match events.last() {
         Some(AgentEvent::Completed { data: Some(data) }) => ChildReply {
             session: child_session.clone(),
