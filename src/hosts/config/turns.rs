@@ -116,7 +116,7 @@ impl ConfiguredTurns {
                     problems.push(format!("{at}: persona, systemPrompt: give one, not both"));
                     None
                 }
-                (Some(persona), None) => Some(super::persona_prompt(persona)),
+                (Some(persona), None) => Some(super::prompt::persona_prompt(persona)),
                 (None, prompt) => prompt.clone(),
             };
             if system_prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
