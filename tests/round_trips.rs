@@ -34,6 +34,10 @@ fn record(turn_id: &str, session: &str) -> SqsEvent {
     event
 }
 
+/// The event log's window in the tests that count requests: longer than any turn, so the log
+/// writes only at the turn's end, whatever moto's pace (which would otherwise add a write).
+const PAST_THE_TURN: Duration = Duration::from_secs(600);
+
 /// A new table on moto, the store on it behind `meter`, and the same store unmetered.
 async fn metered_store(meter: &Meter, prefix: &str) -> (DynamoStore, DynamoStore) {
     let plain = moto().dynamodb();
@@ -69,7 +73,10 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
         .store(store.clone())
         .build()
         .unwrap();
-    let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+    let handler = TurnHandler::new(
+        engine,
+        Sinks::new().with(DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN)),
+    );
     let deadline = Some(SystemTime::now() + Duration::from_secs(600));
     // A new conversation, then turns with a history behind them.
     for turn in 0..3 {
@@ -240,7 +247,10 @@ async fn a_tool_turn_asks_five_requests_of_dynamodb_each_for_a_guarantee() {
         .tools(agent_worker::engine::tools::examples::by_name("add"))
         .build()
         .unwrap();
-    let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+    let handler = TurnHandler::new(
+        engine,
+        Sinks::new().with(DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN)),
+    );
     let deadline = Some(SystemTime::now() + Duration::from_secs(600));
     bedrock.push(Reply::text("Hello."));
     let first = handler
@@ -299,7 +309,7 @@ fn assert_whole(logged: &[agent_worker::sinks::LoggedEvent], from: u64) {
 async fn a_reclaimed_turns_commit_leaves_its_log_to_go_on_after_the_earlier_run() {
     let meter = Meter::default();
     let (store, bedrock, engine) = metered_engine(&meter).await;
-    let log = DynamoEventLog::new(store.clone());
+    let log = DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN);
     // What the earlier run logged before its worker went away.
     let earlier = [AgentEvent::text("I was saying"), AgentEvent::usage(1, 1)];
     let mut sink = log.open(&TurnRef::new("c-again", "t0"));
@@ -338,7 +348,7 @@ async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
     use futures_util::StreamExt;
     let meter = Meter::default();
     let (store, bedrock, engine) = metered_engine(&meter).await;
-    let log = DynamoEventLog::new(store.clone());
+    let log = DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN);
     bedrock.push(Reply::text("Only part of me is logged."));
     let mut sink = log.open(&TurnRef::new("c-part", "t0"));
     meter.take();

@@ -44,6 +44,8 @@ const MAX_PENDING_EVENTS: usize = 1000;
 pub struct DynamoEventLog {
     store: DynamoStore,
     look_ahead: std::time::Duration,
+    /// How long gathered events wait for more ([`TEXT_COALESCE_WINDOW`] by default).
+    window: std::time::Duration,
 }
 
 /// One logged event and its position, the cursor to read after it.
@@ -61,6 +63,7 @@ impl DynamoEventLog {
         Self {
             store,
             look_ahead: LOOK_AHEAD,
+            window: TEXT_COALESCE_WINDOW,
         }
     }
 
@@ -69,6 +72,15 @@ impl DynamoEventLog {
     #[must_use]
     pub fn looking_ahead(mut self, ahead: std::time::Duration) -> Self {
         self.look_ahead = ahead;
+        self
+    }
+
+    /// Gathers events for `window` before writing them ([`TEXT_COALESCE_WINDOW`] by default): a
+    /// reader following the log sees the turn move at least this often. A test that counts a
+    /// turn's requests sets it past the turn's length, so that moto's pace cannot add a write.
+    #[must_use]
+    pub fn gathering_for(mut self, window: std::time::Duration) -> Self {
+        self.window = window;
         self
     }
 
@@ -194,7 +206,7 @@ struct TurnLog {
     /// commit may write them ([`LogTails`](super::log_tail::LogTails)).
     tail: Arc<Mutex<Tail>>,
     /// When the oldest event not written yet (gathered text included) came, or a failed write
-    /// was last tried: what is held goes out [`TEXT_COALESCE_WINDOW`] after it.
+    /// was last tried: what is held goes out a window ([`DynamoEventLog::gathering_for`]) after it.
     since: Option<Instant>,
     /// Events dropped because the queue was full.
     dropped: usize,
@@ -203,17 +215,6 @@ struct TurnLog {
 impl TurnLog {
     fn tail(&self) -> MutexGuard<'_, Tail> {
         lock(&self.tail)
-    }
-
-    fn queue(&mut self, event: AgentEvent) {
-        let mut tail = self.tail();
-        tail.received += 1;
-        tail.pending.push(event);
-        if tail.pending.len() > MAX_PENDING_EVENTS {
-            tail.pending.discard(1);
-            drop(tail);
-            self.dropped += 1;
-        }
     }
 
     /// Writes what is queued, oldest first, [`EVENTS_PER_WRITE`] at a time, until a write
@@ -487,24 +488,32 @@ impl From<PutError> for SinkError {
 #[async_trait]
 impl TurnSink for TurnLog {
     /// Gathers events: consecutive deltas into one event of at most [`TEXT_COALESCE_BYTES`],
-    /// and every event into one write until [`TEXT_COALESCE_WINDOW`] after the oldest not
-    /// written yet, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
+    /// and every event into one write until a window ([`TEXT_COALESCE_WINDOW`] by default) after
+    /// the oldest not written yet, [`EVENTS_PER_WRITE`] events, or the terminal. A reader following the log sees
     /// the turn at least once a window; the host flushes a window that passes with no event.
     async fn event(&mut self, event: &AgentEvent) -> Result<(), SinkError> {
-        {
-            let mut tail = self.tail();
+        let queued = {
+            let mut tail = lock(&self.tail);
+            tail.received += 1;
             // The turn's commit wrote its terminal, and every event before it.
             if tail.written_terminal.as_ref() == Some(event) {
-                tail.received += 1;
-                drop(tail);
-                self.since = None;
-                return Ok(());
+                None
+            } else {
+                tail.pending.push(event.clone());
+                if tail.pending.len() > MAX_PENDING_EVENTS {
+                    tail.pending.discard(1);
+                    self.dropped += 1;
+                }
+                Some(tail.pending.len())
             }
-        }
+        };
+        let Some(queued) = queued else {
+            self.since = None;
+            return Ok(());
+        };
         self.since.get_or_insert_with(Instant::now);
-        self.queue(event.clone());
         let due = self.flush_due().is_some_and(|due| due <= Instant::now());
-        if event.is_terminal() || due || self.tail().pending.len() >= EVENTS_PER_WRITE {
+        if event.is_terminal() || due || queued >= EVENTS_PER_WRITE {
             return self.drain().await;
         }
         Ok(())
@@ -515,7 +524,7 @@ impl TurnSink for TurnLog {
     }
 
     fn flush_due(&self) -> Option<Instant> {
-        self.since.map(|since| since + TEXT_COALESCE_WINDOW)
+        self.since.map(|since| since + self.log.window)
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
