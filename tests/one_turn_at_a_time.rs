@@ -142,3 +142,120 @@ async fn a_turn_that_supersedes_the_running_one_replaces_it() {
     assert_eq!(p2.outcome.as_str(), "completed", "{p2:?}");
     assert_eq!(server.bedrock.requests().len(), 2);
 }
+
+/// Twenty turns posted at once into one conversation (issue 52: seven were answered 202 and
+/// only one ran; the other six were dropped without a word). Now each is either accepted and
+/// runs to its terminal, or answered 409 naming the turn that holds the conversation; the
+/// history holds the accepted turns, whole, in the order they ran.
+#[tokio::test]
+async fn of_twenty_racing_turns_every_accepted_one_runs_and_the_rest_are_409() {
+    let server = server_for(20, config(), None, |_| {}).await;
+    for n in 0..20 {
+        server.bedrock.push(Reply::text(&format!("Answer {n}.")));
+    }
+    let posts = (0..20).map(|n| {
+        let url = server.url.clone();
+        async move {
+            let id = format!("r{n}");
+            let (status, answer) = post_turn(&url, &turn(&id, &format!("Question {n}"))).await;
+            (id, status, answer)
+        }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    let accepted: Vec<&String> = answers
+        .iter()
+        .filter(|(_, status, _)| *status == 202)
+        .map(|(id, _, _)| id)
+        .collect();
+    assert!(!accepted.is_empty(), "{answers:?}");
+    for (id, status, answer) in &answers {
+        if *status != 202 {
+            assert_eq!(*status, 409, "{id}: {answer}");
+            let running = answer["runningTurnId"].as_str().unwrap_or_default();
+            assert!(
+                accepted.iter().any(|a| a.as_str() == running),
+                "{id} was refused for {running}, which is no accepted turn: {answers:?}"
+            );
+        }
+    }
+    let ends = server.ended(accepted.len()).await;
+    assert_eq!(ends.len(), accepted.len(), "{ends:?}");
+    for end in &ends {
+        assert_eq!(
+            end.outcome.as_str(),
+            "completed",
+            "an accepted turn was dropped: {end:?}"
+        );
+    }
+    assert_eq!(server.bedrock.requests().len(), accepted.len());
+    // The history: each accepted turn's question and answer, in the order the turns ended.
+    let history = server.store.load_history(&sid("conv-1")).await.unwrap();
+    assert_eq!(history.len(), 2 * accepted.len());
+    let asked: Vec<String> = history
+        .iter()
+        .step_by(2)
+        .map(|m| serde_json::to_value(m).unwrap()["content"].to_string())
+        .collect();
+    for (end, question) in ends.iter().zip(&asked) {
+        let n = end.turn_id.as_str().trim_start_matches('r');
+        assert!(
+            question.contains(&format!("Question {n}")),
+            "{question} for {end:?}"
+        );
+    }
+    assert_eq!(server.store.running_turn(&sid("conv-1")).await.unwrap(), None);
+}
+
+/// Three turns each superseding the running p1, sent at once (issue 52: all three were
+/// accepted and two were lost). One takes the conversation; the others are 409 naming the
+/// turn that holds it, and nothing of theirs is written.
+#[tokio::test]
+async fn of_three_turns_superseding_one_only_one_is_accepted() {
+    let server = server_for(4, config(), None, |_| {}).await;
+    first_turn_running(&server).await;
+    // Whichever replaces p1 is still running when the others ask.
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Replacing").hang().into_reply());
+    let posts = ["s1", "s2", "s3"].map(|id| {
+        let url = server.url.clone();
+        async move {
+            let mut replacing = turn(id, &format!("Instead, {id}"));
+            replacing["supersedes"] = json!(["p1"]);
+            let (status, answer) = post_turn(&url, &replacing).await;
+            (id, status, answer)
+        }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    let accepted: Vec<&str> = answers
+        .iter()
+        .filter(|(_, status, _)| *status == 202)
+        .map(|(id, _, _)| *id)
+        .collect();
+    assert_eq!(accepted.len(), 1, "{answers:?}");
+    let winner = accepted[0];
+    for (id, status, answer) in &answers {
+        if *id != winner {
+            assert_eq!(*status, 409, "{id}: {answer}");
+            assert_eq!(answer["runningTurnId"], winner, "{id}: {answer}");
+        }
+    }
+    server.bedrock.requested(2).await;
+    // p1 was stopped and stored; the winner runs, and its stop ends it.
+    let stop = reqwest::Client::new().post(format!(
+        "{}/turns/{winner}/stop?session=conv-1&userId=bob&accountId=acme",
+        server.url
+    ));
+    assert_eq!(send(stop, Some(KEY)).await.0, 202);
+    let ends = server.ended(2).await;
+    let outcome = |id: &str| ends.iter().find(|e| e.turn_id == id).map(|e| e.outcome.as_str());
+    assert_eq!(outcome("p1"), Some("stopped"), "{ends:?}");
+    assert_eq!(outcome(winner), Some("stopped"), "{ends:?}");
+    let table = table(&server.store).await;
+    for (id, _, _) in answers.iter().filter(|(id, _, _)| *id != winner) {
+        assert!(
+            !table.iter().any(|item| item.contains(&format!("#{id}"))),
+            "the refused {id} left an item: {table:?}"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! here through the runner, or sent to the turns queue when the host sends them there.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,10 +11,12 @@ use serde_json::json;
 use super::access::{self, Authority};
 use super::extract::TurnBody;
 use super::{ContainerHost, HostError, TurnEnd, Turns};
+use crate::engine::config::DEFAULT_SUPERSEDE_WAIT;
 use crate::hosts::metrics::TurnOutcome;
 use crate::hosts::payload::AgentTurnPayload;
 use crate::hosts::runner::TurnHandler;
-use crate::session::Owner;
+use crate::protocol::{AgentEvent, codes};
+use crate::session::{Lease, Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
 
 /// `POST /turns`: the turn is decoded ([`TurnBody`]), its person is the request's (the console's
 /// token acts for its own person alone), and its conversation is theirs (claimed when no one
@@ -60,10 +63,11 @@ pub(super) async fn start(
     // One turn of a conversation at a time: said here, before the turn is accepted (the owner
     // check read the run); the table holds to it when two arrive at once.
     let running = access::theirs(host, person, &turn.conversation_id, true).await?;
-    if let Some(running) =
-        running.filter(|running| *running != turn.turn_id && !turn.supersedes.iter().any(|id| id == running))
+    if let Some(running) = running
+        .as_ref()
+        .filter(|running| **running != turn.turn_id && !turn.supersedes.iter().any(|id| id == *running))
     {
-        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
+        return Err(HostError::conversation_busy(&turn.conversation_id, running));
     }
     match &host.inner.turns {
         Turns::Queue(queue) => {
@@ -77,13 +81,83 @@ pub(super) async fn start(
         }
         Turns::Run { handler, .. } => {
             host.reserve(&turn)?;
+            // The run is taken before the turn is accepted, so that of two turns racing into one
+            // conversation the loser is answered 409 now, never accepted and then dropped.
+            if let Err(refused) = host.take_run(&turn, running).await {
+                host.give_place_back(&turn.turn_id);
+                return Err(refused);
+            }
             host.spawn_turn(handler.clone(), turn);
             Ok(Started::Running)
         }
     }
 }
 
+/// How long the run a turn takes when it is accepted lasts before its engine's own claim (with
+/// the turn's whole lease) takes it over. Bounds how long a conversation stays held when the
+/// host dies between accepting a turn and starting it.
+pub const ACCEPTED_RUN_LEASE: Duration = Duration::from_secs(60);
+
+/// The first wait between two looks at a superseded turn's run, doubled up to
+/// [`MAX_RUN_LOOK_INTERVAL`].
+const FIRST_RUN_LOOK_INTERVAL: Duration = Duration::from_millis(50);
+/// The longest wait between two looks at a superseded turn's run.
+const MAX_RUN_LOOK_INTERVAL: Duration = Duration::from_millis(500);
+
 impl ContainerHost {
+    /// Takes `turn`'s conversation's run in the table for it: when the turn supersedes the one
+    /// `running`, that turn is asked to stop and its run waited for (at most the supersede
+    /// wait) first. 409 naming the turn that holds the run when it cannot be taken: another
+    /// turn that raced this one in, or a superseded turn that did not end in time.
+    async fn take_run(&self, turn: &AgentTurnPayload, running: Option<TurnId>) -> Result<(), HostError> {
+        let store = &self.inner.store;
+        let conversation = &turn.conversation_id;
+        if let Some(superseded) = running.filter(|running| *running != turn.turn_id) {
+            match store
+                .request_stop(conversation, &superseded, Stop::now(StopCause::Superseded))
+                .await
+            {
+                Ok(StopOutcome::Recorded | StopOutcome::AlreadyEnded) => {}
+                Err(e) => return Err(HostError::store("stopping a superseded turn", &e)),
+            }
+            self.until_run_leaves(conversation, &superseded).await?;
+        }
+        match store
+            .claim_run(conversation, &turn.turn_id, Lease(ACCEPTED_RUN_LEASE))
+            .await
+        {
+            Ok(None) => Ok(()),
+            Ok(Some(holder)) => Err(HostError::conversation_busy(conversation, &holder)),
+            Err(e) => Err(HostError::store("taking the conversation's run", &e)),
+        }
+    }
+
+    /// Waits until `holder` no longer holds `conversation`'s run, or the supersede wait passed.
+    async fn until_run_leaves(&self, conversation: &SessionId, holder: &TurnId) -> Result<(), HostError> {
+        let store = &self.inner.store;
+        let deadline = tokio::time::Instant::now() + DEFAULT_SUPERSEDE_WAIT;
+        let mut interval = FIRST_RUN_LOOK_INTERVAL;
+        loop {
+            let now_held = store
+                .running_turn(conversation)
+                .await
+                .map_err(|e| HostError::store("looking at the conversation's run", &e))?;
+            if now_held.as_ref() != Some(holder) || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(interval).await;
+            interval = (interval * 2).min(MAX_RUN_LOOK_INTERVAL);
+        }
+    }
+
+    /// Gives back the place [`reserve`](Self::reserve) took for a turn that will not run.
+    fn give_place_back(&self, turn_id: &TurnId) {
+        if let Ok(mut running) = self.inner.running.lock() {
+            running.remove(turn_id);
+            self.inner.activity.turns(running.len());
+        }
+    }
+
     /// Takes a place for `turn` among the running turns: 409 when it runs already, 503 when
     /// every place is taken.
     fn reserve(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
@@ -118,13 +192,26 @@ impl ContainerHost {
                 terminal: run.terminal,
             };
             tracing::info!(turn_id = %end.turn_id, session = %end.session, outcome = end.outcome.as_str(), "turn ended");
+            // The run taken when the turn was accepted goes back if the turn did not give it back
+            // itself (one that was refused before its claim, or whose agent keeps no run); not
+            // when the same turn runs on another host, which holds the run under the same id.
+            let elsewhere = matches!(
+                &end.terminal,
+                Some(AgentEvent::Failed { code: Some(code), .. }) if code == codes::TURN_IN_PROGRESS
+            );
+            if !elsewhere
+                && let Err(e) = host
+                    .inner
+                    .store
+                    .end_run(&turn.conversation_id, &turn.turn_id)
+                    .await
+            {
+                tracing::warn!(error = %e, turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
+            }
             if let Some(hook) = host.inner.on_turn_end.get() {
                 hook(end);
             }
-            if let Ok(mut running) = host.inner.running.lock() {
-                running.remove(&turn.turn_id);
-                host.inner.activity.turns(running.len());
-            }
+            host.give_place_back(&turn.turn_id);
             host.inner.idle.notify_waiters();
         });
     }
