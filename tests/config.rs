@@ -307,6 +307,8 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
                 event,
                 "--payload",
                 &payload.to_string(),
+                "--conversation",
+                "c-job",
                 "--config",
             ])
             .arg(&path)
@@ -320,17 +322,23 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
     let refused = run("ticket:updated", json!({ "ticketId": "T-1" })).await.unwrap();
     assert!(!refused.status.success(), "an event that ends no job is refused");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("ends no job"));
-    let reported = run(
-        "report:ready",
-        json!({ "reportId": report, "url": "https://desk.example/r/1" }),
-    )
-    .await
-    .unwrap();
-    assert!(
-        reported.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reported.stderr)
-    );
+    // Sent again while the call has not begun to wait (a report is taken only once it has).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reported = run(
+            "report:ready",
+            json!({ "reportId": report, "url": "https://desk.example/r/1" }),
+        )
+        .await
+        .unwrap();
+        if reported.status.success() {
+            break;
+        }
+        let said = String::from_utf8_lossy(&reported.stderr).into_owned();
+        assert!(said.contains("is waiting"), "{said}");
+        assert!(tokio::time::Instant::now() < deadline, "{said}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let events = tokio::time::timeout(Duration::from_secs(60), turn)
         .await
@@ -349,7 +357,7 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
 }
 
 #[tokio::test]
-async fn the_container_takes_a_jobs_event_and_refuses_one_that_settles_none() {
+async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that_settles_none() {
     use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
     use agent_worker::engine::{BedrockModel, Engine};
     use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
@@ -388,39 +396,76 @@ async fn the_container_takes_a_jobs_event_and_refuses_one_that_settles_none() {
     }));
     let client = reqwest::Client::new();
     let post = |body: serde_json::Value| client.post(&url).header("x-api-key", key).json(&body).send();
+    let ready = |conversation: &str, url: &str| {
+        json!({ "event": "report:ready", "conversationId": conversation, "payload": { "reportId": "RP-9", "url": url } })
+    };
 
-    let taken = post(json!({ "event": "report:ready", "payload": { "reportId": "RP-9", "url": "u" } }))
-        .await
-        .unwrap();
-    assert_eq!(taken.status(), 202);
+    // Before any call waits for RP-9, a report of it is refused and kept nowhere (issue 52: a
+    // report sent before the job existed settled the job begun later).
+    let before = agent_worker_testkit::session_audit::every_item(&table).await.unwrap();
+    let early = post(ready("conv-ada", "early")).await.unwrap();
+    assert_eq!(early.status(), 404);
+    assert_eq!(agent_worker_testkit::session_audit::every_item(&table).await.unwrap(), before);
+
     let job = JobWait {
+        conversation: "conv-ada".into(),
         completion: "report:ready".into(),
         failure: None,
         correlation: "reportId".into(),
         id: "RP-9".into(),
-        timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(10),
     };
+    let waiting = events.wait(&job);
+    let reporting = async {
+        // The same job id of another conversation is another job, which no call waits for.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let taken = post(ready("conv-ada", "u")).await.unwrap();
+            if taken.status() == 202 {
+                break;
+            }
+            assert_eq!(taken.status(), 404, "until the call waits, then 202");
+            assert!(tokio::time::Instant::now() < deadline, "the call never began to wait");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(post(ready("conv-eve", "eve's")).await.unwrap().status(), 404);
+    };
+    let (settled, ()) = tokio::join!(waiting, reporting);
     assert_eq!(
-        events.wait(&job).await,
+        settled,
         Settled::Completed(json!({ "reportId": "RP-9", "url": "u" })),
-        "a waiting call sees it"
+        "a waiting call sees its own conversation's report"
     );
-    for (body, why) in [
+    for (body, status, why) in [
         (
-            json!({ "event": "report:gone", "payload": { "reportId": "RP-1" } }),
+            json!({ "event": "report:gone", "conversationId": "conv-ada", "payload": { "reportId": "RP-1" } }),
+            400,
             "not a declared event",
         ),
         (
-            json!({ "event": "ticket:updated", "payload": { "ticketId": "T-1" } }),
+            json!({ "event": "ticket:updated", "conversationId": "conv-ada", "payload": { "ticketId": "T-1" } }),
+            400,
             "ends no job",
         ),
         (
-            json!({ "event": "report:ready", "payload": { "id": "RP-1" } }),
+            json!({ "event": "report:ready", "conversationId": "conv-ada", "payload": { "id": "RP-1" } }),
+            400,
             "reportId",
+        ),
+        (
+            json!({ "event": "report:ready", "payload": { "reportId": "RP-1" } }),
+            400,
+            "conversationId",
+        ),
+        (
+            json!({ "event": "report:ready", "conversationId": "conv-ada",
+                    "payload": { "reportId": "RP-9", "blob": "x".repeat(600 * 1024) } }),
+            413,
+            "at most",
         ),
     ] {
         let refused = post(body).await.unwrap();
-        assert_eq!(refused.status(), 400);
+        assert_eq!(refused.status(), status, "{why}");
         assert!(refused.text().await.unwrap().contains(why), "{why}");
     }
     let _ = stop.send(());
@@ -469,4 +514,94 @@ async fn a_configuration_that_gives_no_prompt_is_refused_at_start_unless_one_is_
         build(some_turns, None).await.is_err(),
         "a turn of another account has no prompt"
     );
+}
+
+/// Issue 52: with people's own tokens, eve's token reported `report:ready` for ada's export and
+/// ada's call took eve's payload as its result. Only the backend's credential reports a job's
+/// event: a person's token is 403, and the waiting job hears nothing.
+#[tokio::test]
+async fn a_persons_token_reports_no_jobs_event() {
+    use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
+    use agent_worker::engine::{BedrockModel, Engine};
+    use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
+    use agent_worker::hosts::jobs::JobReports;
+    use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+    use agent_worker::session::dynamo::DynamoJobEvents;
+    use agent_worker_testkit::{JwksStandIn, SigningKey};
+
+    let table = format!("jobs-people-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let verifier = JwtVerifier::new(
+        JwtConfig::new(issuer.issuer(), "app", Some(issuer.jwks_url()), AccountFrom::Fixed("acme".into())).unwrap(),
+        reqwest::Client::new(),
+    );
+    let declarations = serde_json::from_value(json!({
+        "report:ready": { "kind": "completion", "correlation": "reportId", "failure": "report:failed" },
+        "report:failed": { "kind": "failure", "correlation": "reportId" }
+    }))
+    .unwrap();
+    let events = DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50));
+    let host = ContainerHost::new(
+        TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
+        std::sync::Arc::new(store.clone()),
+        None,
+        MODEL_ID,
+        ContainerConfig::people_by_tokens(std::sync::Arc::new(verifier)),
+    )
+    .job_reports(JobReports::new(declarations, events.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(serve(listener, host, async move {
+        let _ = stopped.await;
+    }));
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let eve = key.token(&json!({ "iss": issuer.issuer(), "aud": "app", "sub": "eve", "exp": now + 3600 }));
+
+    // Ada's call waits for rep-1 (the table holds the job once it does).
+    let job = JobWait {
+        conversation: "conv-ada".into(),
+        completion: "report:ready".into(),
+        failure: Some("report:failed".into()),
+        correlation: "reportId".into(),
+        id: "rep-1".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let waiting = events.wait(&job);
+    let eve_reports = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let holds_job = |items: &[std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>]| {
+            items.iter().any(|item| item.get("sk").and_then(|sk| sk.as_s().ok()) == Some(&"job#rep-1".to_owned()))
+        };
+        while !holds_job(&agent_worker_testkit::session_audit::every_item(&table).await.unwrap()) {
+            assert!(tokio::time::Instant::now() < deadline, "the call never began to wait");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let before = agent_worker_testkit::session_audit::every_item(&table).await.unwrap();
+        for event in ["report:ready", "report:failed"] {
+            let refused = reqwest::Client::new()
+                .post(&url)
+                .bearer_auth(&eve)
+                .json(&json!({ "event": event, "conversationId": "conv-ada",
+                               "payload": { "reportId": "rep-1", "url": "https://eve.example" } }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(refused.status(), 403, "{event}");
+        }
+        assert_eq!(agent_worker_testkit::session_audit::every_item(&table).await.unwrap(), before);
+    };
+    let (settled, ()) = tokio::join!(waiting, eve_reports);
+    assert_eq!(settled, Settled::TimedOut, "eve's reports settled nothing");
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_worker::engine::tools::openapi::{
-    ActAsContext, ActAsError, MemoryEventWaiter, OpenApiOptions, load_openapi_tools,
+    ActAsContext, ActAsError, JobKey, MemoryEventWaiter, OpenApiOptions, load_openapi_tools,
 };
 use agent_worker::engine::tools::{Tool, ToolContext, Toolset};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
@@ -237,8 +237,15 @@ async fn export_and_settle(
 ) -> Vec<(bool, Value)> {
     let running = run(engine, scope(turn, "ana"), "Export the report.");
     let settle = async {
-        payload["reportId"] = desk.next_queued_report().await.unwrap().into();
-        waiter.publish(event, payload);
+        let id = desk.next_queued_report().await.unwrap();
+        payload["reportId"] = id.clone().into();
+        // The call that started the job named its conversation to the desk.
+        let started = desk.calls().into_iter().rev().find(|c| c.uri.starts_with("/reports"));
+        let conversation = started.and_then(|c| c.conversation).expect("the call named its conversation");
+        assert_eq!(conversation, "desk-1");
+        let job = JobKey { conversation, id };
+        waiter.until_waited_for(&job).await;
+        waiter.publish(&job, event, payload).unwrap();
     };
     let (events, ()) = tokio::join!(running, settle);
     ended(&events)

@@ -1,23 +1,46 @@
 //! [`JobReports`]: the product reports the event that settles a job (a report is ready, a refund
 //! failed), and a call waiting for that job on any worker sees it. The event must be one the
-//! configuration's documents declare, with the job's id in its declared correlation field.
+//! configuration's documents declare, with the job's id in its declared correlation field; the
+//! report names the conversation whose call started the job (the call carried it to the product
+//! in [`CONVERSATION_HEADER`](crate::engine::tools::openapi::CONVERSATION_HEADER)), and it is
+//! taken only while a call of that conversation waits for that job.
 
 use serde_json::Value;
 
-use crate::engine::tools::openapi::{EventDeclarations, NotAJobEvent};
-use crate::session::StoreError;
-use crate::session::dynamo::DynamoJobEvents;
+use crate::engine::tools::openapi::{EventDeclarations, JobKey, MAX_JOB_PAYLOAD_BYTES, NoSuchJob, NotAJobEvent};
+use crate::session::dynamo::{DynamoJobEvents, RecordError};
+use crate::session::{SessionId, StoreError};
 
 /// A report that cannot be taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReportError {
     /// The event is not declared, ends no job, or its payload lacks the job's id.
     #[error(transparent)]
     NotAJobEvent(#[from] NotAJobEvent),
+    /// No call of the conversation waits for the job (it never began, or it is another
+    /// conversation's): nothing was recorded.
+    #[error(transparent)]
+    NoSuchJob(#[from] NoSuchJob),
+    /// The payload is larger than a report may carry.
+    #[error("the payload is {bytes} bytes as JSON; a report carries at most {MAX_JOB_PAYLOAD_BYTES}")]
+    TooLarge {
+        /// Its size, as JSON.
+        bytes: usize,
+    },
     /// The table failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<RecordError> for ReportError {
+    fn from(e: RecordError) -> Self {
+        match e {
+            RecordError::NoSuchJob(none) => Self::NoSuchJob(none),
+            RecordError::Store(e) => Self::Store(e),
+            other => Self::Store(StoreError::Backend(other.to_string().into())),
+        }
+    }
 }
 
 /// Reports of the events that settle jobs, checked and recorded in the table.
@@ -33,11 +56,25 @@ impl JobReports {
         Self { declarations, events }
     }
 
-    /// Records that `event` happened with `payload`; returns the job it settles.
-    pub async fn report(&self, event: &str, payload: &Value) -> Result<String, ReportError> {
-        let job = self.declarations.job_of(event, payload)?;
+    /// Records that `event` happened with `payload` to the job of `conversation` the payload
+    /// names; returns the job's id.
+    pub async fn report(
+        &self,
+        conversation: &SessionId,
+        event: &str,
+        payload: &Value,
+    ) -> Result<String, ReportError> {
+        let bytes = payload.to_string().len();
+        if bytes > MAX_JOB_PAYLOAD_BYTES {
+            return Err(ReportError::TooLarge { bytes });
+        }
+        let id = self.declarations.job_of(event, payload)?;
+        let job = JobKey {
+            conversation: conversation.to_string(),
+            id,
+        };
         self.events.record(&job, event, payload).await?;
-        tracing::info!(event, job = %job, "a job's event was reported");
-        Ok(job)
+        tracing::info!(event, job = %job.id, session = %conversation, "a job's event was reported");
+        Ok(job.id)
     }
 }

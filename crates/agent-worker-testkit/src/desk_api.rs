@@ -45,6 +45,8 @@ pub struct DeskCall {
     pub authorization: Option<String>,
     /// `x-agent-assertion`, if sent.
     pub assertion: Option<String>,
+    /// `x-agent-conversation-id` (a call that starts a job names its conversation), if sent.
+    pub conversation: Option<String>,
 }
 
 #[derive(Debug)]
@@ -256,6 +258,7 @@ fn refusal(
         account: header("x-desk-account"),
         authorization,
         assertion: header("x-agent-assertion"),
+        conversation: header("x-agent-conversation-id"),
     });
     let Some(granted) = user.as_deref().and_then(|u| desk.permissions.get(u)) else {
         return Some(

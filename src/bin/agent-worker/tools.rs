@@ -99,6 +99,10 @@ pub(crate) struct ReportArgs {
     /// Its payload (JSON), carrying the job's id in the declared correlation field.
     #[arg(long)]
     pub(crate) payload: String,
+    /// The conversation whose call started the job (the call carried it to the product in the
+    /// `x-agent-conversation-id` header).
+    #[arg(long)]
+    pub(crate) conversation: agent_worker::session::SessionId,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
     #[command(flatten)]
@@ -116,10 +120,13 @@ pub(crate) async fn report_event(args: ReportArgs) -> Result<(), CliError> {
         agent_worker::session::dynamo::DynamoJobEvents::new(args.table.store().await?),
     );
     let job = jobs
-        .report(&args.event, &payload)
+        .report(&args.conversation, &args.event, &payload)
         .await
         .map_err(|e| e.to_string())?;
-    println!("{}", serde_json::json!({ "job": job, "event": args.event }));
+    println!(
+        "{}",
+        serde_json::json!({ "job": job, "event": args.event, "conversationId": args.conversation })
+    );
     Ok(())
 }
 

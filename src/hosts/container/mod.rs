@@ -60,6 +60,7 @@ pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
 pub use files::{MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
+pub use turns::ACCEPTED_RUN_LEASE;
 
 use super::metrics::TurnOutcome;
 use super::runner::TurnHandler;

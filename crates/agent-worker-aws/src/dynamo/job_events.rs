@@ -1,26 +1,43 @@
-//! [`DynamoJobEvents`]: the events that settle jobs, in the table, so that a call waiting for a
-//! job on one worker sees the completion the product reported to any other (`jobevent#<jobId>`,
-//! the event's name as the sort key).
+//! [`DynamoJobEvents`]: the jobs calls wait for, and the events that settle them, in the table,
+//! so that a call waiting for a job on one worker sees the completion the product reported to
+//! any other. A job is an item of the conversation whose call started it (`job#<jobId>` in its
+//! partition), written when the call begins to wait; a report is one conditional update of that
+//! item, so a report for a job no call of that conversation waits for is refused and kept
+//! nowhere, and a conversation's delete takes its jobs with it.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use agent_worker_core::Failure;
-use agent_worker_core::engine::tools::openapi::{EventWaiter, JobWait, Settled};
+use agent_worker_core::engine::tools::openapi::{EventWaiter, JobKey, JobWait, NoSuchJob, Settled};
 use agent_worker_core::session::StoreError;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
 
 use super::DynamoStore;
-use super::codec::{get_s, n, s};
-use super::keys::{EXPIRES_AT, PK, SK, job_event_pk};
-use super::sdk_error::store_error;
+use super::codec::{n, s};
+use super::keys::{EXPIRES_AT, job_sk};
+use super::sdk_error::{is_conditional_failure, store_error};
 
 /// How often a waiting call looks for its job's event, by default.
 pub const DEFAULT_JOB_POLL: Duration = Duration::from_millis(500);
-/// How long a reported event is kept.
-const KEEP_EVENTS: Duration = Duration::from_secs(24 * 3600);
+/// How long a job's item is kept after its wait began, beyond the wait itself.
+const KEEP_JOBS: Duration = Duration::from_secs(24 * 3600);
+/// The attribute holding a job's reported events: a map of event name to payload (JSON).
+const EVENTS: &str = "events";
+
+/// A report that was not recorded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// No call of the conversation waits for the job.
+    #[error(transparent)]
+    NoSuchJob(#[from] NoSuchJob),
+    /// The table failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Jobs' events on the table. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -45,50 +62,78 @@ impl DynamoJobEvents {
         self
     }
 
-    /// Records that `event` happened to job `job_id`, with `payload` (as the product reported
-    /// it). A second report of the same event of the same job replaces the first.
-    pub async fn record(&self, job_id: &str, event: &str, payload: &Value) -> Result<(), StoreError> {
-        let expires = (agent_worker_core::clock::now_ms() / 1000).saturating_add(KEEP_EVENTS.as_secs());
+    /// Records that `event` happened to `job`, with `payload` (as the product reported it): one
+    /// conditional update of the job's item, refused ([`RecordError::NoSuchJob`]) when no call
+    /// of that conversation waits for that job. A second report of the same event replaces the
+    /// first.
+    pub async fn record(&self, job: &JobKey, event: &str, payload: &Value) -> Result<(), RecordError> {
         let json = serde_json::to_string(payload)
             .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+        let written = self
+            .store
+            .client()
+            .update_item()
+            .table_name(self.store.table())
+            .set_key(Some(self.store.key(&job.conversation, job_sk(&job.id))))
+            .update_expression("SET #events.#event = :payload")
+            .condition_expression("attribute_exists(#events)")
+            .expression_attribute_names("#events", EVENTS)
+            .expression_attribute_names("#event", event)
+            .expression_attribute_values(":payload", s(json))
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional_failure(&e) => Err(NoSuchJob(job.clone()).into()),
+            Err(e) => Err(store_error("recording a job's event", e).into()),
+        }
+    }
+
+    /// Writes `job`'s item, with no event yet: from here a report of it is taken. A job started
+    /// again under the same id begins with no event.
+    async fn begin(&self, job: &JobWait) -> Result<(), StoreError> {
+        let keep = job.timeout.saturating_add(KEEP_JOBS).as_secs();
+        let expires = (agent_worker_core::clock::now_ms() / 1000).saturating_add(keep);
+        let mut item = self.store.key(&job.conversation, job_sk(&job.id));
+        item.insert(EVENTS.to_owned(), AttributeValue::M(HashMap::new()));
+        item.insert(EXPIRES_AT.to_owned(), n(expires));
         self.store
             .client()
             .put_item()
             .table_name(self.store.table())
-            .set_item(Some(HashMap::from([
-                (PK.to_owned(), s(job_event_pk(job_id))),
-                (SK.to_owned(), s(event)),
-                ("payload".to_owned(), s(json)),
-                (EXPIRES_AT.to_owned(), n(expires)),
-            ])))
+            .set_item(Some(item))
             .send()
             .await
-            .map_err(|e| store_error("recording a job's event", e))?;
+            .map_err(|e| store_error("recording a job a call waits for", e))?;
         Ok(())
     }
 
-    /// How `job` came out, if one of its events is there: one strongly consistent query.
+    /// How `job` came out, if one of its events is there: one strongly consistent read.
     async fn settled(&self, job: &JobWait) -> Result<Option<Settled>, StoreError> {
         let out = self
             .store
             .client()
-            .query()
+            .get_item()
             .table_name(self.store.table())
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(job_event_pk(&job.id)))
+            .set_key(Some(self.store.key(&job.conversation, job_sk(&job.id))))
+            .projection_expression("#events")
+            .expression_attribute_names("#events", EVENTS)
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| store_error("looking for a job's event", e))?;
+        let events = out
+            .item()
+            .and_then(|item| item.get(EVENTS))
+            .and_then(|events| events.as_m().ok());
         let payload_of = |event: &str| {
-            out.items()
-                .iter()
-                .find(|item| get_s(item, SK) == Some(event))
-                .map(|item| {
-                    get_s(item, "payload")
-                        .and_then(|json| serde_json::from_str(json).ok())
-                        .unwrap_or(Value::Null)
-                })
+            events.and_then(|events| events.get(event)).map(|payload| {
+                payload
+                    .as_s()
+                    .ok()
+                    .and_then(|json| serde_json::from_str(json).ok())
+                    .unwrap_or(Value::Null)
+            })
         };
         if let Some(payload) = payload_of(&job.completion) {
             return Ok(Some(Settled::Completed(payload)));
@@ -101,6 +146,10 @@ impl DynamoJobEvents {
 impl EventWaiter for DynamoJobEvents {
     async fn wait(&self, job: &JobWait) -> Settled {
         let waiting = async {
+            while let Err(e) = self.begin(job).await {
+                tracing::warn!(error = %e, job = %job.id, "could not record the job a call waits for; trying again");
+                tokio::time::sleep(self.poll).await;
+            }
             loop {
                 match self.settled(job).await {
                     Ok(Some(settled)) => return settled,

@@ -9,7 +9,7 @@
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
-//! | an event that settles a job, as the product reported it (`payload`) | `jobevent#<jobId>` | `<event name>` |
+//! | a job a call of the conversation waits for, and the events the product reported for it (`events`: each event's payload as JSON, by name) | `session#<id>` | `job#<jobId>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
 //! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
 //! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |
@@ -133,9 +133,9 @@ pub(crate) fn ui_answer_sk(turn_id: &str, call_id: &str) -> String {
     format!("uianswer#{turn_id}#{call_id}")
 }
 
-/// The partition key of the events of job `job_id`.
-pub fn job_event_pk(job_id: &str) -> String {
-    format!("jobevent#{job_id}")
+/// The sort key of job `job_id`, in the partition of the conversation whose call started it.
+pub fn job_sk(job_id: &str) -> String {
+    format!("job#{job_id}")
 }
 
 /// The partition of every Agent Protocol task.

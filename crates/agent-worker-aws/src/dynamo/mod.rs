@@ -36,7 +36,7 @@ mod ui_answers;
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LOOK_AHEAD, LoggedEvent, TEXT_COALESCE_BYTES, TEXT_COALESCE_WINDOW};
-pub use job_events::{DEFAULT_JOB_POLL, DynamoJobEvents};
+pub use job_events::{DEFAULT_JOB_POLL, DynamoJobEvents, RecordError};
 pub use store::{DEFAULT_STOP_WAIT, DEFAULT_TTL, DynamoConfig, DynamoStore};
 pub use thread::DynamoThreadStore;
 pub use transact::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS};

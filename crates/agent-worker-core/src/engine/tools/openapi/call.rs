@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::events::{JobWait, Settled};
+use super::events::{CONVERSATION_HEADER, JobWait, Settled};
 use super::{ActAsContext, OpenApiOptions};
 use crate::engine::tools::{Tool, ToolContext, ToolError, ToolSpec};
 
@@ -130,7 +130,7 @@ impl OperationTool {
         Ok(request)
     }
 
-    async fn settle(&self, binding: &Binding, answer: Value) -> Result<Value, ToolError> {
+    async fn settle(&self, binding: &Binding, answer: Value, conversation: &str) -> Result<Value, ToolError> {
         let id = match answer.get(&binding.id_field) {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(id)) => id.to_string(),
@@ -148,6 +148,7 @@ impl OperationTool {
             return Ok(json!({ "status": "dispatched", "id": id, "response": answer }));
         };
         let job = JobWait {
+            conversation: conversation.to_owned(),
             completion: binding.completion.clone(),
             failure: binding.failure.clone(),
             correlation: binding.correlation.clone(),
@@ -182,7 +183,7 @@ impl Tool for OperationTool {
     }
 
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
-        let headers = (self.options.act_as)(&ActAsContext {
+        let mut headers = (self.options.act_as)(&ActAsContext {
             user_id: ctx.user_id.clone(),
             account_id: ctx.account_id.clone(),
             session: ctx.session.clone(),
@@ -198,6 +199,10 @@ impl Tool for OperationTool {
                     self.spec.name
                 )));
             }
+        }
+        if self.binding.is_some() {
+            // The product names the conversation when it reports the job's event.
+            headers.push((CONVERSATION_HEADER.to_owned(), ctx.session.clone()));
         }
         let response = self
             .request(&input, &headers)?
@@ -217,7 +222,7 @@ impl Tool for OperationTool {
             });
         }
         match &self.binding {
-            Some(binding) => self.settle(binding, answer).await,
+            Some(binding) => self.settle(binding, answer, &ctx.session).await,
             None => Ok(answer),
         }
     }

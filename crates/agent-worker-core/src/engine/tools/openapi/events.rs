@@ -93,9 +93,34 @@ impl EventDeclarations {
     }
 }
 
+/// A job: the conversation whose call started it, and the id the product gave it. A product's
+/// report names both, so that it settles that conversation's job and no other's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey {
+    /// The conversation whose call started the job (the product hears it in
+    /// [`CONVERSATION_HEADER`] with the call that starts it).
+    pub conversation: String,
+    /// The job's id, as the product's answer gave it.
+    pub id: String,
+}
+
+/// The header a call that starts a job carries the conversation in, so that the product can
+/// name it when it reports the job's event.
+pub const CONVERSATION_HEADER: &str = "x-agent-conversation-id";
+
+/// The most a reported event's payload may hold, as JSON, in bytes.
+pub const MAX_JOB_PAYLOAD_BYTES: usize = 128 * 1024;
+
+/// A report that settles no waiting job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no job {} of conversation {} is waiting for its event", .0.id, .0.conversation)]
+pub struct NoSuchJob(pub JobKey);
+
 /// What one job is waited for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobWait {
+    /// The conversation whose call started it.
+    pub conversation: String,
     /// The completion event.
     pub completion: String,
     /// The failure event, if it has one.
@@ -106,6 +131,16 @@ pub struct JobWait {
     pub id: String,
     /// How long to wait.
     pub timeout: Duration,
+}
+
+impl JobWait {
+    /// The job waited for.
+    pub fn key(&self) -> JobKey {
+        JobKey {
+            conversation: self.conversation.clone(),
+            id: self.id.clone(),
+        }
+    }
 }
 
 /// How a waited-for job came out.
@@ -126,12 +161,14 @@ pub trait EventWaiter: Send + Sync + fmt::Debug {
     async fn wait(&self, job: &JobWait) -> Settled;
 }
 
-/// A waiter fed in process: whatever publishes the product's events calls
-/// [`publish`](Self::publish). Events are kept, so one published before the wait began counts.
+/// A waiter fed in process: whatever hears the product's events calls
+/// [`publish`](Self::publish). A job is known from the moment its call waits for it; an event
+/// for a job no call waits for (yet) is refused, so that nothing reported before a job began
+/// settles it later.
 #[derive(Debug, Default)]
 pub struct MemoryEventWaiter {
-    seen: Mutex<Vec<(String, Value)>>,
-    arrived: Notify,
+    jobs: Mutex<BTreeMap<JobKey, Vec<(String, Value)>>>,
+    changed: Notify,
 }
 
 impl MemoryEventWaiter {
@@ -140,22 +177,37 @@ impl MemoryEventWaiter {
         Self::default()
     }
 
-    /// Records that `event` happened with `payload`.
-    pub fn publish(&self, event: impl Into<String>, payload: Value) {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((event.into(), payload));
-        self.arrived.notify_waiters();
+    /// Records that `event` happened to `job`, with `payload`; refused when no call waits for
+    /// that job of that conversation.
+    pub fn publish(&self, job: &JobKey, event: impl Into<String>, payload: Value) -> Result<(), NoSuchJob> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        let events = jobs.get_mut(job).ok_or_else(|| NoSuchJob(job.clone()))?;
+        events.push((event.into(), payload));
+        drop(jobs);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Waits until a call waits for `job` (for whoever reports its event in the same process).
+    pub async fn until_waited_for(&self, job: &JobKey) {
+        loop {
+            let changed = self.changed.notified();
+            if self
+                .jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(job)
+            {
+                return;
+            }
+            changed.await;
+        }
     }
 
     fn settled(&self, job: &JobWait) -> Option<Settled> {
-        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.iter().find_map(|(event, payload)| {
-            let ours = payload.get(&job.correlation).and_then(Value::as_str) == Some(job.id.as_str());
-            if !ours {
-                None
-            } else if *event == job.completion {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.get(&job.key())?.iter().find_map(|(event, payload)| {
+            if *event == job.completion {
                 Some(Settled::Completed(payload.clone()))
             } else if Some(event) == job.failure.as_ref() {
                 Some(Settled::Failed(payload.clone()))
@@ -169,14 +221,19 @@ impl MemoryEventWaiter {
 #[async_trait]
 impl EventWaiter for MemoryEventWaiter {
     async fn wait(&self, job: &JobWait) -> Settled {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(job.key(), Vec::new());
+        self.changed.notify_waiters();
         let waiting = async {
             loop {
                 // Register before looking, so an event published in between still wakes us.
-                let arrived = self.arrived.notified();
+                let changed = self.changed.notified();
                 if let Some(settled) = self.settled(job) {
                     return settled;
                 }
-                arrived.await;
+                changed.await;
             }
         };
         tokio::time::timeout(job.timeout, waiting)
@@ -225,6 +282,7 @@ mod tests {
 
     fn job(id: &str) -> JobWait {
         JobWait {
+            conversation: "conv-ada".into(),
             completion: "report:ready".into(),
             failure: Some("report:failed".into()),
             correlation: "reportId".into(),
@@ -233,23 +291,45 @@ mod tests {
         }
     }
 
+    fn key(conversation: &str, id: &str) -> JobKey {
+        JobKey {
+            conversation: conversation.into(),
+            id: id.into(),
+        }
+    }
+
     #[tokio::test]
     async fn a_waiter_hears_its_job_and_no_other() {
         let waiter = MemoryEventWaiter::new();
-        waiter.publish("report:ready", json!({ "reportId": "other" }));
-        waiter.publish(
-            "report:failed",
-            json!({ "reportId": "r2", "reason": "disk full" }),
-        );
+        let r2 = job("r2");
+        let waiting = waiter.wait(&r2);
+        let publish = async {
+            waiter.until_waited_for(&r2.key()).await;
+            // The same job id in another conversation is another job, which no one waits for.
+            assert!(waiter.publish(&key("conv-eve", "r2"), "report:ready", json!({})).is_err());
+            waiter
+                .publish(&r2.key(), "report:failed", json!({ "reportId": "r2", "reason": "disk full" }))
+                .unwrap();
+        };
+        let (settled, ()) = tokio::join!(waiting, publish);
         assert_eq!(
-            waiter.wait(&job("r2")).await,
+            settled,
             Settled::Failed(json!({ "reportId": "r2", "reason": "disk full" }))
         );
+    }
+
+    #[tokio::test]
+    async fn an_event_reported_before_its_job_began_is_refused_and_settles_nothing() {
+        let waiter = MemoryEventWaiter::new();
+        let early = waiter.publish(&key("conv-ada", "r1"), "report:failed", json!({ "reportId": "r1" }));
+        assert_eq!(early, Err(NoSuchJob(key("conv-ada", "r1"))));
         let r1 = job("r1");
         let waiting = waiter.wait(&r1);
         let publish = async {
-            tokio::task::yield_now().await;
-            waiter.publish("report:ready", json!({ "reportId": "r1", "url": "u" }));
+            waiter.until_waited_for(&r1.key()).await;
+            waiter
+                .publish(&r1.key(), "report:ready", json!({ "reportId": "r1", "url": "u" }))
+                .unwrap();
         };
         let (settled, ()) = tokio::join!(waiting, publish);
         assert_eq!(

@@ -46,8 +46,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use events::{
-    EventDeclaration, EventDeclarations, EventKind, EventWaiter, JobWait, MemoryEventWaiter, NotAJobEvent,
-    Settled,
+    CONVERSATION_HEADER, EventDeclaration, EventDeclarations, EventKind, EventWaiter, JobKey, JobWait,
+    MAX_JOB_PAYLOAD_BYTES, MemoryEventWaiter, NoSuchJob, NotAJobEvent, Settled,
 };
 
 use super::Tool;
