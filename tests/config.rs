@@ -396,16 +396,21 @@ async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that
     }));
     let client = reqwest::Client::new();
     let post = |body: serde_json::Value| client.post(&url).header("x-api-key", key).json(&body).send();
-    let ready = |conversation: &str, url: &str| {
-        json!({ "event": "report:ready", "conversationId": conversation, "payload": { "reportId": "RP-9", "url": url } })
-    };
+    let ready = |conversation: &str, url: &str| json!({ "event": "report:ready", "conversationId": conversation, "payload": { "reportId": "RP-9", "url": url } });
 
     // Before any call waits for RP-9, a report of it is refused and kept nowhere (issue 52: a
     // report sent before the job existed settled the job begun later).
-    let before = agent_worker_testkit::session_audit::every_item(&table).await.unwrap();
+    let before = agent_worker_testkit::session_audit::every_item(&table)
+        .await
+        .unwrap();
     let early = post(ready("conv-ada", "early")).await.unwrap();
     assert_eq!(early.status(), 404);
-    assert_eq!(agent_worker_testkit::session_audit::every_item(&table).await.unwrap(), before);
+    assert_eq!(
+        agent_worker_testkit::session_audit::every_item(&table)
+            .await
+            .unwrap(),
+        before
+    );
 
     let job = JobWait {
         conversation: "conv-ada".into(),
@@ -425,7 +430,10 @@ async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that
                 break;
             }
             assert_eq!(taken.status(), 404, "until the call waits, then 202");
-            assert!(tokio::time::Instant::now() < deadline, "the call never began to wait");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the call never began to wait"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(post(ready("conv-eve", "eve's")).await.unwrap().status(), 404);
@@ -541,7 +549,13 @@ async fn a_persons_token_reports_no_jobs_event() {
     let key = SigningKey::rs256("k-1");
     let issuer = JwksStandIn::start(&[&key]).await.unwrap();
     let verifier = JwtVerifier::new(
-        JwtConfig::new(issuer.issuer(), "app", Some(issuer.jwks_url()), AccountFrom::Fixed("acme".into())).unwrap(),
+        JwtConfig::new(
+            issuer.issuer(),
+            "app",
+            Some(issuer.jwks_url()),
+            AccountFrom::Fixed("acme".into()),
+        )
+        .unwrap(),
         reqwest::Client::new(),
     );
     let declarations = serde_json::from_value(json!({
@@ -564,7 +578,10 @@ async fn a_persons_token_reports_no_jobs_event() {
     let served = tokio::spawn(serve(listener, host, async move {
         let _ = stopped.await;
     }));
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let eve = key.token(&json!({ "iss": issuer.issuer(), "aud": "app", "sub": "eve", "exp": now + 3600 }));
 
     // Ada's call waits for rep-1 (the table holds the job once it does).
@@ -579,14 +596,26 @@ async fn a_persons_token_reports_no_jobs_event() {
     let waiting = events.wait(&job);
     let eve_reports = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let holds_job = |items: &[std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>]| {
-            items.iter().any(|item| item.get("sk").and_then(|sk| sk.as_s().ok()) == Some(&"job#rep-1".to_owned()))
-        };
-        while !holds_job(&agent_worker_testkit::session_audit::every_item(&table).await.unwrap()) {
-            assert!(tokio::time::Instant::now() < deadline, "the call never began to wait");
+        let holds_job =
+            |items: &[std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>]| {
+                items
+                    .iter()
+                    .any(|item| item.get("sk").and_then(|sk| sk.as_s().ok()) == Some(&"job#rep-1".to_owned()))
+            };
+        while !holds_job(
+            &agent_worker_testkit::session_audit::every_item(&table)
+                .await
+                .unwrap(),
+        ) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the call never began to wait"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let before = agent_worker_testkit::session_audit::every_item(&table).await.unwrap();
+        let before = agent_worker_testkit::session_audit::every_item(&table)
+            .await
+            .unwrap();
         for event in ["report:ready", "report:failed"] {
             let refused = reqwest::Client::new()
                 .post(&url)
@@ -598,7 +627,12 @@ async fn a_persons_token_reports_no_jobs_event() {
                 .unwrap();
             assert_eq!(refused.status(), 403, "{event}");
         }
-        assert_eq!(agent_worker_testkit::session_audit::every_item(&table).await.unwrap(), before);
+        assert_eq!(
+            agent_worker_testkit::session_audit::every_item(&table)
+                .await
+                .unwrap(),
+            before
+        );
     };
     let (settled, ()) = tokio::join!(waiting, eve_reports);
     assert_eq!(settled, Settled::TimedOut, "eve's reports settled nothing");

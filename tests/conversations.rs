@@ -578,3 +578,36 @@ async fn a_deleted_conversation_takes_its_files_and_only_its_own() {
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// Issue 52: a turn still running when its conversation is deleted wrote its log's events after
+/// the delete had removed every item (left with a 90-day TTL). Every write of the log carries
+/// the check that the conversation was not deleted: after the tombstone, nothing of it lands.
+#[tokio::test]
+async fn a_turns_log_writes_nothing_after_its_conversation_is_deleted() {
+    use agent_worker::sinks::{DynamoEventLog, Sink, TurnRef};
+    let store = store().await;
+    let ann = Owner::new("ann", "acme");
+    turn(&store, &ann, "gone", "t1", &exchange("q", "a")).await;
+    let log = DynamoEventLog::new(store.clone());
+    let mut running = log.open(&TurnRef::new("gone", "t2"));
+    running
+        .event(&AgentEvent::text("before the delete"))
+        .await
+        .unwrap();
+    running.flush().await.unwrap();
+    assert_eq!(log.read("gone", "t2", None).await.unwrap().len(), 1);
+
+    Conversations::new(store.clone())
+        .delete(&ann, "gone")
+        .await
+        .unwrap();
+    assert_eq!(items_of(&store, "gone").await.len(), 1, "the tombstone alone");
+    for text in ["after", "the", "delete"] {
+        running.event(&AgentEvent::text(text)).await.unwrap();
+        running.flush().await.unwrap();
+    }
+    running.event(&AgentEvent::completed()).await.unwrap();
+    running.close().await.unwrap();
+    let left = items_of(&store, "gone").await;
+    assert_eq!(left.len(), 1, "nothing after the tombstone: {left:?}");
+}

@@ -259,3 +259,49 @@ async fn of_three_turns_superseding_one_only_one_is_accepted() {
         );
     }
 }
+
+/// Six deletes of a conversation at once while its turn runs (issue 52: four answered 200,
+/// three of them at once with the same counts; the turn record carrying the stop went with the
+/// items, so the turn ran on and wrote three event items after the delete). One delete owns the
+/// conversation's end: it stops the turn, waits for it, and removes everything; the others are
+/// told it is under way (409) or find nothing (404); nothing is written after the tombstone.
+#[tokio::test]
+async fn six_deletes_racing_a_running_turn_leave_the_tombstone_alone() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    first_turn_running(&server).await;
+    let deletes = (0..6).map(|_| {
+        let url = format!("{}/conversations/conv-1?userId=bob&accountId=acme", server.url);
+        async move { send(reqwest::Client::new().delete(url), Some(KEY)).await }
+    });
+    let answers = futures_util::future::join_all(deletes).await;
+    let finished: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, answer)| answer)
+        .collect();
+    assert_eq!(finished.len(), 1, "{answers:?}");
+    assert_eq!(finished[0]["stoppedTurn"], "p1", "{answers:?}");
+    for (status, answer) in &answers {
+        assert!(matches!(status, 200 | 404 | 409), "{status}: {answer}");
+    }
+    // The stopped turn ends; nothing of the conversation is left but its tombstone, then or
+    // after.
+    server.ended(1).await;
+    let left: Vec<String> = table(&server.store)
+        .await
+        .into_iter()
+        .filter(|item| item.contains("session#conv-1"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert!(left[0].contains("deletedAt"), "{left:#?}");
+    assert!(!left[0].contains("purgeUntil"), "the delete finished: {left:#?}");
+    let (status, _) = send(
+        reqwest::Client::new().delete(format!(
+            "{}/conversations/conv-1?userId=bob&accountId=acme",
+            server.url
+        )),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 404, "deleted already");
+}

@@ -240,8 +240,14 @@ async fn export_and_settle(
         let id = desk.next_queued_report().await.unwrap();
         payload["reportId"] = id.clone().into();
         // The call that started the job named its conversation to the desk.
-        let started = desk.calls().into_iter().rev().find(|c| c.uri.starts_with("/reports"));
-        let conversation = started.and_then(|c| c.conversation).expect("the call named its conversation");
+        let started = desk
+            .calls()
+            .into_iter()
+            .rev()
+            .find(|c| c.uri.starts_with("/reports"));
+        let conversation = started
+            .and_then(|c| c.conversation)
+            .expect("the call named its conversation");
         assert_eq!(conversation, "desk-1");
         let job = JobKey { conversation, id };
         waiter.until_waited_for(&job).await;

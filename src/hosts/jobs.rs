@@ -7,7 +7,9 @@
 
 use serde_json::Value;
 
-use crate::engine::tools::openapi::{EventDeclarations, JobKey, MAX_JOB_PAYLOAD_BYTES, NoSuchJob, NotAJobEvent};
+use crate::engine::tools::openapi::{
+    EventDeclarations, JobKey, MAX_JOB_PAYLOAD_BYTES, NoSuchJob, NotAJobEvent,
+};
 use crate::session::dynamo::{DynamoJobEvents, RecordError};
 use crate::session::{SessionId, StoreError};
 

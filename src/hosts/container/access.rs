@@ -226,6 +226,8 @@ pub async fn theirs(
     } else {
         store.owner(conversation).await.map(|owner| match owner {
             Some(owner) if &owner == person => Found::Theirs(None),
+            // Deleted: no one's any more, whoever it was.
+            Some(owner) if owner.is_of_deleted() => Found::Nobody,
             Some(owner) => Found::Other(owner),
             // No one's: nothing to read or delete, answered as for a conversation that is gone.
             None => Found::Nobody,

@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | `GET /conversations?userId=U&accountId=A&limit=&cursor=` | the person's conversations, most recent first; 400 a missing id, a limit outside 1–100, or a cursor that is not theirs |
 //! | `GET /conversations/{id}?userId=U&accountId=A&limit=&before=` | one conversation in display form, its newest messages before `before`; 404 not the person's |
-//! | `DELETE /conversations/{id}?userId=U&accountId=A` | every item of it, its files, a running turn stopped first: counts; 404 not the person's |
+//! | `DELETE /conversations/{id}?userId=U&accountId=A` | every item of it, its files, a running turn stopped first: counts; 404 not the person's (or deleted already); 409 another delete of it is under way (one delete finishes a conversation's end) |
 //!
 //! A conversation of someone else is 404, never 403: the answer does not say that it exists.
 
@@ -44,6 +44,9 @@ fn answer<T: Serialize>(result: Result<T, ConversationError>) -> Result<Response
     };
     Err(match e {
         ConversationError::NotFound(_) => HostError::not_found(e.to_string()),
+        ConversationError::DeleteUnderway(_) => {
+            HostError::new(axum::http::StatusCode::CONFLICT, e.to_string())
+        }
         ConversationError::ForeignCursor => HostError::field("cursor", e.to_string()),
         ConversationError::Limit(_) => HostError::field("limit", e.to_string()),
         _ => {

@@ -31,6 +31,9 @@ type Item = HashMap<String, AttributeValue>;
 
 /// How often a delete looks whether a turn it stopped has ended.
 const STOP_POLL: Duration = Duration::from_millis(200);
+/// How long a delete holds its lease on finishing after the wait for a stopped turn: the time
+/// to delete a long conversation's items.
+const PURGE_MARGIN: Duration = Duration::from_secs(60);
 /// How many times unprocessed keys or writes of a batch call are sent again.
 const BATCH_RETRIES: u32 = 5;
 
@@ -265,6 +268,15 @@ fn started_turn(item: &Item) -> Option<TurnId> {
         .and_then(|active| TurnId::new(active).ok())
 }
 
+/// The turn running in a conversation whose meta item was `item`: the one holding its run
+/// under a live lease, or else the one it marks started and not ended.
+fn running_turn(item: &Item) -> Option<TurnId> {
+    let live = get_n(item, RUN_UNTIL).is_some_and(|until| until > now_ms());
+    live.then(|| get_s(item, RUN_TURN).and_then(|turn| TurnId::new(turn).ok()))
+        .flatten()
+        .or_else(|| started_turn(item))
+}
+
 #[async_trait]
 impl ConversationStore for DynamoStore {
     async fn list_conversations(
@@ -368,28 +380,34 @@ impl ConversationStore for DynamoStore {
 
     async fn delete_conversation(&self, owner: &Owner, id: &SessionId) -> Result<Deleted, ConversationError> {
         let digest = owner_digest(owner);
-        // First the tombstone: from here no turn of it starts, and none stores anything.
+        // First the tombstone, with the lease of the one delete that finishes it: from here no
+        // turn of it starts, none stores anything, its log writes nothing, and a second delete
+        // finds it under way.
         let marked = self
             .client()
             .update_item()
             .table_name(self.table())
             .set_key(Some(self.key(id, META_SK.to_owned())))
             .update_expression(
-                "SET #deleted = :now, deletedBy = :by, #exp = :exp \
-                 REMOVE #user, #account, #okey, #last, title, preview, turns, version, summaryUpto, #active, #ended",
+                "SET #deleted = :now, deletedBy = :by, #exp = :exp, #purge = :purge \
+                 REMOVE #user, #account, #okey, #last, title, preview, turns, version, summaryUpto, #active, #ended, #run, #until",
             )
             .condition_expression("#user = :user AND #account = :account")
             .expression_attribute_names("#deleted", DELETED_AT)
             .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_names("#purge", PURGE_UNTIL)
             .expression_attribute_names("#user", OWNER_USER)
             .expression_attribute_names("#account", OWNER_ACCOUNT)
             .expression_attribute_names("#okey", OWNER_KEY)
             .expression_attribute_names("#last", LAST_ACTIVE_AT)
             .expression_attribute_names("#active", ACTIVE_TURN)
             .expression_attribute_names("#ended", ENDED_TURN)
+            .expression_attribute_names("#run", RUN_TURN)
+            .expression_attribute_names("#until", RUN_UNTIL)
             .expression_attribute_values(":now", n(now_ms()))
             .expression_attribute_values(":by", s(&digest))
             .expression_attribute_values(":exp", n(self.expires_at()))
+            .expression_attribute_values(":purge", n(self.purge_until()))
             .expression_attribute_values(":user", s(&owner.user_id))
             .expression_attribute_values(":account", s(&owner.account_id))
             .return_values(ReturnValue::AllOld)
@@ -399,7 +417,10 @@ impl ConversationStore for DynamoStore {
         match marked {
             Ok(out) => {
                 deleted.other += 1;
-                if let Some(turn) = out.attributes().and_then(started_turn) {
+                // The turn running when it was deleted is stopped, and its end waited for, so
+                // that it stops spending before its items go (it can write nothing after the
+                // tombstone either way).
+                if let Some(turn) = out.attributes().and_then(running_turn) {
                     let stop = Stop::now(StopCause::UserStop);
                     if self.request_stop(id, &turn, stop).await? == StopOutcome::Recorded {
                         self.until_ended(id, &turn).await?;
@@ -411,18 +432,83 @@ impl ConversationStore for DynamoStore {
                 if e.as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
-                // Deleted before by this person: finish what an interrupted delete left.
-                let tomb = self.meta_item(id).await?;
-                let theirs = tomb
-                    .as_ref()
-                    .is_some_and(|t| get_s(t, "deletedBy") == Some(digest.as_str()));
-                if !theirs {
-                    return Err(ConversationError::NotFound(id.to_string()));
-                }
+                self.take_over_purge(id, &digest).await?;
             }
             Err(e) => return Err(store_error("marking the conversation deleted", e).into()),
         }
         self.delete_items(id, &mut deleted).await?;
+        self.purged(id, &digest).await?;
         Ok(deleted)
+    }
+}
+
+impl DynamoStore {
+    /// When a delete begun now gives up its lease on finishing it: past the wait for a stopped
+    /// turn, and the time to delete a long conversation's items.
+    fn purge_until(&self) -> u64 {
+        now_ms().saturating_add(
+            u64::try_from((self.config.stop_wait + PURGE_MARGIN).as_millis()).unwrap_or(u64::MAX),
+        )
+    }
+
+    /// A delete that found the conversation already deleted. By this person: under way in
+    /// another delete, [`ConversationError::DeleteUnderway`]; interrupted (that delete's lease ran
+    /// out), taken over in one conditional write; finished, nothing to take over (what is left to
+    /// remove is what a failure after it left, its files). Anyone else's: not found.
+    async fn take_over_purge(&self, id: &SessionId, digest: &str) -> Result<(), ConversationError> {
+        let tomb = self.meta_item(id).await?;
+        let theirs = tomb
+            .as_ref()
+            .is_some_and(|t| t.contains_key(DELETED_AT) && get_s(t, "deletedBy") == Some(digest));
+        if !theirs {
+            return Err(ConversationError::NotFound(id.to_string()));
+        }
+        let Some(until) = tomb.as_ref().and_then(|t| get_n(t, PURGE_UNTIL)) else {
+            return Ok(());
+        };
+        if until > now_ms() {
+            return Err(ConversationError::DeleteUnderway(id.to_string()));
+        }
+        let taken = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(self.key(id, META_SK.to_owned())))
+            .update_expression("SET #purge = :purge")
+            .condition_expression("#purge = :was")
+            .expression_attribute_names("#purge", PURGE_UNTIL)
+            .expression_attribute_values(":purge", n(self.purge_until()))
+            .expression_attribute_values(":was", n(until))
+            .send()
+            .await;
+        match taken {
+            Ok(_) => {
+                tracing::info!(conversation = %id, "finishing a delete that was interrupted");
+                Ok(())
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Err(ConversationError::DeleteUnderway(id.to_string()))
+            }
+            Err(e) => Err(store_error("taking over an interrupted delete", e).into()),
+        }
+    }
+
+    /// Marks the delete finished: the tombstone alone is left, and a later delete finds nothing.
+    async fn purged(&self, id: &SessionId, digest: &str) -> Result<(), StoreError> {
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(self.key(id, META_SK.to_owned())))
+            .update_expression("REMOVE #purge")
+            .condition_expression("deletedBy = :by")
+            .expression_attribute_names("#purge", PURGE_UNTIL)
+            .expression_attribute_values(":by", s(digest))
+            .send()
+            .await
+            .map_err(|e| store_error("marking the delete finished", e))?;
+        Ok(())
     }
 }

@@ -16,7 +16,7 @@ use super::codec::write_token;
 use super::commands::{Look, SignalsLook};
 use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
 use super::log_tail::{Tail, lock};
-use super::sdk_error::{cancellation_reasons, is_condition_reason, is_conditional_failure};
+use super::sdk_error::{cancellation_reasons, is_condition_reason};
 
 /// Consecutive text (or thinking) deltas are merged into one event of at most this many bytes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
@@ -193,6 +193,7 @@ impl Sink for DynamoEventLog {
                 .open(&turn.session, &turn.turn_id, TEXT_COALESCE_BYTES),
             since: None,
             dropped: 0,
+            deleted: false,
         })
     }
 }
@@ -210,6 +211,8 @@ struct TurnLog {
     since: Option<Instant>,
     /// Events dropped because the queue was full.
     dropped: usize,
+    /// The conversation was deleted while the turn ran: nothing more is written.
+    deleted: bool,
 }
 
 impl TurnLog {
@@ -239,7 +242,17 @@ impl TurnLog {
             let written = self.write(&batch).await;
             let mut tail = self.tail();
             tail.writing = false;
-            if let Err(e) = written {
+            if let Err(PutError::Deleted) = written {
+                // Nothing of a deleted conversation is kept: what is queued, and what comes.
+                let dropped = tail.pending.len();
+                tail.pending.discard(dropped);
+                drop(tail);
+                self.deleted = true;
+                self.since = None;
+                tracing::info!(turn_id = %self.turn.turn_id, dropped, "the conversation was deleted; its turn's events are no longer logged");
+                return Ok(());
+            }
+            if let Err(e) = written.map_err(SinkError::from) {
                 let kept = tail.pending.len();
                 drop(tail);
                 self.since = Some(Instant::now());
@@ -263,17 +276,14 @@ impl TurnLog {
     /// to position 0 only if nothing is there: a turn that ran before (a reclaimed one) finds
     /// the last position it logged then and goes on after it, so a first run reads nothing
     /// first.
-    async fn write(&mut self, events: &[AgentEvent]) -> Result<(), SinkError> {
+    async fn write(&mut self, events: &[AgentEvent]) -> Result<(), PutError> {
         // Each write's items carry a token of their own: when the SDK retries a first write
         // whose answer was lost, the retry finds the position taken, and the token tells that
         // it was by this very write.
         let token = write_token();
         let next = self.tail().next;
         if let Some(seq) = next {
-            return self
-                .put(events, seq, false, &token)
-                .await
-                .map_err(SinkError::from);
+            return self.put(events, seq, false, &token).await;
         }
         match self.put(events, 0, true, &token).await {
             Err(PutError::Taken) => match self.log.last_seq(&self.turn).await? {
@@ -288,7 +298,6 @@ impl TurnLog {
             },
             other => other,
         }
-        .map_err(SinkError::from)
     }
 
     /// One write of `events` from position `seq`: a put for one event, a transaction for more,
@@ -323,7 +332,9 @@ impl TurnLog {
         Ok(())
     }
 
-    /// One write of `items`: a put for one event without a look, a transaction otherwise.
+    /// One write of `items`: always a transaction, which also checks that the conversation
+    /// was not deleted ([`DynamoStore::not_deleted`]), so that no event of a deleted
+    /// conversation is written after its tombstone, whatever its turn is still doing.
     async fn send(
         &self,
         items: &[HashMap<String, AttributeValue>],
@@ -332,36 +343,11 @@ impl TurnLog {
         seq: u64,
         last: u64,
     ) -> Result<(), PutError> {
-        match (items, look) {
-            ([item], None) => self.put_one(item.clone(), seq, first).await,
-            (_, look) => self.transact(items, first, look, seq, last).await,
-        }
+        self.transact(items, first, look, seq, last).await
     }
 
-    /// One event, alone: a put.
-    async fn put_one(
-        &self,
-        item: HashMap<String, AttributeValue>,
-        seq: u64,
-        first: bool,
-    ) -> Result<(), PutError> {
-        let store = &self.log.store;
-        let mut put = store
-            .client()
-            .put_item()
-            .table_name(store.table())
-            .set_item(Some(item));
-        if first {
-            put = put.condition_expression("attribute_not_exists(sk)");
-        }
-        match put.send().await {
-            Ok(_) => Ok(()),
-            Err(e) if first && is_conditional_failure(&e) => Err(PutError::Taken),
-            Err(e) => Err(SinkError::caused_by(format!("writing event {seq}"), e).into()),
-        }
-    }
-
-    /// Events together, in one transaction, with the look at the turn's signals when one is due.
+    /// Events together, in one transaction with the check that the conversation was not
+    /// deleted, and the look at the turn's signals when one is due.
     async fn transact(
         &self,
         items: &[HashMap<String, AttributeValue>],
@@ -393,6 +379,12 @@ impl TurnLog {
             look.at
         });
         let (session, turn_id) = (&self.turn.session, &self.turn.turn_id);
+        let tombstone_at = writes.len();
+        writes.push(
+            store
+                .not_deleted(session)
+                .map_err(|e| SinkError::caused_by("the tombstone check does not build", e))?,
+        );
         match store
             .client()
             .transact_write_items()
@@ -417,7 +409,9 @@ impl TurnLog {
                     .iter()
                     .take(items.len())
                     .any(|r| r.code().is_some_and(|code| code != "None"));
-                if look_failed && !events_failed {
+                if is_condition_reason(reasons.get(tombstone_at)) {
+                    Err(PutError::Deleted)
+                } else if look_failed && !events_failed {
                     Err(PutError::Looked)
                 } else if first && e.code() == Some("TransactionCanceledException") {
                     Err(PutError::Taken)
@@ -465,6 +459,8 @@ enum PutError {
     /// Only the look at the turn's signals failed: they changed, and what they are now is on
     /// the turn's board; the events were not written.
     Looked,
+    /// The conversation was deleted: nothing of it is written any more.
+    Deleted,
     /// The write failed.
     Failed(SinkError),
 }
@@ -480,6 +476,7 @@ impl From<PutError> for SinkError {
         match e {
             PutError::Taken => SinkError::new("the event log's first position was taken twice"),
             PutError::Looked => SinkError::new("the turn's signals changed while its events were written"),
+            PutError::Deleted => SinkError::new("the conversation was deleted; its events are not written"),
             PutError::Failed(e) => e,
         }
     }
@@ -495,8 +492,9 @@ impl TurnSink for TurnLog {
         let queued = {
             let mut tail = lock(&self.tail);
             tail.received += 1;
-            // The turn's commit wrote its terminal, and every event before it.
-            if tail.written_terminal.as_ref() == Some(event) {
+            // The turn's commit wrote its terminal, and every event before it; or the
+            // conversation is gone.
+            if self.deleted || tail.written_terminal.as_ref() == Some(event) {
                 None
             } else {
                 tail.pending.push(event.clone());

@@ -68,6 +68,10 @@ pub const RUN_TURN: &str = "runTurn";
 pub const RUN_UNTIL: &str = "runUntil";
 /// On a meta item: set when the conversation was deleted.
 pub const DELETED_AT: &str = "deletedAt";
+/// On a deleted conversation's tombstone while a delete removes its items: until when (epoch
+/// ms) that delete holds the finishing of it; a second delete before then answers that it is
+/// under way, one after it (an interrupted delete) takes it over.
+pub const PURGE_UNTIL: &str = "purgeUntil";
 
 /// The partition key of `session`.
 pub fn session_pk(session: &str) -> String {

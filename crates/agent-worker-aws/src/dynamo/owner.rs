@@ -202,7 +202,7 @@ pub(super) async fn read_meta(store: &DynamoStore, session: &str) -> Result<Meta
 pub(super) async fn read(store: &DynamoStore, session: &str) -> Result<Option<Owner>, StoreError> {
     let meta = read_meta(store, session).await?;
     if meta.deleted {
-        return Ok(Some(Owner::new(String::new(), String::new())));
+        return Ok(Some(Owner::of_deleted()));
     }
     Ok(meta.owner)
 }
@@ -262,8 +262,7 @@ pub(super) async fn claim_without_turn(
         {
             let meta = read_meta(store, session).await?;
             Ok(ConversationClaim {
-                owner: judged(&meta)
-                    .unwrap_or_else(|| OwnerCheck::Other(Owner::new(String::new(), String::new()))),
+                owner: judged(&meta).unwrap_or_else(|| OwnerCheck::Other(Owner::of_deleted())),
                 running_turn: meta.running,
             })
         }

@@ -132,6 +132,23 @@ impl DynamoStore {
         HashMap::from([(PK.to_owned(), s(session_pk(session))), (SK.to_owned(), s(sk))])
     }
 
+    /// The check, in a transaction, that `session` was not deleted: a write of the conversation's
+    /// that carries it lands only before its tombstone.
+    pub(super) fn not_deleted(
+        &self,
+        session: &str,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, aws_sdk_dynamodb::error::BuildError> {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(self.key(session, META_SK.to_owned())))
+            .condition_expression("attribute_not_exists(#deleted)")
+            .expression_attribute_names("#deleted", DELETED_AT)
+            .build()?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .condition_check(check)
+            .build())
+    }
+
     /// The session's version, for a write: refused when the conversation was deleted.
     pub(super) async fn version(&self, session: &str) -> Result<u64, StoreError> {
         let out = self.meta_item(session).await?;

@@ -128,6 +128,9 @@ pub enum ConversationError {
     /// the same, so that it does not say that it exists).
     #[error("no conversation {0} of yours")]
     NotFound(String),
+    /// Another delete of the conversation is removing it now.
+    #[error("conversation {0} is being deleted by an earlier request")]
+    DeleteUnderway(String),
     /// The cursor is not one this store gave this person.
     #[error("the cursor is not one of your pages")]
     ForeignCursor,

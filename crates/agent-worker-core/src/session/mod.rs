@@ -96,7 +96,8 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError>;
 
-    /// The person `session` belongs to, if one was recorded.
+    /// The person `session` belongs to, if one was recorded; [`Owner::of_deleted`] for a
+    /// deleted conversation whose tombstone the store keeps.
     async fn owner(&self, session: &SessionId) -> Result<Option<Owner>, StoreError>;
 
     /// Takes `session`'s run for turn `turn_id` for `lease`: at most one turn of a conversation

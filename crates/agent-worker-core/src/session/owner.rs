@@ -21,6 +21,17 @@ impl Owner {
         }
     }
 
+    /// What a store answers as the owner of a deleted conversation: an owner no person can be
+    /// (ids are never empty), so that nothing of it is anyone's.
+    pub fn of_deleted() -> Self {
+        Self::new(String::new(), String::new())
+    }
+
+    /// Whether this is [`of_deleted`](Self::of_deleted): the conversation was deleted.
+    pub fn is_of_deleted(&self) -> bool {
+        self.user_id.is_empty() && self.account_id.is_empty()
+    }
+
     /// Logs, at warn, that this person asked for `what` of `holder`'s conversation: both ids,
     /// never the content.
     pub fn warn_refused(&self, holder: &Owner, what: &str) {

@@ -306,9 +306,17 @@ mod tests {
         let publish = async {
             waiter.until_waited_for(&r2.key()).await;
             // The same job id in another conversation is another job, which no one waits for.
-            assert!(waiter.publish(&key("conv-eve", "r2"), "report:ready", json!({})).is_err());
+            assert!(
+                waiter
+                    .publish(&key("conv-eve", "r2"), "report:ready", json!({}))
+                    .is_err()
+            );
             waiter
-                .publish(&r2.key(), "report:failed", json!({ "reportId": "r2", "reason": "disk full" }))
+                .publish(
+                    &r2.key(),
+                    "report:failed",
+                    json!({ "reportId": "r2", "reason": "disk full" }),
+                )
                 .unwrap();
         };
         let (settled, ()) = tokio::join!(waiting, publish);
@@ -321,7 +329,11 @@ mod tests {
     #[tokio::test]
     async fn an_event_reported_before_its_job_began_is_refused_and_settles_nothing() {
         let waiter = MemoryEventWaiter::new();
-        let early = waiter.publish(&key("conv-ada", "r1"), "report:failed", json!({ "reportId": "r1" }));
+        let early = waiter.publish(
+            &key("conv-ada", "r1"),
+            "report:failed",
+            json!({ "reportId": "r1" }),
+        );
         assert_eq!(early, Err(NoSuchJob(key("conv-ada", "r1"))));
         let r1 = job("r1");
         let waiting = waiter.wait(&r1);
