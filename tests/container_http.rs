@@ -270,7 +270,7 @@ async fn health(server: &Server) -> Value {
 
 #[tokio::test]
 async fn subscribers_of_one_turn_share_one_reader_and_their_number_is_capped() {
-    let server = server_with(1, config(), Duration::from_secs(5), |c| c.max_event_streams = 3).await;
+    let server = server_with(1, config(), Duration::from_secs(5), |c| c.event_streams.host = 3).await;
     server
         .bedrock
         .push(StreamScript::new().open_text("Thinking").hang().into_reply());
@@ -679,4 +679,78 @@ async fn a_presigned_upload_is_refused_where_the_file_area_takes_bytes_alone() {
         changed(&before, &table(&server.store).await),
         Vec::<String>::new()
     );
+}
+
+/// Issue 52: 24 streams opened by one person on made-up turn ids held every place, and another
+/// person's events, `/agui`, `/invocations` and A2A then got 503 after their turns had started.
+/// Streams are capped for one person and one account beside the host (429), and a protocol that
+/// starts a turn takes its answer's stream place first: refused, it starts nothing.
+#[tokio::test]
+async fn one_person_cannot_take_the_streams_of_all_and_no_turn_starts_unanswerable() {
+    use agent_worker::hosts::container::StreamCaps;
+    let caps = StreamCaps {
+        host: 4,
+        person: 2,
+        account: 3,
+    };
+    let server = server_with(2, config(), Duration::from_secs(5), |c| c.event_streams = caps).await;
+    let client = reqwest::Client::new();
+    let stream = |user: &str, account: &str, n: usize| {
+        client
+            .get(format!(
+                "{}/turns/made-up-{user}-{n}/events?session=conv-{user}&userId={user}&accountId={account}",
+                server.url
+            ))
+            .header("x-api-key", KEY)
+            .send()
+    };
+    let mut open = Vec::new();
+    for n in 0..2 {
+        let response = stream("mallory", "evil", n).await.unwrap();
+        assert_eq!(response.status(), 200);
+        open.push(response);
+    }
+    let refused = stream("mallory", "evil", 2).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("one person"), "{body}");
+    // Another of the same account: one more, then the account's cap.
+    let response = stream("eve", "evil", 0).await.unwrap();
+    assert_eq!(response.status(), 200);
+    open.push(response);
+    assert_eq!(stream("eve", "evil", 1).await.unwrap().status(), 429);
+
+    // Bob is served: his own stream, and a turn through /invocations.
+    server.bedrock.push(Reply::text("Hello Bob."));
+    let invoked = client
+        .post(format!("{}/invocations?userId=bob&accountId=acme", server.url))
+        .header("x-api-key", KEY)
+        .json(&json!({ "prompt": "Hi" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(invoked.status(), 200);
+    let answer: Value = invoked.json().await.unwrap();
+    assert_eq!(answer["text"], "Hello Bob.", "{answer}");
+
+    // The host's last place taken, a turn whose answer could not be streamed is not started.
+    let response = stream("bob", "acme", 0).await.unwrap();
+    assert_eq!(response.status(), 200);
+    open.push(response);
+    let before = table(&server.store).await;
+    let refused = client
+        .post(format!("{}/invocations?userId=carol&accountId=acme", server.url))
+        .header("x-api-key", KEY)
+        .json(&json!({ "prompt": "Hi" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(server.bedrock.requests().len(), 1, "carol's turn asked no model");
+    drop(open);
 }

@@ -404,7 +404,7 @@ async fn permanent_client_errors_answer_4xx_and_keep_nothing() {
 #[tokio::test]
 async fn a_stream_on_a_turn_that_never_starts_ends_and_frees_its_place() {
     let server = server_for(1, config(), None, |settings| {
-        settings.max_event_streams = 1;
+        settings.event_streams.host = 1;
         settings.event_start_wait = Duration::from_millis(300);
     })
     .await;

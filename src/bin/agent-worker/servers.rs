@@ -89,9 +89,15 @@ pub(crate) struct ServeArgs {
     /// their preflights are answered and the answers name them. None by default.
     #[arg(long, env = "ALLOWED_ORIGINS")]
     pub(crate) allowed_origins: Option<String>,
-    /// The most event streams open at once.
+    /// The most event streams open at once (past it, 503).
     #[arg(long, env = "MAX_EVENT_STREAMS", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS)]
     pub(crate) max_event_streams: usize,
+    /// The most event streams one person holds open at once (past it, 429).
+    #[arg(long, env = "MAX_EVENT_STREAMS_PER_PERSON", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS_PER_PERSON)]
+    pub(crate) max_event_streams_per_person: usize,
+    /// The most event streams the people of one account hold open at once (past it, 429).
+    #[arg(long, env = "MAX_EVENT_STREAMS_PER_ACCOUNT", default_value_t = agent_worker::hosts::container::DEFAULT_MAX_EVENT_STREAMS_PER_ACCOUNT)]
+    pub(crate) max_event_streams_per_account: usize,
     #[command(flatten)]
     pub(crate) connections: ConnectionArgs,
     #[command(flatten)]
@@ -176,7 +182,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.connections = args.connections.limits();
-    config.max_event_streams = args.max_event_streams;
+    config.event_streams = agent_worker::hosts::container::StreamCaps {
+        host: args.max_event_streams,
+        person: args.max_event_streams_per_person,
+        account: args.max_event_streams_per_account,
+    };
     let worker = args.worker.worker().await?;
     let model = worker.settings.model_id.clone();
     let queue = args

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{Asker, checked_id};
-use super::events::{Followed, Heard, follow_turn, logged_sse};
+use super::events::{Followed, Heard, follow_turn, logged_sse, stream_place};
 use super::extract::decode_turn;
 use super::{ContainerHost, HostError, agui, turns};
 use crate::protocol::AgentEvent;
@@ -134,8 +134,10 @@ pub(super) async fn invoke(
         "content": invocation.prompt,
     });
     let turn = decode_turn(&host, &payload.to_string(), None)?;
+    // The answer's stream first: no turn starts whose answer cannot be given.
+    let place = stream_place(&host, &person)?;
     turns::start(&host, &person, turn).await?;
-    let followed = follow_turn(&host, &session, &turn_id, None)?;
+    let followed = follow_turn(&host, place, &session, &turn_id, None);
     let streamed = headers
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())

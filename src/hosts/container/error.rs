@@ -61,6 +61,11 @@ impl HostError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, message).at(field)
     }
 
+    /// 429 with `Retry-After`: the asker holds as much as one person (or account) may.
+    pub fn too_many(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, message)
+    }
+
     /// 503 with `Retry-After`: at capacity or shutting down, try again shortly.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
@@ -116,7 +121,10 @@ impl IntoResponse for HostError {
             body["runningTurnId"] = json!(running);
         }
         let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

@@ -2,8 +2,11 @@
 //!
 //! One reader per turn polls the event log for every subscriber in this process, so a hundred
 //! people watching one turn cost what one does; the reader stops when its last subscriber goes or
-//! the turn's terminal is read. The number of open streams is capped
-//! ([`ContainerConfig::max_event_streams`](super::ContainerConfig::max_event_streams)).
+//! the turn's terminal is read. The number of open streams is capped on the host, for each person
+//! and for each account ([`ContainerConfig::event_streams`](super::ContainerConfig::event_streams)):
+//! one person cannot take the streams of all. A protocol that starts a turn and streams its
+//! answer (AG-UI, `/invocations`, A2A) takes its stream's place ([`stream_place`]) before it
+//! starts the turn, so that no turn starts whose answer cannot be given.
 //!
 //! A turn that has logged nothing yet is looked for less and less often (from the poll interval,
 //! doubling up to [`MAX_IDLE_POLL`]), and one that has not started within
@@ -28,7 +31,7 @@ use super::access::{Acting, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::protocol::AgentEvent;
-use crate::session::{SessionId, TurnId};
+use crate::session::{Owner, SessionId, TurnId};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
 /// The most event streams open at once, by default.
@@ -45,21 +48,118 @@ pub(super) struct Pace {
     pub(super) start_wait: Duration,
 }
 
-/// The event streams of one host: a reader per followed turn, and the cap on subscribers.
+/// The most event streams one person holds open at once, by default.
+pub const DEFAULT_MAX_EVENT_STREAMS_PER_PERSON: usize = 16;
+/// The most event streams the people of one account hold open at once, by default.
+pub const DEFAULT_MAX_EVENT_STREAMS_PER_ACCOUNT: usize = 64;
+
+/// How many event streams may be open at once: on the host, for one person, for one account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamCaps {
+    /// On the whole host.
+    pub host: usize,
+    /// For one person.
+    pub person: usize,
+    /// For the people of one account.
+    pub account: usize,
+}
+
+impl Default for StreamCaps {
+    fn default() -> Self {
+        Self {
+            host: DEFAULT_MAX_EVENT_STREAMS,
+            person: DEFAULT_MAX_EVENT_STREAMS_PER_PERSON,
+            account: DEFAULT_MAX_EVENT_STREAMS_PER_ACCOUNT,
+        }
+    }
+}
+
+/// The event streams of one host: a reader per followed turn, and the caps on subscribers.
 pub(super) struct Followers {
     readers: Mutex<HashMap<(String, String), Weak<TurnReader>>>,
     streams: Arc<Semaphore>,
     max_streams: usize,
+    /// Open streams by person and by account.
+    held: Arc<Mutex<HashMap<Holder, usize>>>,
+    caps: StreamCaps,
+}
+
+/// Who holds open streams, for the caps beside the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Holder {
+    Person(Owner),
+    Account(String),
+}
+
+/// A place among a host's event streams, taken before a stream begins, and before the turn a
+/// stream answers is started: a turn is never started whose answer cannot be streamed. Given
+/// back when the stream ends (or when it is dropped unused).
+pub(super) struct StreamPlace {
+    log: DynamoEventLog,
+    _host: OwnedSemaphorePermit,
+    _holders: HeldPlace,
+}
+
+/// A person's and their account's count of open streams, given back on drop.
+struct HeldPlace {
+    held: Arc<Mutex<HashMap<Holder, usize>>>,
+    holders: [Holder; 2],
+}
+
+impl Drop for HeldPlace {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        for holder in &self.holders {
+            if let Some(count) = held.get_mut(holder) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    held.remove(holder);
+                }
+            }
+        }
+    }
 }
 
 impl Followers {
-    pub(super) fn new(max_streams: usize) -> Self {
-        let max_streams = max_streams.clamp(1, Semaphore::MAX_PERMITS);
+    pub(super) fn new(caps: StreamCaps) -> Self {
+        let max_streams = caps.host.clamp(1, Semaphore::MAX_PERMITS);
         Self {
             readers: Mutex::new(HashMap::new()),
             streams: Arc::new(Semaphore::new(max_streams)),
             max_streams,
+            held: Arc::new(Mutex::new(HashMap::new())),
+            caps,
         }
+    }
+
+    /// Counts one more stream for `person` and their account: 429 past either's cap.
+    fn hold(&self, person: &Owner) -> Result<HeldPlace, HostError> {
+        let holders = [
+            Holder::Person(person.clone()),
+            Holder::Account(person.account_id.clone()),
+        ];
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = |holder: &Holder| held.get(holder).copied().unwrap_or(0);
+        if count(&holders[0]) >= self.caps.person {
+            return Err(HostError::too_many(format!(
+                "you have {} event streams open, the most one person may; close one first",
+                self.caps.person
+            )));
+        }
+        if count(&holders[1]) >= self.caps.account {
+            return Err(HostError::too_many(format!(
+                "your account has {} event streams open, the most one account may; close one first",
+                self.caps.account
+            )));
+        }
+        for holder in &holders {
+            *held.entry(holder.clone()).or_insert(0) += 1;
+        }
+        drop(held);
+        Ok(HeldPlace {
+            held: self.held.clone(),
+            holders,
+        })
     }
 
     /// How many streams are open, and how many turns are being read for them.
@@ -171,7 +271,8 @@ pub(super) async fn turn_events(
         ),
         None => resume.cursor,
     };
-    let followed = follow_turn(&host, &conversation.id, &turn_id, resume)?;
+    let place = stream_place(&host, &conversation.person)?;
+    let followed = follow_turn(&host, place, &conversation.id, &turn_id, resume);
     Ok(logged_sse(followed, turn_id))
 }
 
@@ -262,32 +363,44 @@ pub(super) enum Followed {
     NotStarted,
 }
 
-/// Follows turn `turn_id` of `session` in the host's event log from after position `after`:
-/// one place under the cap on open streams, held while the stream lives; 503 when every place
-/// is taken, 404 when the host keeps no log.
-pub(super) fn follow_turn(
-    host: &ContainerHost,
-    session: &SessionId,
-    turn_id: &TurnId,
-    after: Option<u64>,
-) -> Result<impl Stream<Item = Followed> + Send + use<>, HostError> {
+/// A place for one event stream of `person`'s: one under the host's cap (503 when every place is
+/// taken), and under the caps for one person and one account (429); 404 when the host keeps no
+/// log. Taken before a turn is started whose answer is streamed.
+pub(super) fn stream_place(host: &ContainerHost, person: &Owner) -> Result<StreamPlace, HostError> {
     let log = host
         .inner
         .log
         .clone()
         .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let followers = &host.inner.followers;
+    let held = followers.hold(person)?;
     let Ok(permit) = followers.streams.clone().try_acquire_owned() else {
         return Err(HostError::unavailable(
             "too many event streams are open; try again",
         ));
     };
+    Ok(StreamPlace {
+        log,
+        _host: permit,
+        _holders: held,
+    })
+}
+
+/// Follows turn `turn_id` of `session` in the host's event log from after position `after`, in
+/// `place`, held while the stream lives.
+pub(super) fn follow_turn(
+    host: &ContainerHost,
+    place: StreamPlace,
+    session: &SessionId,
+    turn_id: &TurnId,
+    after: Option<u64>,
+) -> impl Stream<Item = Followed> + Send + use<> {
     let pace = Pace {
         poll: host.inner.config.event_poll,
         start_wait: host.inner.config.event_start_wait,
     };
-    let reader = followers.reader(&log, session, turn_id, pace);
-    Ok(follow(reader, after, permit))
+    let reader = host.inner.followers.reader(&place.log, session, turn_id, pace);
+    follow(reader, after, place)
 }
 
 /// The turn's events after `after`, as its reader reads them, ending after the terminal; at once
@@ -295,7 +408,7 @@ pub(super) fn follow_turn(
 fn follow(
     reader: Arc<TurnReader>,
     after: Option<u64>,
-    permit: OwnedSemaphorePermit,
+    place: StreamPlace,
 ) -> impl Stream<Item = Followed> + Send + 'static {
     struct Follow {
         /// Held so that the turn's reader goes on while this stream is open.
@@ -304,7 +417,7 @@ fn follow(
         after: Option<u64>,
         /// The last item (not started) has been given.
         done: bool,
-        _permit: OwnedSemaphorePermit,
+        _place: StreamPlace,
     }
     let seen = reader.read.subscribe();
     let state = Follow {
@@ -312,7 +425,7 @@ fn follow(
         seen,
         after,
         done: false,
-        _permit: permit,
+        _place: place,
     };
     futures_util::stream::unfold(state, |mut state| async move {
         loop {

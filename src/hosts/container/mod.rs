@@ -58,7 +58,10 @@ pub use actions::MAX_ANSWER_BYTES;
 pub use auth_settings::AUTH_SETTINGS;
 pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
-pub use events::{DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, MAX_IDLE_POLL};
+pub use events::{
+    DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, DEFAULT_MAX_EVENT_STREAMS_PER_ACCOUNT,
+    DEFAULT_MAX_EVENT_STREAMS_PER_PERSON, MAX_IDLE_POLL, StreamCaps,
+};
 pub use files::{MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
 pub use turns::ACCEPTED_RUN_LEASE;
 
@@ -111,8 +114,9 @@ pub struct ContainerConfig {
     pub event_poll: Duration,
     /// The limits every connection is served within (timeouts, the most open at once).
     pub connections: ConnectionLimits,
-    /// The most event streams open at once; past it, `GET /turns/{id}/events` answers 503.
-    pub max_event_streams: usize,
+    /// The most event streams open at once: on the host (past it, 503), for one person and for
+    /// one account (past either, 429).
+    pub event_streams: events::StreamCaps,
     /// How long an event stream waits for a turn that has logged nothing before it ends.
     pub event_start_wait: Duration,
     /// The web origins whose pages may call the API (none by default).
@@ -177,7 +181,7 @@ impl ContainerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             event_poll: DEFAULT_EVENT_POLL,
             connections: ConnectionLimits::default(),
-            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
+            event_streams: events::StreamCaps::default(),
             event_start_wait: DEFAULT_EVENT_START_WAIT,
             allowed_origins: AllowedOrigins::default(),
             agent_name: DEFAULT_AGENT_NAME.to_owned(),
@@ -296,7 +300,7 @@ impl ContainerHost {
         log: Option<DynamoEventLog>,
         config: ContainerConfig,
     ) -> Self {
-        let followers = events::Followers::new(config.max_event_streams);
+        let followers = events::Followers::new(config.event_streams);
         Self {
             inner: Arc::new(Inner {
                 turns,

@@ -39,7 +39,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{self, Asker, checked_id};
-use super::events::follow_turn;
+use super::events::{StreamPlace, follow_turn, stream_place};
 use super::extract::decode_turn;
 use super::{ContainerHost, turns};
 use crate::session::{Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
@@ -280,12 +280,17 @@ impl Call<'_> {
     async fn send(&self, params: Value) -> Result<Value, RpcError> {
         let send: SendParams = rpc::params(params)?;
         let immediately = send.configuration.unwrap_or_default().return_immediately;
+        // The answer's stream first: no turn starts whose answer cannot be given.
+        let place = if immediately {
+            None
+        } else {
+            Some(self.stream_place()?)
+        };
         let (ids, turn, history) = self.start(send.message).await?;
-        if immediately {
+        let Some(place) = place else {
             return Ok(json!({ "task": task::task(&Progress::default(), &ids, history) }));
-        }
-        let followed =
-            follow_turn(self.host, &ids.context, &turn, None).map_err(|e| RpcError::of_host(&e))?;
+        };
+        let followed = follow_turn(self.host, place, &ids.context, &turn, None);
         let progress = Progress::to_end(followed).await;
         Ok(json!({ "task": task::task(&progress, &ids, history) }))
     }
@@ -296,9 +301,10 @@ impl Call<'_> {
         params: Value,
     ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
         let send: SendParams = rpc::params(params)?;
+        let place = self.stream_place()?;
         let (ids, turn, history) = self.start(send.message).await?;
         let first = json!({ "task": task::task(&Progress::default(), &ids, history) });
-        self.updates(ids, &turn, first)
+        Ok(self.updates(place, ids, &turn, first))
     }
 
     /// The turn `message` asks for, started: its task's ids, the turn, and the message as the
@@ -343,17 +349,23 @@ impl Call<'_> {
     /// The updates of turn `turn`'s task after `first`, to its final status.
     fn updates(
         &self,
+        place: StreamPlace,
         ids: Ids,
         turn: &TurnId,
         first: Value,
-    ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
-        let followed = follow_turn(self.host, &ids.context, turn, None).map_err(|e| RpcError::of_host(&e))?;
+    ) -> impl futures_util::Stream<Item = Value> + use<> {
+        let followed = follow_turn(self.host, place, &ids.context, turn, None);
         let rest = followed
             .scan(Streamer::new(ids), |streamer, item| {
                 std::future::ready(Some(streamer.next(&item)))
             })
             .flat_map(futures_util::stream::iter);
-        Ok(futures_util::stream::once(std::future::ready(first)).chain(rest))
+        futures_util::stream::once(std::future::ready(first)).chain(rest)
+    }
+
+    /// A place for one event stream of the person's ([`stream_place`]).
+    fn stream_place(&self) -> Result<StreamPlace, RpcError> {
+        stream_place(self.host, self.person).map_err(|e| RpcError::of_host(&e))
     }
 
     /// The conversation and turn of task `id`, when it is the person's and exists.
@@ -538,7 +550,7 @@ impl Call<'_> {
             task: id,
             context: session.clone(),
         };
-        let followed = follow_turn(self.host, &session, &turn, None).map_err(|e| RpcError::of_host(&e))?;
+        let followed = follow_turn(self.host, self.stream_place()?, &session, &turn, None);
         Ok(task::task(&Progress::to_end(followed).await, &ids, Vec::new()))
     }
 
@@ -561,6 +573,6 @@ impl Call<'_> {
             context: session,
         };
         let first = json!({ "task": task::task(&Progress::default(), &ids, Vec::new()) });
-        self.updates(ids, &turn, first)
+        Ok(self.updates(self.stream_place()?, ids, &turn, first))
     }
 }

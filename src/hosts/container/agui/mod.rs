@@ -35,7 +35,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{self, Asker, checked_id};
-use super::events::{Followed, follow_turn};
+use super::events::{Followed, follow_turn, stream_place};
 use super::extract::{JsonBody, decode_turn};
 use super::turns;
 use super::{ContainerHost, HostError};
@@ -120,6 +120,8 @@ pub(super) async fn start_run(
     let session = checked_id::<SessionId>("threadId", input.thread_id.as_str())?;
     let (page, tools) = frontend::surface(&input.tools)?;
     let answers = frontend::trailing_answers(&input.messages)?;
+    // The run's stream first: nothing is recorded or started whose answer cannot be given.
+    let place = stream_place(host, person)?;
     let mut late = None;
     if !answers.is_empty() {
         // The calls answered are of a turn of the conversation: it must be theirs already (a
@@ -127,7 +129,7 @@ pub(super) async fn start_run(
         access::theirs(host, person, &session, false).await?;
         match frontend::answer(host, &session, answers).await? {
             Answered::Waiting { turn, cursor, calls } => {
-                let followed = follow_turn(host, &session, &turn, Some(cursor))?;
+                let followed = follow_turn(host, place, &session, &turn, Some(cursor));
                 let translator =
                     Translator::new(input.thread_id, input.run_id, turn.as_str(), tools).answered(calls);
                 return Ok(translated(followed, translator));
@@ -139,7 +141,7 @@ pub(super) async fn start_run(
     let body = turn_body(person, &input, late, page)?;
     let turn = decode_turn(host, &body.to_string(), None)?;
     turns::start(host, person, turn).await?;
-    let followed = follow_turn(host, &session, &run, None)?;
+    let followed = follow_turn(host, place, &session, &run, None);
     let translator = Translator::new(input.thread_id, input.run_id, run.as_str(), tools);
     Ok(translated(followed, translator))
 }
