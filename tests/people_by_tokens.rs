@@ -242,6 +242,56 @@ async fn a_forged_kid_does_not_fetch_the_keys_again_within_the_interval() {
 }
 
 #[tokio::test]
+async fn open_paths_answer_normally_whatever_token_comes_with_them() {
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let server = host(&issuer).await;
+    let mut expired = claims(issuer.issuer(), "ada");
+    expired["exp"] = json!(now() - 3600);
+    let tokens = [
+        "not-a-jwt".to_owned(),
+        key.token(&expired),
+        SigningKey::rs256("k-forged").token(&claims(issuer.issuer(), "ada")),
+        unsigned_token(&claims(issuer.issuer(), "ada")),
+    ];
+    for path in [
+        "/health",
+        "/ping",
+        "/.well-known/agent-card.json",
+        "/a2a/.well-known/agent-card.json",
+    ] {
+        for token in &tokens {
+            let (status, answer) = call(http().get(format!("{}{path}", server.url)), token).await;
+            assert_eq!(status, 200, "{path} with {token:.20}: {answer}");
+        }
+    }
+    assert_eq!(
+        issuer.fetches(),
+        0,
+        "an open path checks no token: a forged kid fetches nothing"
+    );
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_taken_in_any_case() {
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let server = host(&issuer).await;
+    let token = key.token(&claims(issuer.issuer(), "ada"));
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let request = http()
+            .get(format!("{}/conversations", server.url))
+            .header("authorization", format!("{scheme} {token}"));
+        let (status, answer) = send(request, None).await;
+        assert_eq!(status, 200, "{scheme}: {answer}");
+    }
+    let basic = http()
+        .get(format!("{}/conversations", server.url))
+        .header("authorization", format!("Basic {token}"));
+    assert_eq!(send(basic, None).await.0, 401);
+}
+
+#[tokio::test]
 async fn a_refusal_says_what_is_taken_and_echoes_little_of_the_token() {
     let key = SigningKey::rs256("k-1");
     let issuer = JwksStandIn::start(&[&key]).await.unwrap();
