@@ -240,3 +240,128 @@ async fn a_forged_kid_does_not_fetch_the_keys_again_within_the_interval() {
     }
     assert_eq!(issuer.fetches(), 1);
 }
+
+#[tokio::test]
+async fn open_paths_answer_normally_whatever_token_comes_with_them() {
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let server = host(&issuer).await;
+    let mut expired = claims(issuer.issuer(), "ada");
+    expired["exp"] = json!(now() - 3600);
+    let tokens = [
+        "not-a-jwt".to_owned(),
+        key.token(&expired),
+        SigningKey::rs256("k-forged").token(&claims(issuer.issuer(), "ada")),
+        unsigned_token(&claims(issuer.issuer(), "ada")),
+    ];
+    for path in [
+        "/health",
+        "/ping",
+        "/.well-known/agent-card.json",
+        "/a2a/.well-known/agent-card.json",
+    ] {
+        for token in &tokens {
+            let (status, answer) = call(http().get(format!("{}{path}", server.url)), token).await;
+            assert_eq!(status, 200, "{path} with {token:.20}: {answer}");
+        }
+    }
+    assert_eq!(
+        issuer.fetches(),
+        0,
+        "an open path checks no token: a forged kid fetches nothing"
+    );
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_taken_in_any_case() {
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let server = host(&issuer).await;
+    let token = key.token(&claims(issuer.issuer(), "ada"));
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let request = http()
+            .get(format!("{}/conversations", server.url))
+            .header("authorization", format!("{scheme} {token}"));
+        let (status, answer) = send(request, None).await;
+        assert_eq!(status, 200, "{scheme}: {answer}");
+    }
+    let basic = http()
+        .get(format!("{}/conversations", server.url))
+        .header("authorization", format!("Basic {token}"));
+    assert_eq!(send(basic, None).await.0, 401);
+}
+
+#[tokio::test]
+async fn a_refusal_says_what_is_taken_and_echoes_little_of_the_token() {
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let server = host(&issuer).await;
+    let url = format!("{}/conversations", server.url);
+    let good = claims(issuer.issuer(), "ada");
+
+    for token in [
+        unsigned_token(&good),
+        key.token_with_header(&json!({"alg": "HS256", "typ": "JWT", "kid": "k-1"}), &good),
+        key.token_with_header(&json!({"alg": "PS256", "typ": "JWT", "kid": "k-1"}), &good),
+    ] {
+        let (status, answer) = call(http().get(&url), &token).await;
+        assert_eq!(status, 401, "{answer}");
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains("RS256 or ES256"), "{error}");
+        for other in ["HS384", "PS512", "EdDSA"] {
+            assert!(!error.contains(other), "only what is taken is named: {error}");
+        }
+    }
+
+    let huge = "A".repeat(50_000);
+    let hostile = [
+        (
+            "a 50 KB kid",
+            json!({"alg": "RS256", "typ": "JWT", "kid": huge}),
+            good.clone(),
+        ),
+        (
+            "a kid of control characters",
+            json!({"alg": "RS256", "typ": "JWT", "kid": "k\n\u{1b}[31m\"}"}),
+            good.clone(),
+        ),
+        (
+            "a 50 KB alg",
+            json!({"alg": huge, "typ": "JWT", "kid": "k-1"}),
+            good.clone(),
+        ),
+        (
+            "a 50 KB exp",
+            json!({"alg": "RS256", "typ": "JWT", "kid": "k-1"}),
+            {
+                let mut claims = good.clone();
+                claims["exp"] = json!(huge);
+                claims
+            },
+        ),
+    ];
+    for (what, header, claims) in hostile {
+        let response = http()
+            .get(&url)
+            .bearer_auth(key.token_with_header(&header, &claims))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{what}");
+        let body = response.text().await.unwrap();
+        assert!(
+            body.len() < 300,
+            "{what}: {} bytes echoed: {body:.200}",
+            body.len()
+        );
+        assert!(!body.chars().any(|c| c.is_control()), "{what}: {body}");
+        let error = serde_json::from_str::<Value>(&body).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            !error.chars().any(|c| c.is_control() || c == '\u{1b}'),
+            "{what}: {error:?}"
+        );
+    }
+}

@@ -116,6 +116,7 @@ fn with_tokens_the_function_is_told_the_issuer_and_reads_no_key() {
     );
     assert_eq!(variable(&d, "JWT_AUDIENCE"), "app-client");
     assert_eq!(variable(&d, "JWT_USER_CLAIM"), "sub");
+    assert_eq!(variable(&d, "JWKS_MAX_AGE_SECONDS"), "300");
     assert_eq!(variable(&d, "JWT_ACCOUNT_CLAIM"), "custom:account");
     assert_eq!(variable(&d, "AGENT_WORKER_API_KEY_SECRET_ARN"), "");
     assert!(statement(&d, "ReadTheApiKey").is_none());

@@ -123,9 +123,14 @@ pub(crate) struct JwtArgs {
     /// Their audience (`aud`): a Cognito app client's id.
     #[arg(long, env = "JWT_AUDIENCE")]
     pub(crate) jwt_audience: Option<String>,
-    /// The issuer's key set (default: `<issuer>/.well-known/jwks.json`).
+    /// The issuer's key set (default: the `jwks_uri` of the issuer's OIDC discovery document,
+    /// `<issuer>/.well-known/openid-configuration`; `<issuer>/.well-known/jwks.json` without one).
     #[arg(long, env = "JWKS_URL")]
     pub(crate) jwks_url: Option<String>,
+    /// The longest the issuer's keys are kept before they are read again, in seconds (shorter
+    /// when the key set's `Cache-Control: max-age` says so).
+    #[arg(long, env = "JWKS_MAX_AGE_SECONDS", default_value_t = agent_worker::hosts::jwt::DEFAULT_MAX_AGE.as_secs())]
+    pub(crate) jwks_max_age_seconds: u64,
     /// The claim that names the person.
     #[arg(long, env = "JWT_USER_CLAIM", default_value = agent_worker::hosts::jwt::DEFAULT_USER_CLAIM)]
     pub(crate) jwt_user_claim: String,
@@ -170,6 +175,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "JWT_ISSUER" => jwt.jwt_issuer.clone(),
             "JWT_AUDIENCE" => jwt.jwt_audience.clone(),
             "JWKS_URL" => jwt.jwks_url.clone(),
+            "JWKS_MAX_AGE_SECONDS" => Some(jwt.jwks_max_age_seconds.to_string()),
             "JWT_USER_CLAIM" => Some(jwt.jwt_user_claim.clone()),
             "JWT_ACCOUNT_CLAIM" => jwt.jwt_account_claim.clone(),
             "JWT_ACCOUNT" => jwt.jwt_account.clone(),

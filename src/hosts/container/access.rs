@@ -361,9 +361,15 @@ pub enum VerifiedCaller {
 /// way `x-console-token` is the console's token. On an event stream alone, which a browser's
 /// `EventSource` cannot give headers, the token may ride in the query instead
 /// (`consoleToken=`, `accessToken=`), so that it stays out of other routes' access logs. The
-/// paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's assets) need none. The
+/// paths [`OPEN_PATHS`](super::OPEN_PATHS) (and the console's assets) need none, and whatever
+/// credential comes with them is not looked at. The
 /// [`Authority`] found goes with the request.
 pub async fn authenticate(State(host): State<ContainerHost>, mut request: Request, next: Next) -> Response {
+    // An open path takes no credential, so none it comes with is checked: a token that is
+    // expired, forged or unreadable, or an issuer that cannot be read, changes nothing there.
+    if host.open(request.uri().path()) {
+        return next.run(request).await;
+    }
     let verified = request.extensions().get::<VerifiedCaller>();
     let found = authority(&host, request.headers(), request.uri(), verified).await;
     match found {
@@ -371,7 +377,6 @@ pub async fn authenticate(State(host): State<ContainerHost>, mut request: Reques
             request.extensions_mut().insert(authority);
             next.run(request).await
         }
-        Ok(None) if host.open(request.uri().path()) => next.run(request).await,
         Ok(None) => {
             HostError::new(StatusCode::UNAUTHORIZED, host.inner.config.auth.missing()).into_response()
         }
@@ -460,14 +465,17 @@ async fn authority(
             let bearer = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .and_then(bearer_token)
                 .or_else(|| in_query("accessToken"));
             if let Some(token) = bearer {
                 return match verifier.verify(token.trim()).await {
                     Ok(person) => Ok(Some(Authority::Bearer(person))),
                     Err(TokenError::KeysUnavailable(why)) => {
-                        tracing::error!(error = %why, "the issuer's keys cannot be read");
-                        Err(HostError::unavailable("the token cannot be checked now"))
+                        // Logged once per failed fetch (`hosts::jwt`); here, per request.
+                        tracing::debug!(error = %why, "the issuer's keys cannot be read");
+                        Err(HostError::unavailable(
+                            "the token cannot be checked now: the issuer's keys cannot be read",
+                        ))
                     }
                     Err(refused) => {
                         tracing::info!(reason = %refused, "a bearer token was refused");
@@ -487,6 +495,13 @@ async fn authority(
     Ok(given
         .is_some_and(|given| same_secret(given, &console.token))
         .then(|| Authority::Console(console.person())))
+}
+
+/// The token of an `Authorization` header of the `Bearer` scheme, in any case (schemes are
+/// case-insensitive, RFC 9110).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 impl ContainerHost {

@@ -1,6 +1,7 @@
 //! How the API knows the person, from named values: `AUTH` (`api-key`, the default, with
 //! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
-//! `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; `iam`, the Function URL's signatures); and the web origins whose pages may
+//! `JWKS_MAX_AGE_SECONDS`, `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; `iam`, the
+//! Function URL's signatures); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
 //! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
@@ -12,12 +13,13 @@ use crate::hosts::SettingsError;
 use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 12] = [
+pub const AUTH_SETTINGS: [&str; 13] = [
     "AUTH",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
     "JWT_AUDIENCE",
     "JWKS_URL",
+    "JWKS_MAX_AGE_SECONDS",
     "JWT_USER_CLAIM",
     "JWT_ACCOUNT_CLAIM",
     "JWT_ACCOUNT",
@@ -85,6 +87,17 @@ impl ContainerConfig {
                 )
                 .map_err(|e| SettingsError::new(e.setting, e.problem))?;
                 config.user_claim = set("JWT_USER_CLAIM").unwrap_or_else(|| DEFAULT_USER_CLAIM.to_owned());
+                if let Some(seconds) = set("JWKS_MAX_AGE_SECONDS") {
+                    config.max_age = match seconds.trim().parse::<u64>() {
+                        Ok(seconds) if seconds > 0 => std::time::Duration::from_secs(seconds),
+                        _ => {
+                            return Err(SettingsError::new(
+                                "JWKS_MAX_AGE_SECONDS",
+                                format!("is {seconds:?}; it is a whole number of seconds, 1 or more"),
+                            ));
+                        }
+                    };
+                }
                 let verifier = Arc::new(JwtVerifier::new(config, http));
                 Ok(match mode {
                     "jwt" => Self::people_by_tokens(verifier),
@@ -135,6 +148,25 @@ mod tests {
         let mut with_account = jwt.to_vec();
         with_account.push(("JWT_ACCOUNT", "acme"));
         assert!(from(&with_account).is_ok());
+        let max_age = |config: ContainerConfig| match config.auth {
+            super::super::access::ApiAuth::Tokens(verifier) => verifier.config().max_age,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            max_age(from(&with_account).unwrap()),
+            crate::hosts::jwt::DEFAULT_MAX_AGE
+        );
+        for (age, taken) in [("120", Some(120)), ("0", None), ("five minutes", None)] {
+            let mut aged = with_account.clone();
+            aged.push(("JWKS_MAX_AGE_SECONDS", age));
+            match (from(&aged), taken) {
+                (Ok(config), Some(seconds)) => {
+                    assert_eq!(max_age(config), std::time::Duration::from_secs(seconds));
+                }
+                (Err(e), None) => assert_eq!(e.name, "JWKS_MAX_AGE_SECONDS", "{age}"),
+                (answer, _) => panic!("{age}: {:?}", answer.map(|_| "taken")),
+            }
+        }
         with_account.push(("JWT_ACCOUNT_CLAIM", "custom:account"));
         assert_eq!(from(&with_account).unwrap_err().name, "JWT_ACCOUNT_CLAIM");
         let no_audience = [
