@@ -526,7 +526,8 @@ async fn a_configuration_that_gives_no_prompt_is_refused_at_start_unless_one_is_
 
 /// Issue 52: with people's own tokens, eve's token reported `report:ready` for ada's export and
 /// ada's call took eve's payload as its result. Only the backend's credential reports a job's
-/// event: a person's token is 403, and the waiting job hears nothing.
+/// event: a person's token is 403 and the waiting job hears nothing of it; the backend's own
+/// token (a configured client id) reports it.
 #[tokio::test]
 async fn a_persons_token_reports_no_jobs_event() {
     use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
@@ -548,16 +549,15 @@ async fn a_persons_token_reports_no_jobs_event() {
         .unwrap();
     let key = SigningKey::rs256("k-1");
     let issuer = JwksStandIn::start(&[&key]).await.unwrap();
-    let verifier = JwtVerifier::new(
-        JwtConfig::new(
-            issuer.issuer(),
-            "app",
-            Some(issuer.jwks_url()),
-            AccountFrom::Fixed("acme".into()),
-        )
-        .unwrap(),
-        reqwest::Client::new(),
-    );
+    let mut config = JwtConfig::new(
+        issuer.issuer(),
+        "app",
+        Some(issuer.jwks_url()),
+        AccountFrom::Fixed("acme".into()),
+    )
+    .unwrap();
+    config.backend.client_ids = vec!["desk-backend".into()];
+    let verifier = JwtVerifier::new(config, reqwest::Client::new());
     let declarations = serde_json::from_value(json!({
         "report:ready": { "kind": "completion", "correlation": "reportId", "failure": "report:failed" },
         "report:failed": { "kind": "failure", "correlation": "reportId" }
@@ -583,6 +583,11 @@ async fn a_persons_token_reports_no_jobs_event() {
         .unwrap()
         .as_secs();
     let eve = key.token(&json!({ "iss": issuer.issuer(), "aud": "app", "sub": "eve", "exp": now + 3600 }));
+    // The product's backend, by its own client-credentials token.
+    let backend = key.token(&json!({
+        "iss": issuer.issuer(), "aud": "app", "sub": "desk-backend@clients", "client_id": "desk-backend",
+        "exp": now + 3600,
+    }));
 
     // Ada's call waits for rep-1 (the table holds the job once it does).
     let job = JobWait {
@@ -591,7 +596,7 @@ async fn a_persons_token_reports_no_jobs_event() {
         failure: Some("report:failed".into()),
         correlation: "reportId".into(),
         id: "rep-1".into(),
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(10),
     };
     let waiting = events.wait(&job);
     let eve_reports = async {
@@ -633,9 +638,22 @@ async fn a_persons_token_reports_no_jobs_event() {
                 .unwrap(),
             before
         );
+        let taken = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&backend)
+            .json(&json!({ "event": "report:ready", "conversationId": "conv-ada",
+                           "payload": { "reportId": "rep-1", "url": "https://desk.example/r/1" } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(taken.status(), 202, "the backend's token reports");
     };
     let (settled, ()) = tokio::join!(waiting, eve_reports);
-    assert_eq!(settled, Settled::TimedOut, "eve's reports settled nothing");
+    assert_eq!(
+        settled,
+        Settled::Completed(json!({ "reportId": "rep-1", "url": "https://desk.example/r/1" })),
+        "eve's reports settled nothing; the backend's did"
+    );
     let _ = stop.send(());
     served.await.unwrap().unwrap();
 }

@@ -140,6 +140,13 @@ pub(crate) struct JwtArgs {
     /// One account for every person, instead of a claim.
     #[arg(long, env = "JWT_ACCOUNT")]
     pub(crate) jwt_account: Option<String>,
+    /// The product's backend's client ids (comma-separated): a token whose `client_id` (or
+    /// `azp`) is one of them is the backend's, not a person's.
+    #[arg(long, env = "JWT_BACKEND_CLIENT_IDS")]
+    pub(crate) jwt_backend_client_ids: Option<String>,
+    /// The scope that makes a token the backend's, not a person's.
+    #[arg(long, env = "JWT_BACKEND_SCOPE")]
+    pub(crate) jwt_backend_scope: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -179,6 +186,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "JWT_USER_CLAIM" => Some(jwt.jwt_user_claim.clone()),
             "JWT_ACCOUNT_CLAIM" => jwt.jwt_account_claim.clone(),
             "JWT_ACCOUNT" => jwt.jwt_account.clone(),
+            "JWT_BACKEND_CLIENT_IDS" => jwt.jwt_backend_client_ids.clone(),
+            "JWT_BACKEND_SCOPE" => jwt.jwt_backend_scope.clone(),
             "ALLOWED_ORIGINS" => args.allowed_origins.clone(),
             "AGENT_NAME" | "AGENT_DESCRIPTION" | "PUBLIC_URL" => std::env::var(name).ok(),
             _ => None,

@@ -30,7 +30,7 @@ use serde::Deserialize;
 
 use super::ContainerHost;
 use super::error::HostError;
-use crate::hosts::jwt::{JwtVerifier, TokenError};
+use crate::hosts::jwt::{Caller, JwtVerifier, TokenError};
 use crate::session::{IdError, Owner, OwnerCheck, SessionId, TurnId};
 
 /// How a request was authenticated, and so whom it may act for.
@@ -79,6 +79,19 @@ impl Authority {
                     }
                 }
                 Ok(owner.clone())
+            }
+        }
+    }
+}
+
+impl Authority {
+    /// The authority of a verified token: the backend's, or its person's.
+    fn of_token(caller: Caller) -> Self {
+        match caller {
+            Caller::Person(person) => Self::Bearer(person),
+            Caller::Backend(client) => {
+                tracing::debug!(client = %client, "the backend's token");
+                Self::Backend
             }
         }
     }
@@ -443,8 +456,8 @@ async fn authority(
     if let (ApiAuth::GatewayTokens(verifier), Some(VerifiedCaller::Claims(claims))) =
         (&host.inner.config.auth, verified)
     {
-        return match verifier.person_of(claims) {
-            Ok(person) => Ok(Some(Authority::Bearer(person))),
+        return match verifier.caller_of(claims) {
+            Ok(caller) => Ok(Some(Authority::of_token(caller))),
             Err(refused) => Err(HostError::new(StatusCode::UNAUTHORIZED, refused.to_string())),
         };
     }
@@ -468,8 +481,8 @@ async fn authority(
                 .and_then(bearer_token)
                 .or_else(|| in_query("accessToken"));
             if let Some(token) = bearer {
-                return match verifier.verify(token.trim()).await {
-                    Ok(person) => Ok(Some(Authority::Bearer(person))),
+                return match verifier.verify_caller(token.trim()).await {
+                    Ok(caller) => Ok(Some(Authority::of_token(caller))),
                     Err(TokenError::KeysUnavailable(why)) => {
                         // Logged once per failed fetch (`hosts::jwt`); here, per request.
                         tracing::debug!(error = %why, "the issuer's keys cannot be read");

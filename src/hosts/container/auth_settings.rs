@@ -1,6 +1,7 @@
 //! How the API knows the person, from named values: `AUTH` (`api-key`, the default, with
 //! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
-//! `JWKS_MAX_AGE_SECONDS`, `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`; `iam`, the
+//! `JWKS_MAX_AGE_SECONDS`, `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`, and the backend's own tokens
+//! `JWT_BACKEND_CLIENT_IDS` / `JWT_BACKEND_SCOPE`; `iam`, the
 //! Function URL's signatures); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
 //! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`. `agent-worker serve` answers them from
@@ -13,13 +14,15 @@ use crate::hosts::SettingsError;
 use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 13] = [
+pub const AUTH_SETTINGS: [&str; 15] = [
     "AUTH",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
     "JWT_AUDIENCE",
     "JWKS_URL",
     "JWKS_MAX_AGE_SECONDS",
+    "JWT_BACKEND_CLIENT_IDS",
+    "JWT_BACKEND_SCOPE",
     "JWT_USER_CLAIM",
     "JWT_ACCOUNT_CLAIM",
     "JWT_ACCOUNT",
@@ -98,6 +101,16 @@ impl ContainerConfig {
                         }
                     };
                 }
+                config.backend.client_ids = set("JWT_BACKEND_CLIENT_IDS")
+                    .map(|ids| {
+                        ids.split(',')
+                            .map(str::trim)
+                            .filter(|id| !id.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                config.backend.scope = set("JWT_BACKEND_SCOPE");
                 let verifier = Arc::new(JwtVerifier::new(config, http));
                 Ok(match mode {
                     "jwt" => Self::people_by_tokens(verifier),

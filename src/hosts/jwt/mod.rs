@@ -91,6 +91,53 @@ pub struct JwtConfig {
     pub retry_interval: Duration,
     /// How long one read of the issuer (its discovery document and its key set) may take.
     pub fetch_timeout: Duration,
+    /// Which of the issuer's tokens are the product's backend's, not a person's (none by
+    /// default).
+    pub backend: BackendTokens,
+}
+
+/// The issuer's tokens that stand for the product's backend (a client-credentials token): it
+/// vouches for the ids a request names, as the API key does, and it alone reports jobs' events.
+/// A token is the backend's when its `client_id` (or `azp`) is one of [`client_ids`] or its
+/// scopes (`scope`, space-separated, or `scp`) hold [`scope`]; it is still checked for the
+/// issuer, the audience and the time as any token is.
+///
+/// [`client_ids`]: Self::client_ids
+/// [`scope`]: Self::scope
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendTokens {
+    /// The backend's client ids (`JWT_BACKEND_CLIENT_IDS`, comma-separated).
+    pub client_ids: Vec<String>,
+    /// The scope a backend's token holds (`JWT_BACKEND_SCOPE`).
+    pub scope: Option<String>,
+}
+
+impl BackendTokens {
+    /// The backend client a token with `claims` stands for, if it stands for one.
+    fn client_of(&self, claims: &Map<String, Value>) -> Option<String> {
+        let text = |name: &str| claims.get(name).and_then(Value::as_str);
+        let client = text("client_id").or_else(|| text("azp"));
+        if let Some(client) = client.filter(|c| self.client_ids.iter().any(|id| id == c)) {
+            return Some(client.to_owned());
+        }
+        let wanted = self.scope.as_deref()?;
+        let in_scope = text("scope").is_some_and(|scopes| scopes.split(' ').any(|s| s == wanted))
+            || match claims.get("scp") {
+                Some(Value::String(scopes)) => scopes.split(' ').any(|s| s == wanted),
+                Some(Value::Array(scopes)) => scopes.iter().any(|s| s.as_str() == Some(wanted)),
+                _ => false,
+            };
+        in_scope.then(|| client.unwrap_or("the backend").to_owned())
+    }
+}
+
+/// Whom a verified token stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A person: it acts for that person alone.
+    Person(Owner),
+    /// The product's backend ([`BackendTokens`]), by its client id.
+    Backend(String),
 }
 
 /// A setting of [`JwtConfig`] that cannot be used.
@@ -154,6 +201,7 @@ impl JwtConfig {
             max_age: DEFAULT_MAX_AGE,
             retry_interval: DEFAULT_RETRY_INTERVAL,
             fetch_timeout: JWKS_FETCH_TIMEOUT,
+            backend: BackendTokens::default(),
         })
     }
 
@@ -221,8 +269,21 @@ impl JwtVerifier {
         &self.keys.config
     }
 
-    /// The person `token` stands for, if it is a token of the issuer's for the audience.
+    /// The person `token` stands for, if it is a token of the issuer's for the audience (a
+    /// backend's token stands for no person: refused).
     pub async fn verify(&self, token: &str) -> Result<Owner, TokenError> {
+        match self.verify_caller(token).await? {
+            Caller::Person(person) => Ok(person),
+            Caller::Backend(_) => Err(TokenError::Claim {
+                claim: self.config().user_claim.clone(),
+                problem: "is not looked for: the token is the backend's, not a person's".to_owned(),
+            }),
+        }
+    }
+
+    /// Whom `token` stands for, if it is a token of the issuer's for the audience: the product's
+    /// backend ([`BackendTokens`]) or a person.
+    pub async fn verify_caller(&self, token: &str) -> Result<Caller, TokenError> {
         let header = header_of(token)?;
         let (kid, alg) = (header.kid.as_deref(), header.alg);
         let unknown = || TokenError::UnknownKey(kid.map_or_else(|| "(none)".to_owned(), echo));
@@ -239,7 +300,16 @@ impl JwtVerifier {
             decoded => decoded,
         }
         .map_err(|e| invalid(&e))?;
-        self.person_of(&claims)
+        self.caller_of(&claims)
+    }
+
+    /// Whom verified `claims` stand for: the backend when [`BackendTokens`] says so, else the
+    /// person they name ([`person_of`](Self::person_of)).
+    pub fn caller_of(&self, claims: &Map<String, Value>) -> Result<Caller, TokenError> {
+        match self.config().backend.client_of(claims) {
+            Some(client) => Ok(Caller::Backend(client)),
+            None => self.person_of(claims).map(Caller::Person),
+        }
     }
 
     fn decode(
