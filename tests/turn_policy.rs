@@ -148,3 +148,118 @@ async fn rules_that_cannot_hold_are_refused_when_the_configuration_is_read() {
         "{problems:?}"
     );
 }
+
+/// Issue 53: with a Standard Agents folder, the configuration's policy was ignored — a deny did
+/// not deny, a call that needs approval ran, the turn policy's tools were not narrowed. Both
+/// kinds of agent are now built from one [`Blueprint`]: the same configuration through the bare
+/// engine and through a Standard Agents side gives the same decisions in the model's requests
+/// and in the table.
+#[tokio::test]
+async fn one_configuration_decides_alike_for_the_bare_engine_and_a_standard_agents_side() {
+    use agent_worker::agents::DynamoThreadStore;
+    use agent_worker::engine::ApprovalSigner;
+    use agent_worker::hosts::Blueprint;
+    use std::sync::Arc;
+
+    const DENYING: &str = r#"
+systemPrompt: You are the desk's assistant.
+tools: [current_time, add, word_count]
+policy:
+  - tools: current_time
+    decision: deny
+    reason: The clock is off limits here.
+  - tools: add
+    decision: approve
+turnPolicy:
+  - tools: [current_time, add]
+"#;
+    let folder = support::config_files::Folder::new();
+    folder.write(
+        "agents/desk.yaml",
+        "name: desk\nsideA:\n  prompt: desk\nsideB:\n  human: true\n",
+    );
+    folder.write(
+        "prompts/desk.yaml",
+        "system: You are the desk's side.\ntools: [current_time, add, word_count]\n",
+    );
+    let file: ConfigFile = serde_yaml::from_str(DENYING).unwrap();
+    let configured = Configured::from_file(&file, std::path::Path::new("."), &Loader::default())
+        .await
+        .unwrap();
+    let table = format!("one-blueprint-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let blueprint = Blueprint::new(store.clone(), Arc::new(configured))
+        .ui_answers(Arc::new(store.clone()))
+        .approvals(Some(ApprovalSigner::new([7u8; 32]).unwrap()))
+        .engine_config(support::config());
+    let model = Arc::new(BedrockModel::new(bedrock.client(), support::MODEL_ID));
+    let bare: Arc<dyn Agent> = Arc::new(blueprint.engine(model).unwrap());
+    let client = bedrock.client();
+    let models: agent_worker::agents::ModelSource = Arc::new(move |id: &str| {
+        Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
+    });
+    let runtime = blueprint
+        .runtime(
+            folder.path(),
+            support::MODEL_ID,
+            models,
+            DynamoThreadStore::new(store.clone()),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+    let side: Arc<dyn Agent> = Arc::new(runtime.agent("desk").unwrap());
+
+    for (kind, agent, session) in [("bare", bare, "c-bare"), ("side", side, "c-side")] {
+        let asked = bedrock.requests().len();
+        // A denied call is refused, saying why; the turn policy offers two of the three tools.
+        bedrock.push(Reply::tool_call("c1", "current_time", "{}"));
+        bedrock.push(Reply::text("I cannot read the clock."));
+        let events = run_turn(agent.as_ref(), session, "t1").await;
+        assert!(
+            matches!(events.last(), Some(AgentEvent::Completed { .. })),
+            "{kind}: {events:?}"
+        );
+        let requests = bedrock.requests();
+        assert_eq!(tools(&requests[asked].body), ["add", "current_time"], "{kind}");
+        let refused = bedrock.last_tool_result(asked + 1).unwrap().to_string();
+        assert!(
+            refused.contains("denied") && refused.contains("off limits"),
+            "{kind}: {refused}"
+        );
+
+        // A call that needs approval waits for the person; the table keeps what waits.
+        bedrock.push(Reply::tool_call("c2", "add", r#"{"a": 1, "b": 2}"#));
+        let events = run_turn(agent.as_ref(), session, "t2").await;
+        let asked_approval = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Other(raw) if raw["type"] == "approval_required"));
+        assert!(asked_approval, "{kind}: {events:?}");
+        let waiting = agent_worker_testkit::session_audit::every_item(&table)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|item| {
+                let pk = item["pk"].as_s().unwrap();
+                let sk = item["sk"].as_s().unwrap();
+                pk.starts_with(&format!("session#{session}")) && sk.starts_with("approval#")
+            })
+            .count();
+        assert_eq!(waiting, 1, "{kind}: the approval waits in the table");
+    }
+}
+
+async fn run_turn(agent: &dyn Agent, session: &str, turn: &str) -> Vec<AgentEvent> {
+    let options = TurnOptions {
+        user_id: Some("ann".into()),
+        account_id: Some("acme".into()),
+        ..TurnOptions::default()
+    };
+    let scope = Scope::new(session).with_turn_id(turn).with_options(options);
+    agent
+        .invoke(scope, Prompt::text("What time is it?"))
+        .collect()
+        .await
+}

@@ -25,6 +25,7 @@
 
 pub mod a2a_agents;
 mod aws_error;
+pub mod blueprint;
 pub mod config;
 pub mod headers;
 pub mod jobs;
@@ -38,6 +39,7 @@ pub mod settings;
 pub mod turn_queue;
 
 pub use aws_error::AwsError;
+pub use blueprint::{Blueprint, BlueprintError};
 pub use payload::{AgentTurnPayload, PayloadCommand, PayloadError};
 pub use settings::{SettingsError, WorkerSettings};
 pub use turn_queue::TurnQueue;

@@ -5,13 +5,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_worker::agents::{AgentRuntime, DynamoThreadStore, MemoryThreadStore};
+use agent_worker::agents::{DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
+use agent_worker::hosts::config::Configured;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::worker::config_loader;
+use agent_worker::hosts::{Blueprint, BlueprintError};
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, RESULT_SCHEMA_KEY, Scope};
-use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
+use agent_worker::session::{
+    ActionAnswers, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore, SessionStore,
+};
 use agent_worker::session::{SessionId, TurnId};
 use base64::Engine as _;
 use futures_util::StreamExt;
@@ -94,39 +98,88 @@ pub(crate) struct EngineArgs {
 }
 
 impl EngineArgs {
-    /// The agent these options describe: the engine, or a Standard Agents definition.
+    /// The agent these options describe: the engine, or a Standard Agents definition, both
+    /// built from the one [`Blueprint`] of the configuration (its policy, approvals, UI
+    /// answers and turn policy reach every side's engine too).
     pub(crate) async fn agent(&self) -> Result<Arc<dyn Agent>, CliError> {
-        let (Some(folder), Some(name)) = (&self.agents_dir, &self.agent) else {
-            return Ok(Arc::new(self.engine().await?));
-        };
         let shared = aws_config(self.region.as_deref()).await;
-        let client = bedrock_client(&shared, self.endpoint_url.as_deref());
         let waiter = self.job_waiter(&shared)?;
-        let configured = self.config.configured(|| config_loader(&shared, waiter)).await?;
-        let builder = AgentRuntime::builder()
-            .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
-            .catalog_dir(folder)
-            .map_err(|e| CliError::usage(format!("--agents-dir {}: {e}", folder.display())))?
-            .models(&self.model_id, move |id| {
-                Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
-            });
-        let builder = match &self.table {
+        let configured = Arc::new(self.config.configured(|| config_loader(&shared, waiter)).await?);
+        match &self.table {
             Some(table) => {
                 let store = self.dynamo_store(&shared, table)?;
-                builder
-                    .session_store(store.clone())
-                    .thread_store(DynamoThreadStore::new(store))
+                let threads = DynamoThreadStore::new(store.clone());
+                self.agent_on(&shared, self.blueprint(store, configured)?, threads)
             }
-            None => builder
-                .session_store(MemoryStore::new())
-                .thread_store(MemoryThreadStore::new()),
+            None => self.agent_on(
+                &shared,
+                self.blueprint(MemoryStore::new(), configured)?,
+                MemoryThreadStore::new(),
+            ),
+        }
+    }
+
+    /// The agent of `configured` on `store`, as these options give it.
+    fn blueprint<S>(&self, store: S, configured: Arc<Configured>) -> Result<Blueprint<S>, CliError>
+    where
+        S: SessionStore + ApprovalStore + ActionAnswers + Clone + 'static,
+    {
+        Ok(Blueprint::new(store.clone(), configured)
+            .extra_tools(tools_named(&self.tools)?)
+            .system_prompt(self.system.clone())
+            .ui_answers(Arc::new(store)))
+    }
+
+    /// The engine, or with `--agents-dir` the Standard Agents definition `--agent` names.
+    fn agent_on<S>(
+        &self,
+        shared: &aws_config::SdkConfig,
+        blueprint: Blueprint<S>,
+        threads: impl agent_worker::agents::ThreadStore,
+    ) -> Result<Arc<dyn Agent>, CliError>
+    where
+        S: SessionStore + ApprovalStore + Clone + Send + Sync + 'static,
+    {
+        let (Some(folder), Some(name)) = (&self.agents_dir, &self.agent) else {
+            return Ok(Arc::new(self.engine_of(shared, &blueprint)?));
         };
-        let runtime = builder.build().map_err(|e| e.to_string())?;
+        let client = bedrock_client(shared, self.endpoint_url.as_deref());
+        let models: agent_worker::agents::ModelSource = Arc::new(move |id: &str| {
+            Arc::new(BedrockModel::new(client.clone(), id)) as Arc<dyn agent_worker::engine::Model>
+        });
+        let runtime = blueprint
+            .runtime(folder, &self.model_id, models, threads)
+            .map_err(|e| CliError::usage(format!("--agents-dir {}: {}", folder.display(), error_chain(&e))))?
+            .build()
+            .map_err(|e| e.to_string())?;
         Ok(Arc::new(
             runtime
                 .agent(name)
                 .map_err(|e| CliError::usage(format!("--agent {name}: {e}")))?,
         ))
+    }
+
+    /// The bare engine of `blueprint` on the model these options name.
+    fn engine_of<S>(
+        &self,
+        shared: &aws_config::SdkConfig,
+        blueprint: &Blueprint<S>,
+    ) -> Result<Engine, CliError>
+    where
+        S: SessionStore + ApprovalStore + Clone + 'static,
+    {
+        let model: Arc<dyn agent_worker::engine::Model> = match self.provider {
+            Provider::Bedrock => Arc::new(BedrockModel::new(
+                bedrock_client(shared, self.endpoint_url.as_deref()),
+                self.model_id.clone(),
+            )),
+            Provider::Anthropic => Arc::new(self.anthropic_model()?),
+            Provider::Openai => Arc::new(self.openai_model()?),
+        };
+        blueprint.engine(model).map_err(|e| match e {
+            BlueprintError::NoSystemPrompt(e) => CliError::usage(format!("{e} (--system)")),
+            e => CliError::usage(error_chain(&e)),
+        })
     }
 
     /// The model on the Anthropic API: its key from `ANTHROPIC_API_KEY`, its base URL from
@@ -191,43 +244,6 @@ impl EngineArgs {
         );
         let config = DynamoConfig::new(table).map_err(|e| CliError::usage(format!("--table: {e}")))?;
         Ok(DynamoStore::new(dynamodb, config))
-    }
-
-    pub(crate) async fn engine(&self) -> Result<Engine, CliError> {
-        let shared = aws_config(self.region.as_deref()).await;
-        let waiter = self.job_waiter(&shared)?;
-        let configured = self.config.configured(|| config_loader(&shared, waiter)).await?;
-        let builder = match self.provider {
-            Provider::Bedrock => {
-                let client = bedrock_client(&shared, self.endpoint_url.as_deref());
-                Engine::builder().model(BedrockModel::new(client, self.model_id.clone()))
-            }
-            Provider::Anthropic => Engine::builder().model(self.anthropic_model()?),
-            Provider::Openai => Engine::builder().model(self.openai_model()?),
-        }
-        .tool_policy(configured.policy.clone());
-        let mut builder = configured.equip(builder, tools_named(&self.tools)?);
-        builder = match &self.table {
-            Some(table) => {
-                let store = self.dynamo_store(&shared, table)?;
-                builder
-                    .ui_answers(std::sync::Arc::new(store.clone()))
-                    .store(store)
-            }
-            None => {
-                let store = MemoryStore::new();
-                builder
-                    .ui_answers(std::sync::Arc::new(store.clone()))
-                    .store(store)
-            }
-        };
-        if let Some(system) = configured
-            .deployed_prompt(self.system.as_ref())
-            .map_err(|e| CliError::usage(format!("{e} (--system)")))?
-        {
-            builder = builder.system_prompt(system);
-        }
-        builder.build().map_err(|e| CliError::usage(e.to_string()))
     }
 }
 
@@ -372,4 +388,16 @@ pub(crate) async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) 
         }
     }
     Ok(ran)
+}
+
+/// `error` and each of its causes, as one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
 }

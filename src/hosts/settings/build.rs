@@ -9,8 +9,9 @@ use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
-use crate::engine::{ApprovalSigner, BedrockModel, Engine, ToolClass};
+use crate::engine::{ApprovalSigner, BedrockModel};
 use crate::hosts::config::Configured;
+use crate::hosts::{Blueprint, BlueprintError};
 use crate::protocol::Agent;
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
@@ -85,9 +86,16 @@ impl WorkerSettings {
         }
         let store = self.store(dynamodb)?;
         let sinks = self.sinks(&store)?;
+        let blueprint = self.blueprint(store.clone(), files, configured)?;
         let agent: Arc<dyn Agent> = match &self.agents_dir {
-            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, store, configured)?),
-            None => Arc::new(self.engine(bedrock, store, files, configured)?),
+            Some(folder) => Arc::new(self.agent_runtime(folder, bedrock, &blueprint, store)?),
+            None => {
+                let model = model_of(&self.provider, bedrock, &self.model_id, self.prompt_caching);
+                Arc::new(blueprint.engine(model).map_err(|e| match e {
+                    BlueprintError::NoSystemPrompt(e) => error("SYSTEM_PROMPT", e.to_string()),
+                    e => SettingsError::caused_by("engine", "the engine cannot be built", e),
+                })?)
+            }
         };
         Ok((agent, sinks))
     }
@@ -139,78 +147,58 @@ impl WorkerSettings {
             .map(|dir| Arc::new(crate::engine::attachments::LocalFileArea::new(dir)) as Arc<_>)
     }
 
-    /// The Standard Agents runtime for `folder`: sessions and their state in the table, the
-    /// example tools registered, every definition checked first.
+    /// The agent these settings describe, on `store` ([`Blueprint`]): one way for the engine
+    /// and for every Standard Agents side.
+    fn blueprint(
+        &self,
+        store: DynamoStore,
+        files: Option<Arc<dyn FileArea>>,
+        configured: &Configured,
+    ) -> Result<Blueprint<DynamoStore>, SettingsError> {
+        let ui_answers: Arc<dyn crate::session::ActionAnswers> = match &self.ui_answers {
+            UiAnswersFrom::Table => Arc::new(store.clone()),
+            UiAnswersFrom::Realtime { url, api_key } => Arc::new(
+                crate::engine::ui::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
+                    SettingsError::caused_by("EMIT_URL", "the tab's answers cannot be read there", e)
+                })?,
+            ),
+        };
+        let signer = self
+            .approval_secret
+            .as_ref()
+            .map(|secret| ApprovalSigner::new(secret.as_bytes()))
+            .transpose()
+            .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
+        Ok(Blueprint::new(store, Arc::new(configured.clone()))
+            .extra_tools(self.example_tools())
+            .system_prompt(self.system_prompt.clone())
+            .ui_answers(ui_answers)
+            .approvals(signer)
+            .file_area(files, self.attachment_tools)
+            .engine_config(self.engine.clone()))
+    }
+
+    /// The Standard Agents runtime for `folder`: sessions and their state in the table, every
+    /// side's engine built from the same [`Blueprint`] as the bare engine, every definition
+    /// checked first.
     fn agent_runtime(
         &self,
         folder: &Path,
         bedrock: aws_sdk_bedrockruntime::Client,
+        blueprint: &Blueprint<DynamoStore>,
         store: DynamoStore,
-        configured: &Configured,
     ) -> Result<AgentRuntime, SettingsError> {
         let prompt_caching = self.prompt_caching;
         let provider = self.provider.clone();
-        let mut builder = AgentRuntime::builder()
-            .tools(configured.tools_with(examples::NAMES.iter().filter_map(|n| examples::by_name(n))))
-            .catalog_dir(folder)
-            .map_err(|e| error("AGENTS_DIR", e.to_string()))?
-            .models(&self.model_id, move |id| {
-                model_of(&provider, bedrock.clone(), id, prompt_caching)
-            })
-            .session_store(store.clone())
-            .thread_store(DynamoThreadStore::new(store))
-            .engine_config(self.engine.clone());
+        let models: crate::agents::ModelSource =
+            Arc::new(move |id: &str| model_of(&provider, bedrock.clone(), id, prompt_caching));
+        let mut builder = blueprint
+            .runtime(folder, &self.model_id, models, DynamoThreadStore::new(store))
+            .map_err(|e| SettingsError::caused_by("AGENTS_DIR", "the agents cannot be served", e))?;
         if let Some(name) = &self.default_agent {
             builder = builder.default_agent(name);
         }
         builder.build().map_err(|e| error("AGENTS_DIR", e.to_string()))
-    }
-
-    fn engine(
-        &self,
-        bedrock: aws_sdk_bedrockruntime::Client,
-        store: DynamoStore,
-        files: Option<Arc<dyn FileArea>>,
-        configured: &Configured,
-    ) -> Result<Engine, SettingsError> {
-        let builder = Engine::builder()
-            .model(model_of(
-                &self.provider,
-                bedrock,
-                &self.model_id,
-                self.prompt_caching,
-            ))
-            .store(store.clone())
-            .ui_answers(match &self.ui_answers {
-                UiAnswersFrom::Table => Arc::new(store.clone()) as Arc<dyn crate::session::ActionAnswers>,
-                UiAnswersFrom::Realtime { url, api_key } => Arc::new(
-                    crate::engine::ui::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
-                        SettingsError::caused_by("EMIT_URL", "the tab's answers cannot be read there", e)
-                    })?,
-                ),
-            })
-            .config(self.engine.clone());
-        let mut builder = configured.equip(builder, self.example_tools());
-        if let Some(prompt) = configured
-            .deployed_prompt(self.system_prompt.as_ref())
-            .map_err(|e| error("SYSTEM_PROMPT", e.to_string()))?
-        {
-            builder = builder.system_prompt(prompt);
-        }
-        if let Some(secret) = &self.approval_secret {
-            let signer = ApprovalSigner::new(secret.as_bytes())
-                .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
-            builder = builder.approvals(store.clone(), signer);
-        }
-        if let Some(area) = files {
-            builder = builder.file_area(area);
-        }
-        let mut policy = configured.policy.clone();
-        if self.attachment_tools {
-            policy = policy.admitting(ToolClass::Attachment);
-        }
-        builder = builder.tool_policy(policy);
-        builder.build().map_err(|e| error("engine", e.to_string()))
     }
 
     fn sinks(&self, store: &DynamoStore) -> Result<Sinks, SettingsError> {

@@ -39,8 +39,8 @@ pub use handler::{Handler, HandlerError, HandlerFn, Role, ThreadState, handler_f
 pub use hooks::{Hook, HookContext, HookError, HookFn, hook_fn, hook_key};
 pub use relay::{RELAY_PIPE, RelayPipe, relay_pipe};
 pub use runner::{
-    AgentRuntime, AgentRuntimeBuilder, DEFAULT_SESSION_LEASE, DefinedAgent, ModelSource, RuntimeError,
-    SESSION_ENDED, SESSION_FAILED,
+    AgentRuntime, AgentRuntimeBuilder, DEFAULT_SESSION_LEASE, DefinedAgent, EngineBase, ModelSource,
+    RuntimeError, SESSION_ENDED, SESSION_FAILED,
 };
 pub use subagents::ChildReply;
 pub use thread::{

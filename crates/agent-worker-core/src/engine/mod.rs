@@ -55,7 +55,7 @@ pub use events::EngineEvent;
 pub use image_format::ImageFormat;
 pub use logger::{LogLine, TurnLogger};
 pub use model::Model;
-pub use policy::{StepContext, TurnContext, TurnPlan, TurnPolicy};
+pub use policy::{Layered, StepContext, TurnContext, TurnPlan, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};
@@ -507,6 +507,19 @@ impl EngineBuilder {
     #[must_use]
     pub fn turn_policy(mut self, policy: impl TurnPolicy + 'static) -> Self {
         self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Per-step decisions inside those the builder has already: both decide, and `policy`
+    /// narrows what the other offers, never widening it ([`policy::Layered`]). Without one
+    /// before, as [`turn_policy`](Self::turn_policy).
+    #[must_use]
+    pub fn narrowing_turn_policy(mut self, policy: impl TurnPolicy + 'static) -> Self {
+        let inner: Arc<dyn TurnPolicy> = Arc::new(policy);
+        self.policy = Some(match self.policy.take() {
+            Some(outer) => Arc::new(policy::Layered::new(outer, inner)),
+            None => inner,
+        });
         self
     }
 

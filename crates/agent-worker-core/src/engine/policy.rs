@@ -4,6 +4,7 @@
 //! AI SDK's `prepareStep`).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Who a turn is for, as its policy reads it before the first model call.
 #[derive(Debug, Clone, Copy)]
@@ -114,5 +115,144 @@ pub trait TurnPolicy: Send + Sync + fmt::Debug {
     fn continue_after_text(&self, step: &StepContext<'_>) -> Option<String> {
         let _ = step;
         None
+    }
+}
+
+/// Two turn policies as one: a deployment's (`outer`) and, inside it, one that narrows it (a
+/// Standard Agents side's). Both decide; the inner one narrows what the outer offers and never
+/// widens it:
+/// - the plan is the outer's tools, with no system prompt in place of the engine's (the inner
+///   engine's own prompt stands);
+/// - a step's tools are those both offer (a name either offers alone is not offered; where both
+///   give patterns, a literal name of one that the other's patterns match is kept);
+/// - the inner's forced tool and nudge first, then the outer's; a call ends the turn when
+///   either says so.
+#[derive(Debug, Clone)]
+pub struct Layered {
+    outer: Arc<dyn TurnPolicy>,
+    inner: Arc<dyn TurnPolicy>,
+}
+
+impl Layered {
+    /// `inner` inside `outer`.
+    pub fn new(outer: Arc<dyn TurnPolicy>, inner: Arc<dyn TurnPolicy>) -> Self {
+        Self { outer, inner }
+    }
+}
+
+impl TurnPolicy for Layered {
+    fn plan(&self, turn: &TurnContext<'_>) -> TurnPlan {
+        let outer = self.outer.plan(turn);
+        let inner = self.inner.plan(turn);
+        TurnPlan {
+            system_prompt: inner.system_prompt,
+            tools: both(outer.tools, inner.tools),
+        }
+    }
+
+    fn active_tools(&self, step: &StepContext<'_>) -> Option<Vec<String>> {
+        both(self.outer.active_tools(step), self.inner.active_tools(step))
+    }
+
+    fn force_tool(&self, step: &StepContext<'_>) -> Option<String> {
+        self.inner
+            .force_tool(step)
+            .or_else(|| self.outer.force_tool(step))
+    }
+
+    fn ends_turn(&self, tool: &str) -> bool {
+        self.inner.ends_turn(tool) || self.outer.ends_turn(tool)
+    }
+
+    fn continue_after_text(&self, step: &StepContext<'_>) -> Option<String> {
+        self.inner
+            .continue_after_text(step)
+            .or_else(|| self.outer.continue_after_text(step))
+    }
+}
+
+/// The tools two lists of names and patterns both offer (`None` offers all): never more than
+/// either. A literal name of one list is kept when the other's patterns match it.
+fn both(a: Option<Vec<String>>, b: Option<Vec<String>>) -> Option<Vec<String>> {
+    use super::tools::name_matches;
+    let (a, b) = match (a, b) {
+        (None, only) | (only, None) => return only,
+        (Some(a), Some(b)) => (a, b),
+    };
+    let literal = |p: &String| !p.contains('*');
+    let mut kept: Vec<String> = Vec::new();
+    for (from, other) in [(&a, &b), (&b, &a)] {
+        for name in from.iter().filter(|p| literal(p)) {
+            if other.iter().any(|p| name_matches(p, name)) && !kept.contains(name) {
+                kept.push(name.clone());
+            }
+        }
+    }
+    Some(kept)
+}
+
+#[cfg(test)]
+mod layered_tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Offers(
+        Option<Vec<&'static str>>,
+        Option<&'static str>,
+        bool,
+        Option<&'static str>,
+    );
+
+    impl TurnPolicy for Offers {
+        fn plan(&self, _turn: &TurnContext<'_>) -> TurnPlan {
+            TurnPlan {
+                system_prompt: self.3.map(str::to_owned),
+                tools: self
+                    .0
+                    .as_ref()
+                    .map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
+            }
+        }
+        fn force_tool(&self, _step: &StepContext<'_>) -> Option<String> {
+            self.1.map(str::to_owned)
+        }
+        fn ends_turn(&self, _tool: &str) -> bool {
+            self.2
+        }
+    }
+
+    #[test]
+    fn the_inner_policy_narrows_the_outer_and_never_widens_it() {
+        let list = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(both(None, list(&["a"])), list(&["a"]));
+        assert_eq!(both(list(&["a", "b"]), None), list(&["a", "b"]));
+        assert_eq!(
+            both(list(&["desk_*", "time"]), list(&["desk_get", "time", "other"])),
+            list(&["time", "desk_get"])
+        );
+        assert_eq!(both(list(&["x*"]), list(&["y*"])), list(&[]));
+
+        let layered = Layered::new(
+            Arc::new(Offers(
+                Some(vec!["desk_*"]),
+                Some("outer_tool"),
+                false,
+                Some("outer persona"),
+            )),
+            Arc::new(Offers(None, None, true, None)),
+        );
+        let session = crate::session::SessionId::new("s").unwrap();
+        let turn = crate::session::TurnId::new("t").unwrap();
+        let ctx = TurnContext {
+            session: &session,
+            turn_id: &turn,
+            user_id: None,
+            account_id: None,
+            agent: None,
+        };
+        let plan = layered.plan(&ctx);
+        assert_eq!(plan.tools, list(&["desk_*"]));
+        assert_eq!(plan.system_prompt, None, "the inner engine's own prompt stands");
+        assert!(layered.ends_turn("anything"));
     }
 }

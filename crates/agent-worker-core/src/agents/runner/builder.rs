@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{AgentRuntime, DEFAULT_SESSION_LEASE, ModelSource, RuntimeError, RuntimeInner};
+use super::{AgentRuntime, DEFAULT_SESSION_LEASE, EngineBase, ModelSource, RuntimeError, RuntimeInner};
 use crate::agents::catalog::Catalog;
 use crate::agents::handler::Handler;
 use crate::agents::hooks::{Hook, hook_key};
@@ -30,6 +30,8 @@ pub struct AgentRuntimeBuilder {
     handlers: BTreeMap<String, Arc<dyn Handler>>,
     hooks: BTreeMap<String, Arc<dyn Hook>>,
     engine_config: EngineConfig,
+    engine_base: Option<EngineBase>,
+    prompt_additions: Option<String>,
     lease: Option<Duration>,
     default_agent: Option<String>,
 }
@@ -117,6 +119,23 @@ impl AgentRuntimeBuilder {
         self
     }
 
+    /// What every prompt side's engine starts from ([`EngineBase`]): the deployment's
+    /// equipment, which each side narrows with its own prompt, tools and policy.
+    pub fn engine_base(
+        mut self,
+        base: impl Fn() -> crate::engine::EngineBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.engine_base = Some(Arc::new(base));
+        self
+    }
+
+    /// What goes after every side's own prompt: the project's instructions and the skills'
+    /// listing, the same bytes every turn.
+    pub fn prompt_additions(mut self, additions: Option<String>) -> Self {
+        self.prompt_additions = additions;
+        self
+    }
+
     /// How long a running turn holds its session.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
@@ -176,6 +195,10 @@ impl AgentRuntimeBuilder {
                 handlers: self.handlers,
                 hooks: self.hooks,
                 engine_config: self.engine_config,
+                engine_base: self
+                    .engine_base
+                    .unwrap_or_else(|| Arc::new(crate::engine::Engine::builder)),
+                prompt_additions: self.prompt_additions,
                 lease: self.lease.unwrap_or(DEFAULT_SESSION_LEASE),
                 default_agent: self.default_agent,
                 engines: Mutex::new(HashMap::new()),

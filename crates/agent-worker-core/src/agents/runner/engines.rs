@@ -100,14 +100,22 @@ pub(super) fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide)
             _ => None,
         },
     };
-    let mut builder = Engine::builder()
+    // The deployment's equipment first; the side narrows it with its own prompt, tools and
+    // policy.
+    let mut builder = (inner.engine_base)()
         .model((inner.models)(&model_id))
         .store(inner.sessions.clone())
         .tools(tools)
         .config(config)
-        .turn_policy(policy);
-    if !prompt.system.trim().is_empty() {
-        builder = builder.system_prompt(prompt.system.clone());
+        .narrowing_turn_policy(policy);
+    let system = match (prompt.system.trim(), &inner.prompt_additions) {
+        ("", None) => None,
+        ("", Some(additions)) => Some(additions.clone()),
+        (_, None) => Some(prompt.system.clone()),
+        (_, Some(additions)) => Some(format!("{}\n\n{additions}", prompt.system)),
+    };
+    if let Some(system) = system {
+        builder = builder.system_prompt(system);
     }
     builder
         .build()

@@ -109,6 +109,12 @@ pub struct AgentRuntime {
     inner: Arc<RuntimeInner>,
 }
 
+/// Makes the builder every prompt side's engine starts from: a deployment's tool policy,
+/// approvals, file area, UI answers, turn policy, logger and the rest, so that a side keeps every
+/// rule the deployment has, and narrows it with its own prompt, tools and policy, never widening
+/// it. The default is [`Engine::builder`].
+pub type EngineBase = Arc<dyn Fn() -> crate::engine::EngineBuilder + Send + Sync>;
+
 pub(crate) struct RuntimeInner {
     /// The runtime itself, for the subagent tools its engines hold (weak: no cycle).
     me: Weak<RuntimeInner>,
@@ -121,6 +127,10 @@ pub(crate) struct RuntimeInner {
     handlers: BTreeMap<String, Arc<dyn Handler>>,
     hooks: BTreeMap<String, Arc<dyn Hook>>,
     engine_config: EngineConfig,
+    /// What every side's engine starts from: the deployment's equipment.
+    engine_base: EngineBase,
+    /// What goes after every side's own prompt (the project's instructions, the skills' listing).
+    prompt_additions: Option<String>,
     lease: Duration,
     default_agent: Option<String>,
     engines: Mutex<HashMap<(String, Side), Engine>>,
