@@ -53,8 +53,19 @@ fn the_queue_and_its_event_source_are_set_as_lambda_needs() {
         !event["ScalingConfig"]["MaximumConcurrency"].is_null(),
         "MaximumConcurrency must be set"
     );
+    assert_eq!(
+        serde_yaml::to_string(&event["BatchSize"]).unwrap().trim(),
+        "!Ref BatchSize"
+    );
+    let batch = &t["Parameters"]["BatchSize"];
+    assert_eq!(
+        number(&batch["Default"]),
+        1,
+        "each invocation takes one record unless the deployer says otherwise"
+    );
+    assert_eq!(number(&batch["MinValue"]), 1);
     assert!(
-        number(&event["BatchSize"]) <= 10,
+        number(&batch["MaxValue"]) <= 10,
         "a FIFO queue takes batches of at most 10"
     );
 

@@ -5,41 +5,20 @@
 //! events streamed from the table.
 //!
 //! Configured from the environment as the worker function is (`TABLE_NAME`,
-//! `AGENT_WORKER_CONFIG`, the file area, keys from Secrets Manager) less what running a model
-//! needs ([`NOT_READ`]), plus `TURNS_QUEUE_URL` and how people are known (`AUTH`: `api-key` with
-//! `AGENT_WORKER_API_KEY`, or `jwt` with `JWT_ISSUER`, `JWT_AUDIENCE`, ...). A missing or
-//! invalid value stops the function at start-up, naming it.
+//! `AGENT_WORKER_CONFIG`, the file area, keys from Secrets Manager), but only what it uses of
+//! the worker's settings (`hosts::api::API_WORKER_SETTINGS`: nothing of running a model), plus
+//! `TURNS_QUEUE_URL` and how people are known (`AUTH`: `api-key` with `AGENT_WORKER_API_KEY`,
+//! or `jwt` with `JWT_ISSUER`, `JWT_AUDIENCE`, ...): every name it reads is
+//! `hosts::api::api_settings()`. A missing or invalid value stops the function at start-up,
+//! naming it.
 
-use agent_worker::hosts::api::{Responses, UnknownResponses};
+use agent_worker::hosts::api::{
+    API_RESPONSES, NO_MODEL, Responses, TURNS_QUEUE_URL, UnknownResponses, api_settings,
+};
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::container::ContainerConfig;
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
 use agent_worker::hosts::{SettingsError, TurnQueue, WorkerSettings};
-
-/// The queue the turns go to.
-const TURNS_QUEUE_URL: &str = "TURNS_QUEUE_URL";
-/// `streamed` (a Function URL, the default) or `buffered` (behind API Gateway's HTTP API).
-const API_RESPONSES: &str = "API_RESPONSES";
-
-/// The worker's settings for running a model and for where a running turn's events go. The API
-/// runs no turn, so it does not read them: it needs neither the model's keys nor the grants to
-/// read them, and the worker function's settings can be given to it whole.
-const NOT_READ: [&str; 10] = [
-    "MODEL_PROVIDER",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_API_KEY_SECRET_ARN",
-    "OPENAI_API_KEY",
-    "OPENAI_API_KEY_SECRET_ARN",
-    "EVENT_SINKS",
-    "EMIT_URL",
-    "EMIT_API_KEY",
-    "EMIT_API_KEY_SECRET_ARN",
-    "UI_ANSWERS",
-];
-
-/// What `MODEL_ID` stands for when it is not set: the worker's settings require one, and the
-/// API calls none (its health check says `"model": null`).
-const NO_MODEL: &str = "none";
 
 /// One thread: a function instance serves one request at a time.
 #[tokio::main(flavor = "current_thread")]
@@ -57,10 +36,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 
 /// The API the environment describes, and how it answers.
 async fn start() -> Result<(axum::Router, Responses), SettingsError> {
+    let names = api_settings();
     let env = |name: &str| match name {
-        _ if NOT_READ.contains(&name) => None,
-        "MODEL_ID" => Some(std::env::var(name).unwrap_or_else(|_| NO_MODEL.to_owned())),
-        _ => std::env::var(name).ok(),
+        "MODEL_ID" => Some(NO_MODEL.to_owned()),
+        _ if names.contains(&name) => std::env::var(name).ok(),
+        _ => None,
     };
     let queue_url = env(TURNS_QUEUE_URL)
         .filter(|url| !url.trim().is_empty())

@@ -13,7 +13,49 @@ use lambda_http::RequestExt as _;
 use lambda_http::request::RequestContext;
 use serde_json::Value;
 
+use super::container::AUTH_SETTINGS;
 use super::container::access::VerifiedCaller;
+
+/// The queue the `api` function sends each turn to.
+pub const TURNS_QUEUE_URL: &str = "TURNS_QUEUE_URL";
+/// How the `api` function answers ([`Responses`]): `streamed` (a Function URL, the default) or
+/// `buffered` (behind API Gateway's HTTP API).
+pub const API_RESPONSES: &str = "API_RESPONSES";
+
+/// Of the worker's settings ([`WORKER_SETTINGS`](super::settings::WORKER_SETTINGS)), those the
+/// `api` function reads: its store, the tools whose calls a conversation shows, and the file
+/// area. It runs no turn, so it reads neither the model's settings and keys, nor the tuning,
+/// the sinks, the approvals' key, the metrics or the traces: the worker function's settings can
+/// be given to it whole, and it needs no grant to read the worker's secrets.
+pub const API_WORKER_SETTINGS: [&str; 6] = [
+    "TABLE_NAME",
+    "DYNAMODB_ATTEMPT_TIMEOUT_MS",
+    "TOOLS",
+    "FILES_BUCKET",
+    "FILES_PREFIX",
+    "FILES_DIR",
+];
+
+/// What `MODEL_ID` stands for in the `api` function: the worker's settings require one, and the
+/// API calls none (its health check says `"model": null`).
+pub const NO_MODEL: &str = "none";
+
+/// Every name the `api` function reads from its environment: its own ([`TURNS_QUEUE_URL`],
+/// [`API_RESPONSES`]), the configuration file's ([`CONFIG_ENV`](super::config::CONFIG_ENV)),
+/// how people are known and the agent card ([`AUTH_SETTINGS`]), [`API_WORKER_SETTINGS`], and
+/// for each of those a secret may hold, the setting naming its secret
+/// ([`SECRET_SETTINGS`](super::secrets::SECRET_SETTINGS)).
+pub fn api_settings() -> Vec<&'static str> {
+    let names = [TURNS_QUEUE_URL, API_RESPONSES, super::config::CONFIG_ENV]
+        .into_iter()
+        .chain(AUTH_SETTINGS)
+        .chain(API_WORKER_SETTINGS);
+    let secrets = super::secrets::SECRET_SETTINGS
+        .into_iter()
+        .filter(|(name, _)| names.clone().any(|read| read == *name))
+        .map(|(_, arn_name)| arn_name);
+    names.clone().chain(secrets).collect()
+}
 
 /// How the function answers its invocations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,4 +123,46 @@ pub fn verified_caller<B>(request: &axum::http::Request<B>) -> Option<VerifiedCa
     let iam = authorizer.iam.as_ref()?;
     let caller = iam.user_arn.clone().or_else(|| iam.caller_id.clone())?;
     Some(VerifiedCaller::Iam { caller })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_reads_its_own_names_and_the_worker_s_it_uses() {
+        let names = api_settings();
+        for name in [
+            "TURNS_QUEUE_URL",
+            "AUTH",
+            "JWKS_URL",
+            "TABLE_NAME",
+            "AGENT_WORKER_CONFIG",
+        ] {
+            assert!(names.contains(&name), "{name}");
+        }
+        // The API's key may come from a secret; no key of the worker's is read.
+        assert!(names.contains(&"AGENT_WORKER_API_KEY_SECRET_ARN"));
+        for name in [
+            "MODEL_ID",
+            "APPROVAL_SECRET_ARN",
+            "ANTHROPIC_API_KEY_SECRET_ARN",
+            "TURN_DEADLINE_MS",
+        ] {
+            assert!(!names.contains(&name), "{name}");
+        }
+        for name in API_WORKER_SETTINGS {
+            assert!(
+                crate::hosts::settings::WORKER_SETTINGS.contains(&name),
+                "{name} is a worker setting"
+            );
+        }
+        // What the API reads of the worker's settings is enough to read them.
+        let lookup = |name: &str| match name {
+            "MODEL_ID" => Some(NO_MODEL.to_owned()),
+            "TABLE_NAME" => Some("t".to_owned()),
+            _ => None,
+        };
+        assert!(crate::hosts::WorkerSettings::from_lookup(lookup).is_ok());
+    }
 }

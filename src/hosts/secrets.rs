@@ -1,9 +1,10 @@
 //! Settings kept in AWS Secrets Manager: a binary reads them once at start-up and hands their
 //! values to [`WorkerSettings`](super::WorkerSettings) as if they had been set directly.
 //!
-//! For each setting in [`SECRET_SETTINGS`], `<NAME>_SECRET_ARN` names the secret whose string is
-//! `<NAME>`'s value, so the key never appears in the function's configuration. Setting both
-//! `<NAME>` and `<NAME>_SECRET_ARN` is refused: one of them would be silently ignored.
+//! For each setting in [`SECRET_SETTINGS`], a second one (`<NAME>_SECRET_ARN`, and
+//! `APPROVAL_SECRET_ARN` for `APPROVAL_SECRET`) names the secret whose string is `<NAME>`'s
+//! value, so the key never appears in the function's configuration. Setting both is refused:
+//! one of them would be silently ignored.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -41,13 +42,14 @@ pub fn ssm_client(aws: &aws_config::SdkConfig, timeout: Duration) -> aws_sdk_ssm
     aws_sdk_ssm::Client::from_conf(config)
 }
 
-/// The settings that may come from Secrets Manager.
-pub const SECRET_SETTINGS: [&str; 5] = [
-    "AGENT_WORKER_API_KEY",
-    "APPROVAL_SECRET",
-    "EMIT_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
+/// The settings that may come from Secrets Manager (or SSM), each with the setting that names
+/// its secret.
+pub const SECRET_SETTINGS: [(&str, &str); 5] = [
+    ("AGENT_WORKER_API_KEY", "AGENT_WORKER_API_KEY_SECRET_ARN"),
+    ("APPROVAL_SECRET", "APPROVAL_SECRET_ARN"),
+    ("EMIT_API_KEY", "EMIT_API_KEY_SECRET_ARN"),
+    ("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY_SECRET_ARN"),
+    ("OPENAI_API_KEY", "OPENAI_API_KEY_SECRET_ARN"),
 ];
 
 /// Secrets Manager and SSM Parameter Store as the configuration's
@@ -111,9 +113,9 @@ impl super::headers::SecretSource for AwsSecrets {
     }
 }
 
-/// The values of the settings whose `<NAME>_SECRET_ARN` is set, read from the stores `secrets`
-/// makes (made only when at least one is set): a Secrets Manager secret, or an SSM parameter
-/// (`ssm:<name>` or its ARN). `get` answers a setting by name, as for
+/// The values of the settings whose secret's setting ([`SECRET_SETTINGS`]) is set, read from
+/// the stores `secrets` makes (made only when at least one is set): a Secrets Manager secret, or
+/// an SSM parameter (`ssm:<name>` or its ARN). `get` answers a setting by name, as for
 /// [`WorkerSettings::from_lookup`](super::WorkerSettings::from_lookup).
 pub async fn read_secret_settings<S: super::headers::SecretSource>(
     get: impl Fn(&str) -> Option<String>,
@@ -121,9 +123,8 @@ pub async fn read_secret_settings<S: super::headers::SecretSource>(
 ) -> Result<HashMap<String, String>, SettingsError> {
     let set = |name: &str| get(name).filter(|v| !v.trim().is_empty());
     let mut wanted = Vec::new();
-    for name in SECRET_SETTINGS {
-        let arn_name = format!("{name}_SECRET_ARN");
-        if let Some(arn) = set(&arn_name) {
+    for (name, arn_name) in SECRET_SETTINGS {
+        if let Some(arn) = set(arn_name) {
             if set(name).is_some() {
                 return Err(SettingsError::new(
                     arn_name,
@@ -142,7 +143,7 @@ pub async fn read_secret_settings<S: super::headers::SecretSource>(
         let value = store
             .secret(&arn)
             .await
-            .map_err(|e| SettingsError::caused_by(&arn_name, format!("cannot read the secret {arn}"), e))?;
+            .map_err(|e| SettingsError::caused_by(arn_name, format!("cannot read the secret {arn}"), e))?;
         values.insert(name.to_owned(), value);
     }
     Ok(values)
@@ -150,7 +151,49 @@ pub async fn read_secret_settings<S: super::headers::SecretSource>(
 
 #[cfg(test)]
 mod tests {
-    use super::ssm_parameter;
+    use std::collections::HashMap;
+
+    use super::super::headers::{SecretError, SecretSource};
+    use super::{SECRET_SETTINGS, read_secret_settings, ssm_parameter};
+
+    /// Secrets by id; an unknown id fails.
+    struct Store(HashMap<&'static str, &'static str>);
+
+    #[async_trait::async_trait]
+    impl SecretSource for Store {
+        async fn secret(&self, id: &str) -> Result<String, SecretError> {
+            self.0
+                .get(id)
+                .map(|v| (*v).to_owned())
+                .ok_or(SecretError::NoText("no such secret"))
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_key_is_read_from_the_secret_its_setting_names() {
+        let store = || Store(HashMap::from([("arn:approval", "a-key"), ("arn:emit", "e-key")]));
+        let env = HashMap::from([
+            ("APPROVAL_SECRET_ARN", "arn:approval"),
+            ("EMIT_API_KEY_SECRET_ARN", "arn:emit"),
+        ]);
+        let values = read_secret_settings(|name| env.get(name).map(|v| (*v).to_owned()), store)
+            .await
+            .unwrap();
+        assert_eq!(values.get("APPROVAL_SECRET").map(String::as_str), Some("a-key"));
+        assert_eq!(values.get("EMIT_API_KEY").map(String::as_str), Some("e-key"));
+        assert_eq!(values.len(), 2);
+        let both = HashMap::from([("APPROVAL_SECRET_ARN", "arn:approval"), ("APPROVAL_SECRET", "k")]);
+        let refused = read_secret_settings(|name| both.get(name).map(|v| (*v).to_owned()), store)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.name, "APPROVAL_SECRET_ARN");
+        for (name, arn_name) in SECRET_SETTINGS {
+            assert!(
+                arn_name.starts_with(name) && arn_name.ends_with("_ARN"),
+                "{arn_name}"
+            );
+        }
+    }
 
     #[test]
     fn ssm_ids_are_told_from_secrets_manager_ids() {

@@ -25,6 +25,8 @@
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `UI_ACTION_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
+//! | `STOP_GRACE_MS` | no | how long an answer already on its way is still waited for once a stop is seen (2000) |
+//! | `TURN_FILE_TOKENS`, `CONVERSATION_FILE_TOKENS` | no | the tokens the files given to the model may carry in one step, and over a conversation (30000, 300000): past them, the costliest file goes as its reference line |
 //! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
 //! | `LEASE_MARGIN_MS`, `STORE_MARGIN_MS` | no | a turn's lease beyond its deadline (60000); time kept back from the invocation's deadline for storing (10000) |
 //! | `MIN_TURN_TIME_MS` | no | the least working time a record needs, beyond the store margin, to start in an invocation (30000, or half the batch's window when shorter); with less it goes back to the queue unclaimed |
@@ -46,6 +48,57 @@ use super::metrics::{DEFAULT_SERVICE, MetricsConfig};
 use super::redrive::RedriveBackoff;
 use crate::engine::tools::examples;
 use crate::engine::{ApprovalSigner, EngineConfig};
+
+/// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
+/// settings, read with feature `otlp`: `TRACE_SETTINGS`. What sets a worker's values from a
+/// list of its own (`template.yaml`'s functions) is checked against this one.
+pub const WORKER_SETTINGS: [&str; 45] = [
+    "TABLE_NAME",
+    "MODEL_ID",
+    "MODEL_PROVIDER",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_FILE_INPUT",
+    "TOOLS",
+    "SYSTEM_PROMPT",
+    "EVENT_SINKS",
+    "EMIT_URL",
+    "EMIT_API_KEY",
+    "UI_ANSWERS",
+    "APPROVAL_SECRET",
+    "AGENTS_DIR",
+    "DEFAULT_AGENT",
+    "FILES_BUCKET",
+    "FILES_PREFIX",
+    "FILES_DIR",
+    "PROMPT_CACHING",
+    "ATTACHMENT_TOOLS",
+    "MAX_ROUNDS",
+    "MAX_TOKENS",
+    "TEMPERATURE",
+    "FORCED_TOOL_CHOICE",
+    "TOOL_TIMEOUT_MS",
+    "UI_ACTION_TIMEOUT_MS",
+    "TURN_DEADLINE_MS",
+    "RETRIES",
+    "STOP_GRACE_MS",
+    "TURN_FILE_TOKENS",
+    "CONVERSATION_FILE_TOKENS",
+    "MODEL_FIRST_CHUNK_TIMEOUT_MS",
+    "MODEL_CHUNK_TIMEOUT_MS",
+    "LEASE_MARGIN_MS",
+    "STORE_MARGIN_MS",
+    "DYNAMODB_ATTEMPT_TIMEOUT_MS",
+    "MIN_TURN_TIME_MS",
+    "REDRIVE_DELAY_MS",
+    "REDRIVE_MAX_DELAY_MS",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_DISABLED",
+    "METRICS_DIMENSIONS",
+];
 
 /// A value that is missing or cannot be used; `name` is the setting. When what failed was
 /// another thing it names (a secret store, a client), that failure is the source.
@@ -361,6 +414,13 @@ impl WorkerSettings {
         )?;
         millis(&get, "MODEL_CHUNK_TIMEOUT_MS", &mut engine.chunk_timeout)?;
         millis(&get, "LEASE_MARGIN_MS", &mut engine.lease_margin)?;
+        millis(&get, "STOP_GRACE_MS", &mut engine.stop_grace)?;
+        parsed(&get, "TURN_FILE_TOKENS", &mut engine.turn_file_tokens)?;
+        parsed(
+            &get,
+            "CONVERSATION_FILE_TOKENS",
+            &mut engine.conversation_file_tokens,
+        )?;
         engine.validate().map_err(|e| error("tuning", e.to_string()))?;
         let approval_secret = get("APPROVAL_SECRET").filter(|s| !s.is_empty());
         if let Some(secret) = &approval_secret {
@@ -483,6 +543,8 @@ impl WorkerSettings {
 mod build;
 #[cfg(feature = "otlp")]
 mod traces;
+#[cfg(feature = "otlp")]
+pub use traces::TRACE_SETTINGS;
 
 #[cfg(test)]
 mod tests;

@@ -245,3 +245,102 @@ fn metrics_are_on_with_a_namespace_as_powertools_reads_it() {
             .starts_with("METRICS_DIMENSIONS: metrics: the dimension \"outcome\"")
     );
 }
+
+#[test]
+fn stop_grace_and_file_budgets_are_settings() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let defaults = settings(&base).unwrap().engine;
+    assert_eq!(defaults.stop_grace, crate::engine::config::DEFAULT_STOP_GRACE);
+    let mut pairs = base.to_vec();
+    pairs.extend([
+        ("STOP_GRACE_MS", "500"),
+        ("TURN_FILE_TOKENS", "1000"),
+        ("CONVERSATION_FILE_TOKENS", "5000"),
+    ]);
+    let engine = settings(&pairs).unwrap().engine;
+    assert_eq!(engine.stop_grace, Duration::from_millis(500));
+    assert_eq!(
+        (engine.turn_file_tokens, engine.conversation_file_tokens),
+        (1000, 5000)
+    );
+    let mut bad = base.to_vec();
+    bad.push(("TURN_FILE_TOKENS", "-1"));
+    assert!(
+        settings(&bad)
+            .unwrap_err()
+            .to_string()
+            .starts_with("TURN_FILE_TOKENS: \"-1\" is not valid")
+    );
+}
+
+/// The names `from_lookup` asks for when given `pairs`, which must be settings it takes.
+fn names_read(pairs: &[(&str, &str)]) -> std::collections::BTreeSet<String> {
+    let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+    let read = WorkerSettings::from_lookup(|name| {
+        asked.borrow_mut().insert(name.to_owned());
+        map.get(name).map(|v| (*v).to_owned())
+    });
+    assert!(read.is_ok(), "{pairs:?}: {read:?}");
+    asked.into_inner()
+}
+
+/// `WORKER_SETTINGS` (and `TRACE_SETTINGS`) are the names read, all of them: every branch's
+/// names are asked for by one of these lookups, and nothing else is.
+#[cfg(feature = "otlp")]
+#[test]
+fn the_list_of_names_is_what_from_lookup_reads() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let scenarios: [&[(&str, &str)]; 4] = [
+        &base,
+        &[
+            ("TABLE_NAME", "t"),
+            ("MODEL_ID", "m"),
+            ("EVENT_SINKS", "stdout,http"),
+            ("EMIT_URL", "http://127.0.0.1:9"),
+            ("EMIT_API_KEY", "k"),
+            ("UI_ANSWERS", "realtime"),
+            ("MODEL_PROVIDER", "anthropic"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("FILES_BUCKET", "b"),
+            ("PROMPT_CACHING", "true"),
+            ("POWERTOOLS_METRICS_NAMESPACE", "Agents"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318"),
+        ],
+        &[
+            ("TABLE_NAME", "t"),
+            ("MODEL_ID", "m"),
+            ("MODEL_PROVIDER", "openai"),
+            ("OPENAI_API_KEY", "sk"),
+            ("AGENTS_DIR", "/opt"),
+            ("DEFAULT_AGENT", "desk"),
+        ],
+        &[
+            ("TABLE_NAME", "t"),
+            ("MODEL_ID", "m"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://localhost:4318/v1/traces",
+            ),
+        ],
+    ];
+    let read: std::collections::BTreeSet<String> =
+        scenarios.iter().flat_map(|pairs| names_read(pairs)).collect();
+    let listed: std::collections::BTreeSet<String> = WORKER_SETTINGS
+        .iter()
+        .chain(TRACE_SETTINGS.iter())
+        .map(|name| (*name).to_owned())
+        .collect();
+    assert_eq!(
+        WORKER_SETTINGS.len() + TRACE_SETTINGS.len(),
+        listed.len() + 1,
+        "POWERTOOLS_SERVICE_NAME is in both lists, and nothing else twice"
+    );
+    let unlisted: Vec<&String> = read.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "read, and not in WORKER_SETTINGS: {unlisted:?}"
+    );
+    let unread: Vec<&String> = listed.difference(&read).collect();
+    assert!(unread.is_empty(), "listed, and never read: {unread:?}");
+}

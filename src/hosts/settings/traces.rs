@@ -7,6 +7,22 @@ use crate::hosts::traces::TraceConfig;
 /// The only OTLP protocol the exporter speaks.
 const HTTP_JSON: &str = "http/json";
 
+/// Every name [`trace_config`] reads: OpenTelemetry's standard variables, and
+/// `POWERTOOLS_SERVICE_NAME`, the service name traces fall back to.
+pub const TRACE_SETTINGS: [&str; 11] = [
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_SERVICE_NAME",
+    "POWERTOOLS_SERVICE_NAME",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+];
+
 /// What OpenTelemetry's variables configure: `None` without an OTLP endpoint, with
 /// `OTEL_SDK_DISABLED=true` or with `OTEL_TRACES_EXPORTER=none`. The spans name `model_id` on
 /// `provider`.
