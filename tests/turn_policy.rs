@@ -156,14 +156,17 @@ async fn rules_that_cannot_hold_are_refused_when_the_configuration_is_read() {
 
 /// A `prepareStep` from Rust that reads seed 004's `allTools`: it records what each step is
 /// given, and offers the first step only the product's own tools.
+/// What one step was given: each tool's name and class.
+type StepTools = Vec<(String, ToolClass)>;
+
 #[derive(Debug, Clone, Default)]
 struct OwnToolsFirst {
-    seen: Arc<Mutex<Vec<Vec<(String, ToolClass)>>>>,
+    seen: Arc<Mutex<Vec<StepTools>>>,
 }
 
 impl TurnPolicy for OwnToolsFirst {
     fn active_tools(&self, step: &StepContext<'_>) -> Option<Vec<String>> {
-        let all: Vec<(String, ToolClass)> = step
+        let all: StepTools = step
             .all_tools
             .iter()
             .map(|t| (t.name.to_owned(), t.class))
@@ -203,7 +206,7 @@ async fn a_step_policy_is_given_every_tool_of_the_turn_with_its_class() {
         matches!(events.last(), Some(AgentEvent::Completed { .. })),
         "{events:?}"
     );
-    let expected: Vec<(String, ToolClass)> = [
+    let expected: StepTools = [
         ("attachment_list", ToolClass::Attachment),
         ("attachment_read", ToolClass::Attachment),
         ("attachment_view", ToolClass::Attachment),

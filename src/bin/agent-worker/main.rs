@@ -95,7 +95,7 @@ pub(crate) enum Command {
     /// call waiting for that job on any worker sees it.
     ReportEvent(ReportArgs),
     /// Serves turns over HTTP: the container host.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serves the Bedrock engine over Agent Protocol v1 (a task is a session, a step a turn).
     AgentProtocol(AgentProtocolArgs),
     /// Checks a folder of Standard Agents definitions (agents/, prompts/); exits 1 on an error.
@@ -168,7 +168,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Conversations(args) => conversations::conversations(args)
                 .await
                 .map(|()| ExitCode::SUCCESS),
-            Command::Serve(args) => servers::serve(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => servers::serve(*args).await.map(|()| ExitCode::SUCCESS),
             Command::AgentProtocol(args) => servers::agent_protocol_server(args)
                 .await
                 .map(|()| ExitCode::SUCCESS),
