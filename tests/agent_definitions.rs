@@ -427,3 +427,96 @@ fn a_handoff_needs_an_exposed_agent_with_the_same_human_side() {
         ]
     );
 }
+
+/// The (code, path) of each issue named by `source`, errors and warnings, in report order.
+fn of_source(issues: &[Issue], source: &str) -> Vec<(String, String)> {
+    issues
+        .iter()
+        .filter(|i| i.source == source)
+        .map(|i| (i.code.clone(), i.path.clone()))
+        .collect()
+}
+
+/// What `tests/fixtures/agents/one_pass` holds, file by file: every problem, each by its path.
+fn one_pass_expected() -> Vec<(&'static str, Vec<(String, String)>)> {
+    vec![
+        (
+            "agents/broken.yaml",
+            vec![
+                // The structural pass.
+                pair(codes::INVALID_VALUE, "maxSessionTurns"),
+                pair(codes::UNKNOWN_PROPERTY, "colour"),
+                pair(codes::MISSING_PROPERTY, "parentHooks[0].reason"),
+                pair(codes::INVALID_VALUE, "parentHooks[1].stage"),
+                pair(codes::INVALID_VALUE, "sideA.maxSteps"),
+                pair(codes::INVALID_VALUE, "sideA.subagents[0].maxInstances"),
+                pair(codes::MISSING_PROPERTY, "sideA.subagents[1].agent"),
+                pair(codes::UNKNOWN_PROPERTY, "sideA.subagents[2].colour"),
+                pair(codes::INVALID_VALUE, "sideB.subagents[0]"),
+                // The references, of what could be read; entries keep their place in the file.
+                pair(codes::UNDEFINED_HOOK, "hooks[0]"),
+                pair(codes::DUPLICATE_PARENT_HOOK, "parentHooks[1].hook"),
+                pair(codes::UNDEFINED_AGENT, "sideA.subagents[0].agent"),
+                pair(codes::MISSING_PARENT_HOOK, "sideA.subagents[2].agent"),
+                pair(codes::RELATIONSHIP_NAME_RESERVED, "sideA.subagents[2].as"),
+                pair(codes::MISSING_PARENT_HOOK, "sideA.subagents[3].agent"),
+                pair(codes::RELATIONSHIP_COLLIDES_WITH_TOOL, "sideA.subagents[3].as"),
+                pair(codes::UNDEFINED_HANDLER, "sideB.handler"),
+            ],
+        ),
+        (
+            "agents/dupe.yaml",
+            vec![
+                pair(codes::INVALID_VALUE, "sideA.stopOnResponse"),
+                pair(codes::PROPERTY_NOT_ALLOWED_ON_HUMAN_SIDE, "sideB.colour"),
+                pair(codes::DUPLICATE_NAME, "name"),
+                pair(codes::UNDEFINED_PROMPT, "sideA.prompt"),
+            ],
+        ),
+        ("agents/helper.yaml", vec![]),
+        (
+            "agents/twins.yaml",
+            vec![
+                pair(codes::INVALID_VALUE, "sideB.label"),
+                pair(codes::BOTH_SIDES_HUMAN, "sideB"),
+            ],
+        ),
+        (
+            "prompts/flawed.yaml",
+            vec![
+                pair(codes::INVALID_VALUE, "tools"),
+                pair(codes::UNKNOWN_PROPERTY, "modle"),
+            ],
+        ),
+    ]
+}
+
+/// Issue 53 (4): one load names every problem of every file, structural and reference alike,
+/// each by its file and path: a structural error hides no reference error, each entry of
+/// `subagents` and `parentHooks` is checked by itself, and a prompt with a problem is still known
+/// by its name (no false `undefined_prompt`).
+#[test]
+fn one_load_names_every_problem_of_every_file_by_its_path() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents/one_pass");
+    let (catalog, issues) = Catalog::load(&folder, &known()).unwrap();
+    for (source, expected) in one_pass_expected() {
+        assert_eq!(of_source(&issues, source), expected, "{source}: {issues:#?}");
+    }
+    assert_eq!(
+        issues.len(),
+        one_pass_expected().iter().map(|(_, e)| e.len()).sum::<usize>(),
+        "every issue names its file: {issues:#?}"
+    );
+    assert!(
+        !issues
+            .iter()
+            .any(|i| i.code == codes::UNDEFINED_PROMPT && i.message.contains("flawed")),
+        "{issues:#?}"
+    );
+    // The catalog serves only what decoded whole.
+    assert_eq!(
+        catalog.agents().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+        ["helper"]
+    );
+    assert_eq!(catalog.prompts().count(), 0);
+}

@@ -132,6 +132,68 @@ async fn an_orchestrator_waits_for_its_approval_gate_and_resumes_on_another_work
     assert!(parent.children.iter().all(|c| c.ended));
 }
 
+/// Issue 53 (6): a child that settles after its parent parked on it gives the parent its
+/// result's attachments, as a child that settles at once does in its tool result.
+#[tokio::test]
+async fn a_child_resumed_after_parking_gives_its_parent_the_attachments() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let mut presenter = PromptSide::new("presenter");
+    presenter.session_stop = Some(agent_worker::agents::SessionToolBinding {
+        attachments_property: Some("files".into()),
+        ..agent_worker::agents::SessionToolBinding::new("record_decision").message("decision")
+    });
+    let mut gate = define_agent("gate", SideConfig::Prompt(presenter), SideConfig::human());
+    gate.expose_as_tool = true;
+    let mut boss = PromptSide::new("boss");
+    boss.subagents = vec![agent_worker::agents::SubagentRelationship::new("gate")];
+    let catalog = Catalog::new()
+        .agent(gate)
+        .agent(define_agent(
+            "boss",
+            SideConfig::Prompt(boss),
+            SideConfig::human(),
+        ))
+        .prompt(prompt("presenter"))
+        .prompt(prompt("boss"));
+    let runtime = runtime(&bedrock, catalog);
+
+    bedrock.push(Reply::tool_call(
+        "c1",
+        "gate",
+        r#"{"message":"Approve the report?"}"#,
+    ));
+    bedrock.push(Reply::text("May I publish the report?"));
+    bedrock.push(Reply::text("I have asked for approval."));
+    let events = say(
+        &runtime.agent("boss").unwrap(),
+        "b-1",
+        "t1",
+        "Publish the report.",
+    )
+    .await;
+    assert_eq!(
+        completed(&events)["sessionStatus"],
+        "awaiting_child",
+        "{events:#?}"
+    );
+
+    bedrock.push(Reply::tool_call(
+        "c2",
+        "record_decision",
+        r#"{"decision":"approved","files":["reports/q3.pdf"]}"#,
+    ));
+    bedrock.push(Reply::text("Published."));
+    let events = say(&runtime.agent("gate").unwrap(), "b-1/gate/1", "t2", "Approved.").await;
+    let data = completed(&events);
+    assert_eq!(data["end"]["attachments"][0], "reports/q3.pdf", "{data}");
+    let requests = bedrock.requests();
+    let told = texts_sent(&requests.last().unwrap().body);
+    assert_eq!(
+        told.last().unwrap(),
+        "[gate] completed: approved\nattachments: [\"reports/q3.pdf\"]"
+    );
+}
+
 fn composing_catalog(hidden: bool, optional_off: bool) -> Catalog {
     let mut child = define_agent("mailer", SideConfig::prompt("child"), SideConfig::human());
     child.expose_as_tool = true;

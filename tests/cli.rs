@@ -266,8 +266,106 @@ async fn validate_prints_every_issue_and_exits_1_on_an_error() {
     let issues: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
     assert_eq!(issues[0]["code"], "undefined_handler");
     assert_eq!(issues[0]["path"], "sideA.handler");
-    assert_eq!(issues[0]["source"], "x");
+    assert_eq!(issues[0]["source"], "agents/x.yaml", "named by its file");
     let _ = std::fs::remove_dir_all(&broken);
+}
+
+/// Issue 53 (4): one `validate` run lists every problem of every file, each by its file and
+/// path: structural and reference errors of one file together, each wrong entry of `subagents`
+/// and `parentHooks`, and no false `undefined_prompt` for a prompt file with a problem.
+#[tokio::test]
+async fn validate_lists_every_problem_of_every_file_in_one_run() {
+    use agent_worker::agents::{Catalog, Issue, Known};
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/agents/one_pass");
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command.args(["validate", folder, "--tool", "search", "--hook", "gmail_context"]);
+        if json {
+            command.arg("--json");
+        }
+        command.output()
+    };
+    let output = run(true).await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let listed: Vec<Issue> = serde_json::from_slice(&output.stdout).unwrap();
+    let found: Vec<(&str, &str, &str)> = listed
+        .iter()
+        .map(|i| (i.source.as_str(), i.code.as_str(), i.path.as_str()))
+        .collect();
+    for expected in [
+        // One file: a structural error, wrong entries of both lists, and its references.
+        ("agents/broken.yaml", "unknown_property", "colour"),
+        ("agents/broken.yaml", "missing_property", "parentHooks[0].reason"),
+        ("agents/broken.yaml", "invalid_value", "parentHooks[1].stage"),
+        (
+            "agents/broken.yaml",
+            "invalid_value",
+            "sideA.subagents[0].maxInstances",
+        ),
+        (
+            "agents/broken.yaml",
+            "missing_property",
+            "sideA.subagents[1].agent",
+        ),
+        (
+            "agents/broken.yaml",
+            "unknown_property",
+            "sideA.subagents[2].colour",
+        ),
+        ("agents/broken.yaml", "undefined_hook", "hooks[0]"),
+        (
+            "agents/broken.yaml",
+            "undefined_agent",
+            "sideA.subagents[0].agent",
+        ),
+        (
+            "agents/broken.yaml",
+            "missing_parent_hook",
+            "sideA.subagents[2].agent",
+        ),
+        (
+            "agents/broken.yaml",
+            "relationship_name_reserved",
+            "sideA.subagents[2].as",
+        ),
+        (
+            "agents/broken.yaml",
+            "relationship_name_collides_with_tool",
+            "sideA.subagents[3].as",
+        ),
+        ("agents/broken.yaml", "undefined_handler", "sideB.handler"),
+        ("agents/dupe.yaml", "duplicate_name", "name"),
+        ("agents/dupe.yaml", "undefined_prompt", "sideA.prompt"),
+        ("agents/twins.yaml", "both_sides_human", "sideB"),
+        ("prompts/flawed.yaml", "unknown_property", "modle"),
+    ] {
+        assert!(found.contains(&expected), "{expected:?} not in {found:#?}");
+    }
+    assert!(
+        !listed
+            .iter()
+            .any(|i| i.code == "undefined_prompt" && i.message.contains("flawed")),
+        "{found:#?}"
+    );
+    // Exactly what the library finds with what the command registers.
+    let mut known = Known::with_builtins();
+    known.tools.extend(
+        agent_worker::engine::tools::examples::NAMES
+            .iter()
+            .map(|n| (*n).to_owned())
+            .chain(["search".to_owned()]),
+    );
+    known.hooks.insert("gmail_context".into());
+    let (_, loaded) = Catalog::load(std::path::Path::new(folder), &known).unwrap();
+    assert_eq!(listed, loaded);
+    // The lines for a person name each problem by file and path as well.
+    let output = run(false).await.unwrap();
+    let lines = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(lines.lines().count(), listed.len(), "{lines}");
+    assert!(
+        lines.contains("[undefined_handler] agents/broken.yaml at sideB.handler"),
+        "{lines}"
+    );
 }
 
 #[tokio::test]

@@ -1,14 +1,19 @@
 //! The turn's policy from the configuration (`turnPolicy`, `prepareStep`), through the real
 //! Bedrock client, the stand-in (and its prompt cache) and DynamoDB on moto: two accounts on one
 //! deployment get their own persona and tools, the cache holds within each, and a step is
-//! narrowed once the turn has called a tool.
+//! narrowed once the turn has called a tool; from Rust, a step's policy is given every tool of
+//! the turn with its class (`allTools`).
 
 mod support;
 
-use agent_worker::engine::{BedrockModel, Engine};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_worker::engine::{
+    AdmitClasses, BedrockModel, Engine, LocalFileArea, StepContext, ToolClass, TurnPolicy,
+};
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope, TurnOptions};
-use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -262,4 +267,77 @@ async fn run_turn(agent: &dyn Agent, session: &str, turn: &str) -> Vec<AgentEven
         .invoke(scope, Prompt::text("What time is it?"))
         .collect()
         .await
+}
+
+/// A `prepareStep` from Rust that reads seed 004's `allTools`: it records what each step is
+/// given, and offers the first step only the product's own tools.
+/// What one step was given: each tool's name and class.
+type StepTools = Vec<(String, ToolClass)>;
+
+#[derive(Debug, Clone, Default)]
+struct OwnToolsFirst {
+    seen: Arc<Mutex<Vec<StepTools>>>,
+}
+
+impl TurnPolicy for OwnToolsFirst {
+    fn active_tools(&self, step: &StepContext<'_>) -> Option<Vec<String>> {
+        let all: StepTools = step
+            .all_tools
+            .iter()
+            .map(|t| (t.name.to_owned(), t.class))
+            .collect();
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner).push(all);
+        (step.round == 0).then(|| {
+            step.all_tools
+                .iter()
+                .filter(|t| t.class == ToolClass::Backend)
+                .map(|t| t.name.to_owned())
+                .collect()
+        })
+    }
+}
+
+/// Issue 53 (6): each step's policy is given every tool of the turn with its class, and can
+/// narrow a step by class.
+#[tokio::test]
+async fn a_step_policy_is_given_every_tool_of_the_turn_with_its_class() {
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let root = std::env::temp_dir().join(format!("step-tools-{}", uuid::Uuid::new_v4().simple()));
+    let policy = OwnToolsFirst::default();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+        .store(MemoryStore::new())
+        .tools(support::example_tools(&["current_time"]))
+        .file_area(LocalFileArea::new(&root))
+        .tool_policy(AdmitClasses(vec![ToolClass::Attachment]))
+        .turn_policy(policy.clone())
+        .config(support::config())
+        .build()
+        .unwrap();
+    bedrock.push(Reply::tool_call("c1", "current_time", "{}"));
+    bedrock.push(Reply::text("It is noon."));
+    let events = turn(&engine, "files-1", "t1", "dee", "initech").await;
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Completed { .. })),
+        "{events:?}"
+    );
+    let expected: StepTools = [
+        ("attachment_list", ToolClass::Attachment),
+        ("attachment_read", ToolClass::Attachment),
+        ("attachment_view", ToolClass::Attachment),
+        ("current_time", ToolClass::Backend),
+    ]
+    .into_iter()
+    .map(|(name, class)| (name.to_owned(), class))
+    .collect();
+    let seen = policy.seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(seen.len(), 2, "one look a step");
+    for mut step in seen {
+        step.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(step, expected);
+    }
+    let requests = bedrock.requests();
+    assert_eq!(tools(&requests[0].body), ["current_time"], "by class");
+    assert_eq!(tools(&requests[1].body).len(), 4);
+    let _ = std::fs::remove_dir_all(&root);
 }

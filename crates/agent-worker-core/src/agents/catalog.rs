@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::definition::{AgentDefinition, PromptDefinition};
-use super::validate::{Issue, Known, Severity, check_document, codes, validate};
+use super::validate::draft::{self, AgentDraft, PromptDraft};
+use super::validate::{Issue, Known, Severity, check_document, codes, validate, validate_drafts};
 
 /// A folder that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -79,8 +80,11 @@ impl Catalog {
         validate(&agents, &prompts, known)
     }
 
-    /// Loads `folder` and checks every definition in it. The catalog holds the definitions that
-    /// decoded; the issues cover every file, structural problems included.
+    /// Loads `folder` and checks every definition in it, in one pass. The catalog holds the
+    /// definitions that decoded; the issues cover every problem of every file, each named by the
+    /// file (`agents/x.yaml`) and its path inside. A file with a structural problem is still
+    /// checked for what it refers to, as far as it can be read, and a prompt file with a problem
+    /// is still known by its name to the agents that use it.
     pub fn load(folder: &Path, known: &Known) -> Result<(Self, Vec<Issue>), CatalogError> {
         let agents_dir = folder.join("agents");
         let prompts_dir = folder.join("prompts");
@@ -90,6 +94,8 @@ impl Catalog {
         let mut issues = Vec::new();
         let mut agents = Vec::new();
         let mut prompts = Vec::new();
+        let mut agent_drafts: Vec<AgentDraft> = Vec::new();
+        let mut prompt_drafts: Vec<PromptDraft> = Vec::new();
         for (path, source) in definition_files(&prompts_dir, folder)? {
             let Some(mut document) = read_document(&path, &source, &mut issues)? else {
                 continue;
@@ -99,6 +105,7 @@ impl Catalog {
                     .entry("name")
                     .or_insert_with(|| Value::String(stem.to_string_lossy().into_owned()));
             }
+            prompt_drafts.extend(draft::prompt(&document, &stem(&path), &source));
             // Every wrong value and unknown property at once; the decoder says only its first.
             let found = prompt_issues(&document, &source);
             if !found.is_empty() {
@@ -116,9 +123,16 @@ impl Catalog {
             };
             let (agent, found) = check_document(&document, &source);
             issues.extend(found);
-            agents.extend(agent);
+            // What decoded whole is checked whole; what did not, as far as it can be read.
+            match agent {
+                Some(agent) => {
+                    agent_drafts.push(AgentDraft::whole(agent.clone()).named_by(&source));
+                    agents.push(agent);
+                }
+                None => agent_drafts.extend(draft::agent(&document, &stem(&path), &source)),
+            }
         }
-        issues.extend(validate(&agents, &prompts, known));
+        issues.extend(validate_drafts(&agent_drafts, &prompt_drafts, known));
         let catalog = Self {
             agents: agents.into_iter().map(|a| (a.name.clone(), a)).collect(),
             prompts: prompts.into_iter().map(|p| (p.name.clone(), p)).collect(),
@@ -153,6 +167,13 @@ fn prompt_issues(document: &Value, source: &str) -> Vec<Issue> {
         ));
     }
     issues
+}
+
+/// A file's stem: the name of a definition that gives none.
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The definition files of `dir`, sorted, each with its path relative to `root`.

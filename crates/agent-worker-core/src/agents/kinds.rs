@@ -1,5 +1,7 @@
 //! The kind of value each property of a definition takes, checked before a definition is decoded,
-//! so that every wrong value of a file is named at once (a decoder stops at its first).
+//! so that every wrong value of a file is named at once (a decoder stops at its first): an
+//! agent's, a side's and a prompt's own properties, and those of each entry of `subagents` and
+//! `parentHooks` and of a session binding.
 
 use serde_json::Value;
 
@@ -10,7 +12,7 @@ pub(crate) enum Kind {
     Text,
     /// `true` or `false`.
     Flag,
-    /// A whole number of at least 1.
+    /// A whole number from 1 to 4,294,967,295 (what a definition holds).
     Count,
     /// Any number.
     Number,
@@ -20,14 +22,17 @@ pub(crate) enum Kind {
     List,
     /// An object of strings.
     TextMap,
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
 }
 
 impl Kind {
-    fn holds(self, value: &Value) -> bool {
+    /// Whether `value` is of this kind.
+    pub(crate) fn holds(self, value: &Value) -> bool {
         match self {
             Self::Text => value.is_string(),
             Self::Flag => value.is_boolean(),
-            Self::Count => value.as_u64().is_some_and(|n| n >= 1),
+            Self::Count => value.as_u64().is_some_and(|n| n >= 1 && u32::try_from(n).is_ok()),
             Self::Number => value.is_number(),
             Self::Texts => value
                 .as_array()
@@ -36,18 +41,23 @@ impl Kind {
             Self::TextMap => value
                 .as_object()
                 .is_some_and(|map| map.values().all(Value::is_string)),
+            Self::OneOf(words) => value.as_str().is_some_and(|text| words.contains(&text)),
         }
     }
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Self::Text => "a string",
-            Self::Flag => "true or false",
-            Self::Count => "a whole number of at least 1",
-            Self::Number => "a number",
-            Self::Texts => "a list of strings",
-            Self::List => "a list",
-            Self::TextMap => "an object of strings",
+            Self::Text => "a string".into(),
+            Self::Flag => "true or false".into(),
+            Self::Count => format!("a whole number from 1 to {}", u32::MAX),
+            Self::Number => "a number".into(),
+            Self::Texts => "a list of strings".into(),
+            Self::List => "a list".into(),
+            Self::TextMap => "an object of strings".into(),
+            Self::OneOf(words) => {
+                let words: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+                format!("one of {}", words.join(", "))
+            }
         }
     }
 }
@@ -93,6 +103,30 @@ pub(crate) const PROMPT: [(&str, Kind); 6] = [
     ("temperature", Kind::Number),
 ];
 
+/// The kinds of an entry of a side's `subagents`; the properties it may have.
+pub(crate) const RELATIONSHIP: [(&str, Kind); 6] = [
+    ("agent", Kind::Text),
+    ("as", Kind::Text),
+    ("maxInstances", Kind::Count),
+    ("optional", Kind::Flag),
+    ("enabled", Kind::Flag),
+    ("hidden", Kind::Flag),
+];
+
+/// The kinds of an entry of an agent's `parentHooks`; the properties it may have.
+pub(crate) const PARENT_HOOK: [(&str, Kind); 3] = [
+    ("hook", Kind::Text),
+    ("reason", Kind::Text),
+    ("stage", Kind::OneOf(&["before_parent", "after_parent"])),
+];
+
+/// The kinds of a session binding's properties; the properties it may have.
+pub(crate) const BINDING: [(&str, Kind); 3] = [
+    ("name", Kind::Text),
+    ("messageProperty", Kind::Text),
+    ("attachmentsProperty", Kind::Text),
+];
+
 /// Every property of `object` whose value is not of its kind in `kinds`: its path (under
 /// `prefix`) and what it should be.
 pub(crate) fn wrong_kinds(
@@ -132,5 +166,11 @@ mod tests {
             wrong_kinds(side.as_object().unwrap(), &SIDE, "sideA")[0].0,
             "sideA.maxSteps"
         );
+        // A count a definition cannot hold is named here, not by the decoder.
+        assert!(!Kind::Count.holds(&json!(u64::from(u32::MAX) + 1)));
+        let entry = json!({"hook": "h", "reason": "r", "stage": "later"});
+        let wrong = wrong_kinds(entry.as_object().unwrap(), &PARENT_HOOK, "parentHooks[0]");
+        assert_eq!(wrong[0].0, "parentHooks[0].stage");
+        assert!(wrong[0].1.contains("`before_parent`"), "{}", wrong[0].1);
     }
 }

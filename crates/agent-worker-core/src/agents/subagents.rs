@@ -5,8 +5,8 @@
 //!   session (`<parent>/<as>/<n>`, at most `maxInstances` alive at once) and runs it until it
 //!   settles. The child's stop payload is the tool's result; its failure is an error result. A
 //!   child that parks on a person answers `awaiting_human`, and the parent parks
-//!   (`awaiting_child`) after its turn, until the child settles; then the child's result comes
-//!   to the parent side as a message and the parent goes on.
+//!   (`awaiting_child`) after its turn, until the child settles; then the child's result, with
+//!   its attachments, comes to the parent side as a message and the parent goes on.
 //! - A handler reaches its side's relationships (hidden ones too) through
 //!   [`ThreadState::message_subagent`](super::ThreadState::message_subagent), which speaks as the
 //!   child's human side, reusing the newest child that is still alive.
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use serde_json::{Value, json};
 
 use super::definition::SubagentRelationship;
-use super::thread::{ChildLink, ParentLink, SessionStatus, Side};
+use super::thread::{ChildLink, ParentLink, SessionEnd, SessionStatus, Side};
 use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
 use crate::protocol::{AgentEvent, Prompt, Scope, text_of};
 
@@ -162,6 +162,18 @@ pub(crate) async fn message_child(
         pad.parked.push(child_session);
     }
     Ok(reply)
+}
+
+/// What the parent side is told of a child of `relationship` that settled after the parent
+/// parked on it: how it settled and its result, with the result's attachments, as the tool
+/// result of a child that settles at once gives them.
+pub(crate) fn settled_message(relationship: &str, status: SessionStatus, end: Option<&SessionEnd>) -> String {
+    let message = end.and_then(|e| e.message.as_deref()).unwrap_or_default();
+    let mut text = format!("[{relationship}] {}: {message}", status.as_str());
+    if let Some(attachments) = end.and_then(|e| e.attachments.as_ref()) {
+        text.push_str(&format!("\nattachments: {attachments}"));
+    }
+    text
 }
 
 /// The tool a prompt side's model calls to start a child of `relationship`.

@@ -55,7 +55,7 @@ pub use events::EngineEvent;
 pub use image_format::ImageFormat;
 pub use logger::{LogLine, TurnLogger};
 pub use model::Model;
-pub use policy::{Layered, StepContext, TurnContext, TurnPlan, TurnPolicy};
+pub use policy::{Layered, StepContext, StepTool, TurnContext, TurnPlan, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
 pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};

@@ -1,10 +1,12 @@
 //! [`TurnPolicy`]: the decisions a host can make about a turn: once, before its first model call,
 //! who it is for makes its [`TurnPlan`] (the system prompt, the tools offered: seed 004's
 //! per-turn `turnPolicy`); then before each model call, the step's tools and a forced one (the
-//! AI SDK's `prepareStep`).
+//! AI SDK's `prepareStep`, given every tool of the turn with its class: seed 004's `allTools`).
 
 use std::fmt;
 use std::sync::Arc;
+
+use super::tools::ToolClass;
 
 /// Who a turn is for, as its policy reads it before the first model call.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +45,16 @@ impl TurnPlan {
     }
 }
 
+/// A tool of the turn, as a step's policy sees it (an entry of seed 004's `allTools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StepTool<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its class: the product's own, the attachment tools, or an action of the person's page.
+    pub class: ToolClass,
+}
+
 /// Where a turn stands when a step is about to be sent.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -61,20 +73,30 @@ pub struct StepContext<'a> {
     pub(crate) user_token: Option<&'a crate::protocol::UserToken>,
     /// The tools the model has called in this turn so far, by name, in call order.
     pub called: &'a [String],
+    /// Every tool the turn offers, each with its class (seed 004's `allTools`): those
+    /// [`TurnPolicy::active_tools`] narrows a step from, after the turn's plan and the tool
+    /// policy's classes, the page's actions included. The typed result's tool is not among them:
+    /// it is the turn's own and stays.
+    pub all_tools: &'a [StepTool<'a>],
 }
 
 /// Decisions about each step of a turn. Every method has a default that decides nothing.
 ///
 /// ```
-/// use agent_worker_core::engine::{StepContext, TurnPolicy};
+/// use agent_worker_core::engine::{StepContext, ToolClass, TurnPolicy};
 ///
-/// /// Always look the time up first.
+/// /// Always look the time up first, with the product's own tools only.
 /// #[derive(Debug)]
 /// struct TimeFirst;
 ///
 /// impl TurnPolicy for TimeFirst {
 ///     fn force_tool(&self, step: &StepContext<'_>) -> Option<String> {
 ///         (step.round == 0).then(|| "current_time".to_owned())
+///     }
+///
+///     fn active_tools(&self, step: &StepContext<'_>) -> Option<Vec<String>> {
+///         let own = step.all_tools.iter().filter(|t| t.class == ToolClass::Backend);
+///         (step.round == 0).then(|| own.map(|t| t.name.to_owned()).collect())
 ///     }
 /// }
 /// ```

@@ -10,6 +10,7 @@ use crate::agents::definition::{AgentDefinition, HookStage, PromptSide, SideConf
 use crate::agents::handler::ChildPort;
 use crate::agents::handler::{HandlerEnd, ThreadState};
 use crate::agents::hooks::{HookContext, hook_key};
+use crate::agents::subagents::settled_message;
 use crate::agents::thread::{
     ParentLink, SessionEnd, SessionStatus, Side, ThreadMessage, ThreadRecord, ThreadStoreError,
 };
@@ -149,8 +150,8 @@ impl Session {
         Ok(context)
     }
 
-    /// A child that settled after its parent parked on it: its result goes to the parent side as
-    /// a message, and the parent goes on once it waits for no other child. The parent's events
+    /// A child that settled after its parent parked on it: its result, attachments included, goes
+    /// to the parent side as a message, and the parent goes on once it waits for no other child. The parent's events
     /// stream here; where it ends up is told by a `session_status` event, not a terminal.
     async fn resume_parent(&self, link: &ParentLink, child: &ThreadRecord) {
         let threads = &self.inner.threads;
@@ -164,18 +165,13 @@ impl Session {
         let Some(definition) = self.inner.catalog.get_agent(&parent.agent).cloned() else {
             return;
         };
-        let message = child
-            .end
-            .as_ref()
-            .and_then(|e| e.message.clone())
-            .unwrap_or_default();
         parent.waiting_on.retain(|s| s != &child.session);
         for known in parent.children.iter_mut().filter(|c| c.session == child.session) {
             known.ended = true;
         }
         parent.transcript.push(ThreadMessage {
             side: link.side.other(),
-            text: format!("[{}] {}: {message}", link.relationship, child.status.as_str()),
+            text: settled_message(&link.relationship, child.status, child.end.as_ref()),
             source: Some(format!("subagent:{}", link.relationship)),
         });
         parent.trim_transcript();

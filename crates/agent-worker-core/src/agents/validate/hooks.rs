@@ -4,18 +4,20 @@
 
 use std::collections::BTreeSet;
 
+use super::draft::AgentDraft;
 use super::{Known, Report, codes};
 use crate::agents::definition::AgentDefinition;
 use crate::agents::hooks::hook_key;
 
 /// `agent`'s own declarations: each of its `hooks` registered in its namespace, and no hook
 /// required twice in its `parentHooks`.
-pub(super) fn check_declared(agent: &AgentDefinition, known: &Known, report: &mut Report<'_>) {
+pub(super) fn check_declared(draft: &AgentDraft, known: &Known, report: &mut Report<'_>) {
+    let agent = &draft.definition;
     for (i, id) in agent.hooks.iter().enumerate() {
         if !known.hooks.contains(&hook_key(agent.package_name.as_deref(), id)) {
             report.error(
                 codes::UNDEFINED_HOOK,
-                format!("hooks[{i}]"),
+                format!("hooks[{}]", draft.hook_at(i)),
                 format!("hook `{id}` is not registered{}", namespace(agent)),
             );
         }
@@ -25,7 +27,7 @@ pub(super) fn check_declared(agent: &AgentDefinition, known: &Known, report: &mu
         if !required.insert(requirement.hook.as_str()) {
             report.error(
                 codes::DUPLICATE_PARENT_HOOK,
-                format!("parentHooks[{i}].hook"),
+                format!("parentHooks[{}].hook", draft.parent_hook_at(i)),
                 format!("hook `{}` is required twice", requirement.hook),
             );
         }
@@ -34,8 +36,10 @@ pub(super) fn check_declared(agent: &AgentDefinition, known: &Known, report: &mu
 
 /// A parent composing `child` (at `path`): every hook the child requires is registered in the
 /// child's namespace, or composition fails closed.
-pub(super) fn check_composed(child: &AgentDefinition, path: &str, known: &Known, report: &mut Report<'_>) {
+pub(super) fn check_composed(draft: &AgentDraft, path: &str, known: &Known, report: &mut Report<'_>) {
+    let child = &draft.definition;
     for (h, requirement) in child.parent_hooks.iter().enumerate() {
+        let h = draft.parent_hook_at(h);
         if !known
             .hooks
             .contains(&hook_key(child.package_name.as_deref(), &requirement.hook))

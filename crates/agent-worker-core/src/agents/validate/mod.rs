@@ -1,17 +1,24 @@
 //! Definition-time validation: every problem in one pass, as `{code, severity, message, path}`.
 //!
 //! Two passes share one report. [`check_document`] looks at an agent as written (JSON or YAML),
-//! where a side can have no backing or two, or a binding can be a bare string; [`validate`] looks
-//! at decoded definitions together with the prompts, handlers, tools and hooks they refer to.
+//! where a side can have no backing or two, a binding can be a bare string, or an entry of
+//! `subagents` or `parentHooks` can hold a wrong value; [`validate`] looks at definitions
+//! together with the prompts, handlers, tools and hooks they refer to. A file with a structural
+//! problem does not skip the second pass: it sees what could be read of it (`draft`), so one
+//! run names every problem of every file.
 //! Paths are written as `sideA.subagents[0].as`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+mod document;
+pub(crate) mod draft;
 mod hooks;
+
+pub use document::check_document;
+use draft::{AgentDraft, PromptDraft};
 
 use super::definition::{AgentDefinition, PromptDefinition, PromptSide, SideConfig};
 
@@ -168,247 +175,27 @@ impl Report<'_> {
     }
 }
 
-const SIDE_NAMES: [&str; 2] = ["sideA", "sideB"];
-const BACKINGS: [&str; 3] = ["human", "prompt", "handler"];
-const SESSION_BINDINGS: [&str; 3] = ["sessionStop", "sessionFail", "sessionStatus"];
-const PROMPT_ONLY: [&str; 7] = [
-    "sessionStop",
-    "sessionFail",
-    "sessionStatus",
-    "maxSteps",
-    "stopOnResponse",
-    "stopTool",
-    "stopToolResponseProperty",
-];
-const PROMPT_SIDE_KEYS: [&str; 10] = [
-    "prompt",
-    "label",
-    "subagents",
-    "stopOnResponse",
-    "stopTool",
-    "stopToolResponseProperty",
-    "maxSteps",
-    "sessionStop",
-    "sessionFail",
-    "sessionStatus",
-];
-const AGENT_KEYS: [&str; 16] = [
-    "name",
-    "sideA",
-    "sideB",
-    "maxSessionTurns",
-    "title",
-    "description",
-    "icon",
-    "exposeAsTool",
-    "toolDescription",
-    "env",
-    "hooks",
-    "parentHooks",
-    "packageName",
-    "version",
-    "author",
-    "license",
-];
-
-/// Checks an agent as written and decodes it when it has no structural error. `source` names it
-/// in the issues (a file, say).
-pub fn check_document(document: &Value, source: &str) -> (Option<AgentDefinition>, Vec<Issue>) {
-    let mut issues = Vec::new();
-    let mut report = Report {
-        source,
-        issues: &mut issues,
-    };
-    let Some(object) = document.as_object() else {
-        report.error(codes::INVALID_VALUE, "", "an agent definition must be an object");
-        return (None, issues);
-    };
-    if !object.contains_key("name") {
-        report.error(
-            codes::MISSING_PROPERTY,
-            "name",
-            "an agent needs a `name` (a string)",
-        );
-    }
-    for (path, message) in super::kinds::wrong_kinds(object, &super::kinds::AGENT, "") {
-        report.error(codes::INVALID_VALUE, path, message);
-    }
-    for key in object.keys().filter(|k| !AGENT_KEYS.contains(&k.as_str())) {
-        report.error(
-            codes::UNKNOWN_PROPERTY,
-            key.clone(),
-            format!("an agent has no property `{key}`"),
-        );
-    }
-    for side in SIDE_NAMES {
-        match object.get(side) {
-            None => report.error(
-                codes::MISSING_PROPERTY,
-                side,
-                format!(
-                    "`{side}` is required: both sides are explicit (write `{{ human: true }}` for a person)"
-                ),
-            ),
-            Some(value) => check_side(value, side, &mut report),
-        }
-    }
-    if has_errors(&issues) {
-        return (None, issues);
-    }
-    match serde_path_to_error::deserialize::<_, AgentDefinition>(document) {
-        Ok(definition) => (Some(definition), issues),
-        Err(e) => {
-            let path = e.path().to_string();
-            let mut report = Report {
-                source,
-                issues: &mut issues,
-            };
-            report.error(
-                codes::INVALID_VALUE,
-                if path == "." { String::new() } else { path },
-                e.into_inner().to_string(),
-            );
-            (None, issues)
-        }
-    }
-}
-
-fn check_side(value: &Value, side: &str, report: &mut Report<'_>) {
-    let Some(object) = value.as_object() else {
-        report.error(codes::INVALID_VALUE, side, "a side must be an object");
-        return;
-    };
-    for (path, message) in super::kinds::wrong_kinds(object, &super::kinds::SIDE, side) {
-        report.error(codes::INVALID_VALUE, path, message);
-    }
-    let backings: Vec<&str> = BACKINGS.into_iter().filter(|b| object.contains_key(*b)).collect();
-    match backings.as_slice() {
-        [] => report.error(
-            codes::SIDE_WITHOUT_BACKING,
-            side,
-            "a side needs exactly one of `human`, `prompt` or `handler`; it has none",
-        ),
-        [_] => {}
-        many => report.error(
-            codes::SIDE_WITH_MULTIPLE_BACKINGS,
-            side,
-            format!(
-                "a side needs exactly one of `human`, `prompt` or `handler`; it has {}",
-                many.join(", ")
-            ),
-        ),
-    }
-    let backing = match backings.as_slice() {
-        [one] => *one,
-        _ => return,
-    };
-    if let Some(subagents) = object.get("subagents") {
-        if backing == "human" {
-            report.error(
-                codes::SUBAGENTS_ON_HUMAN_SIDE,
-                format!("{side}.subagents"),
-                "a human side cannot own subagents: nothing on it can call them",
-            );
-        } else {
-            check_subagents(subagents, side, report);
-        }
-    }
-    for key in object.keys() {
-        let path = format!("{side}.{key}");
-        let key = key.as_str();
-        if key == backing || key == "label" || key == "subagents" {
-            continue;
-        }
-        if backing != "prompt" && PROMPT_ONLY.contains(&key) {
-            report.error(
-                codes::BINDING_ON_NON_PROMPT_SIDE,
-                path,
-                format!("`{key}` belongs on a prompt side; a {backing} side's turn ends on its own"),
-            );
-        } else if backing == "human" {
-            report.error(
-                codes::PROPERTY_NOT_ALLOWED_ON_HUMAN_SIDE,
-                path,
-                format!("a human side takes only `human` and `label`, not `{key}`"),
-            );
-        } else if backing == "prompt" && PROMPT_SIDE_KEYS.contains(&key) {
-            if SESSION_BINDINGS.contains(&key) {
-                check_binding(&object[key], &path, report);
-            }
-        } else {
-            report.error(
-                codes::UNKNOWN_PROPERTY,
-                path,
-                format!("a {backing} side has no property `{key}`"),
-            );
-        }
-    }
-    match (backing, &object[backing]) {
-        ("human", Value::Bool(true)) => {}
-        ("human", _) => report.error(
-            codes::INVALID_VALUE,
-            format!("{side}.human"),
-            "`human` must be `true`",
-        ),
-        (_, Value::String(name)) if !name.trim().is_empty() => {}
-        (_, _) => report.error(
-            codes::INVALID_VALUE,
-            format!("{side}.{backing}"),
-            format!("`{backing}` must name a {backing}"),
-        ),
-    }
-}
-
-fn check_binding(value: &Value, path: &str, report: &mut Report<'_>) {
-    match value.as_object() {
-        None => report.error(
-            codes::BINDING_NOT_OBJECT_FORM,
-            path,
-            "a session binding must be an object: `{ name, messageProperty?, attachmentsProperty? }`",
-        ),
-        Some(object) if !object.get("name").is_some_and(Value::is_string) => {
-            report.error(
-                codes::MISSING_PROPERTY,
-                format!("{path}.name"),
-                "a session binding needs the tool's `name`",
-            );
-        }
-        Some(_) => {}
-    }
-}
-
-fn check_subagents(value: &Value, side: &str, report: &mut Report<'_>) {
-    let Some(list) = value.as_array() else {
-        report.error(
-            codes::INVALID_VALUE,
-            format!("{side}.subagents"),
-            "`subagents` must be a list",
-        );
-        return;
-    };
-    for (i, relationship) in list.iter().enumerate() {
-        if !relationship.get("agent").is_some_and(Value::is_string) {
-            report.error(
-                codes::MISSING_PROPERTY,
-                format!("{side}.subagents[{i}].agent"),
-                "a relationship needs the child `agent`'s name",
-            );
-        }
-    }
-}
-
-/// Checks decoded agents and prompts together with what the runtime has registered: references,
-/// relationship names, parent hooks, and the rules that hold across sides.
+/// Checks agents and prompts together with what the runtime has registered: references,
+/// relationship names, parent hooks, and the rules that hold across sides. Each issue is named by
+/// its agent's or prompt's name.
 pub fn validate(agents: &[AgentDefinition], prompts: &[PromptDefinition], known: &Known) -> Vec<Issue> {
+    let agents: Vec<AgentDraft> = agents.iter().cloned().map(AgentDraft::whole).collect();
+    let prompts: Vec<PromptDraft> = prompts.iter().cloned().map(PromptDraft::whole).collect();
+    validate_drafts(&agents, &prompts, known)
+}
+
+/// [`validate`] of what could be read of each definition, each issue named by its draft's source.
+pub(crate) fn validate_drafts(agents: &[AgentDraft], prompts: &[PromptDraft], known: &Known) -> Vec<Issue> {
     let mut issues = Vec::new();
-    let prompt_by_name: BTreeMap<&str, &PromptDefinition> =
-        prompts.iter().map(|p| (p.name.as_str(), p)).collect();
-    let agent_by_name: BTreeMap<&str, &AgentDefinition> =
-        agents.iter().map(|a| (a.name.as_str(), a)).collect();
+    let prompt_by_name: BTreeMap<&str, &PromptDraft> =
+        prompts.iter().map(|p| (p.definition.name.as_str(), p)).collect();
+    let agent_by_name: BTreeMap<&str, &AgentDraft> =
+        agents.iter().map(|a| (a.definition.name.as_str(), a)).collect();
     let mut seen = BTreeSet::new();
-    for prompt in prompts {
+    for draft in prompts {
+        let prompt = &draft.definition;
         let mut report = Report {
-            source: &prompt.name,
+            source: &draft.source,
             issues: &mut issues,
         };
         if !seen.insert(("prompt", prompt.name.as_str())) {
@@ -423,37 +210,40 @@ pub fn validate(agents: &[AgentDefinition], prompts: &[PromptDefinition], known:
             if !known.tools.contains(tool) && !agent_by_name.contains_key(tool.as_str()) {
                 report.error(
                     codes::UNDEFINED_TOOL,
-                    format!("tools[{i}]"),
+                    format!("tools[{}]", draft.tool_at(i)),
                     format!("no tool `{tool}` is registered"),
                 );
             }
         }
     }
-    for agent in agents {
+    for draft in agents {
         let mut report = Report {
-            source: &agent.name,
+            source: &draft.source,
             issues: &mut issues,
         };
-        if !seen.insert(("agent", agent.name.as_str())) {
+        let name = draft.definition.name.as_str();
+        if !seen.insert(("agent", name)) {
             report.error(
                 codes::DUPLICATE_NAME,
                 "name",
-                format!("another agent is named `{}`", agent.name),
+                format!("another agent is named `{name}`"),
             );
         }
-        check_agent(agent, &prompt_by_name, &agent_by_name, known, &mut report);
+        check_agent(draft, &prompt_by_name, &agent_by_name, known, &mut report);
     }
     issues
 }
 
 fn check_agent(
-    agent: &AgentDefinition,
-    prompts: &BTreeMap<&str, &PromptDefinition>,
-    agents: &BTreeMap<&str, &AgentDefinition>,
+    draft: &AgentDraft,
+    prompts: &BTreeMap<&str, &PromptDraft>,
+    agents: &BTreeMap<&str, &AgentDraft>,
     known: &Known,
     report: &mut Report<'_>,
 ) {
-    if agent.side_a.is_human() && agent.side_b.is_human() {
+    let agent = &draft.definition;
+    let sides = [draft.side(0), draft.side(1)];
+    if sides.iter().all(|s| s.is_some_and(SideConfig::is_human)) {
         report.error(
             codes::BOTH_SIDES_HUMAN,
             "sideB",
@@ -467,10 +257,8 @@ fn check_agent(
             "`maxSessionTurns` must be at least 1",
         );
     }
-    if matches!(
-        (&agent.side_a, &agent.side_b),
-        (SideConfig::Prompt(_), SideConfig::Prompt(_))
-    ) && agent.max_session_turns.is_none()
+    if matches!(sides, [Some(SideConfig::Prompt(_)), Some(SideConfig::Prompt(_))])
+        && agent.max_session_turns.is_none()
     {
         report.warning(
             codes::NO_SESSION_TURN_CAP,
@@ -478,53 +266,18 @@ fn check_agent(
             "two prompt sides and no `maxSessionTurns`: nothing outside the models stops them",
         );
     }
-    hooks::check_declared(agent, known, report);
+    hooks::check_declared(draft, known, report);
     let mut names_by_side: [BTreeSet<&str>; 2] = Default::default();
-    for (index, (side_name, side)) in [("sideA", &agent.side_a), ("sideB", &agent.side_b)]
-        .into_iter()
-        .enumerate()
-    {
+    for (index, (side_name, side)) in ["sideA", "sideB"].into_iter().zip(sides).enumerate() {
+        // A side that could not be read has been named by the structural pass.
+        let Some(side) = side else {
+            continue;
+        };
         let tools = side_tools(side, prompts);
         match side {
             SideConfig::Human(_) => {}
             SideConfig::Prompt(p) => {
-                let handoffs = prompts
-                    .get(p.prompt.as_str())
-                    .into_iter()
-                    .flat_map(|d| d.tools.iter())
-                    .filter_map(|t| agents.get(t.as_str()));
-                for target in handoffs {
-                    let at = format!("{side_name}.prompt");
-                    if !target.expose_as_tool {
-                        report.error(
-                            codes::AGENT_NOT_EXPOSED,
-                            at.clone(),
-                            format!(
-                                "prompt `{}` hands off to `{}`, which is not exposeAsTool",
-                                p.prompt, target.name
-                            ),
-                        );
-                    }
-                    let surface = |a: &AgentDefinition| {
-                        [(&a.side_a, "sideA"), (&a.side_b, "sideB")]
-                            .into_iter()
-                            .find(|(s, _)| s.is_human())
-                            .map(|(_, n)| n)
-                    };
-                    match (surface(agent), surface(target)) {
-                        (Some(ours), Some(theirs)) if ours == theirs => {}
-                        (ours, theirs) => report.error(
-                            codes::HANDOFF_SURFACE_MISMATCH,
-                            at,
-                            format!(
-                                "a handoff keeps the person where they are: this thread's human side is {}, `{}`'s is {}",
-                                ours.unwrap_or("none"),
-                                target.name,
-                                theirs.unwrap_or("none")
-                            ),
-                        ),
-                    }
-                }
+                check_handoffs(draft, side_name, p, prompts, agents, report);
                 if !prompts.contains_key(p.prompt.as_str()) {
                     report.error(
                         codes::UNDEFINED_PROMPT,
@@ -551,7 +304,7 @@ fn check_agent(
             }
         }
         for (i, relationship) in side.subagents().iter().enumerate() {
-            let at = format!("{side_name}.subagents[{i}]");
+            let at = format!("{side_name}.subagents[{}]", draft.subagent_at(index, i));
             let name = relationship.tool_name();
             let name_path = if relationship.as_name.is_some() {
                 format!("{at}.as")
@@ -601,15 +354,67 @@ fn check_agent(
     }
 }
 
+/// §5: each agent prompt side `p` of `draft` hands off to is exposed, and keeps the person on
+/// the same side. Where a side of either could not be read, where the person is stays unknown.
+fn check_handoffs(
+    draft: &AgentDraft,
+    side_name: &str,
+    p: &PromptSide,
+    prompts: &BTreeMap<&str, &PromptDraft>,
+    agents: &BTreeMap<&str, &AgentDraft>,
+    report: &mut Report<'_>,
+) {
+    let handoffs = prompts
+        .get(p.prompt.as_str())
+        .into_iter()
+        .flat_map(|d| d.definition.tools.iter())
+        .filter_map(|t| agents.get(t.as_str()));
+    let surface = |a: &AgentDraft| {
+        [(a.side(0), "sideA"), (a.side(1), "sideB")]
+            .into_iter()
+            .find(|(s, _)| s.is_some_and(SideConfig::is_human))
+            .map(|(_, n)| n)
+    };
+    for target in handoffs {
+        let at = format!("{side_name}.prompt");
+        let target_name = &target.definition.name;
+        if !target.definition.expose_as_tool {
+            report.error(
+                codes::AGENT_NOT_EXPOSED,
+                at.clone(),
+                format!(
+                    "prompt `{}` hands off to `{target_name}`, which is not exposeAsTool",
+                    p.prompt
+                ),
+            );
+        }
+        if !draft.sides_known() || !target.sides_known() {
+            continue;
+        }
+        match (surface(draft), surface(target)) {
+            (Some(ours), Some(theirs)) if ours == theirs => {}
+            (ours, theirs) => report.error(
+                codes::HANDOFF_SURFACE_MISMATCH,
+                at,
+                format!(
+                    "a handoff keeps the person where they are: this thread's human side is {}, `{target_name}`'s is {}",
+                    ours.unwrap_or("none"),
+                    theirs.unwrap_or("none")
+                ),
+            ),
+        }
+    }
+}
+
 /// The tool names a side's model sees besides its relationships: its prompt's tools and the
 /// tools its bindings name.
-fn side_tools<'a>(side: &'a SideConfig, prompts: &BTreeMap<&str, &'a PromptDefinition>) -> BTreeSet<&'a str> {
+fn side_tools<'a>(side: &'a SideConfig, prompts: &BTreeMap<&str, &'a PromptDraft>) -> BTreeSet<&'a str> {
     let SideConfig::Prompt(p) = side else {
         return BTreeSet::new();
     };
     let mut tools: BTreeSet<&str> = prompts
         .get(p.prompt.as_str())
-        .map(|d| d.tools.iter().map(String::as_str).collect())
+        .map(|d| d.definition.tools.iter().map(String::as_str).collect())
         .unwrap_or_default();
     tools.extend(binding_tools(p));
     tools

@@ -342,6 +342,15 @@ async fn run_phases(
             .turn_file_tokens
             .min(config.conversation_file_tokens.saturating_sub(used));
     }
+    // What a step's policy may narrow from: the tools this turn offers, each with its class.
+    let all_tools: Vec<super::StepTool<'_>> = engine
+        .tools
+        .specs()
+        .map(|spec| super::StepTool {
+            name: &spec.name,
+            class: spec.class,
+        })
+        .collect();
     let ctx = StepContext {
         session,
         turn_id,
@@ -350,6 +359,7 @@ async fn run_phases(
         account_id: account_id.as_deref(),
         user_token: user_token.as_ref(),
         called: &[],
+        all_tools: &all_tools,
     };
     let flag = stop::StopFlag::default();
     let started = tokio::time::Instant::now();
