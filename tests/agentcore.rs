@@ -243,6 +243,7 @@ async fn the_serve_binary_answers_ping_and_invocations() {
     store.create_table().await.unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
         .args(["serve", "--port", "0", "--host", "127.0.0.1"])
+        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
         .env("AGENT_WORKER_API_KEY", KEY)
         .env("TABLE_NAME", &table)
         .env("MODEL_ID", support::MODEL_ID)

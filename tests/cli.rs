@@ -425,6 +425,7 @@ async fn handle_returns_a_record_the_model_refuses_and_its_redelivery_calls_no_m
     let handle = || {
         Command::new(env!("CARGO_BIN_EXE_agent-worker"))
             .args(["handle", event.to_str().unwrap(), "--table", &table])
+            .env("SYSTEM_PROMPT", "You are a helpful assistant.")
             .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
             .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
             .env("AWS_ENDPOINT_URL_SQS", moto.endpoint())

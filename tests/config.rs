@@ -522,6 +522,30 @@ async fn a_configuration_that_gives_no_prompt_is_refused_at_start_unless_one_is_
         build(some_turns, None).await.is_err(),
         "a turn of another account has no prompt"
     );
+
+    // Issue 53: without a configuration file the same holds (the template's generic default
+    // went): no SYSTEM_PROMPT is refused at start, naming both settings.
+    let bare = |system_prompt: Option<&str>| {
+        let mut values = HashMap::from([
+            ("TABLE_NAME", "prompted".to_owned()),
+            ("MODEL_ID", MODEL_ID.to_owned()),
+        ]);
+        if let Some(prompt) = system_prompt {
+            values.insert("SYSTEM_PROMPT", prompt.to_owned());
+        }
+        let settings = WorkerSettings::from_lookup(|name| values.get(name).cloned()).unwrap();
+        let bedrock = agent_worker_testkit::bedrock_stand_in::client_for("http://127.0.0.1:9");
+        settings
+            .build(bedrock, moto().dynamodb(), None, &Configured::default())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let error = bare(None).unwrap_err();
+    assert!(
+        error.contains("SYSTEM_PROMPT") && error.contains("AGENT_WORKER_CONFIG"),
+        "{error}"
+    );
+    bare(Some("You are terse.")).unwrap();
 }
 
 /// Issue 52: with people's own tokens, eve's token reported `report:ready` for ada's export and

@@ -33,6 +33,7 @@ fn worker(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
     command
         .args(args)
+        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
         .env("AWS_ENDPOINT_URL", moto().endpoint())
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "anything")

@@ -40,6 +40,7 @@ fn settings(stand_in: &StandIn, table: &str) -> WorkerSettings {
         ("TABLE_NAME", table.to_owned()),
         ("TOOLS", "add".to_owned()),
         ("EVENT_SINKS", "dynamo".to_owned()),
+        ("SYSTEM_PROMPT", "You are a helpful assistant.".to_owned()),
     ]);
     let settings = WorkerSettings::from_lookup(|name| values.get(name).cloned()).unwrap();
     assert!(

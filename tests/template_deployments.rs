@@ -206,7 +206,10 @@ fn a_configuration_in_s3_or_ssm_reaches_the_function_with_exactly_its_reads() {
 
     let none = Deployment::new("us-east-1", &[]);
     assert_eq!(variable(&none, "AGENT_WORKER_CONFIG"), "");
-    assert_eq!(variable(&none, "SYSTEM_PROMPT"), "You are a helpful assistant.");
+    // No prompt of its own: a deployment gives one (SystemPrompt) or its configuration does.
+    assert_eq!(variable(&none, "SYSTEM_PROMPT"), "");
+    let prompted = Deployment::new("us-east-1", &[("SystemPrompt", "You answer for Acme.")]);
+    assert_eq!(variable(&prompted, "SYSTEM_PROMPT"), "You answer for Acme.");
     assert!(sids.iter().all(|sid| statement(&none, sid).is_none()));
     let bundled = Deployment::new("us-east-1", &[("AgentConfig", "bundled")]);
     assert_eq!(

@@ -131,6 +131,7 @@ fn worker(args: &[&str], table: &str, bedrock: &BedrockStandIn, emit: &str) -> t
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
     command
         .args(args)
+        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
         .args([
             "--table",
             table,

@@ -88,6 +88,7 @@ pub async fn run() -> Value {
     let mut child = tokio::process::Command::from({
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
         command
+            .env("SYSTEM_PROMPT", "You are a helpful assistant.")
             .args([
                 "poll",
                 "--queue-url",

@@ -56,6 +56,7 @@ pub struct Blueprint<S> {
     file_area: Option<Arc<dyn FileArea>>,
     attachment_tools: bool,
     engine: EngineConfig,
+    prompt_required: bool,
 }
 
 impl<S> std::fmt::Debug for Blueprint<S> {
@@ -84,7 +85,16 @@ where
             file_area: None,
             attachment_tools: false,
             engine: EngineConfig::default(),
+            prompt_required: false,
         }
+    }
+
+    /// The bare engine must have a system prompt, from the configuration or the deployment
+    /// ([`NoSystemPrompt`] otherwise): a deployment never runs on a prompt no one gave it.
+    #[must_use]
+    pub fn requiring_prompt(mut self) -> Self {
+        self.prompt_required = true;
+        self
     }
 
     /// Tools beside the configuration's (the example tools a deployment names).
@@ -165,7 +175,10 @@ where
         let mut builder = self
             .configured
             .equip(self.base().model(model), self.extra_tools.clone());
-        if let Some(prompt) = self.configured.deployed_prompt(self.system_prompt.as_ref())? {
+        let prompt = self
+            .configured
+            .deployed_prompt(self.system_prompt.as_ref(), self.prompt_required)?;
+        if let Some(prompt) = prompt {
             builder = builder.system_prompt(prompt);
         }
         builder.build().map_err(BlueprintError::Engine)

@@ -143,6 +143,8 @@ impl LambdaRuntimeApi {
             ("TABLE_NAME", table.into()),
             ("MODEL_ID", "us.anthropic.claude-sonnet-4-6".into()),
             ("EVENT_SINKS", "dynamo".into()),
+            // A deployment gives its assistant a prompt (or its configuration does).
+            ("SYSTEM_PROMPT", "You are a helpful assistant.".into()),
         ]
     }
 }

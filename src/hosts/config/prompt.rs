@@ -9,10 +9,11 @@ use super::{ConfigFile, Configured};
 pub const PERSONA_RULES: &str = "Use the tools when they help, and say what you did with them. Never invent a tool's \
 result. When a call waits for the person's approval, say so and stop there.";
 
-/// A configuration file is in use and nothing gives the assistant a prompt.
+/// A deployment whose assistant nothing gives a prompt: neither its configuration file nor the
+/// system prompt set beside it (seed 004: persona or systemPrompt, exactly one).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the configuration gives no persona, systemPrompt or systemPromptFile and no system prompt is set beside it: give exactly one"
+    "no system prompt: set SYSTEM_PROMPT, or give the configuration (AGENT_WORKER_CONFIG) a persona, systemPrompt or systemPromptFile; exactly one"
 )]
 pub struct NoSystemPrompt;
 
@@ -29,14 +30,20 @@ impl Configured {
     }
 
     /// [`Self::system_prompt_over`] for a deployment, which must have a prompt (seed 004:
-    /// persona or systemPrompt, exactly one): refused when a configuration file is in use and
-    /// neither `given` nor the file (its own, or a `turnPolicy` rule for every turn) gives one.
-    pub fn deployed_prompt(&self, given: Option<&String>) -> Result<Option<String>, NoSystemPrompt> {
+    /// persona or systemPrompt, exactly one): refused when a configuration file is in use, or
+    /// the prompt is `required` (a deployment's bare engine), and neither `given` nor the file
+    /// (its own, or a `turnPolicy` rule for every turn) gives one.
+    pub fn deployed_prompt(
+        &self,
+        given: Option<&String>,
+        required: bool,
+    ) -> Result<Option<String>, NoSystemPrompt> {
         let turns_give_it = self
             .turns
             .as_ref()
             .is_some_and(|turns| turns.prompts_every_turn());
-        if self.from_file && given.is_none() && self.system_prompt.is_none() && !turns_give_it {
+        let nothing_gives_it = given.is_none() && self.system_prompt.is_none() && !turns_give_it;
+        if (self.from_file || required) && nothing_gives_it {
             return Err(NoSystemPrompt);
         }
         Ok(self.system_prompt_over(given))

@@ -175,7 +175,8 @@ impl WorkerSettings {
             .ui_answers(ui_answers)
             .approvals(signer)
             .file_area(files, self.attachment_tools)
-            .engine_config(self.engine.clone()))
+            .engine_config(self.engine.clone())
+            .requiring_prompt())
     }
 
     /// The Standard Agents runtime for `folder`: sessions and their state in the table, every
