@@ -359,41 +359,15 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
 #[tokio::test]
 async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that_settles_none() {
     use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
-    use agent_worker::engine::{BedrockModel, Engine};
-    use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
-    use agent_worker::hosts::jobs::JobReports;
-    use agent_worker::session::dynamo::DynamoJobEvents;
+    use agent_worker::hosts::container::ContainerConfig;
 
-    let table = format!("jobs-http-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
-    store.create_table().await.unwrap();
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .build()
-        .unwrap();
-    let declarations = serde_json::from_value(json!({
+    let key = "jobs-test-key-0123456789";
+    let declarations = json!({
         "report:ready": { "kind": "completion", "correlation": "reportId" },
         "ticket:updated": { "kind": "other", "correlation": "ticketId" }
-    }))
-    .unwrap();
-    let events = DynamoJobEvents::new(store.clone());
-    let key = "jobs-test-key-0123456789";
-    let host = ContainerHost::new(
-        TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
-        std::sync::Arc::new(store.clone()),
-        None,
-        MODEL_ID,
-        ContainerConfig::new(key).unwrap(),
-    )
-    .job_reports(JobReports::new(declarations, events.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host, async move {
-        let _ = stopped.await;
-    }));
+    });
+    let (table, events, url, stop, served) =
+        jobs_host("jobs-http", ContainerConfig::new(key).unwrap(), declarations).await;
     let client = reqwest::Client::new();
     let post = |body: serde_json::Value| client.post(&url).header("x-api-key", key).json(&body).send();
     let ready = |conversation: &str, url: &str| json!({ "event": "report:ready", "conversationId": conversation, "payload": { "reportId": "RP-9", "url": url } });
@@ -555,22 +529,10 @@ async fn a_configuration_that_gives_no_prompt_is_refused_at_start_unless_one_is_
 #[tokio::test]
 async fn a_persons_token_reports_no_jobs_event() {
     use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
-    use agent_worker::engine::{BedrockModel, Engine};
-    use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
-    use agent_worker::hosts::jobs::JobReports;
+    use agent_worker::hosts::container::ContainerConfig;
     use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
-    use agent_worker::session::dynamo::DynamoJobEvents;
     use agent_worker_testkit::{JwksStandIn, SigningKey};
 
-    let table = format!("jobs-people-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
-    store.create_table().await.unwrap();
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let engine = Engine::builder()
-        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
-        .store(store.clone())
-        .build()
-        .unwrap();
     let key = SigningKey::rs256("k-1");
     let issuer = JwksStandIn::start(&[&key]).await.unwrap();
     let mut config = JwtConfig::new(
@@ -582,26 +544,16 @@ async fn a_persons_token_reports_no_jobs_event() {
     .unwrap();
     config.backend.client_ids = vec!["desk-backend".into()];
     let verifier = JwtVerifier::new(config, reqwest::Client::new());
-    let declarations = serde_json::from_value(json!({
+    let declarations = json!({
         "report:ready": { "kind": "completion", "correlation": "reportId", "failure": "report:failed" },
         "report:failed": { "kind": "failure", "correlation": "reportId" }
-    }))
-    .unwrap();
-    let events = DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50));
-    let host = ContainerHost::new(
-        TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
-        std::sync::Arc::new(store.clone()),
-        None,
-        MODEL_ID,
+    });
+    let (table, events, url, stop, served) = jobs_host(
+        "jobs-people",
         ContainerConfig::people_by_tokens(std::sync::Arc::new(verifier)),
+        declarations,
     )
-    .job_reports(JobReports::new(declarations, events.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host, async move {
-        let _ = stopped.await;
-    }));
+    .await;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -680,4 +632,53 @@ async fn a_persons_token_reports_no_jobs_event() {
     );
     let _ = stop.send(());
     served.await.unwrap().unwrap();
+}
+
+/// A container on a table of its own (named from `prefix`) taking reports of the events
+/// `declarations` declares, authenticated as `config` says: the table, the job events (looked
+/// for every 50 ms), the reports' URL, and the server with its stop.
+async fn jobs_host(
+    prefix: &str,
+    config: agent_worker::hosts::container::ContainerConfig,
+    declarations: serde_json::Value,
+) -> (
+    String,
+    agent_worker::session::dynamo::DynamoJobEvents,
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    use agent_worker::engine::{BedrockModel, Engine};
+    use agent_worker::hosts::container::{ContainerHost, serve};
+    use agent_worker::hosts::jobs::JobReports;
+    use agent_worker::session::dynamo::DynamoJobEvents;
+
+    let table = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), MODEL_ID))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let events = DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50));
+    let host = ContainerHost::new(
+        TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
+        std::sync::Arc::new(store),
+        None,
+        MODEL_ID,
+        config,
+    )
+    .job_reports(JobReports::new(
+        serde_json::from_value(declarations).unwrap(),
+        events.clone(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(serve(listener, host, async move {
+        let _ = stopped.await;
+    }));
+    (table, events, url, stop, served)
 }
