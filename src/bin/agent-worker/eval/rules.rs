@@ -240,23 +240,26 @@ fn invented(answer: &str) -> Option<&str> {
 
 /// Whether the answer says the lookup did not work.
 fn says_it_failed(answer: &str) -> bool {
-    const SAYS: [&str; 14] = [
+    const SAYS: [&str; 16] = [
         "fail",
         "error",
         "unavailable",
         "not available",
         "could not",
         "couldn't",
-        "couldn\u{2019}t",
         "can't",
-        "can\u{2019}t",
         "cannot",
         "unable",
         "not able",
+        "wasn't able",
         "did not answer",
         "didn't answer",
+        "not respond",
+        "didn't respond",
+        "no response",
     ];
-    let answer = answer.to_lowercase();
+    // A typographic apostrophe reads as a plain one.
+    let answer = answer.to_lowercase().replace('\u{2019}', "'");
     SAYS.iter().any(|said| answer.contains(said))
 }
 
@@ -311,6 +314,9 @@ mod tests {
             "I couldn\u{2019}t get it: the service did not answer."
         ));
         assert!(says_it_failed("The lookup FAILED."));
+        assert!(says_it_failed(
+            "The carrier\u{2019}s service didn\u{2019}t respond."
+        ));
         assert!(!says_it_failed("Your tracking number is on its way."));
     }
 }
