@@ -42,8 +42,9 @@ test-a2a: $(PY_TOOLS) build
 record-fixture: build
 	$(CARGO_TARGET_DIR)/debug/agent-worker record --out $(or $(OUT),tests/fixtures/bedrock/recorded-converse-stream.json)
 
-## eval-live: a tool turn, a typed result, an approval, a stopped turn and a conversation past its
-## summary on live Bedrock (your credentials; MODEL_ID, AWS_REGION): pass or fail, tokens and cost.
+## eval-live: a tool turn, a typed result, an approval, a stopped turn, a conversation past its
+## summary, and the operating rules (a failed tool, a file's instructions, a misheard spoken
+## request) on live Bedrock (your credentials; MODEL_ID, AWS_REGION): pass or fail, tokens and cost.
 eval-live: build
 	$(CARGO_TARGET_DIR)/debug/agent-worker eval
 

@@ -92,6 +92,8 @@ pub struct ReadmeDoctests;
 pub mod docs {
     #[doc = include_str!("../docs/agent-protocol.md")]
     pub struct AgentProtocol;
+    #[doc = include_str!("../docs/agentcore.md")]
+    pub struct AgentCore;
     #[doc = include_str!("../docs/configuration.md")]
     pub struct Configuration;
     #[doc = include_str!("../docs/container.md")]

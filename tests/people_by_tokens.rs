@@ -139,6 +139,16 @@ async fn a_persons_token_acts_for_that_person_alone_on_every_route() {
     assert_eq!(server.bedrock.requests().len(), 2);
 }
 
+/// `good`'s claims as a Cognito access token carries them: the app client in `client_id` (here
+/// the audience itself), no `aud`.
+fn access_token(key: &SigningKey, good: &Value) -> String {
+    let mut claims = good.clone();
+    let audience = claims.as_object_mut().unwrap().remove("aud").unwrap();
+    claims["client_id"] = audience;
+    claims["token_use"] = json!("access");
+    key.token(&claims)
+}
+
 #[tokio::test]
 async fn a_token_of_another_key_expired_for_another_audience_or_issuer_or_unsigned_is_401_and_changes_nothing()
  {
@@ -174,6 +184,7 @@ async fn a_token_of_another_key_expired_for_another_audience_or_issuer_or_unsign
                 claims
             }),
         ),
+        ("no audience (a Cognito access token)", access_token(&key, &good)),
     ];
     let before = table(&server.store).await;
     for (why, token) in bad {
@@ -185,6 +196,16 @@ async fn a_token_of_another_key_expired_for_another_audience_or_issuer_or_unsign
     }
     assert!(changed(&before, &table(&server.store).await).is_empty());
     assert!(server.bedrock.requests().is_empty());
+    // A token without `aud` is refused saying so, whatever client it names (docs/web-page.md).
+    let (_, answer) = call(
+        http().get(format!("{}/conversations", server.url)),
+        &access_token(&key, &good),
+    )
+    .await;
+    assert_eq!(
+        answer["error"], "the token is not valid: it has no \"aud\" claim",
+        "{answer}"
+    );
     // The good token is taken: what was refused was the token, not the route.
     let (status, answer) = call(
         http().get(format!("{}/conversations", server.url)),

@@ -56,3 +56,33 @@ fn the_runtime_passes_the_persons_token_to_a_container_that_checks_it() {
     );
     assert!(actions.contains(&"bedrock:InvokeModelWithResponseStream".to_owned()));
 }
+
+/// The `docs/…` pages `deploy/agentcore.yaml` and the `Dockerfile` send their readers to.
+fn pages_named_in(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(file)).unwrap();
+    text.match_indices("docs/")
+        .filter_map(|(at, _)| {
+            let rest = &text[at..];
+            let end = rest.find(".md")?;
+            let page = &rest[..end + 3];
+            page["docs/".len()..end]
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c == '-')
+                .then(|| page.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_pages_the_template_and_the_dockerfile_name_exist() {
+    for file in ["deploy/agentcore.yaml", "Dockerfile"] {
+        let pages = pages_named_in(file);
+        assert!(!pages.is_empty(), "{file} names no page");
+        for page in pages {
+            assert!(
+                root().join(&page).is_file(),
+                "{file} names {page}, which is not there"
+            );
+        }
+    }
+}

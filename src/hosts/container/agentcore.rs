@@ -1,5 +1,6 @@
-//! Amazon Bedrock AgentCore Runtime's HTTP contract, served beside the product's routes, so that
-//! the `serve` container runs as an AgentCore Runtime (port 8080, `serve --agentcore`):
+//! Amazon Bedrock AgentCore Runtime's HTTP contract, served beside the product's routes by every
+//! `serve`, so that its container runs as an AgentCore Runtime as it is (port 8080; nothing to
+//! switch on; `docs/agentcore.md`):
 //!
 //! - `GET /ping`: `{"status": "Healthy"}`, or `"HealthyBusy"` while a turn runs here, with
 //!   `time_of_last_update` (Unix seconds) the moment the status last changed: AgentCore keeps a
@@ -12,8 +13,9 @@
 //!   (AgentCore's AG-UI protocol) runs as `POST /agui` does.
 //!
 //! The person is the request's, as on every route ([`Asker`]): a person's token
-//! (`--auth jwt`, with AgentCore's inbound JWT authorizer passing `Authorization` through), or
-//! the API key and the ids the query names.
+//! (`--auth jwt`, with AgentCore's inbound JWT authorizer passing `Authorization` through, as
+//! `deploy/agentcore.yaml` sets it), or (outside AgentCore) the API key and the ids the query
+//! names.
 
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -300,9 +300,9 @@ impl TurnLog {
         }
     }
 
-    /// One write of `events` from position `seq`: a put for one event, a transaction for more,
-    /// so that a reader following the log sees all of them or none (never a later one without
-    /// those before it). With `first`, position `seq` must be free. When the turn's watch is due
+    /// One write of `events` from position `seq`: a transaction ([`TurnLog::send`]), so that a
+    /// reader following the log sees all of them or none (never a later one without those
+    /// before it). With `first`, position `seq` must be free. When the turn's watch is due
     /// a look at its signals, the write is a transaction that takes it ([`DynamoStore::signals_look`]):
     /// the stop and commands are heard at no extra request while the log is written.
     async fn put(

@@ -1,10 +1,15 @@
 //! `agent-worker eval` (`make eval-live`): a small live evaluation on Bedrock (your credentials,
 //! `MODEL_ID`, `AWS_REGION`): a tool turn, a typed result, an approval asked and given (the call
-//! runs once), a stopped turn, and a conversation long enough to be summarized that still
-//! remembers what was said before the summary. Each scenario prints one JSON line (passed or why not, its tokens,
-//! its cost where the model's price is known), then a summary; the exit code is 1 when one
-//! failed. The turns run on an in-memory store: nothing to set up, nothing left behind. Without
+//! runs once), a stopped turn, a conversation long enough to be summarized that still
+//! remembers what was said before the summary; then the seed's operating rules (`rules`): a
+//! failed tool's result is not invented, a file's text is data and not instructions, a spoken
+//! message that may be misheard is asked about. Each scenario prints one JSON line (passed or
+//! why not, its tokens, its cost where the model's price is known), then a summary; the exit
+//! code is 1 when one failed. The turns run on an in-memory store (and the rules' file area in a
+//! temporary folder, removed after): nothing to set up, nothing left behind. Without
 //! credentials it refuses, saying so, and sends nothing.
+
+mod rules;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -55,6 +60,7 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         crate::bedrock_client(&shared, args.live.endpoint_url.as_deref()),
         &args.live.model_id,
     );
+    let rules = rules::Rules::new(model.clone(), store.clone())?;
     let engine = Engine::builder()
         .model(model)
         .store(store.clone())
@@ -69,13 +75,14 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         .build()
         .map_err(|e| CliError::from(e.to_string()))?;
     let run = uuid::Uuid::new_v4().simple().to_string();
-    let outcomes = vec![
+    let mut outcomes = vec![
         tool_turn(&engine, &run).await,
         typed_result(&engine, &run).await,
         approval(&engine, &run, &paid).await,
         stopped(&engine, &store, &run).await,
         remembered(&engine, &run).await,
     ];
+    outcomes.extend(rules.run(&run).await);
     let price = PRICES
         .iter()
         .find(|(part, _, _)| args.live.model_id.contains(part));
