@@ -623,6 +623,25 @@ async fn a_persons_token_reports_no_jobs_event() {
             .await
             .unwrap();
         assert_eq!(taken.status(), 202, "the backend's token reports");
+        // A Cognito client-credentials token names its client and carries no audience.
+        let cognito = key.token(&json!({
+            "iss": issuer.issuer(), "sub": "desk-backend", "client_id": "desk-backend",
+            "token_use": "access", "exp": now + 3600,
+        }));
+        let eve_without_audience = key.token(
+            &json!({ "iss": issuer.issuer(), "sub": "eve", "client_id": "eve-app", "exp": now + 3600 }),
+        );
+        for (token, status) in [(&cognito, 202), (&eve_without_audience, 401)] {
+            let answered = reqwest::Client::new()
+                .post(&url)
+                .bearer_auth(token)
+                .json(&json!({ "event": "report:ready", "conversationId": "conv-ada",
+                               "payload": { "reportId": "rep-1", "url": "https://desk.example/r/1" } }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answered.status(), status);
+        }
     };
     let (settled, ()) = tokio::join!(waiting, eve_reports);
     assert_eq!(

@@ -298,9 +298,43 @@ impl JwtVerifier {
                 }
             }
             decoded => decoded,
+        };
+        // A backend's access token may carry no audience (a Cognito client-credentials token
+        // names its client in `client_id` alone): taken only when that client is the backend's.
+        let claims = match claims {
+            Err(e) if matches!(e.kind(), ErrorKind::MissingRequiredClaim(claim) if claim == "aud") => {
+                self.decode_backend_without_audience(token, &key, alg).ok_or(e)
+            }
+            decoded => decoded,
         }
         .map_err(|e| invalid(&e))?;
         self.caller_of(&claims)
+    }
+
+    /// The claims of `token`, checked as [`decode`](Self::decode) checks them but for an
+    /// audience it does not carry, when its `client_id` is one of the backend's.
+    fn decode_backend_without_audience(
+        &self,
+        token: &str,
+        key: &DecodingKey,
+        alg: Algorithm,
+    ) -> Option<Map<String, Value>> {
+        let config = self.config();
+        if config.backend.client_ids.is_empty() {
+            return None;
+        }
+        let mut validation = Validation::new(alg);
+        validation.set_issuer(&[&config.issuer]);
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["exp", "iss"]);
+        validation.leeway = config.leeway.as_secs();
+        validation.validate_nbf = true;
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
+            .ok()?
+            .claims;
+        let client = claims.get("client_id").and_then(Value::as_str)?;
+        (!claims.contains_key("aud") && config.backend.client_ids.iter().any(|id| id == client))
+            .then_some(claims)
     }
 
     /// Whom verified `claims` stand for: the backend when [`BackendTokens`] says so, else the
