@@ -23,6 +23,10 @@ AGUI_CLIENT_VERSION := 1.0.0
 # The unused-dependency check of `make lint`, built from crates.io into a project-local root.
 MACHETE_VERSION := 0.9.2
 MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
+# The A2A TCK's Python packages, pinned, in a venv of their own (they are not the tests' or SAM's).
+TCK_VENV := .tools/a2a-tck-venv
+TCK_TOOLS := $(TCK_VENV)/.installed
+A2A_TCK_DIR ?= ../shared/conformance/a2a-tck
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
 .PHONY: test test-browser test-a2a demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
@@ -31,10 +35,14 @@ NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERY
 test: $(PY_TOOLS) $(NODE_TOOLS)
 	cargo test --workspace --all-features --locked
 
-## test-a2a: the A2A TCK (a2aproject/a2a-tck, pinned in the script) against `serve` on local
-## defaults; it needs github.com (or a copy at A2A_TCK_DIR), which CI cannot reach.
-test-a2a: $(PY_TOOLS) build
-	scripts/a2a_tck.sh mandatory
+## test-a2a: the A2A TCK's mandatory category (a2aproject/a2a-tck at 410ba92, a plain copy at
+## A2A_TCK_DIR, by default the project's ../shared/conformance/a2a-tck) against `serve` on local
+## defaults, checked against conformance/a2a-tck.txt and the expected failures with their reasons
+## (conformance/a2a-tck-expected-failures.txt); any other outcome fails. UPDATE=1 rewrites both
+## from the run; A2A_TCK_SUT=reference runs it against a2a-sdk's own server instead
+## (conformance/a2a-tck-reference.txt).
+test-a2a: $(PY_TOOLS) $(TCK_TOOLS) build
+	A2A_TCK_DIR="$(A2A_TCK_DIR)" scripts/a2a_tck.sh
 
 ## record-fixture: one call on live Bedrock (your credentials; MODEL_ID, AWS_REGION) written as a
 ## fixture the stand-in replays byte for byte (OUT=file; tests/bedrock_fixtures.rs shows a replay).
@@ -99,6 +107,13 @@ $(PY_TOOLS): requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(TCK_TOOLS): conformance/a2a-tck-requirements.txt
+	rm -rf $(TCK_VENV)
+	python3 -m venv $(TCK_VENV)
+	$(TCK_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r conformance/a2a-tck-requirements.txt
+	$(TCK_VENV)/bin/pip check --disable-pip-version-check
 	touch $@
 
 ## node-tools: newman (the Agent Protocol suite's runner), the MCP reference server, the MCP
