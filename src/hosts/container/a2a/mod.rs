@@ -232,6 +232,8 @@ struct ListParams {
     status_timestamp_after: Option<String>,
     #[serde(default)]
     include_artifacts: bool,
+    #[serde(default)]
+    page_token: Option<String>,
 }
 
 impl ListParams {
@@ -248,6 +250,12 @@ impl ListParams {
         };
         if self.history_length.is_some_and(|n| n < 0) {
             return Err(RpcError::invalid_params("historyLength must not be negative"));
+        }
+        // Every answer is one page (its nextPageToken empty): a token is none this server gave.
+        if self.page_token.as_deref().is_some_and(|token| !token.is_empty()) {
+            return Err(RpcError::invalid_params(
+                "pageToken is not one this server gave: every list is one page",
+            ));
         }
         if let Some(after) = &self.status_timestamp_after
             && chrono::DateTime::parse_from_rfc3339(after).is_err()
