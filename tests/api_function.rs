@@ -13,53 +13,11 @@ use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, function_url_event, moto};
+use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, ResponseMode, function_url_event, moto};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
+use support::api_function::{KEY, ask, json_of, mode_of};
 use support::container::{changed, table as items_of};
-
-const KEY: &str = "api-key-0123456789";
-
-/// The function's answer to `event`: its status and its body, as streamed.
-async fn ask(
-    api: &mut LambdaRuntimeApi,
-    function: &mut tokio::process::Child,
-    id: &str,
-    event: Value,
-) -> (u64, String) {
-    api.invoke(id, event);
-    let answer = async {
-        tokio::select! {
-            answer = api.answer() => answer.expect("an answer"),
-            status = function.wait() => panic!("the function exited: {status:?}"),
-        }
-    };
-    let (what, answer) = tokio::time::timeout(Duration::from_secs(60), answer)
-        .await
-        .expect("the function answered within a minute");
-    assert_eq!(what, format!("{id}/response"), "{answer}");
-    // Streamed (its prelude apart), or buffered as API Gateway takes it.
-    let status = answer["prelude"]["statusCode"]
-        .as_u64()
-        .or_else(|| answer["statusCode"].as_u64())
-        .expect("an HTTP answer");
-    let body = answer["body"].as_str().unwrap_or_default();
-    let body = match answer["isBase64Encoded"].as_bool() {
-        Some(true) => {
-            use base64::Engine as _;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(body)
-                .expect("base64");
-            String::from_utf8(bytes).expect("UTF-8")
-        }
-        _ => body.to_owned(),
-    };
-    (status, body)
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()))
-}
 
 #[tokio::test]
 async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_the_turns() {
@@ -138,6 +96,14 @@ async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Hello from the queue."), "{body}");
     assert!(body.contains("\"type\":\"completed\""), "{body}");
+    // Streamed to the Runtime API, as a server-sent event stream.
+    let answered = api.posted("req-2").expect("the answer was recorded");
+    assert_eq!(answered.mode, ResponseMode::Streaming);
+    let prelude = answered.prelude().expect("a streamed HTTP answer's prelude");
+    assert_eq!(
+        prelude["headers"]["content-type"], "text/event-stream",
+        "{prelude}"
+    );
 
     // The person's conversations, and no one else's.
     let path = "/conversations?userId=ada&accountId=acme";
@@ -342,6 +308,11 @@ async fn behind_api_gateways_jwt_authorizer_the_person_is_the_verified_claims_al
         .map(|c| c["id"].clone())
         .collect();
     assert_eq!(ids, [json!("conv-ada")]);
+    assert_eq!(
+        mode_of(&api, "req-1"),
+        ResponseMode::Buffered,
+        "API Gateway takes it whole"
+    );
 
     // Another person's ids in the query change nothing: the claims say who asks.
     let before = items_of(&store).await;
@@ -396,6 +367,11 @@ async fn behind_an_iam_function_url_a_signed_caller_vouches_for_the_ids_and_no_o
     let list = function_url_event("GET", path, &[], None);
     let (status, body) = ask(&mut api, &mut function, "req-1", verified(list.clone(), iam)).await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        mode_of(&api, "req-1"),
+        ResponseMode::Streaming,
+        "a Function URL streams"
+    );
     assert_eq!(json_of(&body)["conversations"][0]["id"], "conv-ada");
 
     let (status, body) = ask(&mut api, &mut function, "req-2", list).await;

@@ -61,7 +61,8 @@ pub fn api_settings() -> Vec<&'static str> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Responses {
     /// Streamed as they are written (a Function URL with `InvokeMode: RESPONSE_STREAM`): a
-    /// turn's events arrive live.
+    /// turn's events arrive live (`tests/api_function_streaming.rs` sees the first arrive while
+    /// the turn's model has not finished).
     #[default]
     Streamed,
     /// Whole, once written (API Gateway's HTTP API, which does not stream): for the

@@ -3,6 +3,7 @@
 
 pub mod agent_protocol;
 pub mod agent_sessions;
+pub mod api_function;
 pub mod approvals;
 pub mod config_files;
 pub mod container;

@@ -31,7 +31,7 @@ pub use bedrock_stand_in::{
 pub use desk_api::{DeskApi, DeskCall};
 pub use fault_proxy::{Fault, FaultProxy, Match, Rule};
 pub use jwks::{IssuerAnswer, JwksStandIn, SigningKey, unsigned_token};
-pub use lambda_api::{LambdaRuntimeApi, function_url_event};
+pub use lambda_api::{LambdaRuntimeApi, Posted, ResponseMode, function_url_event};
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};

@@ -5,10 +5,12 @@
 //! /model/{modelId}/converse` with JSON, so that the real `aws-sdk-bedrockruntime` client runs
 //! against it. Replies come from a queue a test scripts ([`Reply`], [`StreamScript`]); every
 //! request is recorded ([`RecordedRequest`]), and every stream the client dropped before its
-//! end is counted ([`BedrockStandIn::closed_early`]).
+//! end is counted ([`BedrockStandIn::closed_early`]). A stream scripted to hold
+//! ([`StreamScript::hold`]) says when it holds ([`BedrockStandIn::holding`]) and goes on when the
+//! test releases it ([`BedrockStandIn::release`]).
 //!
-//! Two control routes let another process script it: `POST /_stand-in/replies` (a JSON list
-//! of [`Reply`]) and `GET /_stand-in/requests`.
+//! Three control routes let another process script it: `POST /_stand-in/replies` (a JSON list
+//! of [`Reply`]), `GET /_stand-in/requests` and `POST /_stand-in/release`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -76,6 +78,10 @@ struct Shared {
     prompt_cache: Mutex<PromptCache>,
     /// Time spent answering: from a request's arrival to its response's last byte handed over.
     answering: Mutex<Duration>,
+    /// How many streams have reached their hold.
+    held: watch::Sender<usize>,
+    /// How many holds have been released: the `n`th stream to hold waits until `n` have been.
+    released: watch::Sender<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +194,20 @@ impl BedrockStandIn {
         let _ = received.wait_for(|&n| n >= count).await;
     }
 
+    /// Waits until `count` streams have reached their hold ([`StreamScript::hold`]), having
+    /// sent every frame before it: a notification, not a poll.
+    pub async fn holding(&self, count: usize) {
+        let mut held = self.shared.held.subscribe();
+        // The sender lives as long as `self`: the wait cannot lose it.
+        let _ = held.wait_for(|&n| n >= count).await;
+    }
+
+    /// Lets one held stream go on, the earliest to hold that has not been released (or, if
+    /// none holds, the next to): its frames after the hold are sent.
+    pub fn release(&self) {
+        release(&self.shared);
+    }
+
     /// Counts the streams whose client went away before their end; `wait_for` on it to
     /// observe a cancellation.
     pub fn closed_early(&self) -> watch::Receiver<u64> {
@@ -231,6 +251,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/model/{model_id}/converse", post(converse))
         .route("/_stand-in/replies", post(push_replies))
         .route("/_stand-in/requests", get(list_requests))
+        .route("/_stand-in/release", post(release_one))
         .with_state(shared)
         // axum's 2 MB default would refuse requests Bedrock takes: a message's pictures and
         // documents travel in base64 (five files of the engine's limits pass 2 MB).
@@ -245,6 +266,15 @@ async fn push_replies(
     axum::Json(replies): axum::Json<Vec<Reply>>,
 ) -> StatusCode {
     lock(&shared.replies).extend(replies);
+    StatusCode::NO_CONTENT
+}
+
+fn release(shared: &Shared) {
+    shared.released.send_modify(|n| *n += 1);
+}
+
+async fn release_one(State(shared): State<Arc<Shared>>) -> StatusCode {
+    release(&shared);
     StatusCode::NO_CONTENT
 }
 
@@ -277,6 +307,7 @@ fn with_cache_use(reply: Reply, used: CacheUse) -> Reply {
             mut frames,
             chunk_delay_ms,
             hang,
+            hold_before,
         } => {
             for frame in &mut frames {
                 if let Frame::Event { event, payload } = frame
@@ -291,6 +322,7 @@ fn with_cache_use(reply: Reply, used: CacheUse) -> Reply {
                 frames,
                 chunk_delay_ms,
                 hang,
+                hold_before,
             }
         }
         other => other,
@@ -422,11 +454,15 @@ fn respond(shared: Arc<Shared>, reply: Reply, arrived: Instant) -> Response {
             frames,
             chunk_delay_ms,
             hang,
+            hold_before,
         } => stream_response(
             shared,
             frames,
-            Duration::from_millis(chunk_delay_ms),
-            hang,
+            Pace {
+                delay: Duration::from_millis(chunk_delay_ms),
+                hang,
+                hold_before,
+            },
             arrived,
         ),
     }
@@ -456,13 +492,28 @@ impl Drop for CloseProbe {
     }
 }
 
-fn stream_response(
-    shared: Arc<Shared>,
-    frames: Vec<Frame>,
+/// How a scripted stream's frames are sent: a pause before each, an open end, a hold.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
     delay: Duration,
     hang: bool,
-    arrived: Instant,
-) -> Response {
+    hold_before: Option<usize>,
+}
+
+/// Waits, at a stream's hold, until it is released: the `n`th stream to hold until `n` holds
+/// have been released.
+async fn hold(shared: &Shared) {
+    let mut place = 0;
+    shared.held.send_modify(|n| {
+        *n += 1;
+        place = *n;
+    });
+    let mut released = shared.released.subscribe();
+    // The sender lives in `shared`, which the stream holds: the wait cannot lose it.
+    let _ = released.wait_for(|&n| n >= place).await;
+}
+
+fn stream_response(shared: Arc<Shared>, frames: Vec<Frame>, pace: Pace, arrived: Instant) -> Response {
     let encoded: Result<Vec<Vec<u8>>, ScriptError> = frames.iter().map(Frame::encode).collect();
     let encoded = match encoded {
         Ok(encoded) => encoded,
@@ -479,18 +530,26 @@ fn stream_response(
         finished: false,
         arrived,
     };
+    let count = encoded.len();
     let frames = futures_util::stream::unfold(
-        (encoded.into_iter(), probe),
+        (encoded.into_iter().enumerate(), probe),
         move |(mut frames, mut probe)| async move {
-            let Some(frame) = frames.next() else {
-                if hang {
+            let Some((index, frame)) = frames.next() else {
+                // A hold after the last frame: the stream's end waits.
+                if pace.hold_before.is_some_and(|at| at >= count) {
+                    hold(&probe.shared).await;
+                }
+                if pace.hang {
                     std::future::pending::<()>().await;
                 }
                 probe.finish();
                 return None;
             };
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+            if pace.hold_before == Some(index) {
+                hold(&probe.shared).await;
+            }
+            if !pace.delay.is_zero() {
+                tokio::time::sleep(pace.delay).await;
             }
             Some((Ok::<_, Infallible>(Bytes::from(frame)), (frames, probe)))
         },

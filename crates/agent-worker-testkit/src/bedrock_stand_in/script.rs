@@ -1,5 +1,6 @@
 //! What the stand-in answers: scripted [`Reply`]s, the stream [`Frame`]s they are made of, and
-//! [`StreamScript`], a builder of streams that stall, break or end as a test needs.
+//! [`StreamScript`], a builder of streams that stall, hold until released, break or end as a test
+//! needs.
 
 use std::time::Duration;
 
@@ -24,6 +25,11 @@ pub enum Reply {
         /// Keep the connection open after the last frame, sending nothing more.
         #[serde(default)]
         hang: bool,
+        /// The frame before which the stream waits until the stand-in is released
+        /// ([`BedrockStandIn::release`](super::BedrockStandIn::release)): a model that has
+        /// said its first words and not finished.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold_before: Option<usize>,
     },
     /// An HTTP error, as Bedrock sends one: `x-amzn-errortype` and a JSON body.
     HttpError {
@@ -175,6 +181,7 @@ impl Reply {
             frames,
             chunk_delay_ms: 0,
             hang: false,
+            hold_before: None,
         })
     }
 }
@@ -188,6 +195,7 @@ pub struct StreamScript {
     next_index: u64,
     chunk_delay_ms: u64,
     hang: bool,
+    hold_before: Option<usize>,
 }
 
 impl Default for StreamScript {
@@ -210,6 +218,7 @@ impl StreamScript {
             next_index: 0,
             chunk_delay_ms: 0,
             hang: false,
+            hold_before: None,
         }
     }
 
@@ -327,12 +336,22 @@ impl StreamScript {
         self
     }
 
+    /// Holds the stream here: the frames added so far are sent, the rest only once the stand-in
+    /// is released ([`BedrockStandIn::release`](super::BedrockStandIn::release)), as a model
+    /// that has begun its answer and not finished it. One hold a stream; the last one counts.
+    #[must_use]
+    pub fn hold(mut self) -> Self {
+        self.hold_before = Some(self.frames.len());
+        self
+    }
+
     /// The reply.
     pub fn into_reply(self) -> Reply {
         Reply::Stream {
             frames: self.frames,
             chunk_delay_ms: self.chunk_delay_ms,
             hang: self.hang,
+            hold_before: self.hold_before,
         }
     }
 }

@@ -2,8 +2,14 @@
 //! runs as it does on Lambda: it hands out the invocations it is given, one per `next`, and
 //! reports each answer the function posts. With no invocation left, `next` waits, as on Lambda.
 //! Each invocation's deadline is five minutes away unless it is given one (a moment too near,
-//! or the `cargo lambda` emulator's constant). A streamed answer (response streaming, as a
-//! Function URL's `RESPONSE_STREAM` takes it) is reported once whole, its prelude apart.
+//! or the `cargo lambda` emulator's constant).
+//!
+//! Answers are read as Lambda reads them ([`answers`]): a buffered one whole, a streamed one
+//! (response streaming, as a Function URL's `RESPONSE_STREAM` takes it) chunk by chunk with its
+//! error trailers. Each answer is recorded as it arrives ([`Posted`]: its mode, each chunk and
+//! when it came, its trailers), so a test can see a streamed answer's first words before its
+//! last ([`LambdaRuntimeApi::answer_when`]); [`LambdaRuntimeApi::answer`] reports each once whole,
+//! its prelude apart.
 
 use std::collections::VecDeque;
 use std::io;
@@ -12,20 +18,25 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+
+pub mod answers;
+#[cfg(test)]
+mod tests;
+
+pub use answers::{Chunk, Posted, ResponseMode};
 
 /// What the function posted: `<request id>/response`, `<request id>/error` or `init/error`,
-/// and the body (a streamed HTTP answer as `{"prelude": {statusCode, headers, ...}, "body"}`).
+/// and the body (a streamed HTTP answer as `{"prelude": {statusCode, headers, ...}, "body"}`,
+/// with `"error"` when its trailers reported one; see [`Posted::answer`]).
 pub type Answer = (String, Value);
-
-/// What ends a streamed HTTP answer's prelude: eight NUL bytes.
-const STREAMED_PRELUDE_END: &str = "\0\0\0\0\0\0\0\0";
 
 /// An invocation waiting for `next`: its request id, event, and `Lambda-Runtime-Deadline-Ms`
 /// (`None`: five minutes from when it is handed out).
@@ -38,6 +49,10 @@ struct Shared {
     answers: mpsc::UnboundedSender<Answer>,
     /// When the function first asked for an invocation: the end of its init.
     first_next: Arc<OnceLock<Instant>>,
+    /// The request ids `next` has handed out, in order.
+    handed_out: Arc<watch::Sender<Vec<String>>>,
+    /// Every answer posted, as far as it has arrived.
+    posted: Arc<watch::Sender<Vec<Posted>>>,
 }
 
 /// A running Runtime API stand-in. Dropping it stops the server.
@@ -48,6 +63,8 @@ pub struct LambdaRuntimeApi {
     more: Arc<Notify>,
     answers: mpsc::UnboundedReceiver<Answer>,
     first_next: Arc<OnceLock<Instant>>,
+    handed_out: Arc<watch::Sender<Vec<String>>>,
+    posted: Arc<watch::Sender<Vec<Posted>>>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -62,6 +79,8 @@ impl LambdaRuntimeApi {
             more: Arc::default(),
             answers,
             first_next: Arc::default(),
+            handed_out: Arc::default(),
+            posted: Arc::default(),
         };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
@@ -75,6 +94,8 @@ impl LambdaRuntimeApi {
             more: shared.more,
             answers: received,
             first_next: shared.first_next,
+            handed_out: shared.handed_out,
+            posted: shared.posted,
             _stop: stop,
         })
     }
@@ -109,9 +130,42 @@ impl LambdaRuntimeApi {
         self.more.notify_one();
     }
 
-    /// The next answer the function posts.
+    /// The next answer the function posts, once it has arrived whole.
     pub async fn answer(&mut self) -> Option<Answer> {
         self.answers.recv().await
+    }
+
+    /// Waits until `next` has handed out the invocation `request_id`: a notification, not a poll.
+    pub async fn handed_out(&self, request_id: &str) {
+        let mut handed_out = self.handed_out.subscribe();
+        // The sender lives as long as `self`: the wait cannot lose it.
+        let _ = handed_out
+            .wait_for(|ids| ids.iter().any(|id| id == request_id))
+            .await;
+    }
+
+    /// The latest answer posted for `request_id`, as far as it has arrived.
+    pub fn posted(&self, request_id: &str) -> Option<Posted> {
+        latest(&self.posted.borrow(), request_id).cloned()
+    }
+
+    /// Waits until the latest answer posted for `request_id`, as far as it has arrived,
+    /// satisfies `seen` (its first chunks, its end), and says it then: a notification at each
+    /// chunk, not a poll.
+    pub async fn answer_when(&self, request_id: &str, seen: impl Fn(&Posted) -> bool) -> Posted {
+        let mut posted = self.posted.subscribe();
+        loop {
+            let found = latest(&posted.borrow_and_update(), request_id)
+                .filter(|p| seen(p))
+                .cloned();
+            if let Some(found) = found {
+                return found;
+            }
+            if posted.changed().await.is_err() {
+                // The sender lives as long as `self`: this is never reached.
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// The whole environment of a `bootstrap` process served by this API: Lambda's own
@@ -149,6 +203,10 @@ impl LambdaRuntimeApi {
     }
 }
 
+fn latest<'a>(posted: &'a [Posted], request_id: &str) -> Option<&'a Posted> {
+    posted.iter().rev().find(|p| p.request_id == request_id)
+}
+
 async fn next(State(shared): State<Shared>) -> Response {
     shared.first_next.get_or_init(Instant::now);
     let (id, event, deadline) = loop {
@@ -169,6 +227,7 @@ async fn next(State(shared): State<Shared>) -> Response {
             headers.insert(name, value);
         }
     };
+    shared.handed_out.send_modify(|ids| ids.push(id.clone()));
     set("lambda-runtime-aws-request-id", id);
     set("lambda-runtime-deadline-ms", deadline.to_string());
     set(
@@ -185,18 +244,27 @@ async fn next(State(shared): State<Shared>) -> Response {
 async fn answered(
     State(shared): State<Shared>,
     Path((id, kind)): Path<(String, String)>,
-    body: String,
+    headers: HeaderMap,
+    body: Body,
 ) -> StatusCode {
-    let value = match body.split_once(STREAMED_PRELUDE_END) {
-        // A streamed HTTP answer (a Function URL's `RESPONSE_STREAM`): its prelude (status,
-        // headers, cookies), eight NUL bytes, then the body as it was written.
-        Some((prelude, streamed)) => serde_json::json!({
-            "prelude": serde_json::from_str::<Value>(prelude).unwrap_or(Value::String(prelude.to_owned())),
-            "body": streamed,
-        }),
-        None => serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    let mut place = None;
+    let record = |posted: &Posted| {
+        shared
+            .posted
+            .send_modify(|all| match place.and_then(|at| all.get_mut(at)) {
+                Some(slot) => *slot = posted.clone(),
+                None => {
+                    place = Some(all.len());
+                    all.push(posted.clone());
+                }
+            });
     };
-    let _ = shared.answers.send((format!("{id}/{kind}"), value));
+    let posted = answers::read(&id, &kind, headers, body, record).await;
+    if posted.cut {
+        // The function's connection broke: no answer reached Lambda.
+        return StatusCode::BAD_REQUEST;
+    }
+    let _ = shared.answers.send(posted.answer());
     StatusCode::ACCEPTED
 }
 
