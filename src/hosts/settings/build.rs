@@ -158,7 +158,7 @@ impl WorkerSettings {
         let ui_answers: Arc<dyn crate::session::ActionAnswers> = match &self.ui_answers {
             UiAnswersFrom::Table => Arc::new(store.clone()),
             UiAnswersFrom::Realtime { url, api_key } => Arc::new(
-                crate::engine::ui::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
+                crate::realtime::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
                     SettingsError::caused_by("EMIT_URL", "the tab's answers cannot be read there", e)
                 })?,
             ),
