@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{ModelProvider, SettingsError, SinkKind, UiAnswersFrom, WorkerSettings, error};
+use super::{ApprovalsIn, ModelProvider, SettingsError, SinkKind, UiAnswersFrom, WorkerSettings, error};
 use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
@@ -169,13 +169,26 @@ impl WorkerSettings {
             .map(|secret| ApprovalSigner::new(secret.as_bytes()))
             .transpose()
             .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
-        Ok(Blueprint::new(store, Arc::new(configured.clone()))
+        let mut blueprint = Blueprint::new(store, Arc::new(configured.clone()))
             .extra_tools(self.example_tools())
             .system_prompt(self.system_prompt.clone())
             .ui_answers(ui_answers)
             .approvals(signer)
             .file_area(files, self.attachment_tools)
-            .engine_config(self.engine.clone()))
+            .engine_config(self.engine.clone());
+        // The realtime server keeps the stops a product's API asks for, and (unless the table
+        // is named) approvals.
+        if let Some(realtime) = &self.realtime {
+            let server = crate::realtime::RealtimeServer::new(&realtime.url, realtime.api_key.clone())
+                .map_err(|e| {
+                    SettingsError::caused_by("EMIT_URL", "the realtime server cannot be asked there", e)
+                })?;
+            blueprint = blueprint.stop_source(Arc::new(server.stops()));
+            if self.approvals_in == ApprovalsIn::Realtime {
+                blueprint = blueprint.approval_store(Arc::new(server.approvals()));
+            }
+        }
+        Ok(blueprint)
     }
 
     /// The Standard Agents runtime for `folder`: sessions and their state in the table, every
