@@ -25,8 +25,8 @@
 //!
 //! - [`protocol`]: the contract alone (`Agent`, events, `collect`, middleware, conformance): the
 //!   crate `agent-worker-contract`. No AWS crate, no other crate of ours.
-//! - [`engine`], [`session`], [`agents`], [`sinks`], [`clock`]: the turn core, the crate
-//!   `agent-worker-core`. No DynamoDB, S3 or SQS crate.
+//! - [`engine`], [`session`], [`agents`], [`sinks`], [`realtime`], [`clock`]: the turn core, the
+//!   crate `agent-worker-core`. No DynamoDB, S3 or SQS crate.
 //! - [`aws`]: the adapters, the crate `agent-worker-aws`: the one DynamoDB table module and the
 //!   S3 file area. Its stores are also re-exported beside the core's traits here
 //!   ([`session::DynamoStore`], [`sinks::DynamoEventLog`], [`agents::DynamoThreadStore`]).
@@ -50,6 +50,7 @@ pub use agent_worker_core::Failure;
 pub use agent_worker_core::clock;
 pub use agent_worker_core::conversations;
 pub use agent_worker_core::engine::Engine;
+pub use agent_worker_core::realtime;
 pub use agent_worker_core::session::{MemoryStore, SessionStore};
 /// Model providers beside Bedrock: the Anthropic Messages API.
 pub use agent_worker_models as models;

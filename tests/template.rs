@@ -167,6 +167,7 @@ fn every_feature_is_deployable_by_parameters() {
         ("ANTHROPIC_API_KEY_SECRET_ARN", "AnthropicApiKeySecretArn"),
         ("OPENAI_API_KEY_SECRET_ARN", "OpenAiApiKeySecretArn"),
         ("UI_ANSWERS", "UiAnswers"),
+        ("APPROVAL_STORE", "ApprovalStore"),
         ("MAX_ROUNDS", "MaxRounds"),
         ("MAX_TOKENS", "MaxTokens"),
         ("TEMPERATURE", "Temperature"),

@@ -479,43 +479,16 @@ async fn an_answer_written_to_the_table_by_another_process_reaches_the_waiting_c
 
 #[tokio::test]
 async fn the_realtime_servers_record_of_the_answer_is_read_with_its_internal_key() {
-    use agent_worker::engine::ui::RealtimeAnswers;
-    use std::sync::Mutex;
+    use agent_worker::realtime::RealtimeAnswers;
+    use agent_worker_testkit::{REALTIME_KEY, RealtimeStandIn};
 
-    // The realtime server's internal route: 404 until the tab has answered.
-    let answered: Arc<Mutex<Option<Value>>> = Arc::default();
-    let keys: Arc<Mutex<Vec<String>>> = Arc::default();
-    let app = {
-        let (answered, keys) = (answered.clone(), keys.clone());
-        axum::Router::new().route(
-            "/internal/oui/action-results/{id}",
-            axum::routing::get(
-                move |axum::extract::Path(id): axum::extract::Path<String>,
-                      headers: axum::http::HeaderMap| {
-                    let (answered, keys) = (answered.clone(), keys.clone());
-                    async move {
-                        let key = headers
-                            .get("x-api-key")
-                            .and_then(|k| k.to_str().ok())
-                            .unwrap_or_default();
-                        keys.lock().unwrap().push(format!("{id}:{key}"));
-                        match answered.lock().unwrap().clone() {
-                            Some(answer) => (axum::http::StatusCode::OK, axum::Json(answer)).into_response(),
-                            None => axum::http::StatusCode::NOT_FOUND.into_response(),
-                        }
-                    }
-                },
-            ),
-        )
-    };
-    use axum::response::IntoResponse as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // The realtime server's internal route: 404 until the tab has answered; 401 without its key.
+    let server = RealtimeStandIn::start().await.unwrap();
+    let url = server.url().to_owned();
 
     let bedrock = BedrockStandIn::start().await.unwrap();
     let store = MemoryStore::new();
-    let realtime = RealtimeAnswers::new(&url, "internal-key").unwrap();
+    let realtime = RealtimeAnswers::new(&url, REALTIME_KEY).unwrap();
     let engine = engine_with(
         &bedrock,
         &store,
@@ -540,18 +513,22 @@ async fn the_realtime_servers_record_of_the_answer_is_read_with_its_internal_key
         if let AgentEvent::Other(raw) = &event
             && raw["type"] == "ui_action_requested"
         {
-            *answered.lock().unwrap() = Some(json!({"status": "done", "result": {"id": "task-7"}}));
+            server.answer("c7", json!({"status": "done", "result": {"id": "task-7"}}));
         }
         events.push(event);
     }
     completed(&events);
     let results = tool_results(&bedrock.requests()[1].body);
     assert_eq!(results[0]["content"][0]["json"]["id"], "task-7", "{results:?}");
-    let asked = keys.lock().unwrap().clone();
-    assert!(
-        !asked.is_empty() && asked.iter().all(|k| k == "c7:internal-key"),
-        "{asked:?}"
-    );
+    let asked = server.state().requests;
+    let looks = asked
+        .iter()
+        .filter(|r| *r == "GET /internal/oui/action-results/c7")
+        .count();
+    assert!(looks > 0, "{asked:?}");
+    // A key the server does not know reads nothing.
+    let stranger = RealtimeAnswers::new(&url, "not-the-key").unwrap();
+    assert!(stranger.look("s-rt", "t1", "c7").await.is_err());
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 //! agent is the bare engine or a Standard Agents definition.
 //!
 //! Every engine it builds starts from [`Blueprint::base`]: the configuration's tool policy
-//! (with the attachment tools admitted when asked), approvals, the file area, the tab's UI
-//! answers, the configuration's turn policy and `prepareStep` rules, PDFs as documents, and the
+//! (with the attachment tools admitted when asked), approvals (in the session store, or in the
+//! one given: the realtime server's), the file area, the tab's UI answers, where a turn's stop
+//! is asked for besides the store (the realtime server), the configuration's turn policy and `prepareStep` rules, PDFs as documents, and the
 //! engine's settings. The bare engine adds the configuration's tools, its typed result and the
 //! deployed system prompt; each Standard Agents side adds its own prompt (with the skills'
 //! listing and the project's instructions after it), its own tools and its own policy, which
@@ -20,7 +21,7 @@ use crate::engine::model::Model;
 use crate::engine::tools::{Tool, examples};
 use crate::engine::{ApprovalSigner, Engine, EngineBuilder, EngineConfig, EngineError, ToolClass};
 use crate::hosts::config::{Configured, NoSystemPrompt};
-use crate::session::{ActionAnswers, ApprovalStore, SessionStore};
+use crate::session::{ActionAnswers, ApprovalStore, SessionStore, StopSource};
 
 /// Why the agent a configuration describes cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +53,9 @@ pub struct Blueprint<S> {
     extra_tools: Vec<Arc<dyn Tool>>,
     system_prompt: Option<String>,
     ui_answers: Option<Arc<dyn ActionAnswers>>,
+    stop_source: Option<Arc<dyn StopSource>>,
     approvals: Option<ApprovalSigner>,
+    approval_store: Option<Arc<dyn ApprovalStore>>,
     file_area: Option<Arc<dyn FileArea>>,
     attachment_tools: bool,
     engine: EngineConfig,
@@ -64,6 +67,8 @@ impl<S> std::fmt::Debug for Blueprint<S> {
         f.debug_struct("Blueprint")
             .field("configured", &self.configured)
             .field("approvals", &self.approvals.is_some())
+            .field("approval_store", &self.approval_store)
+            .field("stop_source", &self.stop_source)
             .field("file_area", &self.file_area.is_some())
             .finish_non_exhaustive()
     }
@@ -81,7 +86,9 @@ where
             extra_tools: Vec::new(),
             system_prompt: None,
             ui_answers: None,
+            stop_source: None,
             approvals: None,
+            approval_store: None,
             file_area: None,
             attachment_tools: false,
             engine: EngineConfig::default(),
@@ -119,11 +126,27 @@ where
         self
     }
 
+    /// Where a turn's stop is also asked for, beside the session store (the realtime server):
+    /// before it starts, and for as long as it runs.
+    #[must_use]
+    pub fn stop_source(mut self, source: Arc<dyn StopSource>) -> Self {
+        self.stop_source = Some(source);
+        self
+    }
+
     /// The key that signs approval tokens: calls the policy asks approval for wait for the
-    /// person (without it they are refused).
+    /// person (without it they are refused), in the session store unless
+    /// [`approval_store`](Self::approval_store) gives another.
     #[must_use]
     pub fn approvals(mut self, signer: Option<ApprovalSigner>) -> Self {
         self.approvals = signer;
+        self
+    }
+
+    /// Where approvals wait instead of the session store (the realtime server's store).
+    #[must_use]
+    pub fn approval_store(mut self, store: Arc<dyn ApprovalStore>) -> Self {
+        self.approval_store = Some(store);
         self
     }
 
@@ -143,7 +166,8 @@ where
     }
 
     /// What every engine of this agent starts from: the deployment's policy, approvals, file
-    /// area, UI answers, turn policy and settings; no model, tools or system prompt yet.
+    /// area, UI answers, stop source, turn policy and settings; no model, tools or system
+    /// prompt yet.
     pub fn base(&self) -> EngineBuilder {
         let mut policy = self.configured.policy.clone();
         if self.attachment_tools {
@@ -160,8 +184,13 @@ where
         if let Some(answers) = &self.ui_answers {
             builder = builder.ui_answers(answers.clone());
         }
-        if let Some(signer) = &self.approvals {
-            builder = builder.approvals(self.store.clone(), signer.clone());
+        if let Some(source) = &self.stop_source {
+            builder = builder.stop_source(source.clone());
+        }
+        match (&self.approvals, &self.approval_store) {
+            (Some(signer), Some(store)) => builder = builder.shared_approvals(store.clone(), signer.clone()),
+            (Some(signer), None) => builder = builder.approvals(self.store.clone(), signer.clone()),
+            (None, _) => {}
         }
         if let Some(area) = &self.file_area {
             builder = builder.file_area(area.clone());

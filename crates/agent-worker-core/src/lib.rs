@@ -7,6 +7,7 @@
 //!   history invariants, turn claims), with the in-memory store.
 //! - [`agents`]: Standard Agents: definitions, validation, the two-sided session runner.
 //! - [`sinks`]: where a running turn's events go (the trait, stdout, the HTTP emit endpoint).
+//! - [`realtime`]: the realtime server of seed 004 (the tab's answers, stops, approvals).
 //! - [`clock`]: the one clock.
 //! - [`Failure`]: an outside failure kept as the source of the crate's errors.
 //!
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod conversations;
 pub mod engine;
 mod failure;
+pub mod realtime;
 pub mod session;
 pub mod sinks;
 

@@ -1,4 +1,4 @@
-//! agent-worker's test kit: the Bedrock stand-in, the model providers' stand-in (Anthropic, OpenAI-compatible), moto's server, the fault proxy, the desk
+//! agent-worker's test kit: the Bedrock stand-in, the model providers' stand-in (Anthropic, OpenAI-compatible), seed 004's realtime server's stand-in, moto's server, the fault proxy, the desk
 //! fixture API, the MCP reference server's launcher, a Lambda Runtime API stand-in, an OIDC issuer's key set (JWKS) and tokens signed for it, an OTLP receiver, the session
 //! audit, and real files (a PDF).
 //!
@@ -22,6 +22,7 @@ pub mod otlp_receiver;
 pub mod prompt_cache;
 pub mod protocol_clients;
 pub mod provider_stand_in;
+pub mod realtime;
 pub mod session_audit;
 pub mod stand_ins;
 
@@ -37,6 +38,7 @@ pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use protocol_clients::{A2aEchoAgent, AguiRun, run_a2a_client, run_agui};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
+pub use realtime::{REALTIME_KEY, RealtimeStandIn, RealtimeState};
 pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};
 
 /// Serves `app` on `listener` in the background until the returned sender is dropped.

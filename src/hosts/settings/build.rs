@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{ModelProvider, SettingsError, SinkKind, UiAnswersFrom, WorkerSettings, error};
+use super::{ApprovalsIn, ModelProvider, SettingsError, SinkKind, UiAnswersFrom, WorkerSettings, error};
 use crate::agents::{AgentRuntime, DynamoThreadStore};
 use crate::engine::attachments::FileArea;
 use crate::engine::model::Model;
@@ -158,7 +158,7 @@ impl WorkerSettings {
         let ui_answers: Arc<dyn crate::session::ActionAnswers> = match &self.ui_answers {
             UiAnswersFrom::Table => Arc::new(store.clone()),
             UiAnswersFrom::Realtime { url, api_key } => Arc::new(
-                crate::engine::ui::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
+                crate::realtime::RealtimeAnswers::new(url, api_key.clone()).map_err(|e| {
                     SettingsError::caused_by("EMIT_URL", "the tab's answers cannot be read there", e)
                 })?,
             ),
@@ -169,14 +169,27 @@ impl WorkerSettings {
             .map(|secret| ApprovalSigner::new(secret.as_bytes()))
             .transpose()
             .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
-        Ok(Blueprint::new(store, Arc::new(configured.clone()))
+        let mut blueprint = Blueprint::new(store, Arc::new(configured.clone()))
             .extra_tools(self.example_tools())
             .system_prompt(self.system_prompt.clone())
             .ui_answers(ui_answers)
             .approvals(signer)
             .file_area(files, self.attachment_tools)
             .engine_config(self.engine.clone())
-            .requiring_prompt())
+            .requiring_prompt();
+        // The realtime server keeps the stops a product's API asks for, and (unless the table
+        // is named) approvals.
+        if let Some(realtime) = &self.realtime {
+            let server = crate::realtime::RealtimeServer::new(&realtime.url, realtime.api_key.clone())
+                .map_err(|e| {
+                    SettingsError::caused_by("EMIT_URL", "the realtime server cannot be asked there", e)
+                })?;
+            blueprint = blueprint.stop_source(Arc::new(server.stops()));
+            if self.approvals_in == ApprovalsIn::Realtime {
+                blueprint = blueprint.approval_store(Arc::new(server.approvals()));
+            }
+        }
+        Ok(blueprint)
     }
 
     /// The Standard Agents runtime for `folder`: sessions and their state in the table, every

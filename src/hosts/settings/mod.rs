@@ -13,9 +13,10 @@
 //! | `SYSTEM_PROMPT` | no | the assistant's identity and rules (wins over the configuration file's persona) |
 //! | `AGENT_WORKER_CONFIG` | no | the configuration file of the product's tools, policy and persona ([`config`](super::config)); read by the binaries, which pass what it yields to [`build`](WorkerSettings::build) |
 //! | `EVENT_SINKS` | no | comma-separated: `stdout`, `dynamo`, `http` (default `stdout,dynamo`) |
-//! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server events are `POST`ed to (`{url}/api/emit`) |
+//! | `EMIT_URL`, `EMIT_API_KEY` | with `http` | the realtime server ([`realtime`](crate::realtime)): events are `POST`ed to it (`{url}/api/emit`); with a URL, a turn also asks it for its stop (`GET {url}/internal/turns/{turnId}/stop`) beside the table, and approvals wait in its store unless `APPROVAL_STORE=table`; a URL needs its key |
 //! | `UI_ANSWERS` | no | where the tab's answers to UI actions are read: `table` (default: written by the container's `POST /turns/{id}/actions/{callId}` or the product's API) or `realtime` (`GET {EMIT_URL}/internal/oui/action-results/{callId}` with `EMIT_API_KEY`) |
-//! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on (kept in the session table); without it a call that needs approval is refused |
+//! | `APPROVAL_SECRET` | no | at least 32 bytes: turns approvals on; without it a call that needs approval is refused |
+//! | `APPROVAL_STORE` | no | where approvals wait: `realtime` (the realtime server's store, `/internal/approvals`; the default when `EMIT_URL` is set) or `table` (the session table; the default without it) |
 //! | `APPROVAL_SECRET_ARN`, `EMIT_API_KEY_SECRET_ARN` | no | instead of the value itself: the Secrets Manager secret holding it (or an SSM parameter: `ssm:<name>` or its ARN), read once at start-up by the binary ([`secrets`](super::secrets)) |
 //! | `AGENTS_DIR` | no | a folder of Standard Agents definitions (`agents/`, `prompts/`): turns run the agent their payload's `agent` names, sessions kept in the table |
 //! | `DEFAULT_AGENT` | no | with `AGENTS_DIR`: the agent of a turn that names none |
@@ -52,7 +53,7 @@ use crate::engine::{ApprovalSigner, EngineConfig};
 /// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
 /// settings, read with feature `otlp`: `TRACE_SETTINGS`. What sets a worker's values from a
 /// list of its own (`template.yaml`'s functions) is checked against this one.
-pub const WORKER_SETTINGS: [&str; 45] = [
+pub const WORKER_SETTINGS: [&str; 46] = [
     "TABLE_NAME",
     "MODEL_ID",
     "MODEL_PROVIDER",
@@ -68,6 +69,7 @@ pub const WORKER_SETTINGS: [&str; 45] = [
     "EMIT_API_KEY",
     "UI_ANSWERS",
     "APPROVAL_SECRET",
+    "APPROVAL_STORE",
     "AGENTS_DIR",
     "DEFAULT_AGENT",
     "FILES_BUCKET",
@@ -206,6 +208,26 @@ pub enum UiAnswersFrom {
     },
 }
 
+/// The realtime server of seed 004 (`EMIT_URL`, `EMIT_API_KEY`): the server the person's tab is
+/// on, which keeps the stops a product's API asks for, and approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealtimeSettings {
+    /// `EMIT_URL`: its base.
+    pub url: String,
+    /// `EMIT_API_KEY`: its internal key.
+    pub api_key: String,
+}
+
+/// Where approvals wait (`APPROVAL_STORE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalsIn {
+    /// The session table.
+    #[default]
+    Table,
+    /// The realtime server's approval store.
+    Realtime,
+}
+
 /// Everything a worker needs besides its AWS clients.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSettings {
@@ -235,6 +257,11 @@ pub struct WorkerSettings {
     pub attachment_tools: bool,
     /// `UI_ANSWERS`: where the tab's answers to UI actions are read.
     pub ui_answers: UiAnswersFrom,
+    /// `EMIT_URL` and `EMIT_API_KEY`: the realtime server, when there is one; a turn asks it
+    /// for its stop beside the table.
+    pub realtime: Option<RealtimeSettings>,
+    /// `APPROVAL_STORE`: where approvals wait.
+    pub approvals_in: ApprovalsIn,
     /// `MODEL_PROVIDER`: who runs the model.
     pub provider: ModelProvider,
     /// `PROMPT_CACHING`: prompt caching forced on or off; `None` leaves it to the model.
@@ -487,6 +514,30 @@ impl WorkerSettings {
             },
             Some(other) => return Err(error("UI_ANSWERS", format!("{other:?} is not table or realtime"))),
         };
+        let realtime = match get("EMIT_URL").filter(|v| !v.trim().is_empty()) {
+            Some(url) => Some(RealtimeSettings {
+                url,
+                api_key: required("EMIT_API_KEY")?,
+            }),
+            None => None,
+        };
+        let approvals_in = match get("APPROVAL_STORE").as_deref().map(str::trim) {
+            None | Some("") if realtime.is_some() => ApprovalsIn::Realtime,
+            None | Some("" | "table") => ApprovalsIn::Table,
+            Some("realtime") if realtime.is_some() => ApprovalsIn::Realtime,
+            Some("realtime") => {
+                return Err(error(
+                    "APPROVAL_STORE",
+                    "realtime needs EMIT_URL, the realtime server",
+                ));
+            }
+            Some(other) => {
+                return Err(error(
+                    "APPROVAL_STORE",
+                    format!("{other:?} is not table or realtime"),
+                ));
+            }
+        };
         let mut prompt_caching = None;
         if get("PROMPT_CACHING").is_some_and(|v| !v.trim().is_empty()) {
             let mut on = false;
@@ -526,6 +577,8 @@ impl WorkerSettings {
             files_dir,
             attachment_tools,
             ui_answers,
+            realtime,
+            approvals_in,
             provider,
             agents_dir,
             default_agent,

@@ -12,6 +12,48 @@ fn settings(pairs: &[(&str, &str)]) -> Result<WorkerSettings, SettingsError> {
     WorkerSettings::from_lookup(|name| map.get(name).cloned())
 }
 
+/// `EMIT_URL` names the realtime server (with its key): a turn asks it for its stop, and
+/// approvals wait in its store unless `APPROVAL_STORE=table` names the table.
+#[test]
+fn the_realtime_server_keeps_approvals_unless_the_table_is_named() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let plain = settings(&base).unwrap();
+    assert_eq!((plain.realtime, plain.approvals_in), (None, ApprovalsIn::Table));
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(extra);
+        settings(&pairs)
+    };
+    assert_eq!(
+        with(&[("EMIT_URL", "http://127.0.0.1:9")])
+            .unwrap_err()
+            .to_string(),
+        "EMIT_API_KEY: is not set"
+    );
+    let server = [("EMIT_URL", "http://127.0.0.1:9"), ("EMIT_API_KEY", "k")];
+    let wired = with(&server).unwrap();
+    assert_eq!(
+        wired.realtime,
+        Some(RealtimeSettings {
+            url: "http://127.0.0.1:9".into(),
+            api_key: "k".into()
+        })
+    );
+    assert_eq!(wired.approvals_in, ApprovalsIn::Realtime);
+    let table = with(&[server[0], server[1], ("APPROVAL_STORE", "table")]).unwrap();
+    assert_eq!(table.approvals_in, ApprovalsIn::Table);
+    assert_eq!(
+        with(&[("APPROVAL_STORE", "realtime")]).unwrap_err().to_string(),
+        "APPROVAL_STORE: realtime needs EMIT_URL, the realtime server"
+    );
+    assert!(
+        with(&[server[0], server[1], ("APPROVAL_STORE", "redis")])
+            .unwrap_err()
+            .to_string()
+            .starts_with("APPROVAL_STORE: ")
+    );
+}
+
 #[test]
 fn attached_files_come_from_a_bucket_and_their_tools_need_it() {
     let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];

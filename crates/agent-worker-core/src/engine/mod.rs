@@ -8,6 +8,8 @@
 //! - [`TurnPolicy`]: per-step decisions (a forced tool); [`ToolPolicy`]: per-call decisions.
 //! - Approvals: a call that needs the person's word waits in an [`ApprovalStore`], bound to a
 //!   token ([`ApprovalSigner`]) that opens exactly that call once.
+//! - Stops: a turn asks its store for a stop, and a [`StopSource`] beside it when the engine has
+//!   one (the realtime server), before it starts and while it runs.
 //!
 //! A turn: the prompt is checked; the turn is claimed (a redelivered turn runs once); the
 //! history is loaded and repaired; then rounds run until the model ends its turn: text deltas
@@ -68,7 +70,7 @@ use std::sync::Arc;
 use model::{CachePlan, ModelRequest, ToolChoice, ToolDescription};
 
 use crate::protocol::{Agent, EventStream, Prompt, Scope};
-use crate::session::{ApprovalStore, Message, SessionStore};
+use crate::session::{ApprovalStore, Message, SessionStore, StopSource};
 
 /// The agent engine: an [`Agent`] whose turns run on a model with tools, with their state in a
 /// [`SessionStore`]. Cheap to clone; clones share everything.
@@ -120,6 +122,8 @@ struct EngineInner {
     file_area: Option<Arc<dyn FileArea>>,
     /// Where the tab's answers to UI actions are read; without it, no UI tool is offered.
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
+    /// Where a turn's stop is asked for besides the store.
+    stops: Option<Arc<dyn StopSource>>,
     /// This turn's UI tools, by name: where each call goes on the page.
     ui_targets: Arc<std::collections::HashMap<String, ui::oui::UiTarget>>,
     /// The schema a turn's typed result must match: the engine's own, or the turn's.
@@ -437,6 +441,7 @@ pub struct EngineBuilder {
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
+    stops: Option<Arc<dyn StopSource>>,
     result_schema: Option<serde_json::Value>,
     pdf_as_document: bool,
     logging: Option<logger::Logging>,
@@ -533,8 +538,23 @@ impl EngineBuilder {
     /// Where calls that need the person's approval wait, and the key that signs their tokens.
     /// Without it, such a call is refused and never runs.
     #[must_use]
-    pub fn approvals(mut self, store: impl ApprovalStore + 'static, signer: ApprovalSigner) -> Self {
-        self.approvals = Some((Arc::new(store), signer));
+    pub fn approvals(self, store: impl ApprovalStore + 'static, signer: ApprovalSigner) -> Self {
+        self.shared_approvals(Arc::new(store), signer)
+    }
+
+    /// As [`approvals`](Self::approvals), with a store shared with others.
+    #[must_use]
+    pub fn shared_approvals(mut self, store: Arc<dyn ApprovalStore>, signer: ApprovalSigner) -> Self {
+        self.approvals = Some((store, signer));
+        self
+    }
+
+    /// Where a turn's stop is also asked for, beside the store (the realtime server): before
+    /// the turn starts, and for as long as it runs. A source that cannot be asked never holds
+    /// a turn up or fails it.
+    #[must_use]
+    pub fn stop_source(mut self, source: Arc<dyn StopSource>) -> Self {
+        self.stops = Some(source);
         self
     }
 
@@ -624,6 +644,7 @@ impl EngineBuilder {
             tool_policy: self.tool_policy,
             approvals: self.approvals,
             ui_answers: self.ui_answers,
+            stops: self.stops,
             ui_targets: Arc::default(),
             result,
             pdf_as_document: self.pdf_as_document,

@@ -8,9 +8,13 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::session::{
-    ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause, TurnCommand, TurnId,
-    TurnSignals,
+    ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause, StopSource,
+    TurnCommand, TurnId, TurnSignals,
 };
+
+/// How long the stop question asked before a turn starts ([`ask_source`]) is waited for, beside
+/// the claim: past it the turn runs, and its watch asks again.
+pub(crate) const FIRST_ASK_WAIT: Duration = Duration::from_secs(1);
 
 /// What a running turn has heard of its stop and its commands, shared between its watcher and
 /// its rounds, and when it last read them.
@@ -48,6 +52,14 @@ impl StopFlag {
             if signals.commands.len() > heard.commands.len() {
                 heard.commands = signals.commands;
             }
+        }
+    }
+
+    /// Takes a stop heard from elsewhere than the store (a [`StopSource`]): it puts off no
+    /// read of the store, which its commands still need.
+    fn stop_heard(&self, stop: Stop) {
+        if let Ok(mut heard) = self.0.lock() {
+            heard.stop.get_or_insert(stop);
         }
     }
 
@@ -104,14 +116,96 @@ pub(crate) async fn read_signals(
     }
 }
 
-/// The running turn's watch: reads its stop and commands `interval` after the last read while
+/// The running turn's watch: the store's ([`watch_store`]), and beside it the `source`'s, when
+/// there is one ([`watch_source`]). Returns the stop once either heard one.
+pub(crate) async fn watch(
+    store: &dyn SessionStore,
+    source: Option<&dyn StopSource>,
+    session: &SessionId,
+    turn_id: &TurnId,
+    interval: Duration,
+    idle: Duration,
+    flag: &StopFlag,
+) -> Stop {
+    let from_store = watch_store(store, session, turn_id, interval, idle, flag);
+    let Some(source) = source else {
+        return from_store.await;
+    };
+    tokio::select! {
+        stop = from_store => stop,
+        stop = watch_source(source, session, turn_id, interval, idle, flag) => stop,
+    }
+}
+
+/// Asks `source` for the turn's stop once, for at most `wait`: the question asked before the
+/// turn starts. A source that cannot be asked, or does not answer in time, is logged, and the
+/// turn runs (the watch asks again).
+pub(crate) async fn ask_source(
+    source: &dyn StopSource,
+    session: &SessionId,
+    turn_id: &TurnId,
+    wait: Duration,
+) -> Option<Stop> {
+    match tokio::time::timeout(wait, source.stop_for(session, turn_id)).await {
+        Ok(Ok(stop)) => stop,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not ask for a stop before the turn started; it runs, and asks again");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                wait_ms = wait.as_millis(),
+                "no answer to the stop question before the turn started; it runs, and asks again"
+            );
+            None
+        }
+    }
+}
+
+/// Asks `source` for the turn's stop `interval` apart while the model streams, the asks growing
+/// apart while it does not (doubling up to `idle`), until one is heard. A failed ask is logged
+/// (the first at `warn`, the rest at `debug`) and asked again.
+async fn watch_source(
+    source: &dyn StopSource,
+    session: &SessionId,
+    turn_id: &TurnId,
+    interval: Duration,
+    idle: Duration,
+    flag: &StopFlag,
+) -> Stop {
+    let mut apart = interval;
+    let mut failed = false;
+    loop {
+        let wait = if flag.streaming() { interval } else { apart };
+        tokio::time::sleep(wait).await;
+        match source.stop_for(session, turn_id).await {
+            Ok(Some(stop)) => {
+                flag.stop_heard(stop);
+                return flag.get().unwrap_or(stop);
+            }
+            Ok(None) => {}
+            Err(e) if !failed => {
+                failed = true;
+                tracing::warn!(error = %e, "could not ask for a stop; asking again");
+            }
+            Err(e) => tracing::debug!(error = %e, "could not ask for a stop; asking again"),
+        }
+        apart = if flag.streaming() {
+            interval
+        } else {
+            (apart * 2).min(idle)
+        };
+    }
+}
+
+/// The store's watch: reads the turn's stop and commands `interval` after the last read while
 /// the model streams; while it does not (a long tool call), the reads grow apart, doubling up to
 /// `idle`. The rounds read too, at each round boundary, and a read there puts this one off; so
 /// does a look the store's writes took for the turn ([`SessionStore::signals_seen`]: the
 /// DynamoDB event log looks while it writes the streamed answer, so a streaming turn reads
 /// nothing), and a stop such a look saw is taken at once. It wakes at most once an `interval`
 /// (a timer, no request) and returns the stop once one is heard.
-pub(crate) async fn watch(
+async fn watch_store(
     store: &dyn SessionStore,
     session: &SessionId,
     turn_id: &TurnId,

@@ -288,7 +288,8 @@ pub(super) struct Opening {
 }
 
 /// Opens the turn in one ask of the store ([`SessionStore::open_turn`]): the owner check (unless
-/// `owner_checked`), the claim for `lease`, a stop asked while it waited, and its history when
+/// `owner_checked`), the claim for `lease`, a stop asked while it waited (of the store, and
+/// beside it of the engine's [`StopSource`](crate::session::StopSource)), and its history when
 /// `read_history`. Someone else's conversation, a redelivery of a turn done, or one running
 /// elsewhere is refused, and nothing runs twice.
 pub(super) async fn open(
@@ -306,7 +307,17 @@ pub(super) async fn open(
         lease,
         read_history,
     };
-    let mut opened = engine.store.open_turn(opening).await;
+    // The stop question is asked beside the claim, so that it holds the turn up no longer.
+    let asked = async {
+        match engine.stops.as_deref() {
+            Some(source) => {
+                let wait = super::stop::FIRST_ASK_WAIT;
+                super::stop::ask_source(source, &ask.session, &ask.turn_id, wait).await
+            }
+            None => None,
+        }
+    };
+    let (mut opened, asked) = tokio::join!(engine.store.open_turn(opening), asked);
     // The conversation runs a turn this one replaces: stop it, wait for its end, and open once
     // more.
     if let Ok(Opened::Busy(running)) = &opened
@@ -354,7 +365,7 @@ pub(super) async fn open(
         Some(view) => Some(history_of(engine, ask, view).await?),
     };
     Ok(Opening {
-        stop: before_start(engine, ask, open.stop).await?,
+        stop: before_start(engine, ask, open.stop.or(asked)).await?,
         history,
     })
 }

@@ -48,6 +48,7 @@ pub(super) async fn run_watched(
         let store = engine.store.as_ref();
         let mut watch = Box::pin(stop::watch(
             store,
+            engine.stops.as_deref(),
             session,
             turn_id,
             config.stop_poll_interval,

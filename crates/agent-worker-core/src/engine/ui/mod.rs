@@ -13,7 +13,6 @@
 
 pub mod knowledge;
 pub mod oui;
-mod realtime;
 
 use serde_json::{Map, Value};
 
@@ -24,7 +23,6 @@ use crate::session::ContentBlock;
 pub use crate::session::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 pub use knowledge::UiKnowledge;
 pub use oui::{OuiAction, OuiSnapshot, OuiSurface};
-pub use realtime::{RealtimeAnswers, RealtimeError};
 
 pub use crate::protocol::CONTEXT_KEY;
 
