@@ -54,17 +54,7 @@ pub(super) async fn start(
     person: &Owner,
     turn: AgentTurnPayload,
 ) -> Result<Started, HostError> {
-    if !host.inner.accepting.load(Ordering::SeqCst) {
-        return Err(HostError::unavailable("shutting down"));
-    }
-    // One turn of a conversation at a time: said here, before the turn is accepted (the owner
-    // check read the run); the table holds to it when two arrive at once.
-    let running = access::theirs(host, person, &turn.conversation_id, true).await?;
-    if let Some(running) =
-        running.filter(|running| *running != turn.turn_id && !turn.supersedes.iter().any(|id| id == running))
-    {
-        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
-    }
+    admit(host, person, &turn).await?;
     match &host.inner.turns {
         Turns::Queue(queue) => {
             let sent = queue.send(&turn).await.map_err(|e| {
@@ -81,6 +71,29 @@ pub(super) async fn start(
             Ok(Started::Running)
         }
     }
+}
+
+/// Whether `turn` may start for `person` now, as [`start`] asks first: the host takes turns,
+/// the conversation is theirs (claimed when no one owns it; 404 otherwise) and runs no other
+/// turn (409 naming it, unless `turn` supersedes it). A protocol that keeps something for the
+/// turn before it starts (A2A's file parts) asks this first, so a refusal keeps nothing.
+pub(super) async fn admit(
+    host: &ContainerHost,
+    person: &Owner,
+    turn: &AgentTurnPayload,
+) -> Result<(), HostError> {
+    if !host.inner.accepting.load(Ordering::SeqCst) {
+        return Err(HostError::unavailable("shutting down"));
+    }
+    // One turn of a conversation at a time: said here, before the turn is accepted (the owner
+    // check read the run); the table holds to it when two arrive at once.
+    let running = access::theirs(host, person, &turn.conversation_id, true).await?;
+    if let Some(running) =
+        running.filter(|running| *running != turn.turn_id && !turn.supersedes.iter().any(|id| id == running))
+    {
+        return Err(HostError::conversation_busy(&turn.conversation_id, &running));
+    }
+    Ok(())
 }
 
 impl ContainerHost {
