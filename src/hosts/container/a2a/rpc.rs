@@ -28,8 +28,9 @@ pub(super) struct RpcError {
     message: String,
     /// A2A's reason, for the `ErrorInfo` detail.
     reason: Option<&'static str>,
-    /// The `ErrorInfo` detail's metadata: what a program reads of the failure.
-    metadata: Map<String, Value>,
+    /// The `ErrorInfo` detail's metadata: what a program reads of the failure (boxed: an error
+    /// travels in every `Result` of a call).
+    metadata: Box<Map<String, Value>>,
     /// The HTTP+JSON binding's status and `google.rpc` code, where they are not the code's own.
     http: Option<(StatusCode, &'static str)>,
 }
@@ -109,7 +110,7 @@ impl RpcError {
             code,
             message: message.into(),
             reason: None,
-            metadata: Map::new(),
+            metadata: Box::default(),
             http: None,
         }
     }
