@@ -126,7 +126,8 @@ impl RpcError {
     /// that is not the person's is a task that does not exist for them; a malformed value bad
     /// params; a conversation that runs another turn (409) a failed precondition, which names
     /// the running turn (`runningTurnId`; [`in_context`](Self::in_context) adds its task);
-    /// a host at capacity or shutting down (503) unavailable; the rest internal.
+    /// a host at capacity or shutting down (503) unavailable, an asker past their share (429)
+    /// resource exhausted (each with that status on the HTTP+JSON binding); the rest internal.
     pub(super) fn of_host(error: &HostError) -> Self {
         match error.status().as_u16() {
             404 => Self::task_not_found(),
@@ -143,6 +144,11 @@ impl RpcError {
                 let mut unavailable = Self::internal(error.message());
                 unavailable.http = Some((StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE"));
                 unavailable
+            }
+            429 => {
+                let mut exhausted = Self::internal(error.message());
+                exhausted.http = Some((StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED"));
+                exhausted
             }
             _ => Self::internal(error.message()),
         }
