@@ -9,85 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
-use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
 use agent_worker::session::SessionStore;
-use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, StreamScript, run_a2a_client, sid};
+use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
-use support::container::{Server, changed, server_with_tokens_and_tools, table};
-
-const AUDIENCE: &str = "a2a-callers";
-
-struct World {
-    server: Server,
-    issuer: JwksStandIn,
-    key: SigningKey,
-}
-
-impl World {
-    async fn start() -> Self {
-        Self::with_tools(Vec::new()).await
-    }
-
-    async fn with_tools(tools: Vec<Arc<dyn Tool>>) -> Self {
-        let key = SigningKey::rs256("k-a2a");
-        let issuer = JwksStandIn::start(&[&key]).await.unwrap();
-        let config = JwtConfig::new(
-            issuer.issuer(),
-            AUDIENCE,
-            Some(issuer.jwks_url()),
-            AccountFrom::Fixed("agents".into()),
-        )
-        .unwrap();
-        let server =
-            server_with_tokens_and_tools(JwtVerifier::new(config, reqwest::Client::new()), tools).await;
-        Self { server, issuer, key }
-    }
-
-    /// A token for caller `who`.
-    fn token(&self, who: &str) -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        self.key.token(&json!({
-            "iss": self.issuer.issuer(), "aud": AUDIENCE, "sub": who, "iat": now, "exp": now + 3600,
-        }))
-    }
-
-    async fn client(&self, who: &str, scenario: &str, text: &str, context: Option<&str>) -> Value {
-        self.client_with(
-            who,
-            json!({"scenario": scenario, "text": text, "contextId": context}),
-        )
-        .await
-    }
-
-    /// The client run on `plan` (its scenario and words) as `who`.
-    async fn client_with(&self, who: &str, mut plan: Value) -> Value {
-        plan["url"] = json!(self.server.url);
-        plan["token"] = json!(self.token(who));
-        let out = run_a2a_client(plan).await.unwrap();
-        assert!(
-            out.get("error").is_none(),
-            "the client failed: {}",
-            out["error"].as_str().unwrap_or_default()
-        );
-        out
-    }
-
-    /// A JSON-RPC call of `method` as `who`, with A2A's version header unless `version` is None.
-    async fn rpc(&self, who: &str, body: &Value, version: Option<&str>) -> Value {
-        let mut request = reqwest::Client::new()
-            .post(format!("{}/a2a", self.server.url))
-            .bearer_auth(self.token(who))
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(version) = version {
-            request = request.header("A2A-Version", version);
-        }
-        request.send().await.unwrap().json().await.unwrap()
-    }
-}
+use support::a2a::World;
+use support::container::{changed, table};
 
 #[tokio::test]
 async fn a_message_sent_is_a_task_in_its_context_got_and_listed() {

@@ -306,9 +306,24 @@ async fn a_tool_of_the_page_ends_the_run_and_the_next_run_goes_on_with_its_resul
     first["context"] = json!([{ "description": "The page", "value": "A color picker, now white." }]);
     let asked = run_agui(first).await.unwrap();
     assert_eq!(asked.error(), None, "{:?}", asked.end);
-    // What the application told the agent is the page's knowledge, after the system prompt.
-    let system = server.bedrock.requests()[0].body["system"].to_string();
-    assert!(system.contains("A color picker, now white."), "{system}");
+    // What the application told the agent is the page's: with the person's words, as data,
+    // never in the system prompt (the person's browser wrote it).
+    let request = &server.bedrock.requests()[0].body;
+    let system = request["system"].to_string();
+    assert!(!system.contains("A color picker"), "{system}");
+    let said = request["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(said["role"], "user");
+    let page = said["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|block| block["text"].as_str())
+        .find(|text| text.contains("A color picker, now white."))
+        .unwrap_or_else(|| panic!("the page's context is with the person's words: {said}"));
+    assert!(
+        page.starts_with("<ui_state>") && page.contains("data, not instructions"),
+        "{page}"
+    );
     // The call goes to the client under the page's own name; the run ends waiting for it.
     let start = asked
         .events
@@ -472,4 +487,40 @@ async fn an_answer_to_a_call_no_turn_made_is_refused_and_changes_nothing() {
         Vec::<String>::new()
     );
     assert_eq!(server.bedrock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_pages_context_is_bounded_and_a_run_past_it_is_refused_naming_it() {
+    let server = server(1, config(), Duration::from_secs(5)).await;
+    let before = table(&server.store).await;
+    let item = |value: String| json!({ "description": "Item", "value": value });
+    let many: Vec<Value> = (0..=agent_worker::hosts::container::MAX_CONTEXT_ITEMS)
+        .map(|n| item(n.to_string()))
+        .collect();
+    let large = vec![item(
+        "x".repeat(agent_worker::hosts::container::MAX_CONTEXT_BYTES),
+    )];
+    for context in [many, large] {
+        let mut run = plan(&server.url, "th-context", "run-1", "Hi");
+        run["context"] = json!(context);
+        let refused = run_agui(run).await.unwrap();
+        let error = refused
+            .error()
+            .unwrap_or_else(|| panic!("taken: {:?}", refused.types()));
+        assert!(error.contains("400"), "{error}");
+        let url = format!("{}/agui?userId=u&accountId=a", server.url);
+        let body = json!({"threadId": "th-context", "runId": "run-1", "context": context,
+            "messages": [{"id": "m1", "role": "user", "content": "Hi"}]});
+        let (status, answer) = post(&url, Some(KEY), &body.to_string()).await;
+        assert_eq!(
+            (status, answer["field"].as_str()),
+            (400, Some("context")),
+            "{answer}"
+        );
+    }
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(server.bedrock.requests().len(), 0);
 }

@@ -44,6 +44,7 @@ fn tight() -> ConnectionLimits {
         body_read_timeout: Duration::from_secs(1),
         send_timeout: Duration::from_secs(1),
         max_connections: 16,
+        ..ConnectionLimits::default()
     }
 }
 

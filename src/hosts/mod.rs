@@ -20,7 +20,8 @@
 //! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
 //! - [`jwt`]: people by their own tokens, a JWT verified against its issuer's key set (feature
 //!   `container`).
-//! - [`http_serve`]: the accept loop both servers use, with timeouts and a connection cap.
+//! - [`http_serve`]: the accept loop both servers use, with timeouts, a connection cap, and each
+//!   request head read before hyper reads it (refused in the server's own shape).
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 pub mod a2a_agents;

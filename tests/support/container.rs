@@ -25,6 +25,8 @@ pub const KEY: &str = "test-key-0123456789";
 pub struct Server {
     pub url: String,
     pub store: DynamoStore,
+    /// The files people attach (a folder of the test's own).
+    pub files: LocalFileArea,
     pub bedrock: BedrockStandIn,
     pub ends: Arc<Mutex<Vec<TurnEnd>>>,
     /// How many turns have ended: what [`Server::ended`] waits on.
@@ -133,7 +135,7 @@ async fn server_built(
         })
         .conversations(agent_worker::conversations::Conversations::new(store.clone()))
         .ui_answers(Arc::new(store.clone()))
-        .uploads(Arc::new(files));
+        .uploads(Arc::new(files.clone()));
     if let Some(console) = console {
         host = host.console(console);
     }
@@ -146,6 +148,7 @@ async fn server_built(
     Server {
         url,
         store,
+        files,
         bedrock,
         ends,
         ended,

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod a2a;
 pub mod agent_protocol;
 pub mod agent_sessions;
 pub mod api_function;

@@ -14,7 +14,7 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 
 use agent_worker_core::engine::attachments::{
-    FileArea, LoadAs, PresignedUpload, Unavailable, decode_reference, plain_segment,
+    FileArea, LoadAs, PresignedUpload, Unavailable, decode_reference, owner_segment, plain_segment,
 };
 use agent_worker_core::protocol::AttachmentRef;
 
@@ -66,8 +66,10 @@ impl S3FileArea {
         }
     }
 
+    /// The key of file `id` of `owner`: `<prefix><owner>/<id>`, the owner as [`owner_segment`]
+    /// escapes it (so a conversation `a` never lists the files of a conversation `a/b`).
     fn key(&self, owner: &str, id: &str) -> Result<String, Unavailable> {
-        match (plain_segment(owner), plain_segment(id)) {
+        match (owner_segment(owner), plain_segment(id)) {
             (Some(owner), Some(id)) => Ok(format!("{}{owner}/{id}", self.prefix)),
             _ => Err(Unavailable::Gone),
         }
@@ -78,7 +80,7 @@ impl S3FileArea {
         Ok(format!(
             "{}{}/",
             self.prefix,
-            plain_segment(owner).ok_or(Unavailable::Gone)?
+            owner_segment(owner).ok_or(Unavailable::Gone)?
         ))
     }
 

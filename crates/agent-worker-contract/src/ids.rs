@@ -2,9 +2,13 @@
 //!
 //! An id is checked once, where it enters (a payload, a route, the CLI, the engine's scope), and
 //! is typed from there on: a store never sees a text that could not key it. What every id must
-//! be is said by [`IdError`]: not blank, no control character (NUL included), not `.` or `..`
-//! (which name folders wherever an id becomes a path, as in a file area). How long an id a store
-//! can key is the store's own limit, checked with [`SessionId::fits`] / [`TurnId::fits`].
+//! be is said by [`IdError`], decided here once for every route, protocol and queue: not blank,
+//! no control character (NUL included), no character that is invisible or turns the direction of
+//! text around it ([`is_spoofing`]: an id shown in a list must read as what it is), not `.` or
+//! `..` (which name folders wherever an id becomes a path). Anything else is the caller's to
+//! choose: `/`, `#`, `~`, `%` and letters of any script included; a store or a file area that
+//! keeps an id in a key or a name escapes what it cannot hold. How long an id a store can key is
+//! the store's own limit, checked with [`SessionId::fits`] / [`TurnId::fits`].
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -22,6 +26,15 @@ pub enum IdError {
     /// Holds a control character at this character position.
     #[error("holds a control character (at {0})")]
     Control(usize),
+    /// Holds a character that is invisible or turns the direction of text (see
+    /// [`is_spoofing`]) at this character position.
+    #[error("holds U+{code:04X}, an invisible or direction-changing character (at {at})")]
+    Invisible {
+        /// The character's position.
+        at: usize,
+        /// Its code point.
+        code: u32,
+    },
     /// Is `.` or `..`.
     #[error("is {0:?}, which names a folder")]
     Folder(String),
@@ -43,6 +56,8 @@ pub enum IdError {
 ///
 /// assert_eq!(id_problem("conv-1", Some(16)), None);
 /// assert_eq!(id_problem("a\0b", None), Some(IdError::Control(1)));
+/// assert_eq!(id_problem("team/conv-1", None), None);
+/// assert_eq!(id_problem("bob\u{202E}exe.pdf", None), Some(IdError::Invisible { at: 3, code: 0x202E }));
 /// assert_eq!(id_problem("..", None).map(|e| e.to_string()).as_deref(), Some("is \"..\", which names a folder"));
 /// assert_eq!(id_problem("abc", Some(2)), Some(IdError::TooLong { len: 3, limit: 2 }));
 /// ```
@@ -53,12 +68,45 @@ pub fn id_problem(id: &str, limit: Option<usize>) -> Option<IdError> {
     if let Some(at) = id.chars().position(char::is_control) {
         return Some(IdError::Control(at));
     }
+    if let Some((at, c)) = id.chars().enumerate().find(|(_, c)| is_spoofing(*c)) {
+        return Some(IdError::Invisible {
+            at,
+            code: u32::from(c),
+        });
+    }
     if matches!(id, "." | "..") {
         return Some(IdError::Folder(id.to_owned()));
     }
     limit
         .filter(|&limit| id.len() > limit)
         .map(|limit| IdError::TooLong { len: id.len(), limit })
+}
+
+/// Whether `c` hides or reorders the text around it, so that an id holding it shows as another
+/// id in a list: the bidirectional embeddings, overrides and isolates (U+202A–U+202E,
+/// U+2066–U+2069) and marks (U+200E, U+200F, U+061C), the zero-width characters (U+200B–U+200D,
+/// U+2060, U+FEFF), and the line and paragraph separators (U+2028, U+2029).
+///
+/// ```
+/// use agent_worker_contract::is_spoofing;
+///
+/// assert!(is_spoofing('\u{202E}'));
+/// assert!(is_spoofing('\u{FEFF}'));
+/// assert!(!is_spoofing('/'));
+/// assert!(!is_spoofing('é'));
+/// ```
+pub fn is_spoofing(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{061C}'
+            | '\u{2060}'
+            | '\u{FEFF}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
 }
 
 macro_rules! id_type {
@@ -218,5 +266,32 @@ impl TurnId {
     /// A fresh turn id (a random UUID's text), for a turn its caller did not name.
     pub fn random() -> Self {
         Self(uuid::Uuid::new_v4().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn characters_that_spoof_a_list_are_refused_in_every_id_and_others_are_taken() {
+        let spoofing = [
+            '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}',
+            '\u{2069}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{2028}', '\u{2029}',
+        ];
+        for c in spoofing {
+            let id = format!("conv{c}1");
+            let refused = Some(IdError::Invisible {
+                at: 4,
+                code: u32::from(c),
+            });
+            assert_eq!(id_problem(&id, None), refused, "U+{:04X}", u32::from(c));
+            assert!(SessionId::new(id.clone()).is_err());
+            assert!(TurnId::new(id.clone()).is_err());
+            assert!(serde_json::from_value::<SessionId>(serde_json::json!(id)).is_err());
+        }
+        for plain in ["team/conv-1", "a#b", "m~1", "50%", "conversación", "会話"] {
+            assert_eq!(id_problem(plain, None), None, "{plain}");
+        }
     }
 }

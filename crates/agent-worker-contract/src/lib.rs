@@ -34,7 +34,7 @@ pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
-pub use ids::{IdError, SessionId, TurnId, id_problem};
+pub use ids::{IdError, SessionId, TurnId, id_problem, is_spoofing};
 pub use redact::redact;
 pub use scope::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, DEADLINE_KEY, ImageRef,

@@ -44,6 +44,7 @@ impl ConnectionArgs {
             body_read_timeout: ms(self.body_timeout_ms),
             send_timeout: ms(self.send_timeout_ms),
             max_connections: self.max_connections.max(1),
+            ..ConnectionLimits::default()
         }
     }
 }

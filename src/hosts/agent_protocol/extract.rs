@@ -50,6 +50,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A request head refused before it reached a route (`hosts::http_serve`), in the one error
+/// shape.
+pub(super) fn refused_head(refused: &crate::hosts::http_serve::RefusedHead) -> Response {
+    let message = format!("{} ({})", refused.message, refused.field);
+    (refused.status, axum::Json(json!({ "message": message }))).into_response()
+}
+
 /// A path whose parameters failed to decode answers 422.
 pub(super) struct ApiPath<T>(pub(super) T);
 

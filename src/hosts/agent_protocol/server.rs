@@ -1,7 +1,7 @@
 //! The Agent Protocol v1 REST server: the nine operations of [`Operation`], `GET /openapi.json`,
 //! and errors as the specification gives them (404 and 422 with `{"message": …}`).
 
-use crate::hosts::http_serve::{ConnectionLimits, serve_within};
+use crate::hosts::http_serve::{ConnectionLimits, serve_answering};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -27,7 +27,7 @@ use super::types::{
 };
 use super::workspace::{DEFAULT_WORKSPACE, Workspace, relative_folder};
 
-use super::extract::{ApiError, ApiPage, ApiPath, JsonBody};
+use super::extract::{ApiError, ApiPage, ApiPath, JsonBody, refused_head};
 
 /// The port when none is given, as in the reference SDK.
 pub const DEFAULT_PORT: u16 = 8000;
@@ -255,7 +255,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = server.inner.config.connections;
-    serve_within(listener, server.router(), limits, shutdown).await
+    serve_answering(listener, server.router(), limits, refused_head, shutdown).await
 }
 
 async fn openapi_json() -> axum::Json<serde_json::Value> {

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::{AllowedOrigins, ContainerConfig};
+use super::{AllowedOrigins, ContainerConfig, PublicUrl};
 use crate::hosts::SettingsError;
 use crate::hosts::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 
@@ -52,7 +52,10 @@ impl ContainerConfig {
         if let Some(description) = set("AGENT_DESCRIPTION") {
             config.agent_description = description;
         }
-        config.public_url = set("PUBLIC_URL");
+        config.public_url = set("PUBLIC_URL")
+            .map(|url| PublicUrl::new(&url))
+            .transpose()
+            .map_err(|e| SettingsError::new("PUBLIC_URL", e.to_string()))?;
         Ok(config)
     }
 
@@ -198,5 +201,21 @@ mod tests {
         assert!(from(&gateway).is_ok());
         gateway.retain(|(name, _)| *name != "JWT_ISSUER");
         assert_eq!(from(&gateway).unwrap_err().name, "JWT_ISSUER");
+    }
+
+    #[test]
+    fn a_public_url_is_checked_at_start_naming_it() {
+        let key = ("AGENT_WORKER_API_KEY", "0123456789abcdef");
+        for (url, taken) in [
+            ("https://agent.example.com", true),
+            ("javascript://evil.example", false),
+            ("agent.example.com", false),
+        ] {
+            let found = from(&[key, ("PUBLIC_URL", url)]);
+            match taken {
+                true => assert_eq!(found.unwrap().public_url.unwrap().as_str(), url),
+                false => assert_eq!(found.unwrap_err().name, "PUBLIC_URL", "{url}"),
+            }
+        }
     }
 }

@@ -98,6 +98,12 @@ impl HostError {
     pub fn field_at_fault(&self) -> Option<&str> {
         self.field.as_deref()
     }
+
+    /// The turn that runs in the conversation, for a 409 that refused another
+    /// ([`conversation_busy`](Self::conversation_busy)).
+    pub fn running_turn(&self) -> Option<&str> {
+        self.running_turn.as_deref()
+    }
 }
 
 impl std::fmt::Display for HostError {

@@ -299,7 +299,7 @@ pub(super) fn logged_sse(
 }
 
 /// What a followed turn has said so far: its text, its terminal, the approvals it asked, whether
-/// it logged anything, and whether it never started.
+/// it logged anything, and whether it never started; and when each of those was logged.
 #[derive(Debug, Default)]
 pub(super) struct Heard {
     /// The turn's text.
@@ -312,11 +312,21 @@ pub(super) struct Heard {
     pub(super) not_started: bool,
     /// The approvals it asked of the person (their `approval_required` events).
     pub(super) approvals: Vec<serde_json::Value>,
+    /// When its first event was logged (epoch milliseconds): when it began.
+    pub(super) started_at_ms: Option<u64>,
+    /// When its terminal was logged, or when it was found not to have started.
+    pub(super) ended_at_ms: Option<u64>,
+    /// When it was submitted, where the reader submitted it itself.
+    pub(super) submitted_at_ms: Option<u64>,
 }
 
 impl Heard {
-    /// Takes one more of the turn's events.
-    pub(super) fn take(&mut self, event: &AgentEvent) {
+    /// Takes one more of the turn's logged events.
+    pub(super) fn take(&mut self, logged: &LoggedEvent) {
+        let event = &logged.event;
+        if !self.started {
+            self.started_at_ms = logged.logged_at_ms;
+        }
         self.started = true;
         match event {
             AgentEvent::Text { delta } => self.text.push_str(delta),
@@ -325,16 +335,25 @@ impl Heard {
             {
                 self.approvals.push(raw.clone());
             }
-            event if event.is_terminal() => self.terminal = Some(event.clone()),
+            event if event.is_terminal() => {
+                self.terminal = Some(event.clone());
+                self.ended_at_ms = logged.logged_at_ms;
+            }
             _ => {}
         }
+    }
+
+    /// Takes that the turn logged nothing within the wait: decided now.
+    pub(super) fn take_not_started(&mut self) {
+        self.not_started = true;
+        self.ended_at_ms = Some(crate::clock::now_ms());
     }
 
     /// What `events`, read from the log, say.
     pub(super) fn of(events: &[LoggedEvent]) -> Self {
         let mut heard = Self::default();
         for logged in events {
-            heard.take(&logged.event);
+            heard.take(logged);
         }
         heard
     }
@@ -345,8 +364,8 @@ impl Heard {
         futures_util::pin_mut!(followed);
         while let Some(item) = followed.next().await {
             match item {
-                Followed::Logged(logged) => heard.take(&logged.event),
-                Followed::NotStarted => heard.not_started = true,
+                Followed::Logged(logged) => heard.take(&logged),
+                Followed::NotStarted => heard.take_not_started(),
             }
         }
         heard

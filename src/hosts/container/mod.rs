@@ -17,7 +17,7 @@
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
 //! then stops the rest through the stop path, so that they are stored and marked.
 
-use crate::hosts::http_serve::{ConnectionLimits, serve_within};
+use crate::hosts::http_serve::{ConnectionLimits, serve_answering};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -45,6 +45,7 @@ mod auth_settings;
 pub mod console;
 mod conversations;
 mod cors;
+mod edge;
 mod error;
 mod events;
 mod extract;
@@ -54,7 +55,9 @@ mod joined_id;
 mod sessions;
 mod turns;
 
+pub use a2a::{PublicUrl, PublicUrlError};
 pub use actions::MAX_ANSWER_BYTES;
+pub use agui::{MAX_CONTEXT_BYTES, MAX_CONTEXT_ITEMS};
 pub use auth_settings::AUTH_SETTINGS;
 pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
@@ -126,8 +129,9 @@ pub struct ContainerConfig {
     /// What the agent does, as its A2A agent card says (`AGENT_DESCRIPTION`).
     pub agent_description: String,
     /// The URL other agents reach this one at (`PUBLIC_URL`, such as `https://agent.example.com`);
-    /// without one, the agent card names the host the request for it came to.
-    pub public_url: Option<String>,
+    /// without one, the agent card names `http://` and the request's `Host` when that is a plain
+    /// `host[:port]` (never a forwarded scheme or host).
+    pub public_url: Option<PublicUrl>,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -445,6 +449,11 @@ impl ContainerHost {
                 )
             })
             .layer(DefaultBodyLimit::max(self.inner.config.body_limit))
+            // A body is read whole once the person is known: past the limit, 413 in the shape.
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                edge::whole_body,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 access::authenticate,
@@ -573,7 +582,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let draining = host.clone();
     let limits = host.inner.config.connections;
-    serve_within(listener, host.router(), limits, async move {
+    serve_answering(listener, host.router(), limits, edge::refused_head, async move {
         shutdown.await;
         tracing::info!("shutting down: no new turns; running ones finish or are stopped");
         draining.drain().await;

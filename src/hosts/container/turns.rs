@@ -57,18 +57,7 @@ pub(super) async fn start(
     person: &Owner,
     turn: AgentTurnPayload,
 ) -> Result<Started, HostError> {
-    if !host.inner.accepting.load(Ordering::SeqCst) {
-        return Err(HostError::unavailable("shutting down"));
-    }
-    // One turn of a conversation at a time: said here, before the turn is accepted (the owner
-    // check read the run); the table holds to it when two arrive at once.
-    let running = access::theirs(host, person, &turn.conversation_id, true).await?;
-    if let Some(running) = running
-        .as_ref()
-        .filter(|running| **running != turn.turn_id && !turn.supersedes.iter().any(|id| id == *running))
-    {
-        return Err(HostError::conversation_busy(&turn.conversation_id, running));
-    }
+    let running = admit(host, person, &turn).await?;
     match &host.inner.turns {
         Turns::Queue(queue) => {
             let sent = queue.send(&turn).await.map_err(|e| {
@@ -103,6 +92,31 @@ pub const ACCEPTED_RUN_LEASE: Duration = Duration::from_secs(60);
 const FIRST_RUN_LOOK_INTERVAL: Duration = Duration::from_millis(50);
 /// The longest wait between two looks at a superseded turn's run.
 const MAX_RUN_LOOK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Whether `turn` may start for `person` now, as [`start`] asks first: the host takes turns,
+/// the conversation is theirs (claimed when no one owns it; 404 otherwise) and runs no other
+/// turn (409 naming it, unless `turn` supersedes it). A protocol that keeps something for the
+/// turn before it starts (A2A's file parts) asks this first, so a refusal keeps nothing.
+/// Answers the turn running now (the one `turn` supersedes), if any.
+pub(super) async fn admit(
+    host: &ContainerHost,
+    person: &Owner,
+    turn: &AgentTurnPayload,
+) -> Result<Option<TurnId>, HostError> {
+    if !host.inner.accepting.load(Ordering::SeqCst) {
+        return Err(HostError::unavailable("shutting down"));
+    }
+    // One turn of a conversation at a time: said here, before the turn is accepted (the owner
+    // check read the run); the table holds to it when two arrive at once.
+    let running = access::theirs(host, person, &turn.conversation_id, true).await?;
+    if let Some(running) = running
+        .as_ref()
+        .filter(|running| **running != turn.turn_id && !turn.supersedes.iter().any(|id| id == *running))
+    {
+        return Err(HostError::conversation_busy(&turn.conversation_id, running));
+    }
+    Ok(running)
+}
 
 impl ContainerHost {
     /// Takes `turn`'s conversation's run in the table for it: when the turn supersedes the one

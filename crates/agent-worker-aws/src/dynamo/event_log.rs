@@ -8,13 +8,16 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
+use agent_worker_core::clock::now_ms;
 use agent_worker_core::protocol::AgentEvent;
 use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
 use super::codec::write_token;
 use super::commands::{Look, SignalsLook};
-use super::keys::{EXPIRES_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
+use super::keys::{
+    EXPIRES_AT, LOGGED_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk,
+};
 use super::log_tail::{Tail, lock};
 use super::sdk_error::{cancellation_reasons, is_condition_reason};
 
@@ -55,6 +58,10 @@ pub struct LoggedEvent {
     pub seq: u64,
     /// The event.
     pub event: AgentEvent,
+    /// When it was written to the log, in epoch milliseconds (within the log's gathering window,
+    /// [`TEXT_COALESCE_WINDOW`] by default, of when the turn emitted it); `None` for an event
+    /// logged before the log kept the time.
+    pub logged_at_ms: Option<u64>,
 }
 
 impl DynamoEventLog {
@@ -179,7 +186,15 @@ fn decode(item: &HashMap<String, AttributeValue>) -> Result<LoggedEvent, SinkErr
         .ok_or_else(|| SinkError::new("an event item has no event"))?;
     let event = serde_json::from_str(json)
         .map_err(|e| SinkError::caused_by(format!("event {seq} does not decode"), e))?;
-    Ok(LoggedEvent { seq, event })
+    let logged_at_ms = item
+        .get(LOGGED_AT)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok());
+    Ok(LoggedEvent {
+        seq,
+        event,
+        logged_at_ms,
+    })
 }
 
 impl Sink for DynamoEventLog {
@@ -440,6 +455,7 @@ pub(super) fn event_item(
         (SK.to_owned(), AttributeValue::S(event_sk(turn_id, seq))),
         ("seq".to_owned(), AttributeValue::N(seq.to_string())),
         ("event".to_owned(), AttributeValue::S(json)),
+        (LOGGED_AT.to_owned(), AttributeValue::N(now_ms().to_string())),
         (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
         (
             EXPIRES_AT.to_owned(),

@@ -34,6 +34,9 @@ pub const PK: &str = "pk";
 pub const SK: &str = "sk";
 /// The TTL attribute, in epoch seconds.
 pub const EXPIRES_AT: &str = "expiresAt";
+/// On an event item: when it was written to the log, in epoch milliseconds (within the log's
+/// gathering window of when the turn emitted it); a reader dates what the event says by it.
+pub const LOGGED_AT: &str = "loggedAt";
 /// On a turn item: the token of the claim or commit that last wrote it, so that a write whose
 /// answer was lost can tell, on the SDK's retry, that it landed.
 pub const WRITE_TOKEN: &str = "writeToken";

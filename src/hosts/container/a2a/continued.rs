@@ -17,17 +17,21 @@ use crate::session::{SessionId, TurnId};
 /// The most turns one task runs: a task asks at most this many approvals.
 const MAX_CHAIN: u32 = 64;
 
+/// What joins a task's first turn and a later one's place in its chain (`<first>~<n>`): no
+/// message of a caller's may hold it in its id.
+pub(super) const CHAIN_JOIN: char = '~';
+
 /// The `n`th turn of the task whose first turn is `first` (`first` itself for 0).
 pub(super) fn chain_turn(first: &TurnId, n: u32) -> Option<TurnId> {
     if n == 0 {
         return Some(first.clone());
     }
-    TurnId::new(format!("{first}~{n}")).ok()
+    TurnId::new(format!("{first}{CHAIN_JOIN}{n}")).ok()
 }
 
 /// The first turn and the place of a turn of a chain (`None` for a first turn).
 pub(super) fn chain_place(turn: &str) -> Option<(&str, u32)> {
-    let (first, n) = turn.rsplit_once('~')?;
+    let (first, n) = turn.rsplit_once(CHAIN_JOIN)?;
     let n: u32 = n.parse().ok().filter(|n| (1..=MAX_CHAIN).contains(n))?;
     (!first.is_empty()).then_some((first, n))
 }
@@ -109,10 +113,11 @@ impl Call<'_> {
             "content": "",
             "approval": approval,
         });
-        let turn = decode_turn(self.host, &payload.to_string(), None).map_err(|e| RpcError::of_host(&e))?;
+        let refused = |e| RpcError::of_host(&e).in_context(&session);
+        let turn = decode_turn(self.host, &payload.to_string(), None).map_err(refused)?;
         turns::start(self.host, self.person, turn)
             .await
-            .map_err(|e| RpcError::of_host(&e))?;
+            .map_err(refused)?;
         let ids = Ids {
             task: task_id(&session, &first),
             context: session,

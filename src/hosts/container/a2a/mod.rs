@@ -20,6 +20,7 @@
 //!
 //! Not taken yet: push notifications.
 
+mod card;
 mod continued;
 mod parts;
 pub(super) mod rest;
@@ -41,8 +42,10 @@ use serde_json::{Value, json};
 use super::access::{self, Asker, checked_id};
 use super::events::{StreamPlace, follow_turn, stream_place};
 use super::extract::decode_turn;
-use super::{ContainerHost, turns};
+use super::{ContainerHost, HostError, turns};
 use crate::session::{Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
+pub(super) use card::card;
+pub use card::{PublicUrl, PublicUrlError};
 use rpc::{Request, RpcError, answer};
 use stream::Streamer;
 use task::{Ids, Progress, parse_task_id, task_id};
@@ -55,51 +58,6 @@ pub(super) const A2A_PATH: &str = "/a2a";
 pub(super) const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
 /// The same card beside the interface (where a client given the interface's URL looks).
 pub(super) const INTERFACE_CARD_PATH: &str = "/a2a/.well-known/agent-card.json";
-
-/// `GET /.well-known/agent-card.json`.
-pub(super) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) -> Response {
-    let base = host.inner.config.public_url.clone().unwrap_or_else(|| {
-        let scheme = headers
-            .get("x-forwarded-proto")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("http");
-        let authority = headers
-            .get("host")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("localhost");
-        format!("{scheme}://{authority}")
-    });
-    let (schemes, requirement) = host.inner.config.auth.a2a_security();
-    axum::Json(json!({
-        "name": host.inner.config.agent_name,
-        "description": host.inner.config.agent_description,
-        "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [
-            {
-                "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
-                "protocolBinding": "JSONRPC",
-                "protocolVersion": A2A_VERSION,
-            },
-            {
-                "url": format!("{}{A2A_PATH}", base.trim_end_matches('/')),
-                "protocolBinding": "HTTP+JSON",
-                "protocolVersion": A2A_VERSION,
-            },
-        ],
-        "capabilities": { "streaming": true, "pushNotifications": false },
-        "securitySchemes": schemes,
-        "securityRequirements": [requirement],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain", "application/json"],
-        "skills": [{
-            "id": "converse",
-            "name": host.inner.config.agent_name,
-            "description": host.inner.config.agent_description,
-            "tags": ["conversation"],
-        }],
-    }))
-    .into_response()
-}
 
 /// `POST /a2a`.
 pub(super) async fn jsonrpc(
@@ -162,6 +120,20 @@ pub(super) async fn jsonrpc(
 fn refused_version(headers: &HeaderMap) -> Option<RpcError> {
     let version = headers.get("a2a-version").map(|v| v.to_str().unwrap_or("?"))?;
     (version.trim() != A2A_VERSION).then(|| RpcError::version_not_supported(version))
+}
+
+/// A request to an A2A path refused before any method ran (`refused`: a body over the limit, a
+/// head past the server's bounds), in the binding's shape: a JSON-RPC error on `/a2a`, a
+/// `google.rpc.Status` under `/a2a/`; `None` for any other path (the card's included).
+pub(super) fn edge_refusal(path: &str, refused: &HostError) -> Option<Response> {
+    let error = RpcError::refused_request(refused);
+    if path == A2A_PATH {
+        Some(json_answer(&Value::Null, Err(error)))
+    } else if path.starts_with("/a2a/") && path != INTERFACE_CARD_PATH {
+        Some(rest::failure(&error))
+    } else {
+        None
+    }
 }
 
 fn json_answer(id: &Value, result: Result<Value, RpcError>) -> Response {
@@ -296,7 +268,7 @@ impl Call<'_> {
         };
         let (ids, turn, history) = self.start(send.message).await?;
         let Some(place) = place else {
-            return Ok(json!({ "task": task::task(&Progress::default(), &ids, history) }));
+            return Ok(json!({ "task": task::task(&Progress::submitted_now(), &ids, history) }));
         };
         let followed = follow_turn(self.host, place, &ids.context, &turn, None);
         let progress = Progress::to_end(followed).await;
@@ -311,7 +283,7 @@ impl Call<'_> {
         let send: SendParams = rpc::params(params)?;
         let place = self.stream_place()?;
         let (ids, turn, history) = self.start(send.message).await?;
-        let first = json!({ "task": task::task(&Progress::default(), &ids, history) });
+        let first = json!({ "task": task::task(&Progress::submitted_now(), &ids, history) });
         Ok(self.updates(place, ids, &turn, first))
     }
 
@@ -332,7 +304,14 @@ impl Call<'_> {
         .map_err(|e| RpcError::of_host(&e))?;
         let turn: TurnId =
             checked_id("messageId", message.message_id.as_str()).map_err(|e| RpcError::of_host(&e))?;
-        let attachments = self.keep_files(&session, files).await?;
+        if turn.contains(continued::CHAIN_JOIN) {
+            // `<first>~<n>` names the turns that go on with a task: a message of the caller's
+            // must never name one of another task's.
+            return Err(RpcError::invalid_params(format!(
+                "messageId must not hold '{}', which joins the turns of a task",
+                continued::CHAIN_JOIN
+            )));
+        }
         let ids = Ids {
             task: task_id(&session, &turn),
             context: session.clone(),
@@ -343,13 +322,19 @@ impl Call<'_> {
             "userId": self.person.user_id,
             "accountId": self.person.account_id,
             "content": content,
-            "attachments": attachments,
         });
-        let started = decode_turn(self.host, &payload.to_string(), None);
-        let turn_payload = started.map_err(|e| RpcError::of_host(&e))?;
+        let refused = |e: HostError| RpcError::of_host(&e).in_context(&session);
+        let mut turn_payload = decode_turn(self.host, &payload.to_string(), None).map_err(refused)?;
+        if !files.is_empty() {
+            // The turn may start before its files are kept: a refusal keeps nothing.
+            turns::admit(self.host, self.person, &turn_payload)
+                .await
+                .map_err(refused)?;
+            turn_payload.attachments = self.keep_files(&session, files).await?;
+        }
         turns::start(self.host, self.person, turn_payload)
             .await
-            .map_err(|e| RpcError::of_host(&e))?;
+            .map_err(refused)?;
         let history = vec![task::person_message(&message.message_id, message.parts, &ids)];
         Ok((ids, turn, history))
     }
@@ -442,6 +427,12 @@ impl Call<'_> {
         let list: ListParams = rpc::params(params)?;
         let (limit, state) = list.checked()?;
         let state = state.map(str::to_owned);
+        // Tasks whose state was set after this time (when that time is known).
+        let after_ms = list
+            .status_timestamp_after
+            .as_deref()
+            .and_then(|after| chrono::DateTime::parse_from_rfc3339(after).ok())
+            .map(|after| after.timestamp_millis());
         let sessions: Vec<SessionId> = match list.context_id {
             Some(context) => vec![checked_id("contextId", context).map_err(|e| RpcError::of_host(&e))?],
             None => match self.host.inner.conversations.get() {
@@ -472,7 +463,14 @@ impl Call<'_> {
                     task: task_id(&session, &first),
                     context: session.clone(),
                 };
-                let mut found = task::task(&self.progress(&session, &turn).await?, &ids, Vec::new());
+                let progress = self.progress(&session, &turn).await?;
+                let set_at = progress.state_at_ms().and_then(|at| i64::try_from(at).ok());
+                if let (Some(after), Some(set_at)) = (after_ms, set_at)
+                    && set_at <= after
+                {
+                    continue;
+                }
+                let mut found = task::task(&progress, &ids, Vec::new());
                 if state
                     .as_ref()
                     .is_some_and(|state| found["status"]["state"] != state.as_str())
@@ -580,7 +578,7 @@ impl Call<'_> {
             task: id,
             context: session,
         };
-        let first = json!({ "task": task::task(&Progress::default(), &ids, Vec::new()) });
+        let first = json!({ "task": task::task(&progress, &ids, Vec::new()) });
         Ok(self.updates(self.stream_place()?, ids, &turn, first))
     }
 }

@@ -8,7 +8,6 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use serde_json::Value;
 
 use super::{Call, RpcError};
-use crate::hosts::container::access;
 use crate::hosts::container::files::keep;
 use crate::protocol::AttachmentRef;
 use crate::session::SessionId;
@@ -64,8 +63,9 @@ pub(super) fn read(parts: &[Value]) -> Result<(String, Vec<GivenFile>), RpcError
 }
 
 impl Call<'_> {
-    /// Keeps `files` for the person's conversation `session` (theirs, checked first: a
-    /// refusal keeps nothing): the references the turn carries.
+    /// Keeps `files` for the person's conversation `session` (theirs, and free for the turn:
+    /// the caller asked `turns::admit` first, so a refusal keeps nothing): the references the
+    /// turn carries.
     pub(super) async fn keep_files(
         &self,
         session: &SessionId,
@@ -74,9 +74,6 @@ impl Call<'_> {
         if files.is_empty() {
             return Ok(Vec::new());
         }
-        access::theirs(self.host, self.person, session, true)
-            .await
-            .map_err(|e| RpcError::of_host(&e))?;
         let uploads = self.host.inner.uploads.get().ok_or_else(|| {
             RpcError::unsupported(
                 "this agent keeps no files (FILES_BUCKET or FILES_DIR): send the words instead",

@@ -193,7 +193,7 @@ fn answer(result: Result<Value, RpcError>) -> Response {
     }
 }
 
-fn failure(error: &RpcError) -> Response {
+pub(super) fn failure(error: &RpcError) -> Response {
     let (status, body) = error.rest();
     (status, axum::Json(body)).into_response()
 }

@@ -2,10 +2,12 @@
 //! them, with the `google.rpc.ErrorInfo` detail the official SDK adds; the HTTP+JSON binding's
 //! status and body for each), and an answer.
 
+use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::hosts::container::HostError;
+use crate::session::{SessionId, TurnId};
 
 /// A JSON-RPC request.
 #[derive(Debug, Deserialize)]
@@ -26,6 +28,11 @@ pub(super) struct RpcError {
     message: String,
     /// A2A's reason, for the `ErrorInfo` detail.
     reason: Option<&'static str>,
+    /// The `ErrorInfo` detail's metadata: what a program reads of the failure (boxed: an error
+    /// travels in every `Result` of a call).
+    metadata: Box<Map<String, Value>>,
+    /// The HTTP+JSON binding's status and `google.rpc` code, where they are not the code's own.
+    http: Option<(StatusCode, &'static str)>,
 }
 
 impl RpcError {
@@ -85,43 +92,97 @@ impl RpcError {
         )
     }
 
+    /// A request refused before any method ran (a body over the host's limit, a head past the
+    /// server's bounds), as `a2a-sdk`'s own server answers a body too large: an invalid
+    /// request, naming the part at fault (`field`); on the HTTP+JSON binding, with the status
+    /// the host refused it with.
+    pub(super) fn refused_request(refused: &HostError) -> Self {
+        let mut error = Self::a2a(-32600, "INVALID_REQUEST", refused.message());
+        error.http = Some((refused.status(), "INVALID_ARGUMENT"));
+        if let Some(field) = refused.field_at_fault() {
+            error.metadata.insert("field".into(), json!(field));
+        }
+        error
+    }
+
     fn plain(code: i64, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
             reason: None,
+            metadata: Box::default(),
+            http: None,
         }
     }
 
     fn a2a(code: i64, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
-            code,
-            message: message.into(),
             reason: Some(reason),
+            ..Self::plain(code, message)
         }
     }
 
     /// The error of a refusal the host's routes would answer with a status: a conversation
-    /// that is not the person's is a task that does not exist for them, a malformed value bad
-    /// params, the rest internal.
+    /// that is not the person's is a task that does not exist for them; a malformed value bad
+    /// params; a conversation that runs another turn (409) a failed precondition, which names
+    /// the running turn (`runningTurnId`; [`in_context`](Self::in_context) adds its task);
+    /// a host at capacity or shutting down (503) unavailable, an asker past their share (429)
+    /// resource exhausted (each with that status on the HTTP+JSON binding); the rest internal.
     pub(super) fn of_host(error: &HostError) -> Self {
         match error.status().as_u16() {
             404 => Self::task_not_found(),
             400 | 413 | 422 => Self::invalid_params(error.message()),
+            409 => {
+                let mut busy = Self::unsupported(error.message());
+                busy.http = Some((StatusCode::CONFLICT, "FAILED_PRECONDITION"));
+                if let Some(running) = error.running_turn() {
+                    busy.metadata.insert("runningTurnId".into(), json!(running));
+                }
+                busy
+            }
+            503 => {
+                let mut unavailable = Self::internal(error.message());
+                unavailable.http = Some((StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE"));
+                unavailable
+            }
+            429 => {
+                let mut exhausted = Self::internal(error.message());
+                exhausted.http = Some((StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED"));
+                exhausted
+            }
             _ => Self::internal(error.message()),
         }
+    }
+
+    /// The same error, its running turn (if it names one) also named as the task of `context`
+    /// it is (`runningTaskId`): what an A2A caller knows.
+    #[must_use]
+    pub(super) fn in_context(mut self, context: &SessionId) -> Self {
+        let running = self.metadata.get("runningTurnId").and_then(Value::as_str);
+        if let Some(turn) = running.and_then(|t| TurnId::new(t).ok()) {
+            self.metadata
+                .insert("runningTaskId".into(), json!(super::task_id(context, &turn)));
+        }
+        self
+    }
+
+    /// The `ErrorInfo` detail, when the error has an A2A reason.
+    fn detail(&self) -> Option<Value> {
+        self.reason.map(|reason| {
+            json!({
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": "a2a-protocol.org",
+                "metadata": self.metadata,
+            })
+        })
     }
 
     /// The error object.
     pub(super) fn body(&self) -> Value {
         let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(reason) = self.reason {
-            error["data"] = json!([{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": "a2a-protocol.org",
-                "metadata": {},
-            }]);
+        if let Some(detail) = self.detail() {
+            error["data"] = json!([detail]);
         }
         error
     }
@@ -130,14 +191,13 @@ impl RpcError {
 impl RpcError {
     /// The error as the HTTP+JSON binding answers it: the HTTP status A2A maps its code to,
     /// and a `google.rpc.Status` body with the `ErrorInfo` detail.
-    pub(super) fn rest(&self) -> (axum::http::StatusCode, Value) {
-        use axum::http::StatusCode;
-        let (status, name) = match self.code {
+    pub(super) fn rest(&self) -> (StatusCode, Value) {
+        let (status, name) = self.http.unwrap_or(match self.code {
             -32001 | -32601 => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             -32602 | -32600 | -32700 => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
             -32603 => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
             _ => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION"),
-        };
+        });
         let reason = self.reason.unwrap_or(match self.code {
             -32601 => "METHOD_NOT_FOUND",
             _ => "INVALID_REQUEST",
@@ -150,7 +210,7 @@ impl RpcError {
                 "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                 "reason": reason,
                 "domain": "a2a-protocol.org",
-                "metadata": {},
+                "metadata": self.metadata,
             }],
         }});
         (status, body)

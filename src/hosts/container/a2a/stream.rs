@@ -35,10 +35,11 @@ impl Streamer {
         if self.ended {
             return out;
         }
-        let event = match item {
-            Followed::Logged(logged) => &logged.event,
+        let (event, logged) = match item {
+            Followed::Logged(logged) => (&logged.event, logged),
             Followed::NotStarted => {
                 self.ended = true;
+                self.progress.take_not_started();
                 self.progress.terminal = Some(AgentEvent::failed(
                     "the task did not start: no worker took it in time",
                     true,
@@ -48,7 +49,7 @@ impl Streamer {
                 return out;
             }
         };
-        self.progress.take(event);
+        self.progress.take(logged);
         if !self.working_sent {
             self.working_sent = true;
             out.push(self.status_update(TaskState::Working));

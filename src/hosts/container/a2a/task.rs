@@ -84,6 +84,14 @@ impl TaskState {
 pub(super) use crate::hosts::container::events::Heard as Progress;
 
 impl Progress {
+    /// A task just submitted: nothing logged yet, and submitted now.
+    pub(super) fn submitted_now() -> Self {
+        Self {
+            submitted_at_ms: Some(crate::clock::now_ms()),
+            ..Self::default()
+        }
+    }
+
     /// The task's state, as the turn's events say it.
     pub(super) fn state(&self) -> TaskState {
         match &self.terminal {
@@ -92,12 +100,30 @@ impl Progress {
             None => TaskState::Submitted,
         }
     }
+
+    /// When the task came to its state (epoch milliseconds), from the logged event that set it:
+    /// the terminal (or the wait that found it not started) for a final or waiting state, the
+    /// first event for `WORKING`, the submission for `SUBMITTED`; `None` where that is not known
+    /// (an event logged before the log kept the time, a task read before it logged anything).
+    pub(super) fn state_at_ms(&self) -> Option<u64> {
+        if self.terminal.is_some() || self.not_started {
+            self.ended_at_ms
+        } else if self.started {
+            self.started_at_ms
+        } else {
+            self.submitted_at_ms
+        }
+    }
 }
 
 /// The task's status: its state, a message from the agent where the state needs one (why it
-/// failed; what approval it waits for, and how to give it), and when.
+/// failed; what approval it waits for, and how to give it), and when it came to that state (the
+/// time of the logged event that set it, never the time of the read; left out when unknown).
 pub(super) fn status(state: TaskState, progress: &Progress, ids: &Ids) -> Value {
-    let mut status = json!({ "state": state.name(), "timestamp": now_rfc3339() });
+    let mut status = json!({ "state": state.name() });
+    if let Some(at) = progress.state_at_ms() {
+        status["timestamp"] = json!(rfc3339(at));
+    }
     if let Some(AgentEvent::Failed { details, .. }) = &progress.terminal {
         status["message"] = agent_message(details, ids);
     }
@@ -237,10 +263,10 @@ pub(super) fn answer_artifact_id(ids: &Ids) -> String {
     format!("{}-answer", ids.task)
 }
 
-/// Now, as RFC 3339 in UTC (A2A's timestamps).
-pub(super) fn now_rfc3339() -> String {
-    let now = i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX);
-    chrono::DateTime::from_timestamp_millis(now)
+/// `at_ms` (epoch milliseconds) as RFC 3339 in UTC (A2A's timestamps).
+pub(super) fn rfc3339(at_ms: u64) -> String {
+    let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp_millis(at)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

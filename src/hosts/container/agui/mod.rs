@@ -176,7 +176,8 @@ fn translated(
 /// The turn `input` asks for, as `POST /turns` takes one: the run as the turn, the thread as the
 /// conversation, the last message's text as the person's words (or `words`, the page's late
 /// answers), a resumed interrupt as the decision on its approval, `page`, the page's tools, as
-/// the surface the turn's UI actions are on, and the input's `context` as the page's knowledge.
+/// the surface the turn's UI actions are on, and the input's `context` as the page's state
+/// (with the person's message, never in the system prompt).
 fn turn_body(
     person: &Owner,
     input: &RunAgentInput,
@@ -220,16 +221,49 @@ fn turn_body(
     if let Some(page) = page {
         body["context"]["oui"] = page;
     }
-    // What the application tells the agent, as the page's knowledge (after the system prompt).
+    // What the application tells the agent is the page's, written where the person's browser
+    // could: it goes with the person's message, as the page's state (data, never the system
+    // prompt's words), within its bounds.
     if !input.context.is_empty() {
-        let entries: Vec<Value> = input
-            .context
-            .iter()
-            .map(|item| json!({ "title": item.description, "content": item.value }))
-            .collect();
-        body["context"]["uiKnowledge"] = json!({ "entries": entries });
+        body["context"][PAGE_CONTEXT_KEY] = page_context(&input.context)?;
     }
     Ok(body)
+}
+
+/// The most items of `context` a run takes.
+pub const MAX_CONTEXT_ITEMS: usize = 100;
+/// The most bytes of `context` (its descriptions and values together) a run takes.
+pub const MAX_CONTEXT_BYTES: usize = 64 * 1024;
+/// The key of the turn's `context` that carries AG-UI's `context`: the page's own state, shown to
+/// the model with the person's message as data.
+const PAGE_CONTEXT_KEY: &str = "pageContext";
+
+/// The input's `context` as the page's state: `[{description, value}]`, within
+/// [`MAX_CONTEXT_ITEMS`] and [`MAX_CONTEXT_BYTES`] (400 naming `context` past them).
+fn page_context(context: &[ContextItem]) -> Result<Value, HostError> {
+    if context.len() > MAX_CONTEXT_ITEMS {
+        return Err(HostError::field(
+            "context",
+            format!(
+                "context has {} items; a run takes at most {MAX_CONTEXT_ITEMS}",
+                context.len()
+            ),
+        ));
+    }
+    let bytes: usize = context
+        .iter()
+        .map(|item| item.description.len() + item.value.len())
+        .sum();
+    if bytes > MAX_CONTEXT_BYTES {
+        return Err(HostError::field(
+            "context",
+            format!("context is {bytes} bytes; a run takes at most {MAX_CONTEXT_BYTES}"),
+        ));
+    }
+    Ok(context
+        .iter()
+        .map(|item| json!({ "description": item.description, "value": item.value }))
+        .collect())
 }
 
 /// The approval decision a resume entry gives: approved with the interrupt's token, unless it

@@ -78,7 +78,12 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 /// Adds the security headers to every answer of the host (the page, its assets and the API): the
 /// content security policy, no framing, no sniffing of types, and no referrer (the page's URL
 /// carries its token).
-pub(super) async fn security_headers(mut response: axum::response::Response) -> axum::response::Response {
+pub(super) async fn security_headers(response: axum::response::Response) -> axum::response::Response {
+    with_security_headers(response)
+}
+
+/// [`security_headers`], for an answer made outside the router (a refused request head).
+pub(super) fn with_security_headers(mut response: axum::response::Response) -> axum::response::Response {
     use axum::http::HeaderValue;
     let headers = response.headers_mut();
     for (name, value) in [

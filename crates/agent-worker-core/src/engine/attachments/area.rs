@@ -186,8 +186,8 @@ impl FileUploads for LocalFileArea {
     }
 }
 
-/// A file area in a local directory: `<root>/<owner>/<id>` and its reference beside it in
-/// `<id>.json`. The embedded default.
+/// A file area in a local directory: `<root>/<owner>/<id>` (the owner as [`owner_segment`]
+/// escapes it) and its reference beside it in `<id>.json`. The embedded default.
 #[derive(Debug, Clone)]
 pub struct LocalFileArea {
     root: PathBuf,
@@ -212,12 +212,47 @@ impl LocalFileArea {
     }
 
     fn folder(&self, owner: &str) -> Option<PathBuf> {
-        plain_segment(owner).map(|o| self.root.join(o))
+        owner_segment(owner).map(|o| self.root.join(o.as_ref()))
     }
 }
 
+/// A conversation's id (`owner`) as one path or key segment, for every file area: `%`, `/`, `\`
+/// and NUL escaped as `%25`, `%2F`, `%5C`, `%00`, so that any id a conversation may have keeps
+/// its files, each apart from every other id's (no two ids give one segment, and no id's files
+/// are under another's prefix); an id without those characters is its own segment. `None` for
+/// an empty id, `.` or `..`, which no conversation has.
+///
+/// ```
+/// use agent_worker_core::engine::attachments::owner_segment;
+///
+/// assert_eq!(owner_segment("conv-1").as_deref(), Some("conv-1"));
+/// assert_eq!(owner_segment("team/conv-1").as_deref(), Some("team%2Fconv-1"));
+/// assert_eq!(owner_segment("team%2Fconv-1").as_deref(), Some("team%252Fconv-1"));
+/// assert_eq!(owner_segment(".."), None);
+/// ```
+pub fn owner_segment(owner: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if owner.is_empty() || owner == "." || owner == ".." {
+        return None;
+    }
+    if !owner.contains(['%', '/', '\\', '\0']) {
+        return Some(std::borrow::Cow::Borrowed(owner));
+    }
+    let mut escaped = String::with_capacity(owner.len() + 8);
+    for c in owner.chars() {
+        match c {
+            '%' => escaped.push_str("%25"),
+            '/' => escaped.push_str("%2F"),
+            '\\' => escaped.push_str("%5C"),
+            '\0' => escaped.push_str("%00"),
+            c => escaped.push(c),
+        }
+    }
+    Some(std::borrow::Cow::Owned(escaped))
+}
+
 /// `name` when it is one plain path or key segment: not empty, not `.` or `..`, no separator or
-/// NUL. File areas keep an owner's files apart with it.
+/// NUL. File areas name a file (its id) with it; a conversation's id goes through
+/// [`owner_segment`] instead, which escapes what a segment cannot hold.
 pub fn plain_segment(name: &str) -> Option<&str> {
     let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
     (!bad).then_some(name)

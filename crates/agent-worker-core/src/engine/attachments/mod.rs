@@ -45,7 +45,7 @@ use crate::protocol::{AttachmentKind, AttachmentRef, kind_of};
 use crate::session::ContentBlock;
 pub use area::{
     FileArea, FileUploads, LoadAs, LocalFileArea, PresignedUpload, Unavailable, decode_reference,
-    plain_segment,
+    owner_segment, plain_segment,
 };
 pub use image::image_size;
 use image::sniffed_type;

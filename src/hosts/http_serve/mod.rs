@@ -10,6 +10,16 @@
 //! [`ConnectionLimits::send_timeout`] is dropped, and at most
 //! [`ConnectionLimits::max_connections`] are open at once: the next waits in the listen backlog.
 //! A handler that works for a long time (a turn, an Agent Protocol step) is not cut short.
+//!
+//! Each request head is read before hyper reads it ([`head`]), within
+//! [`ConnectionLimits::max_target_bytes`], [`ConnectionLimits::max_head_bytes`] and
+//! [`ConnectionLimits::max_headers`]: a head hyper would answer itself with an empty body (a
+//! target too long, a byte a URL may not hold, too many or too large headers, a malformed
+//! length) is answered by the server in its own shape instead ([`serve_answering`]).
+
+mod head;
+
+pub use head::{AnswerRefused, RefusedHead};
 
 use std::future::Future;
 use std::io;
@@ -40,6 +50,14 @@ pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most connections open at once, by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The longest request target (path and query) taken, by default, in bytes.
+pub const DEFAULT_MAX_TARGET_BYTES: usize = 16 * 1024;
+/// The largest request head taken, by default, in bytes.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The most header lines a request may have, by default (hyper's own default).
+pub const DEFAULT_MAX_HEADERS: usize = 100;
+/// The least hyper buffers of a connection's reads (its own default), in bytes.
+const MIN_READ_BUFFER: usize = 8192 + 4096 * 100;
 
 /// The limits every connection is served within.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +71,12 @@ pub struct ConnectionLimits {
     pub send_timeout: Duration,
     /// The most connections open at once.
     pub max_connections: usize,
+    /// The longest request target (path and query), in bytes: 414 past it.
+    pub max_target_bytes: usize,
+    /// The largest request head (its request line and headers), in bytes: 431 past it.
+    pub max_head_bytes: usize,
+    /// The most header lines a request may have: 431 past it.
+    pub max_headers: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -62,17 +86,31 @@ impl Default for ConnectionLimits {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             send_timeout: DEFAULT_SEND_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_target_bytes: DEFAULT_MAX_TARGET_BYTES,
+            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
+            max_headers: DEFAULT_MAX_HEADERS,
         }
     }
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves; then accepts no
 /// more connections, lets each open one finish its request in flight, and returns once all are
-/// closed.
+/// closed. A refused head is answered `{"error", "field"}` ([`RefusedHead::json`]).
 pub async fn serve_within(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_answering(listener, router, limits, RefusedHead::json, shutdown).await
+}
+
+/// [`serve_within`], a refused head answered by `answer`, in the router's own shape.
+pub async fn serve_answering(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    answer: AnswerRefused,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let body_read_timeout = limits.body_read_timeout;
@@ -82,9 +120,17 @@ pub async fn serve_within(
     let permits = Arc::new(Semaphore::new(
         limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
+    let heads = head::HeadLimits {
+        max_target_bytes: limits.max_target_bytes,
+        max_head_bytes: limits.max_head_bytes,
+        max_headers: limits.max_headers.max(1),
+    };
     let mut http = hyper::server::conn::http1::Builder::new();
+    // hyper's own bounds stay past the guard's, so that what it reads it takes.
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_headers(heads.max_headers)
+        .max_buf_size(MIN_READ_BUFFER.max(heads.max_head_bytes.saturating_mul(2)));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -109,8 +155,11 @@ pub async fn serve_within(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(Watched::new(stream, limits.send_timeout, permit));
-        let connection = http.serve_connection(io, TowerToHyperService::new(router.clone()));
+        let refusals = head::Refusals::new();
+        let watched = Watched::new(stream, limits.send_timeout, permit);
+        let io = TokioIo::new(head::Guarded::new(watched, heads, refusals.clone()));
+        let service = head::Answering::new(TowerToHyperService::new(router.clone()), refusals, answer);
+        let connection = http.serve_connection(io, service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
