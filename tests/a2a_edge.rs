@@ -211,8 +211,9 @@ async fn a_tasks_status_time_is_when_its_state_was_set_not_when_it_is_read() {
         .rpc("agent-a", &rpc("GetTask", json!({"id": task["id"]})), Some("1.0"))
         .await;
     assert_eq!(at(&got["result"]["status"]), logged, "{got}");
-    // A list of the tasks set after it holds the later one alone.
-    let after = chrono::DateTime::from_timestamp_millis(logged)
+    // A list of the tasks set after it holds the later one alone (the filter takes tasks set at
+    // or after its time, as A2A says: a millisecond after this task's).
+    let after = chrono::DateTime::from_timestamp_millis(logged + 1)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let listed = world

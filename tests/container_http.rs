@@ -715,6 +715,22 @@ async fn one_person_cannot_take_the_streams_of_all_and_no_turn_starts_unanswerab
     assert!(refused.headers().contains_key("retry-after"));
     let body: Value = refused.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("one person"), "{body}");
+    // A refused stream claims nothing: a conversation no one owns stays no one's.
+    let before = table(&server.store).await;
+    let unclaimed = client
+        .get(format!(
+            "{}/turns/made-up-3/events?session=conv-unclaimed&userId=mallory&accountId=evil",
+            server.url
+        ))
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unclaimed.status(), 429);
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
     // Another of the same account: one more, then the account's cap.
     let response = stream("eve", "evil", 0).await.unwrap();
     assert_eq!(response.status(), 200);

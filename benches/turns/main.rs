@@ -20,7 +20,9 @@
 //!   sessions at once: throughput, p99 and resident memory per window (`load`).
 //!
 //! Results are printed, and written to `benchmarks/results.json` with a plot,
-//! `benchmarks/dynamodb-per-turn.svg`.
+//! `benchmarks/dynamodb-per-turn.svg`; each part's figures with the date and build of the run
+//! that made them (`runs`), which `scripts/bench_front.py` turns into BENCHMARKS.md's front
+//! table.
 
 mod conversations;
 mod heavy;
@@ -29,6 +31,7 @@ mod load;
 mod plot;
 mod poller;
 mod process;
+mod stamp;
 mod storage;
 mod watch;
 
@@ -93,7 +96,18 @@ async fn main() {
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
+        // Each part's figures name the run they come from; the machine is the last run's.
+        let stamp = stamp::run();
+        let mut runs = all
+            .remove("runs")
+            .and_then(|runs| runs.as_object().cloned())
+            .unwrap_or_default();
+        for part in results.keys() {
+            runs.insert(part.clone(), stamp.clone());
+        }
         all.extend(results);
+        all.insert("runs".into(), serde_json::Value::Object(runs));
+        all.insert("machine".into(), stamp::machine());
         let text = serde_json::to_string_pretty(&all).expect("JSON");
         std::fs::write(&path, text + "\n").expect("the results are written");
         println!("\nwrote benchmarks/results.json and benchmarks/dynamodb-per-turn.svg");

@@ -19,15 +19,15 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt as _};
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::access::{Acting, TurnPath};
+use super::access::{Acting, Asker, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::protocol::AgentEvent;
@@ -249,31 +249,57 @@ impl TurnReader {
 
 /// Where a stream resumes from, when no `Last-Event-ID` says.
 #[derive(Debug, Deserialize)]
-pub(super) struct Resume {
+struct ResumeQuery {
     cursor: Option<u64>,
 }
 
-/// `GET /turns/{turnId}/events?session=S…`.
+/// Where a stream resumes from: after `Last-Event-ID`, or the query's `cursor`; from the start
+/// when neither says. Read before the conversation is looked at, so a bad one changes nothing.
+pub(super) struct Resume(Option<u64>);
+
+impl FromRequestParts<ContainerHost> for Resume {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, host: &ContainerHost) -> Result<Self, HostError> {
+        if let Some(header) = parts.headers.get("last-event-id") {
+            return header
+                .to_str()
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .map(|seq| Resume(Some(seq)))
+                .ok_or_else(|| {
+                    HostError::field("Last-Event-ID", "Last-Event-ID is not an event's position")
+                });
+        }
+        let Params(query) = Params::<ResumeQuery>::from_request_parts(parts, host).await?;
+        Ok(Resume(query.cursor))
+    }
+}
+
+/// A place for one event stream of the request's person ([`stream_place`]), taken before the
+/// conversation is looked at: a stream refused for its cap (429, 503) claims no conversation.
+pub(super) struct StreamSlot(StreamPlace);
+
+impl FromRequestParts<ContainerHost> for StreamSlot {
+    type Rejection = HostError;
+
+    async fn from_request_parts(parts: &mut Parts, host: &ContainerHost) -> Result<Self, HostError> {
+        let Asker(person) = Asker::from_request_parts(parts, host).await?;
+        stream_place(host, &person).map(StreamSlot)
+    }
+}
+
+/// `GET /turns/{turnId}/events?session=S…`: the extractors in the order they decide (the turn's
+/// id, the stream's place, where it resumes, then the person's conversation, claimed last).
 pub(super) async fn turn_events(
     State(host): State<ContainerHost>,
     TurnPath(turn_id): TurnPath,
+    StreamSlot(place): StreamSlot,
+    Resume(resume): Resume,
     conversation: Acting,
-    Params(resume): Params<Resume>,
-    headers: HeaderMap,
-) -> Result<Response, HostError> {
-    let resume = match headers.get("last-event-id").map(|v| v.to_str()) {
-        Some(text) => Some(
-            text.ok()
-                .and_then(|text| text.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    HostError::field("Last-Event-ID", "Last-Event-ID is not an event's position")
-                })?,
-        ),
-        None => resume.cursor,
-    };
-    let place = stream_place(&host, &conversation.person)?;
+) -> Response {
     let followed = follow_turn(&host, place, &conversation.id, &turn_id, resume);
-    Ok(logged_sse(followed, turn_id))
+    logged_sse(followed, turn_id)
 }
 
 /// A followed turn as Server-Sent Events: each logged event under its type with its position as

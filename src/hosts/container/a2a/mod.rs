@@ -22,6 +22,7 @@
 
 mod card;
 mod continued;
+mod list;
 mod parts;
 pub(super) mod rest;
 mod rpc;
@@ -187,66 +188,6 @@ struct GetParams {
     id: String,
     #[serde(default)]
     history_length: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ListParams {
-    #[serde(default)]
-    context_id: Option<String>,
-    #[serde(default)]
-    page_size: Option<i64>,
-    #[serde(default)]
-    history_length: Option<i64>,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    status_timestamp_after: Option<String>,
-    #[serde(default)]
-    include_artifacts: bool,
-    #[serde(default)]
-    page_token: Option<String>,
-}
-
-impl ListParams {
-    /// The page size asked (50 by default), and the state asked for, checked.
-    fn checked(&self) -> Result<(usize, Option<&str>), RpcError> {
-        let size = match self.page_size {
-            None => 50,
-            Some(size @ 1..=100) => usize::try_from(size).unwrap_or(50),
-            Some(size) => {
-                return Err(RpcError::invalid_params(format!(
-                    "pageSize {size} is not between 1 and 100"
-                )));
-            }
-        };
-        if self.history_length.is_some_and(|n| n < 0) {
-            return Err(RpcError::invalid_params("historyLength must not be negative"));
-        }
-        // Every answer is one page (its nextPageToken empty): a token is none this server gave.
-        if self.page_token.as_deref().is_some_and(|token| !token.is_empty()) {
-            return Err(RpcError::invalid_params(
-                "pageToken is not one this server gave: every list is one page",
-            ));
-        }
-        if let Some(after) = &self.status_timestamp_after
-            && chrono::DateTime::parse_from_rfc3339(after).is_err()
-        {
-            return Err(RpcError::invalid_params(format!(
-                "statusTimestampAfter {after:?} is not an RFC 3339 time"
-            )));
-        }
-        let state = match self.status.as_deref() {
-            None | Some("TASK_STATE_UNSPECIFIED") => None,
-            Some(state) if task::TaskState::named(state).is_some() => Some(state),
-            Some(state) => {
-                return Err(RpcError::invalid_params(format!(
-                    "status {state:?} is not a task state"
-                )));
-            }
-        };
-        Ok((size, state))
-    }
 }
 
 /// One call's host and person.
@@ -420,121 +361,6 @@ impl Call<'_> {
             &ids,
             task::history(&entries, &turns, &ids, limit),
         ))
-    }
-
-    /// `ListTasks`: the tasks of a context of the person's, or of their latest conversations.
-    async fn list(&self, params: Value) -> Result<Value, RpcError> {
-        let list: ListParams = rpc::params(params)?;
-        let (limit, state) = list.checked()?;
-        let state = state.map(str::to_owned);
-        // Tasks whose state was set after this time (when that time is known).
-        let after_ms = list
-            .status_timestamp_after
-            .as_deref()
-            .and_then(|after| chrono::DateTime::parse_from_rfc3339(after).ok())
-            .map(|after| after.timestamp_millis());
-        let sessions: Vec<SessionId> = match list.context_id {
-            Some(context) => vec![checked_id("contextId", context).map_err(|e| RpcError::of_host(&e))?],
-            None => match self.host.inner.conversations.get() {
-                Some(conversations) => conversations
-                    .list(self.person, Some(20), None)
-                    .await
-                    .map_err(|e| RpcError::internal(e.to_string()))?
-                    .conversations
-                    .into_iter()
-                    .filter_map(|c| SessionId::new(c.id).ok())
-                    .collect(),
-                None => Vec::new(),
-            },
-        };
-        let mut tasks = Vec::new();
-        for session in sessions {
-            if access::theirs(self.host, self.person, &session, false)
-                .await
-                .is_err()
-            {
-                continue;
-            }
-            for (first, turn) in self.tasks_of(&session).await? {
-                if tasks.len() == limit {
-                    break;
-                }
-                let ids = Ids {
-                    task: task_id(&session, &first),
-                    context: session.clone(),
-                };
-                let progress = self.progress(&session, &turn).await?;
-                let set_at = progress.state_at_ms().and_then(|at| i64::try_from(at).ok());
-                if let (Some(after), Some(set_at)) = (after_ms, set_at)
-                    && set_at <= after
-                {
-                    continue;
-                }
-                let mut found = task::task(&progress, &ids, Vec::new());
-                if state
-                    .as_ref()
-                    .is_some_and(|state| found["status"]["state"] != state.as_str())
-                {
-                    continue;
-                }
-                if !list.include_artifacts
-                    && let Some(task) = found.as_object_mut()
-                {
-                    task.remove("artifacts");
-                }
-                tasks.push(found);
-            }
-        }
-        Ok(json!({ "tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len() }))
-    }
-
-    /// The turns of `session`, newest first: those its stored messages name, then the one running.
-    async fn turns_of(&self, session: &SessionId) -> Result<Vec<TurnId>, RpcError> {
-        let store = &self.host.inner.store;
-        let entries = store
-            .entries(session, 0, 1000)
-            .await
-            .map_err(|e| RpcError::internal(e.client_message()))?;
-        let mut turns: Vec<TurnId> = Vec::new();
-        let running = store.active_turn(session).await.ok().flatten();
-        for turn in entries
-            .iter()
-            .filter_map(|e| e.turn_id.as_deref())
-            .chain(running.as_deref())
-        {
-            if let Ok(turn) = TurnId::new(turn)
-                && !turns.contains(&turn)
-            {
-                turns.push(turn);
-            }
-        }
-        turns.reverse();
-        Ok(turns)
-    }
-
-    /// The tasks of `session`, newest first: each task's first turn, with its latest (a task
-    /// continued after an approval is one task, as its latest turn says it stands).
-    async fn tasks_of(&self, session: &SessionId) -> Result<Vec<(TurnId, TurnId)>, RpcError> {
-        let turns = self.turns_of(session).await?;
-        let mut tasks: Vec<(TurnId, TurnId, u32)> = Vec::new();
-        for turn in &turns {
-            let (first, place) = match continued::chain_place(turn) {
-                Some((first, place)) if turns.iter().any(|t| t.as_str() == first) => (first, place),
-                _ => (turn.as_str(), 0),
-            };
-            match tasks.iter_mut().find(|(f, _, _)| f.as_str() == first) {
-                Some(task) if task.2 < place => (task.1, task.2) = (turn.clone(), place),
-                Some(_) => {}
-                None => {
-                    let first = TurnId::new(first).map_err(|e| RpcError::internal(e.to_string()))?;
-                    tasks.push((first, turn.clone(), place));
-                }
-            }
-        }
-        Ok(tasks
-            .into_iter()
-            .map(|(first, latest, _)| (first, latest))
-            .collect())
     }
 
     /// `CancelTask`: the turn's stop; the task once it has ended.
