@@ -69,7 +69,8 @@ demo-tools: $(PY_TOOLS) build
 test-browser: $(PY_TOOLS) $(NODE_TOOLS) build
 	scripts/browser_test.sh
 
-## lint: formatting and clippy, warnings are errors; no dependency that nothing uses.
+## lint: formatting and clippy, warnings are errors; no dependency that nothing uses; BENCHMARKS.md's
+## front section is what benchmarks/results.json says.
 lint: $(MACHETE)
 	cargo fmt --all --check
 	$(MACHETE) --skip-target-dir
@@ -85,6 +86,7 @@ lint: $(MACHETE)
 	cargo check --locked -p agent-worker-core
 	cargo check --locked -p agent-worker-aws --all-features
 	python3 scripts/module_cycles.py
+	python3 scripts/bench_front.py --check
 
 fmt:
 	cargo fmt --all
@@ -93,10 +95,12 @@ $(MACHETE):
 	cargo install --locked --quiet --root .tools/cargo-machete-$(MACHETE_VERSION) cargo-machete@$(MACHETE_VERSION)
 
 ## bench: turn latency and throughput against the stand-in (a program, not a test), and the same
-## turns on rig beside ours (benches/peers/rig: its own workspace, nothing we ship depends on it).
+## turns on rig beside ours (benches/peers/rig: its own workspace, nothing we ship depends on it);
+## then BENCHMARKS.md's front section is written again from the run's benchmarks/results.json.
 bench:
 	cargo build --release --locked --manifest-path benches/peers/rig/Cargo.toml
 	RIG_PEER=$(CARGO_TARGET_DIR)/release/rig-peer cargo bench --all-features --locked --bench turns
+	python3 scripts/bench_front.py
 
 build:
 	cargo build --workspace --all-features --locked --bins

@@ -95,7 +95,11 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
     }
     assert!(!seen.iter().any(|id| *id == other), "bob's task in ada's list");
     // Newest first: the order they were sent in, backwards.
-    let sent_backwards: Vec<String> = sent.iter().rev().map(|id| id.as_str().unwrap().to_owned()).collect();
+    let sent_backwards: Vec<String> = sent
+        .iter()
+        .rev()
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(seen, sent_backwards);
     assert!(times.windows(2).all(|pair| pair[0] >= pair[1]), "{times:?}");
 
@@ -103,14 +107,29 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
     // paged too.
     let after = &times[10];
     let expected = times.iter().filter(|t| *t >= after).count() + 1;
-    let filtered = list(&world, "ada", json!({"statusTimestampAfter": after, "pageSize": 5})).await;
+    let filtered = list(
+        &world,
+        "ada",
+        json!({"statusTimestampAfter": after, "pageSize": 5}),
+    )
+    .await;
     assert_eq!(filtered["totalSize"], expected, "{filtered}");
     assert_eq!(filtered["pageSize"], 5, "{filtered}");
     assert!(!filtered["nextPageToken"].as_str().unwrap().is_empty());
-    let none_after = list(&world, "ada", json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"})).await;
+    let none_after = list(
+        &world,
+        "ada",
+        json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}),
+    )
+    .await;
     assert_eq!(none_after["totalSize"], 0, "{none_after}");
     assert_eq!(none_after["nextPageToken"], "", "{none_after}");
-    let completed = list(&world, "ada", json!({"status": "TASK_STATE_COMPLETED", "pageSize": 1})).await;
+    let completed = list(
+        &world,
+        "ada",
+        json!({"status": "TASK_STATE_COMPLETED", "pageSize": 1}),
+    )
+    .await;
     assert_eq!(completed["totalSize"], TASKS + 1, "{completed}");
     let working = list(&world, "ada", json!({"status": "TASK_STATE_WORKING"})).await;
     assert_eq!(working["totalSize"], 0, "{working}");
@@ -124,7 +143,12 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
         assert_eq!(history[1]["role"], "ROLE_AGENT", "{task}");
         assert!(task.get("artifacts").is_none(), "{task}");
     }
-    let last = list(&world, "ada", json!({"pageSize": 3, "historyLength": 1, "includeArtifacts": true})).await;
+    let last = list(
+        &world,
+        "ada",
+        json!({"pageSize": 3, "historyLength": 1, "includeArtifacts": true}),
+    )
+    .await;
     for task in last["tasks"].as_array().unwrap() {
         let history = task["history"].as_array().unwrap();
         assert_eq!(history.len(), 1, "{task}");
@@ -139,7 +163,11 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
     // A token the server never gave.
     for made_up in ["not-a-token", "MTIzOg", "bm90LWEtY3Vyc29y"] {
         let answer = world
-            .rpc("ada", &rpc("ListTasks", json!({"pageToken": made_up})), Some("1.0"))
+            .rpc(
+                "ada",
+                &rpc("ListTasks", json!({"pageToken": made_up})),
+                Some("1.0"),
+            )
             .await;
         assert_eq!(answer["error"]["code"], -32602, "{made_up}: {answer}");
     }

@@ -54,6 +54,9 @@ pub async fn fresh_table(prefix: &str) -> String {
 async fn main() {
     let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let wants = |part: &str| only.as_deref().is_none_or(|o| o == part);
+    // Taken before any part runs: the parts rewrite tracked files (the plot), which would make
+    // the work tree look changed.
+    let stamp = stamp::run();
     let mut results = serde_json::Map::new();
     if wants("inprocess") {
         inprocess::run().await;
@@ -97,7 +100,6 @@ async fn main() {
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
         // Each part's figures name the run they come from; the machine is the last run's.
-        let stamp = stamp::run();
         let mut runs = all
             .remove("runs")
             .and_then(|runs| runs.as_object().cloned())

@@ -28,19 +28,17 @@ pub fn machine() -> Value {
         .find_map(|line| line.strip_prefix("model name"))
         .and_then(|rest| rest.split_once(':'))
         .map(|(_, name)| name.trim().to_owned());
-    let memory_gib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            let kib: f64 = info
-                .lines()
-                .find_map(|line| line.strip_prefix("MemTotal:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()?;
-            Some((kib / 1024.0 / 1024.0 * 10.0).round() / 10.0)
-        });
+    let memory_gib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        let kib: f64 = info
+            .lines()
+            .find_map(|line| line.strip_prefix("MemTotal:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some((kib / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+    });
     json!({
         "cpus": std::thread::available_parallelism().map_or(0, usize::from),
         "memoryGiB": memory_gib,

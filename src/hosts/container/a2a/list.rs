@@ -76,15 +76,15 @@ impl ListParams {
         let history_length = self
             .history_length
             .map(|n| {
-                usize::try_from(n)
-                    .map_err(|_| RpcError::invalid_params("historyLength must not be negative"))
+                usize::try_from(n).map_err(|_| RpcError::invalid_params("historyLength must not be negative"))
             })
             .transpose()?;
         let after = match self.page_token.as_deref() {
             None | Some("") => None,
-            Some(token) => Some(Cursor::read(token).ok_or_else(|| {
-                RpcError::invalid_params("pageToken is not one this server gave")
-            })?),
+            Some(token) => Some(
+                Cursor::read(token)
+                    .ok_or_else(|| RpcError::invalid_params("pageToken is not one this server gave"))?,
+            ),
         };
         let after_ms = match &self.status_timestamp_after {
             None => None,
@@ -165,7 +165,12 @@ impl Call<'_> {
             self.tasks_listed(&session, &asked, list.include_artifacts, &mut listed)
                 .await?;
         }
-        listed.sort_by(|a, b| b.place.at_ms.cmp(&a.place.at_ms).then(a.place.task.cmp(&b.place.task)));
+        listed.sort_by(|a, b| {
+            b.place
+                .at_ms
+                .cmp(&a.place.at_ms)
+                .then(a.place.task.cmp(&b.place.task))
+        });
         let total = listed.len();
         let mut rest = listed
             .into_iter()
@@ -275,7 +280,10 @@ impl Call<'_> {
                 let entries = self.entries(&listed.ids.context).await?;
                 read.insert(listed.ids.context.clone(), entries);
             }
-            let entries = read.get(&listed.ids.context).map(Vec::as_slice).unwrap_or_default();
+            let entries = read
+                .get(&listed.ids.context)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let history = task::history(entries, &listed.turns, &listed.ids, limit);
             if !history.is_empty() {
                 listed.task["history"] = json!(history);
