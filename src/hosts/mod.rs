@@ -49,6 +49,8 @@ pub use turn_queue::TurnQueue;
 pub mod agent_protocol;
 #[cfg(feature = "api")]
 pub mod api;
+#[cfg(any(feature = "container", feature = "agent-protocol"))]
+pub mod api_key;
 #[cfg(feature = "s3")]
 pub use agent_worker_aws::S3FileArea;
 #[cfg(feature = "container")]

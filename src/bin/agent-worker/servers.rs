@@ -155,9 +155,14 @@ pub(crate) struct AgentProtocolArgs {
     /// The port.
     #[arg(long, default_value_t = agent_protocol::DEFAULT_PORT)]
     pub(crate) port: u16,
-    /// The address to listen on (the protocol has no authentication: expose it with care).
+    /// The address to listen on. Any but loopback needs --api-key: the protocol knows no
+    /// people, so whoever reaches the server reaches every task.
     #[arg(long, default_value = "127.0.0.1")]
     pub(crate) host: std::net::IpAddr,
+    /// The key every operation's request carries (x-api-key, or Authorization: Bearer); at
+    /// least 16 characters.
+    #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
+    pub(crate) api_key: Option<String>,
     /// Where artifact files live.
     #[arg(long, default_value = agent_protocol::DEFAULT_WORKSPACE)]
     pub(crate) workspace: PathBuf,
@@ -238,8 +243,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 }
 
 pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(), CliError> {
+    let api_key = agent_protocol_key(args.host, args.api_key.clone())?;
     let agent = args.engine.agent().await?;
     let mut config = ServerConfig::new(Workspace::new(&args.workspace));
+    config.api_key = api_key;
     config.upload_limit = args.upload_limit;
     config.connections = args.connections.limits();
     let handler = AgentTaskHandler::new(agent);
@@ -268,4 +275,21 @@ pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(),
     agent_protocol::serve(listener, server, shutdown_signal())
         .await
         .map_err(|e| CliError::from(format!("the server stopped: {e}")))
+}
+
+/// The Agent Protocol server's key: required on any address but loopback, since the protocol
+/// knows no people and whoever reaches the server reaches every task.
+fn agent_protocol_key(
+    host: std::net::IpAddr,
+    key: Option<String>,
+) -> Result<Option<agent_worker::hosts::api_key::ApiKey>, CliError> {
+    match key {
+        Some(key) => agent_worker::hosts::api_key::ApiKey::new(key)
+            .map(Some)
+            .map_err(|e| CliError::from(format!("--api-key: {e}"))),
+        None if host.is_loopback() => Ok(None),
+        None => Err(CliError::from(format!(
+            "--host {host} needs --api-key (or AGENT_WORKER_API_KEY): the Agent Protocol knows no people, so whoever reaches the server reaches every task"
+        ))),
+    }
 }

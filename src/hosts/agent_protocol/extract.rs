@@ -23,6 +23,8 @@ pub(super) enum ApiError {
     TooLarge(String),
     /// 500: a handler failed; its message is the caller's to read.
     Internal(String),
+    /// 401: the request does not carry the server's key.
+    Unauthorized(String),
 }
 
 impl From<TaskStoreError> for ApiError {
@@ -45,8 +47,22 @@ impl IntoResponse for ApiError {
             Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
             Self::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             Self::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+            Self::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
         };
         (status, axum::Json(json!({ "message": message }))).into_response()
+    }
+}
+
+/// Lets a request through when it carries the server's key; 401 otherwise, before any handler.
+pub(super) async fn key_required(
+    axum::extract::State(key): axum::extract::State<std::sync::Arc<crate::hosts::api_key::ApiKey>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if key.carried_by(request.headers()) {
+        next.run(request).await
+    } else {
+        ApiError::Unauthorized("the API key is missing or wrong: send it in x-api-key".into()).into_response()
     }
 }
 

@@ -34,6 +34,7 @@ mod extract;
 mod handler;
 pub mod openapi;
 mod server;
+mod step_handlers;
 mod store;
 pub mod types;
 mod workspace;

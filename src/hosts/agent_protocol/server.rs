@@ -1,8 +1,8 @@
 //! The Agent Protocol v1 REST server: the nine operations of [`Operation`], `GET /openapi.json`,
 //! and errors as the specification gives them (404 and 422 with `{"message": …}`).
 
+use crate::hosts::api_key::ApiKey;
 use crate::hosts::http_serve::{ConnectionLimits, serve_answering};
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,7 +27,8 @@ use super::types::{
 };
 use super::workspace::{DEFAULT_WORKSPACE, Workspace, relative_folder};
 
-use super::extract::{ApiError, ApiPage, ApiPath, JsonBody, refused_head};
+use super::extract::{ApiError, ApiPage, ApiPath, JsonBody, key_required, refused_head};
+use super::step_handlers::{SharedStepHandler, StepHandlers};
 
 /// The port when none is given, as in the reference SDK.
 pub const DEFAULT_PORT: u16 = 8000;
@@ -56,6 +57,11 @@ pub struct ServerConfig {
     pub max_step_handlers: usize,
     /// The limits every connection is served within (timeouts, the most open at once).
     pub connections: ConnectionLimits,
+    /// The key every operation's request carries (`x-api-key`, or `Authorization: Bearer`):
+    /// without it, 401 and nothing done. `None` serves everyone who can reach the server: the
+    /// protocol knows no people, so only on loopback (`agent-worker agent-protocol` refuses
+    /// another address without `--api-key`). `GET /openapi.json` is always open.
+    pub api_key: Option<ApiKey>,
 }
 
 impl Default for ServerConfig {
@@ -73,48 +79,8 @@ impl ServerConfig {
             json_limit: DEFAULT_JSON_LIMIT,
             max_step_handlers: DEFAULT_MAX_STEP_HANDLERS,
             connections: ConnectionLimits::default(),
+            api_key: None,
         }
-    }
-}
-
-type SharedStepHandler = Arc<tokio::sync::Mutex<Box<dyn StepHandler>>>;
-
-/// The step handlers this server holds, bounded; a mutex each, so a task's steps run one at a
-/// time.
-#[derive(Default)]
-struct StepHandlers {
-    by_task: HashMap<String, SharedStepHandler>,
-    /// Task ids, oldest first.
-    order: VecDeque<String>,
-}
-
-impl StepHandlers {
-    /// The task's handler: the one held, or `started`.
-    fn keep(&mut self, task_id: &str, started: Box<dyn StepHandler>, max: usize) -> SharedStepHandler {
-        if let Some(held) = self.by_task.get(task_id) {
-            return held.clone();
-        }
-        let handler = Arc::new(tokio::sync::Mutex::new(started));
-        self.by_task.insert(task_id.to_owned(), handler.clone());
-        self.order.push_back(task_id.to_owned());
-        // Drop the oldest idle handlers (no step running, nobody waiting) past the bound.
-        let mut looked = 0;
-        while self.by_task.len() > max.max(1) && looked < self.order.len() {
-            looked += 1;
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            let idle = self
-                .by_task
-                .get(&oldest)
-                .is_some_and(|h| Arc::strong_count(h) == 1);
-            if idle {
-                self.by_task.remove(&oldest);
-            } else {
-                self.order.push_back(oldest);
-            }
-        }
-        handler
     }
 }
 
@@ -176,11 +142,18 @@ impl AgentProtocolServer {
 
     /// The routes: every [`Operation`], `GET /openapi.json`, and a JSON 404 for anything else.
     pub fn router(&self) -> Router {
-        let mut router = Router::new().route("/openapi.json", get(openapi_json));
+        let mut router = Router::new();
         for operation in Operation::ALL {
             router = router.route(operation.path(), self.route(operation));
         }
+        if let Some(key) = &self.inner.config.api_key {
+            router = router.route_layer(axum::middleware::from_fn_with_state(
+                Arc::new(key.clone()),
+                key_required,
+            ));
+        }
         router
+            .route("/openapi.json", get(openapi_json))
             .fallback(no_route)
             .method_not_allowed_fallback(no_method)
             .with_state(self.clone())
@@ -569,29 +542,6 @@ fn content_disposition(file_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn idle() -> Box<dyn StepHandler> {
-        Box::new(super::super::step_fn(|_input| async {
-            Ok(super::super::StepResult::default())
-        }))
-    }
-
-    #[test]
-    fn step_handlers_past_the_bound_drop_the_oldest_idle_one() {
-        let mut held = StepHandlers::default();
-        let first = held.keep("t1", idle(), 2);
-        let again = held.keep("t1", idle(), 2);
-        assert!(Arc::ptr_eq(&first, &again), "a held handler is reused");
-        drop((first, again));
-        let busy = held.keep("t2", idle(), 2);
-        held.keep("t3", idle(), 2);
-        assert!(!held.by_task.contains_key("t1"), "the oldest idle one went");
-        held.keep("t4", idle(), 2);
-        assert!(held.by_task.contains_key("t2"), "one in use stays");
-        assert!(!held.by_task.contains_key("t3"));
-        assert_eq!(held.by_task.len(), 2);
-        drop(busy);
-    }
 
     #[test]
     fn content_disposition_quotes_or_encodes() {

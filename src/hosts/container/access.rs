@@ -30,6 +30,7 @@ use serde::Deserialize;
 
 use super::ContainerHost;
 use super::error::HostError;
+use crate::hosts::api_key::{bearer_token, same_secret};
 use crate::hosts::jwt::{Caller, JwtVerifier, TokenError};
 use crate::session::{IdError, Owner, OwnerCheck, SessionId, TurnId};
 
@@ -328,7 +329,7 @@ impl<S: Send + Sync> FromRequestParts<S> for CallPath {
 #[derive(Clone)]
 pub(super) enum ApiAuth {
     /// The product's backend holds this key and vouches for the ids a request names.
-    ApiKey(String),
+    ApiKey(crate::hosts::api_key::ApiKey),
     /// Each request carries its person's own token (`Authorization: Bearer`), verified here.
     Tokens(Arc<JwtVerifier>),
     /// As [`Tokens`](Self::Tokens), but a request that API Gateway's JWT authorizer verified
@@ -464,7 +465,7 @@ async fn authority(
     match &host.inner.config.auth {
         ApiAuth::ApiKey(key) => {
             let given = headers.get("x-api-key").map(|v| v.as_bytes());
-            if given.is_some_and(|given| same_secret(given, key)) {
+            if given.is_some_and(|given| key.matches(given)) {
                 return Ok(Some(Authority::Backend));
             }
         }
@@ -510,13 +511,6 @@ async fn authority(
         .then(|| Authority::Console(console.person())))
 }
 
-/// The token of an `Authorization` header of the `Bearer` scheme, in any case (schemes are
-/// case-insensitive, RFC 9110).
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
 impl ContainerHost {
     /// Whether `path` is served without a credential: the health check, and the console's own
     /// assets when it has one.
@@ -524,16 +518,6 @@ impl ContainerHost {
         super::OPEN_PATHS.contains(&path)
             || self.inner.console.get().is_some() && super::console::ASSET_PATHS.contains(&path)
     }
-}
-
-/// Whether `given` is `expected`: digests of equal length compared in constant time, so that
-/// neither the secret's bytes nor its length show in how long a refusal takes.
-fn same_secret(given: &[u8], expected: &str) -> bool {
-    use sha2::Digest as _;
-    use subtle::ConstantTimeEq as _;
-    let given = sha2::Sha256::digest(given);
-    let expected = sha2::Sha256::digest(expected.as_bytes());
-    bool::from(given.ct_eq(&expected))
 }
 
 /// Whether `path` is a turn's event stream, the one route that takes the console's token in

@@ -114,14 +114,15 @@ impl FromRequest<ContainerHost> for TurnBody {
 /// A turn's body decoded and checked as `POST /turns` takes it, every protocol's way in: the
 /// payload's own checks (the field named), no command (those go to the session's commands), and
 /// content one stored message holds (413). With `own`, a request that stands for its own person
-/// (the console, a person's token), the body's missing ids are that person's.
+/// (the console, a person's token), the body's missing ids are that person's, and the page's
+/// knowledge it sends is the page's state ([`knowledge_as_page_state`]).
 pub(super) fn decode_turn(
     host: &ContainerHost,
     text: &str,
     own: Option<&Owner>,
 ) -> Result<AgentTurnPayload, HostError> {
     let filled = own.and_then(|person| with_person(text, person));
-    let turn = AgentTurnPayload::decode(filled.as_deref().unwrap_or(text)).map_err(|e| {
+    let mut turn = AgentTurnPayload::decode(filled.as_deref().unwrap_or(text)).map_err(|e| {
         let field = if e.path.is_empty() {
             "body"
         } else {
@@ -129,6 +130,9 @@ pub(super) fn decode_turn(
         };
         HostError::field(field, e.to_string())
     })?;
+    if own.is_some() {
+        knowledge_as_page_state(&mut turn);
+    }
     if turn.command.is_some() {
         return Err(HostError::field(
             "command",
@@ -147,4 +151,19 @@ pub(super) fn decode_turn(
         ));
     }
     Ok(turn)
+}
+
+/// The key the page's knowledge goes under when a person sent it with their own credential.
+const PERSONS_KNOWLEDGE_KEY: &str = "pageKnowledge";
+
+/// A person's own credential writes no text of the system prompt's: the page's knowledge
+/// (`context.uiKnowledge`, which seed 004 renders after the system prompt, as the product's
+/// backend sends it) is taken as the page's state when the person sent it themselves, shown to
+/// the model with their message, as data.
+fn knowledge_as_page_state(turn: &mut AgentTurnPayload) {
+    if let Some(context) = turn.context.as_mut()
+        && let Some(knowledge) = context.remove("uiKnowledge")
+    {
+        context.insert(PERSONS_KNOWLEDGE_KEY.to_owned(), knowledge);
+    }
 }

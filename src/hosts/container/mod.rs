@@ -100,8 +100,7 @@ pub enum ContainerError {
     ApiKeyTooShort,
 }
 
-/// The fewest characters an API key may have.
-pub const MIN_API_KEY_CHARS: usize = 16;
+pub use crate::hosts::api_key::MIN_API_KEY_CHARS;
 
 /// The container host's settings.
 #[derive(Clone)]
@@ -148,10 +147,8 @@ impl fmt::Debug for ContainerConfig {
 impl ContainerConfig {
     /// Settings with `api_key`, which is required: a server without a key does not start.
     pub fn new(api_key: impl Into<String>) -> Result<Self, ContainerError> {
-        let api_key = api_key.into();
-        if api_key.trim().len() < MIN_API_KEY_CHARS {
-            return Err(ContainerError::ApiKeyTooShort);
-        }
+        let api_key =
+            crate::hosts::api_key::ApiKey::new(api_key).map_err(|_| ContainerError::ApiKeyTooShort)?;
         Ok(Self::authenticated_by(access::ApiAuth::ApiKey(api_key)))
     }
 

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
@@ -24,10 +24,10 @@ use crate::hosts::container::access::Asker;
 pub(in crate::hosts::container) async fn send(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    headers: HeaderMap,
+    _: SpokenVersion,
     body: Bytes,
 ) -> Response {
-    let params = match checked(&headers, &body) {
+    let params = match as_request(&body) {
         Ok(params) => params,
         Err(error) => return failure(&error),
     };
@@ -45,14 +45,14 @@ pub(in crate::hosts::container) async fn send(
 pub(in crate::hosts::container) async fn stream(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    headers: HeaderMap,
+    _: SpokenVersion,
     body: Bytes,
 ) -> Response {
     let call = Call {
         host: &host,
         person: &person,
     };
-    let params = match checked(&headers, &body) {
+    let params = match as_request(&body) {
         Ok(params) => params,
         Err(error) => return failure(&error),
     };
@@ -66,12 +66,9 @@ pub(in crate::hosts::container) async fn stream(
 pub(in crate::hosts::container) async fn list(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    headers: HeaderMap,
+    _: SpokenVersion,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Some(refused) = refused_version(&headers) {
-        return failure(&refused);
-    }
     let params = match list_params(query) {
         Ok(params) => params,
         Err(error) => return failure(&error),
@@ -90,13 +87,10 @@ pub(in crate::hosts::container) async fn list(
 pub(in crate::hosts::container) async fn task_get(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    headers: HeaderMap,
+    _: SpokenVersion,
     Path(target): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Some(refused) = refused_version(&headers) {
-        return failure(&refused);
-    }
     let call = Call {
         host: &host,
         person: &person,
@@ -119,12 +113,9 @@ pub(in crate::hosts::container) async fn task_get(
 pub(in crate::hosts::container) async fn task_post(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
-    headers: HeaderMap,
+    _: SpokenVersion,
     Path(target): Path<String>,
 ) -> Response {
-    if let Some(refused) = refused_version(&headers) {
-        return failure(&refused);
-    }
     let call = Call {
         host: &host,
         person: &person,
@@ -153,12 +144,24 @@ async fn subscribe(call: &Call<'_>, id: &str) -> Response {
     }
 }
 
-/// The body as the method's request, once the version is one spoken here.
-fn checked(headers: &HeaderMap, body: &[u8]) -> Result<Value, RpcError> {
-    if let Some(refused) = refused_version(headers) {
-        return Err(refused);
-    }
+/// The body as the method's request.
+fn as_request(body: &[u8]) -> Result<Value, RpcError> {
     serde_json::from_slice(body).map_err(|e| RpcError::parse(format!("the body is not JSON: {e}")))
+}
+
+/// A request whose A2A version (`A2A-Version`, when it names one) is the one spoken here; one
+/// that names another is refused in the binding's shape before the method runs.
+pub(in crate::hosts::container) struct SpokenVersion;
+
+impl<S: Send + Sync> FromRequestParts<S> for SpokenVersion {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        match refused_version(&parts.headers) {
+            Some(refused) => Err(failure(&refused)),
+            None => Ok(Self),
+        }
+    }
 }
 
 /// A task id and the action after its last colon (`cancel`, `subscribe`), if any.
