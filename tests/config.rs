@@ -696,7 +696,7 @@ async fn jobs_host(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host, async move {
+    let served = tokio::spawn(serve(listener, host.build(), async move {
         let _ = stopped.await;
     }));
     (table, events, url, stop, served)

@@ -48,7 +48,7 @@ async fn host(bedrock: &BedrockStandIn, console: Option<Console>) -> String {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(listener, host, std::future::pending()));
+    tokio::spawn(serve(listener, host.build(), std::future::pending()));
     url
 }
 

@@ -124,7 +124,7 @@ async fn container(provider: Provider) -> Container {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(listener, host, async move {
+    tokio::spawn(serve(listener, host.build(), async move {
         let _ = stopped.await;
     }));
     Container {

@@ -291,7 +291,7 @@ async fn container_load(bedrock: &BedrockStandIn) {
         .expect("a port");
     let url = format!("http://{}/turns", listener.local_addr().expect("an address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, host, async move {
+    let server = tokio::spawn(serve(listener, host.build(), async move {
         let _ = stopped.await;
     }));
     for _ in 0..LOAD {

@@ -63,7 +63,7 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
     tracing::info!(table = %builder.settings().table, queue = %queue.url(), "agent worker API ready");
     // The API runs no turn: no agent is built, so no model client is made.
     Ok((
-        builder.queued_host(&configured, config, queue).router(),
+        builder.queued_host(&configured, config, queue).build().router(),
         responses,
     ))
 }

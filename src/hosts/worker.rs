@@ -190,7 +190,7 @@ impl WorkerBuilder {
         uploads
     }
 
-    /// The product's HTTP API on this store with every turn sent to `queue`, for a host that
+    /// The product's HTTP API (its builder) on this store with every turn sent to `queue`, for a host that
     /// runs none (the `api` function): no agent is built, so no model client is made and no
     /// tool is prepared; conversations, UI answers, job reports and uploads as
     /// [`Worker::into_host`] serves them.
@@ -200,7 +200,7 @@ impl WorkerBuilder {
         configured: &Configured,
         config: super::container::ContainerConfig,
         queue: super::TurnQueue,
-    ) -> super::container::ContainerHost {
+    ) -> super::container::ContainerHostBuilder {
         let uploads = self.uploads();
         let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
         let conversations = self.settings.conversations(self.store.clone(), files, configured);
@@ -221,12 +221,12 @@ impl WorkerBuilder {
 /// (settled by `events`) and, given a place for them, `uploads`.
 #[cfg(feature = "container")]
 fn serving(
-    host: super::container::ContainerHost,
+    host: super::container::ContainerHostBuilder,
     store: DynamoStore,
     conversations: crate::conversations::Conversations,
     events: EventDeclarations,
     uploads: Option<Arc<dyn FileUploads>>,
-) -> super::container::ContainerHost {
+) -> super::container::ContainerHostBuilder {
     let host = host
         .conversations(conversations)
         .ui_answers(Arc::new(store.clone()))
@@ -258,7 +258,7 @@ pub struct Worker {
 
 #[cfg(feature = "container")]
 impl Worker {
-    /// The product's HTTP API on this worker's store ([`ContainerHost`](super::container::ContainerHost)):
+    /// The product's HTTP API on this worker's store, its builder ([`ContainerHostBuilder`](super::container::ContainerHostBuilder)):
     /// turns run here through its runner, or, given `queue`, sent there for the worker that
     /// reads it; stops, live events, conversations, UI answers, job reports and uploads on the
     /// same table and file area. `agent-worker serve` and the `api` Lambda function serve this
@@ -267,7 +267,7 @@ impl Worker {
         self,
         config: super::container::ContainerConfig,
         queue: Option<super::TurnQueue>,
-    ) -> super::container::ContainerHost {
+    ) -> super::container::ContainerHostBuilder {
         use super::container::ContainerHost;
         let store = Arc::new(self.store.clone());
         let log = Some(crate::sinks::DynamoEventLog::new(self.store.clone()));

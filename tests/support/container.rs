@@ -142,7 +142,7 @@ async fn server_built(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host, async move {
+    let served = tokio::spawn(serve(listener, host.build(), async move {
         let _ = stopped.await;
     }));
     Server {

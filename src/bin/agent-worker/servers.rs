@@ -233,9 +233,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             agent_worker::hosts::container::console::Console::new(&args.console_user, &args.console_account);
         // The one line a person (or a test) reads to open the page.
         println!("console: http://{addr}/?token={}", console.token());
-        host.console(console)
+        host.console(console).build()
     } else {
-        host
+        host.build()
     };
     agent_worker::hosts::container::serve(listener, host, shutdown_signal())
         .await

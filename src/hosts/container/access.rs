@@ -499,7 +499,7 @@ async fn authority(
             }
         }
     }
-    let Some(console) = host.inner.console.get() else {
+    let Some(console) = host.inner.console.as_ref() else {
         return Ok(None);
     };
     let given = headers
@@ -516,7 +516,7 @@ impl ContainerHost {
     /// assets when it has one.
     fn open(&self, path: &str) -> bool {
         super::OPEN_PATHS.contains(&path)
-            || self.inner.console.get().is_some() && super::console::ASSET_PATHS.contains(&path)
+            || self.inner.console.as_ref().is_some() && super::console::ASSET_PATHS.contains(&path)
     }
 }
 

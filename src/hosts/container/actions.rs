@@ -31,7 +31,7 @@ pub(super) async fn answer(
     let answers = host
         .inner
         .answers
-        .get()
+        .as_ref()
         .ok_or_else(|| HostError::not_found("this host takes no answers to UI actions"))?;
     if body.len() > MAX_ANSWER_BYTES {
         return Err(HostError::too_large(

@@ -31,7 +31,7 @@ pub(super) struct PageQuery {
 fn served(host: &ContainerHost) -> Result<Conversations, HostError> {
     host.inner
         .conversations
-        .get()
+        .as_ref()
         .cloned()
         .ok_or_else(|| HostError::not_found("this host serves no conversations"))
 }

@@ -62,7 +62,7 @@ pub(super) async fn upload(
     let files = host
         .inner
         .uploads
-        .get()
+        .as_ref()
         .ok_or_else(|| HostError::not_found("this host keeps no files (FILES_BUCKET or FILES_DIR)"))?;
     let name: String = query
         .name

@@ -45,7 +45,7 @@ pub(super) async fn report(
     let jobs = host
         .inner
         .jobs
-        .get()
+        .as_ref()
         .ok_or_else(|| HostError::not_found("this host takes no job reports"))?;
     let conversation: SessionId = checked_id("conversationId", report.conversation_id)?;
     match jobs.report(&conversation, &report.event, &report.payload).await {

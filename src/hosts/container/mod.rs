@@ -42,6 +42,7 @@ mod actions;
 mod agentcore;
 mod agui;
 mod auth_settings;
+mod builder;
 pub mod console;
 mod conversations;
 mod cors;
@@ -59,6 +60,7 @@ pub use a2a::{PublicUrl, PublicUrlError};
 pub use actions::MAX_ANSWER_BYTES;
 pub use agui::{MAX_CONTEXT_BYTES, MAX_CONTEXT_ITEMS};
 pub use auth_settings::AUTH_SETTINGS;
+pub use builder::ContainerHostBuilder;
 pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
 pub use events::{
@@ -205,7 +207,7 @@ pub struct TurnEnd {
     pub terminal: Option<AgentEvent>,
 }
 
-type TurnEndHook = Arc<dyn Fn(TurnEnd) + Send + Sync>;
+pub(super) type TurnEndHook = Arc<dyn Fn(TurnEnd) + Send + Sync>;
 
 /// The shared state of a running container host. Cheap to clone.
 #[derive(Clone)]
@@ -214,7 +216,7 @@ pub struct ContainerHost {
 }
 
 /// What a host does with the turns it accepts.
-enum Turns {
+pub(super) enum Turns {
     /// Runs them here through the runner, on model `model`.
     Run {
         /// The runner.
@@ -226,7 +228,7 @@ enum Turns {
     Queue(crate::hosts::TurnQueue),
 }
 
-struct Inner {
+pub(super) struct Inner {
     turns: Turns,
     store: Arc<dyn SessionStore>,
     log: Option<DynamoEventLog>,
@@ -234,12 +236,12 @@ struct Inner {
     running: Mutex<HashMap<TurnId, SessionId>>,
     accepting: AtomicBool,
     idle: Notify,
-    on_turn_end: std::sync::OnceLock<TurnEndHook>,
-    conversations: std::sync::OnceLock<crate::conversations::Conversations>,
-    jobs: std::sync::OnceLock<crate::hosts::jobs::JobReports>,
-    answers: std::sync::OnceLock<Arc<dyn crate::session::ActionAnswerStore>>,
-    console: std::sync::OnceLock<console::Console>,
-    uploads: std::sync::OnceLock<Arc<dyn crate::engine::attachments::FileUploads>>,
+    on_turn_end: Option<TurnEndHook>,
+    conversations: Option<crate::conversations::Conversations>,
+    jobs: Option<crate::hosts::jobs::JobReports>,
+    answers: Option<Arc<dyn crate::session::ActionAnswerStore>>,
+    console: Option<console::Console>,
+    uploads: Option<Arc<dyn crate::engine::attachments::FileUploads>>,
     followers: events::Followers,
     /// Whether turns run here, for AgentCore Runtime's `/ping`.
     activity: agentcore::Activity,
@@ -266,121 +268,33 @@ impl fmt::Debug for ContainerHost {
 
 impl ContainerHost {
     /// A host that runs turns through `handler`, asks `store` to stop them, and streams their
-    /// events from `log` (without one, `GET /turns/{id}/events` answers 404).
+    /// events from `log` (without one, `GET /turns/{id}/events` answers 404): its builder.
     pub fn new(
         handler: TurnHandler,
         store: Arc<dyn SessionStore>,
         log: Option<DynamoEventLog>,
         model: impl Into<String>,
         config: ContainerConfig,
-    ) -> Self {
+    ) -> ContainerHostBuilder {
         let turns = Turns::Run {
             handler,
             model: model.into(),
         };
-        Self::serving(turns, store, log, config)
+        ContainerHostBuilder::serving(turns, store, log, config)
     }
 
     /// A host that runs no turn itself: `POST /turns` checks the person and the conversation
     /// as ever, sends the turn to `queue` and answers 202 once the queue has it; the worker
     /// that reads the queue runs it (the serverless deployment's way: `serve --queue-url`, the
     /// `api` function). Stops, events and the rest work on `store` and `log` as for
-    /// [`new`](Self::new).
+    /// [`new`](Self::new). Its builder.
     pub fn queued(
         queue: crate::hosts::TurnQueue,
         store: Arc<dyn SessionStore>,
         log: Option<DynamoEventLog>,
         config: ContainerConfig,
-    ) -> Self {
-        Self::serving(Turns::Queue(queue), store, log, config)
-    }
-
-    fn serving(
-        turns: Turns,
-        store: Arc<dyn SessionStore>,
-        log: Option<DynamoEventLog>,
-        config: ContainerConfig,
-    ) -> Self {
-        let followers = events::Followers::new(config.event_streams);
-        Self {
-            inner: Arc::new(Inner {
-                turns,
-                store,
-                log,
-                followers,
-                activity: agentcore::Activity::new(),
-                config,
-                running: Mutex::new(HashMap::new()),
-                accepting: AtomicBool::new(true),
-                idle: Notify::new(),
-                on_turn_end: std::sync::OnceLock::new(),
-                conversations: std::sync::OnceLock::new(),
-                jobs: std::sync::OnceLock::new(),
-                answers: std::sync::OnceLock::new(),
-                console: std::sync::OnceLock::new(),
-                uploads: std::sync::OnceLock::new(),
-            }),
-        }
-    }
-
-    /// Calls `hook` with each turn's end. One hook per host: a second call keeps the first.
-    #[must_use]
-    pub fn on_turn_end(self, hook: impl Fn(TurnEnd) + Send + Sync + 'static) -> Self {
-        if self.inner.on_turn_end.set(Arc::new(hook)).is_err() {
-            tracing::warn!("on_turn_end was set twice; the first hook stays");
-        }
-        self
-    }
-
-    /// Serves `conversations` on `/conversations` (without them those routes answer 404). One
-    /// set per host: a second call keeps the first.
-    #[must_use]
-    pub fn conversations(self, conversations: crate::conversations::Conversations) -> Self {
-        if self.inner.conversations.set(conversations).is_err() {
-            tracing::warn!("conversations were set twice; the first stay");
-        }
-        self
-    }
-
-    /// Takes the product's reports of the events that settle jobs on `POST /jobs/events`
-    /// (without them that route answers 404). One set per host: a second call keeps the first.
-    #[must_use]
-    pub fn job_reports(self, jobs: crate::hosts::jobs::JobReports) -> Self {
-        if self.inner.jobs.set(jobs).is_err() {
-            tracing::warn!("job reports were set twice; the first stay");
-        }
-        self
-    }
-
-    /// Takes the person's tab's answers to UI actions on `POST /turns/{id}/actions/{callId}`
-    /// into `answers` (without it that route answers 404). One per host: a second call keeps
-    /// the first.
-    #[must_use]
-    pub fn ui_answers(self, answers: Arc<dyn crate::session::ActionAnswerStore>) -> Self {
-        if self.inner.answers.set(answers).is_err() {
-            tracing::warn!("UI answers were set twice; the first stay");
-        }
-        self
-    }
-
-    /// Serves the console page at `/` for `console`'s person, opened with its token (see
-    /// [`console`]). One per host: a second call keeps the first.
-    #[must_use]
-    pub fn console(self, console: console::Console) -> Self {
-        if self.inner.console.set(console).is_err() {
-            tracing::warn!("the console was set twice; the first stays");
-        }
-        self
-    }
-
-    /// Takes the files people attach on `POST /conversations/{id}/files` into `files` (without
-    /// it that route answers 404). One per host: a second call keeps the first.
-    #[must_use]
-    pub fn uploads(self, files: Arc<dyn crate::engine::attachments::FileUploads>) -> Self {
-        if self.inner.uploads.set(files).is_err() {
-            tracing::warn!("uploads were set twice; the first stay");
-        }
-        self
+    ) -> ContainerHostBuilder {
+        ContainerHostBuilder::serving(Turns::Queue(queue), store, log, config)
     }
 
     /// The turns running now, by id, with their sessions.
@@ -392,7 +306,7 @@ impl ContainerHost {
     /// over the whole router: a route added later is guarded without asking.
     pub fn router(&self) -> Router {
         let mut router = Router::new();
-        if self.inner.console.get().is_some() {
+        if self.inner.console.as_ref().is_some() {
             router = router
                 .route("/", get(console::index))
                 .route("/console.js", get(console::script))

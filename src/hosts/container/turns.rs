@@ -222,7 +222,7 @@ impl ContainerHost {
             {
                 tracing::warn!(error = %e, turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
             }
-            if let Some(hook) = host.inner.on_turn_end.get() {
+            if let Some(hook) = host.inner.on_turn_end.as_ref() {
                 hook(end);
             }
             host.give_place_back(&turn.turn_id);

@@ -198,7 +198,7 @@ impl Call<'_> {
             let theirs = access::theirs(self.host, self.person, &session, false).await;
             return Ok(if theirs.is_ok() { vec![session] } else { Vec::new() });
         }
-        let Some(conversations) = self.host.inner.conversations.get() else {
+        let Some(conversations) = self.host.inner.conversations.as_ref() else {
             return Ok(Vec::new());
         };
         let mut sessions = Vec::new();

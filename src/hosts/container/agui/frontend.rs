@@ -190,7 +190,7 @@ pub(super) async fn answer(
     let store = host
         .inner
         .answers
-        .get()
+        .as_ref()
         .ok_or_else(|| HostError::not_found("this host takes no answers to the page's tools"))?;
     let log = host
         .inner

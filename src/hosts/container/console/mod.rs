@@ -120,7 +120,7 @@ pub(super) async fn config(State(host): State<ContainerHost>) -> Result<Json<Val
     let console = host
         .inner
         .console
-        .get()
+        .as_ref()
         .ok_or_else(|| HostError::not_found("this host serves no console"))?;
     Ok(Json(json!({
         "userId": console.user_id,
