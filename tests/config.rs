@@ -682,7 +682,7 @@ async fn jobs_host(
         .build()
         .unwrap();
     let events = DynamoJobEvents::new(store.clone()).poll_every(Duration::from_millis(50));
-    let host = ContainerHost::new(
+    let host = ContainerHost::builder(
         TurnHandler::new(engine, agent_worker::sinks::Sinks::new()),
         std::sync::Arc::new(store),
         None,

@@ -36,7 +36,7 @@ async fn host(bedrock: &BedrockStandIn, console: Option<Console>) -> String {
         .build()
         .unwrap();
     let handler = TurnHandler::new(engine, Sinks::new());
-    let mut host = ContainerHost::new(
+    let mut host = ContainerHost::builder(
         handler,
         Arc::new(store),
         None,

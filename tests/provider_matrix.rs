@@ -114,7 +114,7 @@ async fn container(provider: Provider) -> Container {
     let stand_in = StandIn::start(provider).await.unwrap();
     let (table, store) = table().await;
     let settings = settings(&stand_in, &table);
-    let host = ContainerHost::new(
+    let host = ContainerHost::builder(
         handler(&stand_in, &settings),
         Arc::new(store.clone()),
         Some(DynamoEventLog::new(store.clone())),

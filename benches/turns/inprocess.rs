@@ -275,8 +275,8 @@ async fn container_load(bedrock: &BedrockStandIn) {
     let (all_done, done) = tokio::sync::oneshot::channel::<()>();
     let all_done = Arc::new(Mutex::new(Some(all_done)));
     let seen = ended.clone();
-    let host = ContainerHost::new(handler, Arc::new(store.clone()), None, "bench-model", config).on_turn_end(
-        move |end| {
+    let host = ContainerHost::builder(handler, Arc::new(store.clone()), None, "bench-model", config)
+        .on_turn_end(move |end| {
             let mut seen = seen.lock().expect("the bench's lock");
             seen.insert(end.turn_id.into_string(), Instant::now());
             if seen.len() == LOAD
@@ -284,8 +284,7 @@ async fn container_load(bedrock: &BedrockStandIn) {
             {
                 let _ = tx.send(());
             }
-        },
-    );
+        });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a port");

@@ -273,7 +273,7 @@ impl Worker {
         let log = Some(crate::sinks::DynamoEventLog::new(self.store.clone()));
         let host = match queue {
             Some(queue) => ContainerHost::queued(queue, store, log, config),
-            None => ContainerHost::new(self.handler, store, log, &self.settings.model_id, config),
+            None => ContainerHost::builder(self.handler, store, log, &self.settings.model_id, config),
         };
         serving(host, self.store, self.conversations, self.events, self.uploads)
     }

@@ -125,7 +125,7 @@ async fn server_built(
     let (count, ended) = tokio::sync::watch::channel(0);
     let host = match queue {
         Some(queue) => ContainerHost::queued(queue, Arc::new(store.clone()), Some(log), settings),
-        None => ContainerHost::new(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings),
+        None => ContainerHost::builder(handler, Arc::new(store.clone()), Some(log), MODEL_ID, settings),
     };
     let mut host = host
         .on_turn_end(move |end| {

@@ -11,7 +11,7 @@ use super::{ContainerConfig, ContainerHost, Inner, TurnEnd, Turns, agentcore, co
 use crate::session::SessionStore;
 use crate::sinks::DynamoEventLog;
 
-/// A container host being put together: from [`ContainerHost::new`] (turns run here) or
+/// A container host being put together: from [`ContainerHost::builder`] (turns run here) or
 /// [`ContainerHost::queued`] (turns sent to the queue), then what it serves besides turns, then
 /// [`build`](Self::build). A route whose part is not given answers 404.
 #[must_use]

@@ -269,7 +269,7 @@ impl fmt::Debug for ContainerHost {
 impl ContainerHost {
     /// A host that runs turns through `handler`, asks `store` to stop them, and streams their
     /// events from `log` (without one, `GET /turns/{id}/events` answers 404): its builder.
-    pub fn new(
+    pub fn builder(
         handler: TurnHandler,
         store: Arc<dyn SessionStore>,
         log: Option<DynamoEventLog>,
@@ -287,7 +287,7 @@ impl ContainerHost {
     /// as ever, sends the turn to `queue` and answers 202 once the queue has it; the worker
     /// that reads the queue runs it (the serverless deployment's way: `serve --queue-url`, the
     /// `api` function). Stops, events and the rest work on `store` and `log` as for
-    /// [`new`](Self::new). Its builder.
+    /// [`builder`](Self::builder). Its builder.
     pub fn queued(
         queue: crate::hosts::TurnQueue,
         store: Arc<dyn SessionStore>,
