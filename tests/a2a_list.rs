@@ -3,12 +3,14 @@
 //! paged by the cursor the server gives, newest status first; a task added between two pages
 //! moves no task in or out of the pages after; the filters apply before paging and `totalSize`
 //! counts what they let through; `historyLength` bounds each task's history; a page token the
-//! server never gave is refused; the HTTP+JSON binding pages alike.
+//! server never gave is refused; the HTTP+JSON binding pages alike; past 200 conversations a list
+//! names its context.
 
 mod support;
 
 use std::collections::HashSet;
 
+use agent_worker::session::SessionStore as _;
 use agent_worker_testkit::Reply;
 use serde_json::{Value, json};
 use support::a2a::World;
@@ -198,4 +200,52 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
     .await;
     assert_eq!(ids(&rest), ids(&second), "{rest}");
     assert_eq!(rest["totalSize"], TASKS + 1, "{rest}");
+
+    // Past 200 conversations, a list names its context: the whole list would read them all.
+    let quiet = 200 - (TASKS + 1);
+    for n in 0..=quiet {
+        if n == quiet {
+            assert_eq!(
+                list(&world, "ada", json!({"pageSize": 1})).await["totalSize"],
+                200
+            );
+        }
+        stored_turn(&world, &format!("quiet-{n:03}")).await;
+    }
+    let refused = world.rpc("ada", &rpc("ListTasks", json!({})), Some("1.0")).await;
+    assert_eq!(refused["error"]["code"], -32602, "{}", refused["error"]);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("contextId"),
+        "{}",
+        refused["error"]
+    );
+    let one = list(&world, "ada", json!({"contextId": "ctx-07"})).await;
+    assert_eq!(one["totalSize"], 1, "{}", one["totalSize"]);
+}
+
+/// A conversation of ada's with one turn stored, as the engine stores it, without a model.
+async fn stored_turn(world: &World, conversation: &str) {
+    use agent_worker::session::{Lease, Message, Owner, SessionId, TurnId, TurnOutcome, TurnStatus};
+    let store = &world.server.store;
+    let (session, turn) = (SessionId::new(conversation).unwrap(), TurnId::new("t-1").unwrap());
+    store
+        .claim_owner(&session, Some(&turn), &Owner::new("ada", "agents"))
+        .await
+        .unwrap();
+    store
+        .claim_turn(&session, &turn, Lease(std::time::Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let outcome = TurnOutcome {
+        status: TurnStatus::Completed,
+        terminal: Value::Null,
+    };
+    let messages = [Message::user_text("Hi"), Message::assistant_text("Hello")];
+    store
+        .complete_turn(&session, &turn, &messages, &outcome)
+        .await
+        .unwrap();
 }

@@ -5,7 +5,9 @@
 //! `Progress::state_at_ms`) and, between tasks set at the same millisecond, its id; a task
 //! whose time is not known (logged before the log kept times) comes last. A page's
 //! `nextPageToken` holds the place of its last task, so the next page starts after it whatever
-//! was added meanwhile (a new task goes to the front, never into a page already read). The
+//! was added meanwhile (a new task goes to the front, never into a page already read). A list
+//! without a `contextId` reads every conversation of the person's, up to
+//! [`MAX_LISTED_CONVERSATIONS`] (past it, `-32602` asking for the context). The
 //! filters (`status`, `statusTimestampAfter`: at or after that time) apply before paging, and
 //! `totalSize` counts every task they let through. `historyLength` bounds each task's history
 //! as `GetTask`'s does (all of it when not said, none for 0).
@@ -31,6 +33,10 @@ const MAX_PAGE_SIZE: i64 = 100;
 const CONVERSATIONS_PER_READ: usize = 100;
 /// How many of a conversation's messages are read for its tasks and their histories.
 const MESSAGES_READ: usize = 1000;
+/// The most conversations a list without a `contextId` reads: every call reads each one's
+/// messages and each of its tasks' logs, so a person with more names the context instead of
+/// making one call cost thousands of reads.
+pub(super) const MAX_LISTED_CONVERSATIONS: usize = 200;
 
 /// `ListTasks`' parameters, as A2A names them.
 #[derive(Deserialize)]
@@ -213,6 +219,11 @@ impl Call<'_> {
                     .into_iter()
                     .filter_map(|c| SessionId::new(c.id).ok()),
             );
+            if sessions.len() > MAX_LISTED_CONVERSATIONS {
+                return Err(RpcError::invalid_params(format!(
+                    "you have more than {MAX_LISTED_CONVERSATIONS} conversations: a list without a contextId reads at most {MAX_LISTED_CONVERSATIONS}; name the contextId"
+                )));
+            }
             match page.cursor {
                 Some(next) => cursor = Some(next),
                 None => return Ok(sessions),
