@@ -418,6 +418,8 @@ async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that
         Settled::Completed(json!({ "reportId": "RP-9", "url": "u" })),
         "a waiting call sees its own conversation's report"
     );
+    // Settled, the job is waited for no more: a later report of it settles nothing.
+    assert_eq!(post(ready("conv-ada", "again")).await.unwrap().status(), 404);
     for (body, status, why) in [
         (
             json!({ "event": "report:gone", "conversationId": "conv-ada", "payload": { "reportId": "RP-1" } }),

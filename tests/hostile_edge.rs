@@ -342,3 +342,37 @@ async fn an_s3_file_area_keeps_a_slashed_conversations_files_under_its_own_prefi
     assert_eq!(area.remove_conversation("team").await.unwrap(), 1);
     assert_eq!(listed("team/conv-1").await, ["n1"], "nor removes another's");
 }
+
+/// A file's name is shown in lists as an id is: characters that hide or reorder the text around
+/// them (a name passing for another, `invoice<U+202E>fdp.exe` showing as `invoiceexe.pdf`) are
+/// not kept, on an upload and on an A2A file part alike (issue 52's re-run probe).
+#[tokio::test]
+async fn a_files_name_keeps_no_character_that_would_let_it_pass_for_another() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    let (status, reference) = send(
+        reqwest::Client::new()
+            .post(format!(
+                "{}/conversations/c-names/files?{PERSON}&name=invoice%E2%80%AEfdp%E2%80%8B.exe",
+                server.url
+            ))
+            .header("content-type", "text/plain")
+            .body("total: 12"),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 201, "{reference}");
+    assert_eq!(reference["name"], "invoicefdp.exe", "{reference}");
+    let (status, refused) = send(
+        reqwest::Client::new()
+            .post(format!(
+                "{}/conversations/c-names/files?{PERSON}&name=%E2%80%AE%E2%80%8B",
+                server.url
+            ))
+            .header("content-type", "text/plain")
+            .body("total: 12"),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 400, "a name of nothing shown: {refused}");
+    assert_eq!(refused["field"], "name", "{refused}");
+}

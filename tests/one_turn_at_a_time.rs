@@ -209,6 +209,45 @@ async fn of_twenty_racing_turns_every_accepted_one_runs_and_the_rest_are_409() {
 /// Three turns each superseding the running p1, sent at once (issue 52: all three were
 /// accepted and two were lost). One takes the conversation; the others are 409 naming the
 /// turn that holds it, and nothing of theirs is written.
+/// Issue 52's probe, again: turns racing into one conversation took the host's places while they
+/// waited for the conversation's run, so the losers and other people's turns got 503 at
+/// capacity. The run is taken first: on a host of two places, of twenty racing turns one is
+/// accepted and the rest are 409, and another person's turn sent among them is accepted.
+#[tokio::test]
+async fn racing_turns_of_one_conversation_hold_no_place_another_persons_turn_needs() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    server
+        .bedrock
+        .push(StreamScript::new().open_text("Working on it").hang().into_reply());
+    let mut bodies: Vec<Value> = (0..20).map(|n| turn(&format!("r{n}"), "Question")).collect();
+    bodies.insert(
+        10,
+        json!({"turnId": "ann-1", "conversationId": "conv-ann", "userId": "ann", "accountId": "other", "content": "Hi"}),
+    );
+    let posts = bodies.into_iter().map(|body| {
+        let url = server.url.clone();
+        async move {
+            let (status, answer) = post_turn(&url, &body).await;
+            (body["turnId"].as_str().unwrap().to_owned(), status, answer)
+        }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    let status = |id: &str| answers.iter().find(|(i, _, _)| i == id).map(|(_, s, _)| *s);
+    assert_eq!(status("ann-1"), Some(202), "{answers:?}");
+    let accepted = answers
+        .iter()
+        .filter(|(id, status, _)| *status == 202 && id != "ann-1")
+        .count();
+    assert_eq!(accepted, 1, "{answers:?}");
+    for (id, status, answer) in &answers {
+        assert!(*status == 202 || *status == 409, "{id}: {status} {answer}");
+    }
+    server.bedrock.requested(2).await;
+}
+
 #[tokio::test]
 async fn of_three_turns_superseding_one_only_one_is_accepted() {
     let server = server_for(4, config(), None, |_| {}).await;

@@ -64,13 +64,7 @@ pub(super) async fn upload(
         .uploads
         .as_ref()
         .ok_or_else(|| HostError::not_found("this host keeps no files (FILES_BUCKET or FILES_DIR)"))?;
-    let name: String = query
-        .name
-        .unwrap_or_default()
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_NAME_CHARS)
-        .collect();
+    let name = shown_name(query.name.as_deref().unwrap_or_default());
     let media_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -135,6 +129,16 @@ pub(super) async fn upload(
     Ok((StatusCode::CREATED, Json(reference)).into_response())
 }
 
+/// A file's name as it is kept and shown: without control characters or those that hide or
+/// reorder the text around them (which would let a name pass for another in a list), at most
+/// [`MAX_NAME_CHARS`].
+fn shown_name(name: &str) -> String {
+    name.chars()
+        .filter(|&c| !c.is_control() && !agent_worker_contract::is_spoofing(c))
+        .take(MAX_NAME_CHARS)
+        .collect()
+}
+
 /// Keeps file `bytes` the person gives in `files`, for conversation `session` (theirs: the
 /// caller checked), as `id`: its reference, with a picture's size.
 pub(super) async fn keep(
@@ -145,6 +149,9 @@ pub(super) async fn keep(
     media_type: String,
     bytes: Vec<u8>,
 ) -> Result<AttachmentRef, HostError> {
+    let name = Some(shown_name(&name))
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| "file".to_owned());
     let mut reference = AttachmentRef::new(id, name, media_type, bytes.len() as u64);
     if reference.kind == AttachmentKind::Image
         && let Some((width, height)) = image_size(&bytes)

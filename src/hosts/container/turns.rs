@@ -69,11 +69,20 @@ pub(super) async fn start(
             })
         }
         Turns::Run { handler, .. } => {
-            host.reserve(&turn)?;
+            host.refuse_if_running_here(&turn)?;
             // The run is taken before the turn is accepted, so that of two turns racing into one
-            // conversation the loser is answered 409 now, never accepted and then dropped.
-            if let Err(refused) = host.take_run(&turn, running).await {
-                host.give_place_back(&turn.turn_id);
+            // conversation the loser is answered 409 now, never accepted and then dropped; and
+            // before a place is taken, so that turns racing for one conversation (or waiting
+            // for the turn they supersede) hold none of the places other people's turns need.
+            let held_already = running.as_ref() == Some(&turn.turn_id);
+            if !held_already {
+                host.take_run(&turn, running).await?;
+            }
+            if let Err(refused) = host.reserve(&turn) {
+                // Not when the same turn took its place meanwhile: the run is that turn's.
+                if !held_already && refused.status() != StatusCode::CONFLICT {
+                    host.give_run_back(&turn).await;
+                }
                 return Err(refused);
             }
             host.spawn_turn(handler.clone(), turn);
@@ -172,6 +181,32 @@ impl ContainerHost {
         }
     }
 
+    /// 409 when `turn` runs in this host already.
+    fn refuse_if_running_here(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
+        let here = self
+            .inner
+            .running
+            .lock()
+            .map(|running| running.contains_key(&turn.turn_id))
+            .unwrap_or(false);
+        if here {
+            return Err(already_running(turn));
+        }
+        Ok(())
+    }
+
+    /// Gives back the conversation's run `turn` took and will not use (no place for it).
+    async fn give_run_back(&self, turn: &AgentTurnPayload) {
+        if let Err(e) = self
+            .inner
+            .store
+            .end_run(&turn.conversation_id, &turn.turn_id)
+            .await
+        {
+            tracing::warn!(error = %e, turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
+        }
+    }
+
     /// Takes a place for `turn` among the running turns: 409 when it runs already, 503 when
     /// every place is taken.
     fn reserve(&self, turn: &AgentTurnPayload) -> Result<(), HostError> {
@@ -180,10 +215,7 @@ impl ContainerHost {
                 HostError::new(StatusCode::INTERNAL_SERVER_ERROR, "the host's state is poisoned")
             })?;
         if running.contains_key(&turn.turn_id) {
-            return Err(HostError::new(
-                StatusCode::CONFLICT,
-                format!("turn {} is already running", turn.turn_id),
-            ));
+            return Err(already_running(turn));
         }
         if running.len() >= self.inner.config.max_concurrent_turns {
             return Err(HostError::unavailable("at capacity; try again shortly"));
@@ -229,4 +261,12 @@ impl ContainerHost {
             host.inner.idle.notify_waiters();
         });
     }
+}
+
+/// The refusal of a turn that runs in this host already.
+fn already_running(turn: &AgentTurnPayload) -> HostError {
+    HostError::new(
+        StatusCode::CONFLICT,
+        format!("turn {} is already running", turn.turn_id),
+    )
 }

@@ -3,7 +3,8 @@
 //! any other. A job is an item of the conversation whose call started it (`job#<jobId>` in its
 //! partition), written when the call begins to wait; a report is one conditional update of that
 //! item, so a report for a job no call of that conversation waits for is refused and kept
-//! nowhere, and a conversation's delete takes its jobs with it.
+//! nowhere (the item goes when the wait ends, settled or timed out, so a late report is refused
+//! too), and a conversation's delete takes its jobs with it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -64,8 +65,8 @@ impl DynamoJobEvents {
 
     /// Records that `event` happened to `job`, with `payload` (as the product reported it): one
     /// conditional update of the job's item, refused ([`RecordError::NoSuchJob`]) when no call
-    /// of that conversation waits for that job. A second report of the same event replaces the
-    /// first.
+    /// of that conversation waits for that job (none has begun to, or its wait has ended). A
+    /// second report of the same event while the call waits replaces the first.
     pub async fn record(&self, job: &JobKey, event: &str, payload: &Value) -> Result<(), RecordError> {
         let json = serde_json::to_string(payload)
             .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
@@ -105,6 +106,20 @@ impl DynamoJobEvents {
             .send()
             .await
             .map_err(|e| store_error("recording a job a call waits for", e))?;
+        Ok(())
+    }
+
+    /// Ends the wait for `job`: its item goes, so a report of it from here on is
+    /// [`RecordError::NoSuchJob`].
+    async fn end(&self, job: &JobWait) -> Result<(), StoreError> {
+        self.store
+            .client()
+            .delete_item()
+            .table_name(self.store.table())
+            .set_key(Some(self.store.key(&job.conversation, job_sk(&job.id))))
+            .send()
+            .await
+            .map_err(|e| store_error("ending the wait for a job", e))?;
         Ok(())
     }
 
@@ -161,8 +176,13 @@ impl EventWaiter for DynamoJobEvents {
                 tokio::time::sleep(self.poll).await;
             }
         };
-        tokio::time::timeout(job.timeout, waiting)
+        let settled = tokio::time::timeout(job.timeout, waiting)
             .await
-            .unwrap_or(Settled::TimedOut)
+            .unwrap_or(Settled::TimedOut);
+        // No call waits for it now: a later report of it is refused, not kept.
+        if let Err(e) = self.end(job).await {
+            tracing::warn!(error = %e, job = %job.id, "could not end the job's wait; its item expires by itself");
+        }
+        settled
     }
 }
