@@ -16,7 +16,6 @@
 //! - [`chain`], [`ErrorChain`]: an error and its causes, each said once, for a log or the last
 //!   words of a command.
 
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod agent;
