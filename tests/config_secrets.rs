@@ -258,8 +258,9 @@ async fn a_secret_store_that_never_answers_fails_the_read_instead_of_holding_sta
         let error = tokio::time::timeout(std::time::Duration::from_secs(20), secrets.secret(id))
             .await
             .expect("the read ended by its own timeout")
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        // The AWS error says that the call failed; the SDK's, its source, why.
+        let error = agent_worker::protocol::chain(&error);
         assert!(
             error.to_lowercase().contains("timeout") || error.contains("timed out"),
             "{id}: {error}"

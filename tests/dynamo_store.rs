@@ -185,7 +185,8 @@ async fn a_picture_too_large_for_an_item_is_replaced_by_a_line() {
 async fn an_unreachable_table_is_a_clear_error() {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new("no-such-table").unwrap());
     let err = store.claim_turn(&sid("s"), &tid("t1"), MINUTE).await.unwrap_err();
-    assert!(err.to_string().contains("claiming the turn"), "{err}");
+    let said = agent_worker::protocol::chain(&err);
+    assert!(said.contains("claiming the turn"), "{said}");
     assert!(DynamoConfig::new(" ").is_err());
 }
 

@@ -178,5 +178,6 @@ async fn collect_through_a_stack_sees_the_middleware_failure() {
         .collect(Scope::new("s"), Prompt::text("x"))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("over its budget"), "{err}");
+    let said = agent_worker::protocol::chain(&err);
+    assert!(said.contains("over its budget"), "{said}");
 }

@@ -77,7 +77,7 @@ fn row(what: &str, counts: &Counts, wall: std::time::Duration, calls: u32) -> Va
 }
 
 /// Measures list and get; prints a table and returns the rows.
-pub async fn run() -> Value {
+pub(crate) async fn run() -> Value {
     println!("\n## The conversations API (moto): DynamoDB per call\n");
     println!(
         "{:<44} {:>9} {:>11} {:>11} {:>9}",

@@ -175,7 +175,7 @@ fn sqs_event(attachments: &[AttachmentRef]) -> Value {
 
 /// Runs each heavy turn in a function of its own; prints and returns each one's peak memory and
 /// CPU (process start to its answer, init included) beside the baseline's.
-pub async fn run() -> Value {
+pub(crate) async fn run() -> Value {
     println!("\n## The heaviest turns: the Lambda function's peak memory (one function each)\n");
     let bedrock = BedrockStandIn::start().await.expect("the stand-in");
     let bucket = format!("bench-heavy-{}", uuid::Uuid::new_v4().simple());

@@ -16,7 +16,7 @@ const TURNS: usize = 400;
 const WARMUP: usize = 40;
 const CONCURRENCY: usize = 16;
 
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
 }
@@ -80,7 +80,7 @@ where
 }
 
 /// Runs the in-process measurements.
-pub async fn run() {
+pub(crate) async fn run() {
     let bedrock = BedrockStandIn::start().await.expect("the stand-in starts");
     println!("\n## In one process\n");
     println!("{TURNS} turns each after {WARMUP} warm-up turns; times in milliseconds");

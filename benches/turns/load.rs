@@ -480,6 +480,6 @@ async fn poller() -> Value {
 }
 
 /// Both runs; returns their figures.
-pub async fn run() -> Value {
+pub(crate) async fn run() -> Value {
     json!({ "container": container().await, "poller": poller().await })
 }

@@ -13,7 +13,7 @@ const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
 /// The SVG document.
-pub fn storage_svg(rows: &[StorageRow]) -> String {
+pub(crate) fn storage_svg(rows: &[StorageRow]) -> String {
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
     let (min_len, max_len) = (

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 const TURNS: usize = 300;
 
 /// A new FIFO queue `<name>.fifo` with this visibility timeout; its URL.
-pub async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str, visibility_secs: u32) -> String {
+pub(crate) async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str, visibility_secs: u32) -> String {
     sqs.create_queue()
         .queue_name(format!("{name}.fifo"))
         .attributes(QueueAttributeName::FifoQueue, "true")
@@ -28,7 +28,7 @@ pub async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str, visibility_secs: 
 
 /// Sends turns (session, turn id, body) to a FIFO queue, ten at a time: the session is the
 /// message group, the turn id the deduplication id.
-pub async fn send_turns(
+pub(crate) async fn send_turns(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     turns: impl IntoIterator<Item = (String, String, String)>,
@@ -59,7 +59,7 @@ pub async fn send_turns(
 
 /// Sends the turns, runs the poller until the queue is empty, checks every turn; prints and
 /// returns the figures.
-pub async fn run() -> Value {
+pub(crate) async fn run() -> Value {
     println!("\n## Through agent-worker poll (moto's SQS and DynamoDB)\n");
     let moto = moto();
     let run_id = uuid::Uuid::new_v4().simple().to_string();

@@ -195,7 +195,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 }
 
 /// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
-pub fn cpu_ms(pid: u32) -> f64 {
+pub(crate) fn cpu_ms(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -212,7 +212,7 @@ pub fn cpu_ms(pid: u32) -> f64 {
 }
 
 /// A memory figure of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...), in KiB; 0 once it is gone.
-pub fn status_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
@@ -397,7 +397,7 @@ const PROVIDER_TURNS: u32 = 500;
 /// Per provider, against its wire-level stand-in: cold start (process start to the first event)
 /// and the CPU of a turn with one tool call (N turns less one, divided by N - 1), so the
 /// providers' client code is compared on the same turn.
-pub async fn providers() -> Value {
+pub(crate) async fn providers() -> Value {
     println!("\n## Per provider: agent-worker invoke --provider … against each stand-in\n");
     let mut figures = serde_json::Map::new();
     for provider in Provider::ALL {
@@ -427,7 +427,7 @@ pub async fn providers() -> Value {
 }
 
 /// Measures cold start, per-turn CPU and wall time, and peak memory; prints and returns them.
-pub async fn run() -> Value {
+pub(crate) async fn run() -> Value {
     println!("\n## As a process: agent-worker invoke --repeat\n");
     let stand_in = StandIn::start(Provider::Bedrock).await.expect("the stand-in");
     let (cold_p50, single) = cold_start(&stand_in, COLD_STARTS).await;

@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 /// The date (UTC) and the git build of this run, `dirty` when the work tree had changes.
-pub fn run() -> Value {
+pub(crate) fn run() -> Value {
     let seconds = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs());
@@ -21,7 +21,7 @@ pub fn run() -> Value {
 }
 
 /// The machine the run is on: its CPUs, memory, kernel and compiler.
-pub fn machine() -> Value {
+pub(crate) fn machine() -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()

@@ -8,13 +8,13 @@ use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore, Message};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-pub use agent_worker_testkit::meter::{BeforeModel, Counts, Meter};
+pub(crate) use agent_worker_testkit::meter::{BeforeModel, Counts, Meter};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use serde::Serialize;
 
 /// The conversation lengths measured.
-pub const LENGTHS: [u64; 4] = [10, 100, 1_000, 10_000];
+pub(crate) const LENGTHS: [u64; 4] = [10, 100, 1_000, 10_000];
 /// Turns measured at each length, after one that may compact.
 const MEASURED: u64 = 5;
 
@@ -26,7 +26,7 @@ const SUMMARY: &str = "The person keeps a list of items and asks for their statu
 /// One conversation length's figures, per turn.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StorageRow {
+pub(crate) struct StorageRow {
     /// Messages in the session before the measured turns.
     pub messages: u64,
     /// DynamoDB requests per turn.
@@ -54,7 +54,7 @@ pub struct StorageRow {
 }
 
 /// One SQS record of turn `turn` of `session`, as the queue hands it to the function.
-pub fn sqs_record(turn: &str, session: &str) -> SqsEvent {
+pub(crate) fn sqs_record(turn: &str, session: &str) -> SqsEvent {
     let mut record = SqsMessage::default();
     record.message_id = Some(format!("m-{turn}"));
     record.body = Some(format!(
@@ -69,7 +69,7 @@ pub fn sqs_record(turn: &str, session: &str) -> SqsEvent {
 /// A session of `length` messages, questions and answers of a realistic size, written with
 /// `BatchWriteItem` in the store's layout. (Writing them through the store would take one
 /// transaction per 100 messages, and moto copies the whole table for each transaction.)
-pub async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, length: u64) {
+pub(crate) async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str, length: u64) {
     use agent_worker::session::dynamo::keys::{EXPIRES_AT, META_SK, PK, SK, message_sk, session_pk};
     use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
     let expires = AttributeValue::N(
@@ -114,7 +114,7 @@ pub async fn seed(client: &aws_sdk_dynamodb::Client, table: &str, session: &str,
 }
 
 /// Writes `writes` into `table` with `BatchWriteItem`, 25 at a time, until none is unprocessed.
-pub async fn write_all(
+pub(crate) async fn write_all(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     writes: &[aws_sdk_dynamodb::types::WriteRequest],
@@ -135,7 +135,7 @@ pub async fn write_all(
 }
 
 /// Measures each conversation length; prints a table and returns the rows.
-pub async fn run() -> Vec<StorageRow> {
+pub(crate) async fn run() -> Vec<StorageRow> {
     println!("\n## DynamoDB per turn (moto), one SQS record through the Lambda handler\n");
     let meter = Meter::default();
     let plain = moto().dynamodb();

@@ -99,7 +99,7 @@ async fn one(name: &str, config: EngineConfig) -> serde_json::Value {
 }
 
 /// The long turn with both watches.
-pub async fn run() -> serde_json::Value {
+pub(crate) async fn run() -> serde_json::Value {
     println!("\n## A 30 s turn with a 20 s tool call: DynamoDB requests (moto)\n");
     let every_second = EngineConfig {
         stop_poll_idle: EngineConfig::default().stop_poll_interval,

@@ -19,6 +19,7 @@ use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::container::ContainerConfig;
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
 use agent_worker::hosts::{SettingsError, TurnQueue, WorkerSettings};
+use agent_worker::protocol::ErrorChain;
 
 /// One thread: a function instance serves one request at a time.
 #[tokio::main(flavor = "current_thread")]
@@ -27,7 +28,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let (router, responses) = match start().await {
         Ok(started) => started,
         Err(e) => {
-            tracing::error!(error = %e, "the function cannot start");
+            tracing::error!(error = %ErrorChain(&e), "the function cannot start");
             return Err(e.into());
         }
     };

@@ -9,6 +9,7 @@ use agent_worker::hosts::SettingsError;
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::worker::{WorkerBuilder, read_settings};
+use agent_worker::protocol::ErrorChain;
 
 /// One thread: a function instance serves one invocation at a time (its batch's turns run
 /// concurrently on this thread), and below 1,769 MB it has less than one vCPU, where a
@@ -19,7 +20,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let handler = match start().await {
         Ok(handler) => handler,
         Err(e) => {
-            tracing::error!(error = %e, "the function cannot start");
+            tracing::error!(error = %ErrorChain(&e), "the function cannot start");
             return Err(e.into());
         }
     };

@@ -46,7 +46,7 @@ pub enum A2aAgentError {
     #[error(transparent)]
     Headers(#[from] HeaderError),
     /// The card could not be fetched.
-    #[error("its agent card at {url} could not be read: {cause}")]
+    #[error("its agent card at {url} could not be read")]
     Card {
         /// Where it was looked for.
         url: String,
@@ -55,7 +55,7 @@ pub enum A2aAgentError {
         cause: reqwest::Error,
     },
     /// The card is not JSON.
-    #[error("its agent card at {url} is not JSON: {cause}")]
+    #[error("its agent card at {url} is not JSON")]
     CardShape {
         /// Where it was read.
         url: String,

@@ -3,16 +3,17 @@
 use std::error::Error;
 use std::fmt;
 
-use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
+use aws_sdk_sqs::error::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
-/// An AWS call that failed. Its text is short: the service's code and message when the service
-/// answered (the raw response left out), else the chain of causes (a connection refused, a
-/// timeout, no credentials). The SDK's error is its [`source`](Error::source), whole.
+/// An AWS call that failed. Its text says only whether the service refused the call; the SDK's
+/// error is its [`source`](Error::source), whole, and says the rest: the service's code and
+/// message (the raw response left out), or why the call never reached it (a connection refused,
+/// a timeout, no credentials). [`chain`](crate::protocol::chain) prints it all, each part once.
 #[derive(Debug)]
 pub struct AwsError {
-    /// The service's code and message, when it answered.
-    refusal: Option<(String, String)>,
+    /// The service's code, when it answered.
+    code: Option<String>,
     source: Box<dyn Error + Send + Sync>,
 }
 
@@ -23,29 +24,26 @@ impl AwsError {
         E: Error + ProvideErrorMetadata + Send + Sync + 'static,
         R: fmt::Debug + Send + Sync + 'static,
     {
-        let refusal = error.as_service_error().map(|refused| {
-            (
-                refused.code().unwrap_or("an error").to_owned(),
-                refused.message().unwrap_or("(no message)").to_owned(),
-            )
-        });
+        let code = error
+            .as_service_error()
+            .map(|refused| refused.code().unwrap_or_default().to_owned());
         Self {
-            refusal,
+            code,
             source: Box::new(error),
         }
     }
 
     /// The service's error code, when it answered (`ResourceNotFoundException`, say).
     pub fn code(&self) -> Option<&str> {
-        self.refusal.as_ref().map(|(code, _)| code.as_str())
+        self.code.as_deref().filter(|code| !code.is_empty())
     }
 }
 
 impl fmt::Display for AwsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.refusal {
-            Some((code, message)) => write!(f, "{code}: {message}"),
-            None => write!(f, "{}", DisplayErrorContext(self.source.as_ref())),
+        match &self.code {
+            Some(_) => f.write_str("AWS refused the call"),
+            None => f.write_str("the AWS call failed"),
         }
     }
 }
@@ -77,8 +75,8 @@ mod tests {
         );
         let error = AwsError::new(SdkError::<_, ()>::service_error(refused, ()));
         assert_eq!(
-            error.to_string(),
-            "InvalidMessageContents: a character is not allowed"
+            crate::protocol::chain(&error),
+            "AWS refused the call: service error: InvalidMessageContents: a character is not allowed"
         );
         assert_eq!(error.code(), Some("InvalidMessageContents"));
         assert!(
@@ -92,7 +90,9 @@ mod tests {
     fn a_call_that_never_reached_the_service_says_why() {
         let timeout = SdkError::<SendMessageError, ()>::timeout_error("no answer in 10 s");
         let error = AwsError::new(timeout);
-        assert!(error.to_string().contains("no answer in 10 s"), "{error}");
+        let said = crate::protocol::chain(&error);
+        assert_eq!(said.matches("no answer in 10 s").count(), 1, "{said}");
+        assert!(said.starts_with("the AWS call failed: "), "{said}");
         assert_eq!(error.code(), None);
     }
 }

@@ -64,7 +64,7 @@ pub enum HeaderError {
         secret: String,
     },
     /// The secret could not be read.
-    #[error("headers.{header}: cannot read {secret}: {cause}")]
+    #[error("headers.{header}: cannot read {secret}")]
     Read {
         /// The header.
         header: String,

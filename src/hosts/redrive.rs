@@ -79,6 +79,7 @@ mod requeue {
 
     use super::RedriveBackoff;
     use crate::hosts::AwsError;
+    use crate::protocol::ErrorChain;
 
     /// The most entries one `ChangeMessageVisibilityBatch` takes.
     const SQS_BATCH_LIMIT: usize = 10;
@@ -157,7 +158,7 @@ mod requeue {
                 let url = match self.queue_url(arn).await {
                     Ok(url) => url,
                     Err(why) => {
-                        tracing::warn!(queue = arn, error = %why, "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
+                        tracing::warn!(queue = arn, error = %ErrorChain(&why), "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
                         continue;
                     }
                 };
@@ -195,7 +196,7 @@ mod requeue {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(queue = url, error = %AwsError::new(e), "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
+                    tracing::warn!(queue = url, error = %ErrorChain(&AwsError::new(e)), "cannot shorten the redriven records' visibility; they come back after the queue's timeout");
                 }
             }
         }
@@ -229,7 +230,7 @@ mod requeue {
         #[error("{0:?} is not an SQS queue ARN")]
         NotAnArn(String),
         /// `GetQueueUrl` failed.
-        #[error("GetQueueUrl: {0}")]
+        #[error("GetQueueUrl failed")]
         Sqs(#[source] AwsError),
         /// `GetQueueUrl` answered without one.
         #[error("GetQueueUrl answered no URL")]

@@ -13,6 +13,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
 
 use super::runner::TurnHandler;
+use crate::protocol::ErrorChain;
 
 /// How the poller receives and returns messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,18 +47,20 @@ pub struct PollStats {
     pub failed: u64,
 }
 
-/// The queue could not be read or written; the SDK's error is the source.
+/// The queue could not be read or written: what was being done; the SDK's error is the source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("SQS: {0}")]
-pub struct PollError(#[source] Failure);
+#[error(transparent)]
+pub struct PollError(Failure);
 
 fn sqs_error<E, R>(what: &str, e: aws_sdk_sqs::error::SdkError<E, R>) -> PollError
 where
     E: std::error::Error + aws_smithy_types::error::metadata::ProvideErrorMetadata + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let e = super::AwsError::new(e);
-    PollError(Failure::caused_by(format!("{what}: {e}"), e))
+    PollError(Failure::caused_by(
+        format!("SQS: {what}"),
+        super::AwsError::new(e),
+    ))
 }
 
 /// Polls `queue_url` until `shutdown` resolves (or, with `until_empty`, the queue is empty).
@@ -128,7 +131,7 @@ pub async fn poll_queue(
                 .map(|f| f.item_identifier)
                 .collect(),
             Err(e) => {
-                tracing::error!(error = %e, "the batch failed as a whole");
+                tracing::error!(error = %ErrorChain(&e), "the batch failed as a whole");
                 ids.clone()
             }
         };

@@ -16,10 +16,10 @@ use super::payload::AgentTurnPayload;
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// The turn could not be written as JSON.
-    #[error("the turn cannot be written as JSON: {0}")]
+    #[error("the turn cannot be written as JSON")]
     Encode(#[source] serde_json::Error),
     /// SQS refused the message or could not be reached.
-    #[error("the turns queue did not take the turn: {0}")]
+    #[error("the turns queue did not take the turn")]
     Sqs(#[source] AwsError),
 }
 

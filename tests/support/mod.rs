@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//!
+//! Each test binary includes this module (`mod support;`) and uses some of it: what it does not
+//! use is dead there, and what it does is `pub` for the test's own module, not for another crate.
+#![allow(dead_code, unreachable_pub)]
 
 pub mod a2a;
 pub mod agent_protocol;

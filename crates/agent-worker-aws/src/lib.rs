@@ -4,7 +4,6 @@
 //!
 //! The middle layer: it implements the core's traits (`Model`, `SessionStore`, `ApprovalStore`,
 //! `ThreadStore`, `Sink`, `FileArea`) on AWS and holds no turn logic.
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod bedrock;

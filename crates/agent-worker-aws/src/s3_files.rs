@@ -29,8 +29,11 @@ pub struct S3FileArea {
     prefix: String,
 }
 
+/// What failed when a conversation's files could not be deleted.
+const DELETING: &str = "the conversation's files cannot be deleted";
+
 /// An S3 call's failure: a missing object is [`Unavailable::Gone`]; anything else keeps the
-/// service's code and message, with the SDK's error as the source.
+/// SDK's error (the service's code and message) as the source.
 fn store_error<E, R>(e: SdkError<E, R>) -> Unavailable
 where
     E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -44,16 +47,7 @@ where
     if matches!(code.as_str(), "NoSuchKey" | "NotFound") {
         return Unavailable::Gone;
     }
-    let message = e.as_service_error().and_then(|s| s.message()).map_or_else(
-        || aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-        str::to_owned,
-    );
-    let context = if code.is_empty() {
-        message
-    } else {
-        format!("{message} ({code})")
-    };
-    Unavailable::Store(Failure::caused_by(context, e))
+    Unavailable::Store(Failure::caused_by("the S3 call failed", e))
 }
 
 impl S3FileArea {
@@ -108,7 +102,7 @@ impl S3FileArea {
     /// Keeps `reference` beside the file at `key`.
     async fn put_reference(&self, key: &str, reference: &AttachmentRef) -> Result<(), Unavailable> {
         let json = serde_json::to_vec(reference)
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the reference does not encode", e)))?;
         self.put_object(format!("{key}.json"), json, "application/json")
             .await
     }
@@ -139,7 +133,7 @@ impl S3FileArea {
             .body
             .collect()
             .await
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the file's bytes cannot be read", e)))?;
         Ok(bytes.into_bytes().to_vec())
     }
 }
@@ -167,7 +161,7 @@ impl agent_worker_core::engine::attachments::FileUploads for S3FileArea {
         let length = i64::try_from(reference.size)
             .map_err(|e| Unavailable::Store(Failure::caused_by("the file's size", e)))?;
         let config = PresigningConfig::expires_in(expires_in)
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the upload cannot be signed", e)))?;
         let presigned = self
             .client
             .put_object()
@@ -250,7 +244,7 @@ impl FileArea for S3FileArea {
                 .iter()
                 .map(|k| ObjectIdentifier::builder().key(*k).build())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+                .map_err(|e| Unavailable::Store(Failure::caused_by(DELETING, e)))?;
             if objects.is_empty() {
                 continue;
             }
@@ -258,7 +252,7 @@ impl FileArea for S3FileArea {
                 .set_objects(Some(objects))
                 .quiet(true)
                 .build()
-                .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+                .map_err(|e| Unavailable::Store(Failure::caused_by(DELETING, e)))?;
             let out = self
                 .client
                 .delete_objects()

@@ -34,7 +34,7 @@ pub struct AgentFailure {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CollectError {
     /// The turn ended with `failed`.
-    #[error("agent failed: {0}")]
+    #[error("the agent failed")]
     Failed(#[from] AgentFailure),
     /// The stream ended without `completed` or `failed`: the agent broke MUST 1.
     #[error("stream ended without a terminal event")]

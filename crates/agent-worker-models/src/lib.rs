@@ -9,7 +9,6 @@
 //! Each maps the engine's provider-neutral request and events onto the provider's, classifies its
 //! failures (429 and overloads are transient, with the provider's `retry-after`), and puts prompt
 //! cache breakpoints where Bedrock's cache points go.
-#![warn(missing_docs)]
 
 mod anthropic;
 mod http;

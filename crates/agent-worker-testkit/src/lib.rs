@@ -5,7 +5,6 @@
 //! A dev-dependency of the workspace's tests and benches, and of nothing the Lambda function or
 //! the command line ship. The `bedrock-stand-in` binary serves the stand-in for the demo and
 //! `make watch`.
-#![warn(missing_docs, missing_debug_implementations)]
 #![forbid(unsafe_code)]
 
 pub mod bedrock_stand_in;

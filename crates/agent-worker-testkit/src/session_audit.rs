@@ -55,10 +55,10 @@ fn text<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The table could not be scanned.
-    #[error("scanning the table: {0}")]
+    #[error("the table cannot be scanned")]
     Scan(#[source] aws_sdk_dynamodb::Error),
     /// A session's history could not be loaded.
-    #[error("session {session}: {cause}")]
+    #[error("session {session} cannot be loaded")]
     History {
         /// The session.
         session: String,
@@ -151,7 +151,10 @@ pub async fn audit(
         audit.ended = audit.completed + audit.failed;
         let id = SessionId::new(session.as_str()).map_err(|e| AuditError::History {
             session: session.clone(),
-            cause: StoreError::Corrupt(format!("a session id that {e}").into()),
+            cause: StoreError::Corrupt(agent_worker_core::Failure::caused_by(
+                "the session id is not one",
+                e,
+            )),
         })?;
         let history = store
             .load_history(&id)

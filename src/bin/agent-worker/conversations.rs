@@ -12,6 +12,7 @@ use agent_worker::session::Owner;
 
 use crate::aws_config;
 use crate::session::TableArgs;
+use agent_worker::protocol::chain;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConversationsArgs {
@@ -98,9 +99,6 @@ pub(crate) async fn conversations(args: ConversationsArgs) -> Result<(), CliErro
             .await
             .map(|deleted| serde_json::to_string_pretty(&deleted)),
     };
-    println!(
-        "{}",
-        printed.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?
-    );
+    println!("{}", printed.map_err(|e| chain(&e))?.map_err(|e| chain(&e))?);
     Ok(())
 }

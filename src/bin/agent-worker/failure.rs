@@ -2,6 +2,7 @@
 //! flag or a setting that cannot be used, as clap's own refusals), 1 for work that failed (an
 //! AWS call, a turn, a file the work needed).
 
+use agent_worker::protocol::chain;
 use std::process::ExitCode;
 
 /// How a command failed.
@@ -56,9 +57,9 @@ impl From<agent_worker::hosts::SettingsError> for CliError {
             .as_deref()
             .is_some_and(|cause| cause.is::<agent_worker::hosts::AwsError>());
         if aws_failed {
-            Self::Failed(error.to_string())
+            Self::Failed(chain(&error))
         } else {
-            Self::Usage(error.to_string())
+            Self::Usage(chain(&error))
         }
     }
 }

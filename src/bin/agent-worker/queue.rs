@@ -13,6 +13,7 @@ use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::session::{SessionId, TurnId};
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client, shutdown_signal};
+use agent_worker::protocol::chain;
 
 /// The settings the worker commands share with the Lambda function.
 #[derive(Debug, clap::Args)]
@@ -146,9 +147,9 @@ pub(crate) async fn setup(args: SetupArgs) -> Result<(), CliError> {
     let shared = aws_config(args.region.as_deref()).await;
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&shared),
-        DynamoConfig::new(&args.table).map_err(|e| CliError::usage(format!("--table: {e}")))?,
+        DynamoConfig::new(&args.table).map_err(|e| CliError::usage(format!("--table: {}", chain(&e))))?,
     );
-    store.create_table().await.map_err(|e| e.to_string())?;
+    store.create_table().await.map_err(|e| chain(&e))?;
     let mut out = serde_json::json!({ "table": args.table });
     if let Some(name) = &args.queue {
         use aws_sdk_sqs::types::QueueAttributeName as Q;
@@ -248,7 +249,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let sent = TurnQueue::new(sqs, &args.queue_url)
         .send(&payload)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| chain(&e))?;
     println!(
         "{}",
         serde_json::json!({ "messageId": sent.message_id, "turnId": payload.turn_id, "session": payload.conversation_id })
@@ -273,7 +274,7 @@ pub(crate) async fn poll(args: PollArgs) -> Result<ExitCode, CliError> {
     };
     let stats = poll_queue(&sqs, &args.queue_url, &handler, &options, shutdown_signal())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| chain(&e))?;
     eprintln!(
         "polled {}: {} received, {} handled and deleted, {} left to the queue",
         args.queue_url, stats.received, stats.deleted, stats.failed
@@ -291,7 +292,7 @@ pub(crate) async fn handle(args: HandleArgs) -> Result<ExitCode, CliError> {
         .handler
         .handle_batch(event, Some(deadline))
         .await
-        .map_err(|e| e.to_string())?;
-    println!("{}", serde_json::to_string(&response).map_err(|e| e.to_string())?);
+        .map_err(|e| chain(&e))?;
+    println!("{}", serde_json::to_string(&response).map_err(|e| chain(&e))?);
     Ok(ExitCode::SUCCESS)
 }

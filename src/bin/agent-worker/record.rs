@@ -22,6 +22,7 @@ use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 use crate::failure::CliError;
+use agent_worker::protocol::chain;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RecordArgs {
@@ -162,7 +163,7 @@ pub(crate) async fn require_credentials(
             .provide_credentials()
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string()),
+            .map_err(|e| chain(&e)),
         None => Err("no credentials provider".to_owned()),
     };
     credentials.map_err(|why| {
@@ -220,7 +221,7 @@ pub(crate) async fn record(args: RecordArgs) -> Result<(), CliError> {
             "bodyBase64": base64::engine::general_purpose::STANDARD.encode(take(&recorder.response)),
         },
     });
-    let text = serde_json::to_string_pretty(&fixture).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(&fixture).map_err(|e| chain(&e))?;
     std::fs::write(&args.out, text + "\n")
         .map_err(|e| CliError::from(format!("{} cannot be written: {e}", args.out.display())))?;
     eprintln!(

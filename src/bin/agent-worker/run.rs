@@ -21,6 +21,7 @@ use base64::Engine as _;
 use futures_util::StreamExt;
 
 use crate::{DEFAULT_MODEL_ID, aws_config, bedrock_client};
+use agent_worker::protocol::chain;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct InvokeArgs {
@@ -149,14 +150,12 @@ impl EngineArgs {
         });
         let runtime = blueprint
             .runtime(folder, &self.model_id, models, threads)
-            .map_err(|e| CliError::usage(format!("--agents-dir {}: {}", folder.display(), error_chain(&e))))?
+            .map_err(|e| CliError::usage(format!("--agents-dir {}: {}", folder.display(), chain(&e))))?
             .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Arc::new(
-            runtime
-                .agent(name)
-                .map_err(|e| CliError::usage(format!("--agent {name}: {e}")))?,
-        ))
+            .map_err(|e| chain(&e))?;
+        Ok(Arc::new(runtime.agent(name).map_err(|e| {
+            CliError::usage(format!("--agent {name}: {}", chain(&e)))
+        })?))
     }
 
     /// The bare engine of `blueprint` on the model these options name.
@@ -178,7 +177,7 @@ impl EngineArgs {
         };
         blueprint.engine(model).map_err(|e| match e {
             BlueprintError::NoSystemPrompt(e) => CliError::usage(format!("{e} (--system)")),
-            e => CliError::usage(error_chain(&e)),
+            e => CliError::usage(chain(&e)),
         })
     }
 
@@ -242,7 +241,8 @@ impl EngineArgs {
             shared,
             agent_worker::hosts::settings::DEFAULT_STORE_ATTEMPT_TIMEOUT,
         );
-        let config = DynamoConfig::new(table).map_err(|e| CliError::usage(format!("--table: {e}")))?;
+        let config =
+            DynamoConfig::new(table).map_err(|e| CliError::usage(format!("--table: {}", chain(&e))))?;
         Ok(DynamoStore::new(dynamodb, config))
     }
 }
@@ -388,16 +388,4 @@ pub(crate) async fn print_turn(agent: &dyn Agent, scope: Scope, prompt: Prompt) 
         }
     }
     Ok(ran)
-}
-
-/// `error` and each of its causes, as one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cause = e.source();
-    }
-    text
 }

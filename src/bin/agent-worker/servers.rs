@@ -13,6 +13,7 @@ use agent_worker::hosts::http_serve::{self, ConnectionLimits};
 use crate::queue::WorkerArgs;
 use crate::run::EngineArgs;
 use crate::{aws_config, shutdown_signal};
+use agent_worker::protocol::chain;
 
 /// The limits each connection of a server is served within.
 #[derive(Debug, clap::Args)]
@@ -222,7 +223,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| chain(&e))?;
     let runs = match &args.queue_url {
         Some(url) => format!("turns sent to {url}"),
         None => format!("model {model}"),
@@ -266,7 +267,7 @@ pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(),
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| chain(&e))?;
     eprintln!(
         "Agent Protocol v1 on http://{addr}/ap/v1/agent/tasks (OpenAPI at /openapi.json; model {}; tasks in {kept}; workspace {})",
         args.engine.model_id,

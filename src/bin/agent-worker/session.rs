@@ -13,6 +13,7 @@ use agent_worker::session::{SessionId, TurnId};
 use agent_worker::sinks::DynamoEventLog;
 
 use crate::aws_config;
+use agent_worker::protocol::chain;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StopArgs {
@@ -44,7 +45,7 @@ impl TableArgs {
     pub(crate) async fn store(&self) -> Result<DynamoStore, CliError> {
         Ok(DynamoStore::new(
             aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await),
-            DynamoConfig::new(&self.table).map_err(|e| CliError::usage(format!("--table: {e}")))?,
+            DynamoConfig::new(&self.table).map_err(|e| CliError::usage(format!("--table: {}", chain(&e))))?,
         ))
     }
 }
@@ -75,12 +76,8 @@ pub(crate) struct EventsArgs {
 
 pub(crate) async fn history(args: HistoryArgs) -> Result<(), CliError> {
     let store = args.table.store().await?;
-    for message in store
-        .load_history(&args.session)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        println!("{}", serde_json::to_string(&message).map_err(|e| e.to_string())?);
+    for message in store.load_history(&args.session).await.map_err(|e| chain(&e))? {
+        println!("{}", serde_json::to_string(&message).map_err(|e| chain(&e))?);
     }
     Ok(())
 }
@@ -90,7 +87,7 @@ pub(crate) async fn events(args: EventsArgs) -> Result<(), CliError> {
     for logged in log
         .read(&args.session, &args.turn_id, args.after)
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| chain(&e))?
     {
         println!(
             "{}",
@@ -160,7 +157,7 @@ pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, CliError> {
         .state(&args.session)
         .await
         .map_err(|refused| refused.to_string())?;
-    println!("{}", serde_json::to_string(&state).map_err(|e| e.to_string())?);
+    println!("{}", serde_json::to_string(&state).map_err(|e| chain(&e))?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -174,7 +171,7 @@ pub(crate) async fn stop(args: StopArgs) -> Result<(), CliError> {
     let outcome = store
         .request_stop(&args.session, &args.turn_id, Stop::now(cause))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| chain(&e))?;
     let said = match outcome {
         StopOutcome::Recorded => "recorded: the turn stops when it next looks, or before it starts",
         StopOutcome::AlreadyEnded => "the turn had already ended; nothing changed",

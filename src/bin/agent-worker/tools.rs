@@ -9,6 +9,7 @@ use agent_worker::hosts::config::{
 };
 use agent_worker::hosts::mcp::McpServer;
 use agent_worker::hosts::worker::config_loader;
+use agent_worker::protocol::chain;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConfigArgs {
@@ -45,7 +46,7 @@ impl ConfigArgs {
         let (mut file, base) = match self.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
             Some(path) => ConfigFile::locate(&path.to_string_lossy(), &loader)
                 .await
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| chain(&e))?,
             None => (ConfigFile::default(), PathBuf::from(".")),
         };
         if let (Some(document), Some(base_url)) = (&self.openapi, &self.base_url) {
@@ -122,7 +123,7 @@ pub(crate) async fn report_event(args: ReportArgs) -> Result<(), CliError> {
     let job = jobs
         .report(&args.conversation, &args.event, &payload)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| chain(&e))?;
     println!(
         "{}",
         serde_json::json!({ "job": job, "event": args.event, "conversationId": args.conversation })
@@ -146,7 +147,7 @@ pub(crate) async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     let aws = crate::aws_config(args.region.as_deref()).await;
     let configured = args.config.configured(|| config_loader(&aws, None)).await?;
     for origin in &configured.origins {
-        println!("{}", serde_json::to_string(origin).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string(origin).map_err(|e| chain(&e))?);
     }
     for skill in &configured.skills {
         let line = serde_json::json!({ "skill": skill.name, "description": skill.description });

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agent_worker::engine::tools::examples;
+use agent_worker::protocol::chain;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ValidateArgs {
@@ -33,11 +34,11 @@ pub(crate) fn validate(args: ValidateArgs) -> Result<ExitCode, CliError> {
     known.tools.extend(args.tools);
     known.handlers.extend(args.handlers);
     known.hooks.extend(args.hooks);
-    let (catalog, issues) = Catalog::load(&args.folder, &known).map_err(|e| e.to_string())?;
+    let (catalog, issues) = Catalog::load(&args.folder, &known).map_err(|e| chain(&e))?;
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&issues).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&issues).map_err(|e| chain(&e))?
         );
     } else {
         for issue in &issues {

@@ -36,17 +36,26 @@ pub enum ClientError {
         message: String,
     },
     /// The request did not reach the server or its answer did not arrive.
-    #[error("the request failed: {0}")]
+    #[error("the request failed")]
     Transport(#[from] reqwest::Error),
     /// A request body did not encode.
-    #[error("the request does not encode: {0}")]
+    #[error("the request does not encode")]
     Encode(#[source] serde_json::Error),
     /// The answer was not what the operation returns.
-    #[error("the answer does not decode: {0}")]
+    #[error("the answer does not decode")]
     Decode(#[source] serde_json::Error),
     /// The base URL cannot take a path.
     #[error("the base URL {0} cannot take a path")]
     BaseUrl(String),
+    /// The base URL given is not a URL.
+    #[error("the base URL {url} is not a URL")]
+    NotAUrl {
+        /// The base URL, as given.
+        url: String,
+        /// Why it is not one.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// A client of one Agent Protocol server. Cheap to clone.
@@ -85,7 +94,10 @@ impl AgentProtocolClient {
 
     /// The same, over `http` (for timeouts, proxies and TLS settings of your own).
     pub fn with_http(http: reqwest::Client, base_url: &str) -> Result<Self, ClientError> {
-        let base = Url::parse(base_url).map_err(|e| ClientError::BaseUrl(format!("{base_url} ({e})")))?;
+        let base = Url::parse(base_url).map_err(|cause| ClientError::NotAUrl {
+            url: base_url.to_owned(),
+            cause: Box::new(cause),
+        })?;
         if base.cannot_be_a_base() {
             return Err(ClientError::BaseUrl(base_url.to_owned()));
         }

@@ -74,12 +74,12 @@ impl DynamoTaskStore {
 }
 
 fn unavailable(e: DocumentsError) -> TaskStoreError {
-    TaskStoreError::Unavailable(Failure::caused_by(e.to_string(), e))
+    TaskStoreError::Unavailable(Failure::caused_by("the table failed", e))
 }
 
 fn json(value: &impl serde::Serialize) -> Result<serde_json::Value, TaskStoreError> {
     serde_json::to_value(value)
-        .map_err(|e| TaskStoreError::Unavailable(Failure::caused_by(format!("encoding an item: {e}"), e)))
+        .map_err(|e| TaskStoreError::Unavailable(Failure::caused_by("an item does not encode", e)))
 }
 
 /// The documents of `artifacts`, added to task `task_id` now, oldest first.

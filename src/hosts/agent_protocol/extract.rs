@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::store::TaskStoreError;
 use super::types::{MAX_PAGE_SIZE, PageRequest};
+use crate::protocol::ErrorChain;
 
 /// What a request came to, as the specification answers it.
 #[derive(Debug)]
@@ -33,7 +34,7 @@ impl From<TaskStoreError> for ApiError {
             TaskStoreError::NoTask(id) => Self::NotFound(format!("no task {id}")),
             TaskStoreError::TooManyArtifacts { .. } => Self::Unprocessable(e.to_string()),
             TaskStoreError::Unavailable(_) => {
-                tracing::error!(error = %e, "agent protocol: the task store failed");
+                tracing::error!(error = %ErrorChain(&e), "agent protocol: the task store failed");
                 Self::Internal("the task store is unavailable; try again".into())
             }
         }

@@ -29,6 +29,7 @@ use super::workspace::{DEFAULT_WORKSPACE, Workspace, relative_folder};
 
 use super::extract::{ApiError, ApiPage, ApiPath, JsonBody, key_required, refused_head};
 use super::step_handlers::{SharedStepHandler, StepHandlers};
+use crate::protocol::ErrorChain;
 
 /// The port when none is given, as in the reference SDK.
 pub const DEFAULT_PORT: u16 = 8000;
@@ -445,7 +446,7 @@ async fn upload_agent_task_artifacts(
                 "the artifact's path runs through a file, or names a folder, the task already has".into(),
             );
         }
-        tracing::error!(path = %path.display(), error = %e, "agent protocol: cannot write an artifact");
+        tracing::error!(path = %path.display(), error = %ErrorChain(&e), "agent protocol: cannot write an artifact");
         ApiError::Internal("the artifact could not be written to the workspace".into())
     })?;
     let artifact = Artifact {
@@ -503,7 +504,7 @@ async fn download_agent_task_artifact(
             )));
         }
         Err(e) => {
-            tracing::error!(path = %path.display(), error = %e, "agent protocol: cannot read an artifact");
+            tracing::error!(path = %path.display(), error = %ErrorChain(&e), "agent protocol: cannot read an artifact");
             return Err(ApiError::Internal("the artifact could not be read".into()));
         }
     };

@@ -41,7 +41,7 @@ pub enum TaskStoreError {
         given: usize,
     },
     /// The store could not be read or written.
-    #[error("the task store failed: {0}")]
+    #[error("the task store failed")]
     Unavailable(#[source] Failure),
 }
 

@@ -16,6 +16,7 @@ use sha2::Sha256;
 
 use crate::engine::tools::openapi::ActAsContext;
 use crate::hosts::headers::SecretSource;
+use crate::protocol::ErrorChain;
 
 /// How long an assertion holds, by default.
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(300);
@@ -180,7 +181,7 @@ async fn read_key(secrets: &dyn SecretSource, id: &str) -> Result<Vec<u8>, Strin
     let key = secrets
         .secret(id)
         .await
-        .map_err(|e| format!("keySecret: cannot read {id}: {e}"))?;
+        .map_err(|e| format!("keySecret: cannot read {id}: {}", ErrorChain(&e)))?;
     if key.len() < 32 {
         return Err(format!(
             "keySecret: the key in {id} is {} bytes; it needs at least 32",

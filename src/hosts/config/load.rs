@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{ActAsConfig, OpenApiSource};
 use crate::engine::tools::Tool;
 use crate::engine::tools::openapi::{ActAsContext, ActAsError, OpenApiOptions, load_openapi_tools};
+use crate::protocol::ErrorChain;
 
 /// Where a document is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +85,7 @@ pub enum FetchError {
         after: std::time::Duration,
     },
     /// The request failed (no connection, a broken body).
-    #[error("{url}: {cause}")]
+    #[error("{url} cannot be fetched")]
     Http {
         /// The URL.
         url: String,
@@ -104,7 +105,7 @@ pub enum FetchError {
     #[error("no S3 client to read s3:// with")]
     NoS3Client,
     /// S3 failed or refused.
-    #[error("{location}: {cause}")]
+    #[error("{location} cannot be read")]
     S3 {
         /// The document.
         location: DocumentSource,
@@ -252,7 +253,7 @@ pub(super) async fn openapi_tools(
         remote => fetch
             .fetch(&remote)
             .await
-            .map_err(|e| vec![format!("document: {e}")])?,
+            .map_err(|e| vec![format!("document: {}", ErrorChain(&e))])?,
     };
     let document: Value =
         serde_yaml::from_str(&text).map_err(|e| vec![format!("document: not JSON or YAML: {e}")])?;

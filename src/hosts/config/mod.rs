@@ -94,6 +94,7 @@ use super::mcp::{McpServer, mcp_tools};
 use crate::engine::EngineBuilder;
 use crate::engine::tools::openapi::{Audience, EventDeclarations, EventWaiter};
 use crate::engine::tools::{Effect, Tool, ToolClass, ToolSource, examples};
+use crate::protocol::{ErrorChain, chain};
 
 /// The environment variable that names the configuration file, for the binaries.
 pub const CONFIG_ENV: &str = "AGENT_WORKER_CONFIG";
@@ -347,10 +348,7 @@ impl ConfigFile {
         let text = if location.starts_with("s3://") {
             let source = DocumentSource::parse(location).map_err(|e| fail(vec![e.to_string()]))?;
             let fetch: &dyn Fetch = loader.fetch.as_deref().unwrap_or(&NoRemote);
-            fetch
-                .fetch(&source)
-                .await
-                .map_err(|e| fail(vec![e.to_string()]))?
+            fetch.fetch(&source).await.map_err(|e| fail(vec![chain(&e)]))?
         } else if location.starts_with("ssm:") {
             let secrets = loader
                 .secrets
@@ -359,7 +357,7 @@ impl ConfigFile {
             secrets
                 .secret(location)
                 .await
-                .map_err(|e| fail(vec![format!("cannot be read: {e}")]))?
+                .map_err(|e| fail(vec![format!("cannot be read: {}", ErrorChain(&e))]))?
         } else {
             let path = Path::new(location);
             let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -487,7 +485,7 @@ impl Configured {
                     }
                     sources.push(source);
                 }
-                Err(why) => problems.push(format!("mcp[{i}] ({}): {why}", server.name)),
+                Err(why) => problems.push(format!("mcp[{i}] ({}): {}", server.name, ErrorChain(&why))),
             }
         }
         for (i, agent) in file.a2a.iter().enumerate() {
@@ -496,7 +494,7 @@ impl Configured {
                     origins.push(origin(tool.as_ref(), &format!("a2a:{}", agent.url)));
                     tools.push(tool);
                 }
-                Err(why) => problems.push(format!("a2a[{i}] ({}): {why}", agent.name)),
+                Err(why) => problems.push(format!("a2a[{i}] ({}): {}", agent.name, ErrorChain(&why))),
             }
         }
         let skills = match &file.skills {

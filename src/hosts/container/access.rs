@@ -32,6 +32,7 @@ use super::ContainerHost;
 use super::error::HostError;
 use crate::hosts::api_key::{bearer_token, same_secret};
 use crate::hosts::jwt::{Caller, JwtVerifier, TokenError};
+use crate::protocol::ErrorChain;
 use crate::session::{IdError, Owner, OwnerCheck, SessionId, TurnId};
 
 /// How a request was authenticated, and so whom it may act for.
@@ -486,7 +487,7 @@ async fn authority(
                     Ok(caller) => Ok(Some(Authority::of_token(caller))),
                     Err(TokenError::KeysUnavailable(why)) => {
                         // Logged once per failed fetch (`hosts::jwt`); here, per request.
-                        tracing::debug!(error = %why, "the issuer's keys cannot be read");
+                        tracing::debug!(error = %ErrorChain(&why), "the issuer's keys cannot be read");
                         Err(HostError::unavailable(
                             "the token cannot be checked now: the issuer's keys cannot be read",
                         ))

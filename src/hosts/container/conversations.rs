@@ -18,6 +18,7 @@ use super::access::{Asker, Owned};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::conversations::Conversations;
+use crate::protocol::ErrorChain;
 use crate::session::ConversationError;
 
 /// The page a conversations route asks for.
@@ -50,7 +51,7 @@ fn answer<T: Serialize>(result: Result<T, ConversationError>) -> Result<Response
         ConversationError::ForeignCursor => HostError::field("cursor", e.to_string()),
         ConversationError::Limit(_) => HostError::field("limit", e.to_string()),
         _ => {
-            tracing::error!(error = %e, "a conversations call failed");
+            tracing::error!(error = %ErrorChain(&e), "a conversations call failed");
             HostError::unavailable("the conversation store failed")
         }
     })

@@ -7,6 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::protocol::ErrorChain;
 use crate::session::StoreError;
 
 /// How long a caller refused at capacity or during shutdown should wait, in seconds.
@@ -73,7 +74,7 @@ impl HostError {
 
     /// 503: the store failed while `what` (logged whole; the client is told the kind only).
     pub fn store(what: &str, error: &StoreError) -> Self {
-        tracing::error!(error = %error, "{what} failed");
+        tracing::error!(error = %ErrorChain(error), "{what} failed");
         Self::unavailable(error.client_message())
     }
 

@@ -31,6 +31,7 @@ use super::access::{Acting, Asker, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 use crate::session::{Owner, SessionId, TurnId};
 use crate::sinks::{DynamoEventLog, LoggedEvent};
 
@@ -238,7 +239,9 @@ impl TurnReader {
                             return;
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "could not read the event log; trying again"),
+                    Err(e) => {
+                        tracing::warn!(error = %ErrorChain(&e), "could not read the event log; trying again")
+                    }
                 }
                 pause = Some(pace.poll);
             }

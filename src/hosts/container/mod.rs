@@ -73,6 +73,7 @@ pub use turns::ACCEPTED_RUN_LEASE;
 use super::metrics::TurnOutcome;
 use super::runner::TurnHandler;
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 use crate::session::{SessionId, SessionStore, Stop, StopCause, StopOutcome, TurnId};
 use crate::sinks::DynamoEventLog;
 use access::{Acting, TurnPath};
@@ -395,7 +396,7 @@ impl ContainerHost {
                 .request_stop(session, turn_id, Stop::now(StopCause::Deadline))
                 .await
             {
-                tracing::error!(turn_id = %turn_id, error = %e, "could not stop a turn at shutdown");
+                tracing::error!(turn_id = %turn_id, error = %ErrorChain(&e), "could not stop a turn at shutdown");
             }
         }
         self.until_idle().await;

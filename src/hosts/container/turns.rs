@@ -15,6 +15,7 @@ use crate::engine::config::DEFAULT_SUPERSEDE_WAIT;
 use crate::hosts::metrics::TurnOutcome;
 use crate::hosts::payload::AgentTurnPayload;
 use crate::hosts::runner::TurnHandler;
+use crate::protocol::ErrorChain;
 use crate::protocol::{AgentEvent, codes};
 use crate::session::{Lease, Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
 
@@ -61,7 +62,7 @@ pub(super) async fn start(
     match &host.inner.turns {
         Turns::Queue(queue) => {
             let sent = queue.send(&turn).await.map_err(|e| {
-                tracing::error!(error = %e, turn_id = %turn.turn_id, "the turn was not queued");
+                tracing::error!(error = %ErrorChain(&e), turn_id = %turn.turn_id, "the turn was not queued");
                 HostError::unavailable("the turns queue did not take the turn")
             })?;
             Ok(Started::Queued {
@@ -252,7 +253,7 @@ impl ContainerHost {
                     .end_run(&turn.conversation_id, &turn.turn_id)
                     .await
             {
-                tracing::warn!(error = %e, turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
+                tracing::warn!(error = %ErrorChain(&e), turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
             }
             if let Some(hook) = host.inner.on_turn_end.as_ref() {
                 hook(end);

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::protocol::ErrorChain;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
@@ -147,7 +148,7 @@ pub async fn serve_answering(
                 // Out of descriptors, or a connection reset before it was taken: the listener
                 // goes on after a pause, so one bad moment does not end the server.
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not accept a connection");
+                    tracing::warn!(error = %ErrorChain(&e), "could not accept a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -163,7 +164,7 @@ pub async fn serve_answering(
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "a connection ended with an error");
+                tracing::debug!(error = %ErrorChain(&e), "a connection ended with an error");
             }
         });
     }

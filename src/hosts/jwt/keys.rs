@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{JwtConfig, TokenError};
+use crate::Failure;
+use crate::protocol::ErrorChain;
 
 /// The largest discovery document or key set read.
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
@@ -40,7 +42,7 @@ struct State {
     /// When the last fetch started.
     last_fetch: Option<Instant>,
     /// The last fetch's failure, until a fetch succeeds.
-    failure: Option<Failure>,
+    failure: Option<Failed>,
     /// The fetch under way: its outcome, once it has one.
     flight: Option<Flight>,
     /// The key set's URL, from the discovery document (without a configured one).
@@ -48,13 +50,15 @@ struct State {
 }
 
 type Flight = watch::Receiver<Option<Outcome>>;
-/// A fetch's outcome: the keys are held, or why they could not be read.
-type Outcome = Result<(), String>;
+/// A fetch's outcome: the keys are held, or why they could not be read (what was read, the
+/// HTTP client's or the decoder's error its source).
+type Outcome = Result<(), Failure>;
 
+/// A fetch that failed, and when.
 #[derive(Debug, Clone)]
-struct Failure {
+struct Failed {
     at: Instant,
-    why: String,
+    why: Failure,
 }
 
 #[derive(Debug)]
@@ -208,7 +212,7 @@ impl Keys {
         flight
     }
 
-    fn settle(&self, read: Result<KeySet, String>) -> Outcome {
+    fn settle(&self, read: Result<KeySet, Failure>) -> Outcome {
         let mut state = self.state();
         state.flight = None;
         match read {
@@ -219,8 +223,8 @@ impl Keys {
                 Ok(())
             }
             Err(why) => {
-                tracing::error!(error = %why, "the issuer's keys cannot be read");
-                state.failure = Some(Failure {
+                tracing::error!(error = %ErrorChain(&why), "the issuer's keys cannot be read");
+                state.failure = Some(Failed {
                     at: Instant::now(),
                     why: why.clone(),
                 });
@@ -232,14 +236,18 @@ impl Keys {
     }
 
     /// Reads the key set, within the fetch timeout.
-    async fn fetch(&self) -> Result<KeySet, String> {
+    async fn fetch(&self) -> Result<KeySet, Failure> {
         let timeout = self.config.fetch_timeout;
         tokio::time::timeout(timeout, self.read())
             .await
-            .unwrap_or_else(|_| Err(format!("the issuer did not answer within {timeout:?}")))
+            .unwrap_or_else(|_| {
+                Err(Failure::new(format!(
+                    "the issuer did not answer within {timeout:?}"
+                )))
+            })
     }
 
-    async fn read(&self) -> Result<KeySet, String> {
+    async fn read(&self) -> Result<KeySet, Failure> {
         let url = match &self.config.jwks_url {
             Some(url) => url.clone(),
             None => {
@@ -255,13 +263,14 @@ impl Keys {
             }
         };
         let Some((body, cache_max_age)) = self.get(&url).await? else {
-            return Err(format!("{url}: 404 Not Found"));
+            return Err(Failure::new(format!("{url}: 404 Not Found")));
         };
         #[derive(Deserialize)]
         struct RawSet {
             keys: Vec<serde_json::Value>,
         }
-        let set: RawSet = serde_json::from_slice(&body).map_err(|e| format!("{url}: not a key set: {e}"))?;
+        let set: RawSet = serde_json::from_slice(&body)
+            .map_err(|e| Failure::caused_by(format!("{url}: not a key set"), e))?;
         // A key of a kind this crate does not know is skipped, not the set.
         let keys = set
             .keys
@@ -279,7 +288,7 @@ impl Keys {
 
     /// The key set's URL, from the issuer's discovery document; the issuer's
     /// `/.well-known/jwks.json` when it has none.
-    async fn discover(&self) -> Result<String, String> {
+    async fn discover(&self) -> Result<String, Failure> {
         let url = self.config.discovery_url();
         let Some((body, _)) = self.get(&url).await? else {
             return Ok(self.config.default_jwks_url());
@@ -289,16 +298,17 @@ impl Keys {
             jwks_uri: String,
         }
         let document: Discovery = serde_json::from_slice(&body)
-            .map_err(|e| format!("{url}: not a discovery document naming jwks_uri: {e}"))?;
+            .map_err(|e| Failure::caused_by(format!("{url}: not a discovery document naming jwks_uri"), e))?;
         reqwest::Url::parse(&document.jwks_uri)
-            .map_err(|e| format!("{url}: its jwks_uri is not a URL: {e}"))?;
+            .map_err(|e| Failure::caused_by(format!("{url}: its jwks_uri is not a URL"), e))?;
         Ok(document.jwks_uri)
     }
 
     /// The body of `url` (at most [`MAX_DOCUMENT_BYTES`]) and its `Cache-Control: max-age`;
     /// `None` when it is not found (404).
-    async fn get(&self, url: &str) -> Result<Option<(Vec<u8>, Option<Duration>)>, String> {
-        let failed = |e: reqwest::Error| format!("{url}: {e}");
+    async fn get(&self, url: &str) -> Result<Option<(Vec<u8>, Option<Duration>)>, Failure> {
+        // The URL is said once, here, not again in the HTTP client's words.
+        let failed = |e: reqwest::Error| Failure::caused_by(format!("{url} cannot be read"), e.without_url());
         let response = self.http.get(url).send().await.map_err(failed)?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
@@ -308,7 +318,9 @@ impl Keys {
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(failed)? {
             if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                return Err(format!("{url}: longer than {MAX_DOCUMENT_BYTES} bytes"));
+                return Err(Failure::new(format!(
+                    "{url}: longer than {MAX_DOCUMENT_BYTES} bytes"
+                )));
             }
             body.extend_from_slice(&chunk);
         }
@@ -321,8 +333,10 @@ async fn wait(mut flight: Flight) -> Outcome {
     match flight.wait_for(Option::is_some).await {
         Ok(outcome) => outcome
             .clone()
-            .unwrap_or_else(|| Err("the fetch of the issuer's keys has no outcome".to_owned())),
-        Err(_) => Err("the fetch of the issuer's keys ended without an outcome".to_owned()),
+            .unwrap_or_else(|| Err(Failure::new("the fetch of the issuer's keys has no outcome"))),
+        Err(_) => Err(Failure::new(
+            "the fetch of the issuer's keys ended without an outcome",
+        )),
     }
 }
 

@@ -244,10 +244,11 @@ pub enum TokenError {
         /// What is wrong with it.
         problem: String,
     },
-    /// The issuer's discovery document or key set could not be read (in full, for the log;
-    /// the client is told only that the token cannot be checked now).
-    #[error("the issuer's keys cannot be read: {0}")]
-    KeysUnavailable(String),
+    /// The issuer's discovery document or key set could not be read: what was read, the HTTP
+    /// client's or the decoder's error its source (in full, for the log; the client is told only
+    /// that the token cannot be checked now).
+    #[error("the issuer's keys cannot be read")]
+    KeysUnavailable(#[source] crate::Failure),
 }
 
 /// Verifies tokens as its [`JwtConfig`] says.

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::{McpError, McpServer, McpToolDeclaration, McpTransport};
 use crate::engine::tools::{Effect, Tool, ToolContext, ToolError, ToolSource, ToolSpec};
+use crate::protocol::{ErrorChain, chain};
 
 /// How long a call may take by default.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -126,7 +127,7 @@ impl ClientHandler for ListWatcher {
                 tracing::info!(server, tools = ?names, "the MCP server's tool list changed");
             }
             Err(error) => {
-                tracing::warn!(server, %error, "the MCP server's tool list changed and cannot be read; the last one stays")
+                tracing::warn!(server, error = %ErrorChain(&error), "the MCP server's tool list changed and cannot be read; the last one stays")
             }
         }
     }
@@ -295,7 +296,7 @@ impl Tool for McpTool {
         let params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
         let call = async {
             match &self.reach.server.person_token {
-                None => self.peer.call_tool(params).await.map_err(|e| e.to_string()),
+                None => self.peer.call_tool(params).await.map_err(|e| chain(&e)),
                 Some(header) => {
                     let token = ctx.user_token.as_ref().ok_or(NO_TOKEN)?;
                     let value = format!("{}{}", header.prefix, token.expose());
@@ -303,8 +304,8 @@ impl Tool for McpTool {
                         .reach
                         .connect(Some((header.header.clone(), value)), ())
                         .await
-                        .map_err(|e| e.to_string())?;
-                    let answered = session.call_tool(params).await.map_err(|e| e.to_string());
+                        .map_err(|e| chain(&e))?;
+                    let answered = session.call_tool(params).await.map_err(|e| chain(&e));
                     let _ = session.cancel().await;
                     answered
                 }

@@ -122,7 +122,7 @@ pub enum McpError {
     #[error("{0} did not answer in time")]
     NoAnswer(String),
     /// The server could not be reached, started or talked to.
-    #[error("cannot reach {server}: {cause}")]
+    #[error("cannot reach {server}")]
     Connect {
         /// Its URL or command.
         server: String,
@@ -131,7 +131,7 @@ pub enum McpError {
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Its tools could not be listed.
-    #[error("cannot list its tools: {0}")]
+    #[error("cannot list its tools")]
     List(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `allow` names tools the server does not have.
     #[error("allow names tools it does not have: {0:?}")]

@@ -92,7 +92,7 @@ impl TurnHandler {
         if let (Some(tracer), Some(trace)) = (&self.tracer, observers.trace)
             && let Err(e) = tracer.export(trace, run.terminal.as_ref()).await
         {
-            tracing::warn!(error = %e, "the turn's trace was not sent");
+            tracing::warn!(error = %crate::protocol::ErrorChain(&e), "the turn's trace was not sent");
         }
         run
     }

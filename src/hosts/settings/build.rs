@@ -12,7 +12,7 @@ use crate::engine::tools::{Tool, examples};
 use crate::engine::{ApprovalSigner, BedrockModel};
 use crate::hosts::config::Configured;
 use crate::hosts::{Blueprint, BlueprintError};
-use crate::protocol::Agent;
+use crate::protocol::{Agent, chain};
 use crate::session::{DynamoConfig, DynamoStore};
 use crate::sinks::{DynamoEventLog, HttpEmitSink, Sinks, StdoutSink};
 
@@ -62,7 +62,7 @@ fn bedrock_model(client: aws_sdk_bedrockruntime::Client, id: &str, caching: Opti
 impl WorkerSettings {
     /// The session store these settings name.
     pub fn store(&self, dynamodb: aws_sdk_dynamodb::Client) -> Result<DynamoStore, SettingsError> {
-        let config = DynamoConfig::new(&self.table).map_err(|e| error("TABLE_NAME", e.to_string()))?;
+        let config = DynamoConfig::new(&self.table).map_err(|e| error("TABLE_NAME", chain(&e)))?;
         Ok(DynamoStore::new(dynamodb, config))
     }
 
@@ -212,7 +212,7 @@ impl WorkerSettings {
         if let Some(name) = &self.default_agent {
             builder = builder.default_agent(name);
         }
-        builder.build().map_err(|e| error("AGENTS_DIR", e.to_string()))
+        builder.build().map_err(|e| error("AGENTS_DIR", chain(&e)))
     }
 
     fn sinks(&self, store: &DynamoStore) -> Result<Sinks, SettingsError> {
@@ -221,9 +221,8 @@ impl WorkerSettings {
             sinks = match kind {
                 SinkKind::Stdout => sinks.with(StdoutSink),
                 SinkKind::Dynamo => sinks.with(DynamoEventLog::new(store.clone())),
-                SinkKind::Http { url, api_key } => sinks.with(
-                    HttpEmitSink::new(url, api_key.clone()).map_err(|e| error("EMIT_URL", e.to_string()))?,
-                ),
+                SinkKind::Http { url, api_key } => sinks
+                    .with(HttpEmitSink::new(url, api_key.clone()).map_err(|e| error("EMIT_URL", chain(&e)))?),
             };
         }
         Ok(sinks)

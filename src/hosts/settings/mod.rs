@@ -126,7 +126,8 @@ impl SettingsError {
         }
     }
 
-    /// Setting `name` cannot be used: `problem`, because of `cause` (whose text follows).
+    /// Setting `name` cannot be used: `problem`, because of `cause`, kept as the source (its
+    /// text is not repeated in `problem`: [`chain`](crate::protocol::chain) prints both).
     pub fn caused_by(
         name: impl Into<String>,
         problem: impl std::fmt::Display,
@@ -134,7 +135,7 @@ impl SettingsError {
     ) -> Self {
         Self {
             name: name.into(),
-            problem: format!("{problem}: {cause}"),
+            problem: problem.to_string(),
             cause: Some(std::sync::Arc::new(cause)),
         }
     }

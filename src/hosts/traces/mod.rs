@@ -44,7 +44,7 @@ pub enum TraceError {
     #[error("traces: {0}")]
     Config(String),
     /// The collector could not be reached, or did not answer in time.
-    #[error("traces: the collector at {endpoint} could not be reached: {source}")]
+    #[error("traces: the collector at {endpoint} could not be reached")]
     Unreachable {
         /// Where the spans went.
         endpoint: String,

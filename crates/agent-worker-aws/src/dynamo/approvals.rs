@@ -28,7 +28,7 @@ impl ApprovalStore for DynamoStore {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         let mut item = key(&approval.session, &approval.id);
         let json = serde_json::to_string(approval)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("the approval does not encode", e)))?;
         item.insert("approval".into(), AttributeValue::S(json));
         item.insert(
             "status".into(),
@@ -139,7 +139,7 @@ fn decode(
         .and_then(|v| v.as_s().ok())
         .ok_or_else(|| StoreError::Corrupt(format!("approval {id} has no body").into()))?;
     let approval = serde_json::from_str(json)
-        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("approval {id}: {e}"), e)))?;
+        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("approval {id} does not decode"), e)))?;
     let status = item
         .get("status")
         .and_then(|v| v.as_s().ok())

@@ -50,7 +50,8 @@ pub(super) fn parse_status(name: &str) -> Option<TurnStatus> {
 /// The message as it is stored: pictures too large for an item become a line saying so.
 pub(super) fn storable(message: &Message) -> Result<String, StoreError> {
     let encode = |m: &Message| {
-        serde_json::to_string(m).map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))
+        serde_json::to_string(m)
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("a message does not encode", e)))
     };
     let json = encode(message)?;
     if json.len() <= MAX_MESSAGE_BYTES {
@@ -97,7 +98,12 @@ pub(super) fn decode_turn(
     let outcome = get_s(item, "outcome")
         .map(serde_json::from_str::<TurnOutcome>)
         .transpose()
-        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("turn {turn_id}'s outcome: {e}"), e)))?;
+        .map_err(|e| {
+            StoreError::Corrupt(Failure::caused_by(
+                format!("turn {turn_id}'s outcome does not decode"),
+                e,
+            ))
+        })?;
     Ok(TurnRecord {
         turn_id: turn_id.to_owned(),
         status,

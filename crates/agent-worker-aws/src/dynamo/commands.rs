@@ -20,6 +20,7 @@ use super::DynamoStore;
 use super::codec::{decode_stop, get_n, get_s, n, s};
 use super::keys::{ACTIVE_TURN, COMMAND_BYTES, COMMANDS, ENDED_TURN, EXPIRES_AT, META_SK, turn_sk};
 use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
+use agent_worker_core::protocol::ErrorChain;
 
 fn encode(command: &TurnCommand) -> AttributeValue {
     AttributeValue::M(HashMap::from([
@@ -218,11 +219,11 @@ impl DynamoStore {
             Look::Held => self.signals.saw_unchanged(session, turn_id, at),
             Look::Failed(Some(item)) => match signals_of(item) {
                 Ok(signals) => self.signals.saw(session, turn_id, SignalsSeen { at, signals }),
-                Err(e) => tracing::warn!(error = %e, "a turn's signals cannot be read"),
+                Err(e) => tracing::warn!(error = %ErrorChain(&e), "a turn's signals cannot be read"),
             },
             Look::Failed(None) => {
                 if let Err(e) = self.read_signals(session, turn_id).await {
-                    tracing::warn!(error = %e, "could not read a turn's signals after a write saw them change");
+                    tracing::warn!(error = %ErrorChain(&e), "could not read a turn's signals after a write saw them change");
                 }
             }
         }

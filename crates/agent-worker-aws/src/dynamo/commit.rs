@@ -20,7 +20,7 @@ use super::keys::{
     COMMANDS, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, RUN_TURN, RUN_UNTIL, WRITE_TOKEN, turn_sk,
 };
 use super::log_tail::Rider;
-use super::sdk_error::{cancellation_reasons, is_condition_reason, store_error};
+use super::sdk_error::{build_error, cancellation_reasons, is_condition_reason, store_error};
 use super::store::{TAIL_BYTES, VERSION_RETRIES};
 use super::transact::{MAX_TRANSACTION_ITEMS, item_size, plan};
 
@@ -143,7 +143,7 @@ format!(
                 .set_expression_attribute_names(Some(names))
                 .set_expression_attribute_values(Some(values))
                 .build()
-                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+                .map_err(build_error)?;
             let mut items = vec![TransactWriteItem::builder().condition_check(check).build()];
             items.extend_from_slice(chunk);
             match self
@@ -196,9 +196,9 @@ format!(
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(build_error)?;
         let terminal = serde_json::to_string(outcome)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("the turn's outcome does not encode", e)))?;
         let finish = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, turn_sk(turn_id))))
@@ -223,7 +223,7 @@ format!(
             .expression_attribute_values(":outcome", s(terminal))
             .expression_attribute_values(":exp", expires)
             .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(build_error)?;
         let mut items = puts[last].to_vec();
         items.push(TransactWriteItem::builder().update(bump).build());
         items.push(TransactWriteItem::builder().update(finish).build());

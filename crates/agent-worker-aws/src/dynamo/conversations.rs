@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use agent_worker_core::Failure;
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::conversations::{
     ConversationPage, ConversationSummary, Deleted, ListCursor, StoredConversation, is_waiting, owner_digest,
@@ -25,7 +24,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, 
 use super::DynamoStore;
 use super::codec::{get_n, get_s, n, parse_status, s};
 use super::keys::*;
-use super::sdk_error::store_error;
+use super::sdk_error::{build_error, store_error};
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -56,7 +55,7 @@ impl DynamoStore {
                 .expression_attribute_names("#status", "status")
                 .consistent_read(true)
                 .build()
-                .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+                .map_err(build_error)?;
             let out = self
                 .client()
                 .batch_get_item()
@@ -182,7 +181,7 @@ impl DynamoStore {
                     .set_key(Some(key))
                     .build()
                     .map(|d| WriteRequest::builder().delete_request(d).build())
-                    .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))
+                    .map_err(build_error)
             })
             .collect::<Result<Vec<_>, _>>()?;
         for attempt in 0..BATCH_RETRIES {

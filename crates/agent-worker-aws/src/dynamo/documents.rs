@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, Select, Trans
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use agent_worker_core::Failure;
 use agent_worker_core::session::StoreError;
 
 use super::DynamoStore;
@@ -53,9 +54,10 @@ pub enum DocumentsError {
     /// [`Documents::put_under`] found no document at the parent key: nothing was written.
     #[error("there is no document at {0:?}")]
     NoParent(DocKey),
-    /// A value that does not encode, or an item that does not decode.
-    #[error("{0}")]
-    Codec(String),
+    /// A value that does not encode, or an item that does not decode (what was being done; the
+    /// encoder's or the SDK's error, when there is one, is its source).
+    #[error(transparent)]
+    Codec(Failure),
     /// The table failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -79,7 +81,7 @@ impl Documents {
         doc: &impl Serialize,
     ) -> Result<HashMap<String, AttributeValue>, DocumentsError> {
         let json = serde_json::to_string(doc)
-            .map_err(|e| DocumentsError::Codec(format!("encoding {key:?}: {e}")))?;
+            .map_err(|e| DocumentsError::Codec(Failure::caused_by(format!("encoding {key:?}"), e)))?;
         Ok(HashMap::from([
             (PK.to_owned(), s(key.pk.clone())),
             (SK.to_owned(), s(key.sk.clone())),
@@ -183,12 +185,14 @@ impl Documents {
         docs: &[(DocKey, serde_json::Value)],
     ) -> Result<(), DocumentsError> {
         if docs.len() > MAX_DOCUMENTS_PER_WRITE {
-            return Err(DocumentsError::Codec(format!(
+            return Err(DocumentsError::Codec(Failure::new(format!(
                 "one write takes at most {MAX_DOCUMENTS_PER_WRITE} documents, not {}",
                 docs.len()
-            )));
+            ))));
         }
-        let codec = |e: aws_sdk_dynamodb::error::BuildError| DocumentsError::Codec(e.to_string());
+        let codec = |e: aws_sdk_dynamodb::error::BuildError| {
+            DocumentsError::Codec(Failure::caused_by("a DynamoDB request cannot be built", e))
+        };
         let check = ConditionCheck::builder()
             .table_name(self.store.table())
             .key(PK, s(parent.pk.clone()))
@@ -229,6 +233,7 @@ fn decode<T: DeserializeOwned>(item: &HashMap<String, AttributeValue>) -> Result
     let doc = item
         .get(DOC)
         .and_then(|d| d.as_s().ok())
-        .ok_or_else(|| DocumentsError::Codec("an item has no doc".into()))?;
-    serde_json::from_str(doc).map_err(|e| DocumentsError::Codec(format!("an item does not decode: {e}")))
+        .ok_or_else(|| DocumentsError::Codec(Failure::new("an item has no doc")))?;
+    serde_json::from_str(doc)
+        .map_err(|e| DocumentsError::Codec(Failure::caused_by("an item does not decode", e)))
 }

@@ -271,9 +271,10 @@ impl TurnLog {
                 let kept = tail.pending.len();
                 drop(tail);
                 self.since = Some(Instant::now());
-                return Err(SinkError::new(format!(
-                    "{e}; {kept} event(s) kept to write with the next"
-                )));
+                return Err(SinkError::caused_by(
+                    format!("{kept} event(s) kept to write with the next"),
+                    e,
+                ));
             }
             tail.pending.discard(batch.len());
         }

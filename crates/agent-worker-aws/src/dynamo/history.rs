@@ -128,7 +128,7 @@ fn stored_message(item: &HashMap<String, AttributeValue>) -> Result<StoredMessag
     let json =
         get_s(item, "message").ok_or_else(|| StoreError::Corrupt(format!("{sk} has no message").into()))?;
     let message = serde_json::from_str(json)
-        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk}: {e}"), e)))?;
+        .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk} does not decode"), e)))?;
     Ok(StoredMessage {
         seq,
         turn_id: get_s(item, "turnId").map(str::to_owned),

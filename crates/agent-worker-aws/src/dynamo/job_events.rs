@@ -20,6 +20,7 @@ use super::DynamoStore;
 use super::codec::{n, s};
 use super::keys::{EXPIRES_AT, job_sk};
 use super::sdk_error::{is_conditional_failure, store_error};
+use agent_worker_core::protocol::ErrorChain;
 
 /// How often a waiting call looks for its job's event, by default.
 pub const DEFAULT_JOB_POLL: Duration = Duration::from_millis(500);
@@ -69,7 +70,7 @@ impl DynamoJobEvents {
     /// second report of the same event while the call waits replaces the first.
     pub async fn record(&self, job: &JobKey, event: &str, payload: &Value) -> Result<(), RecordError> {
         let json = serde_json::to_string(payload)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("the job's payload does not encode", e)))?;
         let written = self
             .store
             .client()
@@ -162,7 +163,7 @@ impl EventWaiter for DynamoJobEvents {
     async fn wait(&self, job: &JobWait) -> Settled {
         let waiting = async {
             while let Err(e) = self.begin(job).await {
-                tracing::warn!(error = %e, job = %job.id, "could not record the job a call waits for; trying again");
+                tracing::warn!(error = %ErrorChain(&e), job = %job.id, "could not record the job a call waits for; trying again");
                 tokio::time::sleep(self.poll).await;
             }
             loop {
@@ -170,7 +171,7 @@ impl EventWaiter for DynamoJobEvents {
                     Ok(Some(settled)) => return settled,
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::warn!(error = %e, job = %job.id, "could not look for a job's event; looking again")
+                        tracing::warn!(error = %ErrorChain(&e), job = %job.id, "could not look for a job's event; looking again")
                     }
                 }
                 tokio::time::sleep(self.poll).await;

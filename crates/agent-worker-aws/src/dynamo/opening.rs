@@ -20,6 +20,7 @@ use super::keys::{EXPIRES_AT, WRITE_TOKEN, turn_sk};
 use super::lineage::{Segment, lineage_of};
 use super::owner::MetaAnswer;
 use super::sdk_error::{is_conditional_failure, store_error};
+use agent_worker_core::protocol::ErrorChain;
 
 /// What a session's meta item says a turn reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -154,7 +155,7 @@ impl DynamoStore {
             }
             Err(e) => {
                 if let Err(given) = self.give_back_run(session, turn_id).await {
-                    tracing::warn!(error = %given, "could not give the conversation's run back");
+                    tracing::warn!(error = %ErrorChain(&given), "could not give the conversation's run back");
                 }
                 return Err(e);
             }
@@ -204,7 +205,7 @@ impl DynamoStore {
             _ => Ok(()),
         };
         if let Err(e) = given_up {
-            tracing::warn!(error = %e, "could not take back a claim made beside a refused owner check");
+            tracing::warn!(error = %ErrorChain(&e), "could not take back a claim made beside a refused owner check");
         }
     }
 

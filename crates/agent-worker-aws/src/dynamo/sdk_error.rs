@@ -61,30 +61,26 @@ where
     send().await
 }
 
-/// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise the
-/// service's code and message (the raw response left out), after `what` was being done. The SDK's
-/// error is kept as the source.
+/// A DynamoDB call's failure as a [`StoreError`]: throttling named as such, otherwise a
+/// backend failure, saying `what` was being done. The SDK's error (the service's code and
+/// message, or why the call never reached it) is kept as the source, its text not repeated.
 pub(crate) fn store_error<E, R>(what: &str, error: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: fmt::Debug + Send + Sync + 'static,
 {
-    let code = error.code().unwrap_or_default().to_owned();
-    let detail = format!(
-        "{what}: {}",
-        error
-            .message()
-            .map(str::to_owned)
-            .unwrap_or_else(|| { aws_sdk_dynamodb::error::DisplayErrorContext(&error).to_string() })
-    );
     if matches!(
-        code.as_str(),
-        "ThrottlingException" | "ProvisionedThroughputExceededException" | "RequestLimitExceeded"
+        error.code(),
+        Some("ThrottlingException" | "ProvisionedThroughputExceededException" | "RequestLimitExceeded")
     ) {
-        StoreError::Throttled(Failure::caused_by(detail, error))
-    } else if code.is_empty() {
-        StoreError::Backend(Failure::caused_by(detail, error))
+        StoreError::Throttled(Failure::caused_by(what, error))
     } else {
-        StoreError::Backend(Failure::caused_by(format!("{detail} ({code})"), error))
+        StoreError::Backend(Failure::caused_by(what, error))
     }
+}
+
+/// A DynamoDB request that the SDK's builder refused (a required field unset): a backend
+/// failure, the builder's error its source.
+pub(crate) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Backend(Failure::caused_by("a DynamoDB request cannot be built", e))
 }

@@ -13,7 +13,6 @@
 //!   the version first, where no reader looks, then the rest with the version and the completion:
 //!   readers see all of it or none of it.
 
-use agent_worker_core::Failure;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
@@ -35,7 +34,7 @@ use super::codec::*;
 use super::keys::*;
 use super::log_tail::LogTails;
 use super::opening::{Meta, VersionHints};
-use super::sdk_error::{is_conditional_failure, past_transactions, store_error};
+use super::sdk_error::{build_error, is_conditional_failure, past_transactions, store_error};
 use super::transact::item_size;
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
@@ -302,7 +301,7 @@ impl DynamoStore {
             .table_name(&self.config.table)
             .set_item(Some(item))
             .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(build_error)?;
         Ok((TransactWriteItem::builder().put(put).build(), size))
     }
 
@@ -429,7 +428,7 @@ impl SessionStore for DynamoStore {
                 (EXPIRES_AT.to_owned(), expires),
             ])))
             .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(build_error)?;
         let mark = Update::builder()
             .table_name(&self.config.table)
             .set_key(Some(self.key(session, META_SK.to_owned())))
@@ -439,7 +438,7 @@ impl SessionStore for DynamoStore {
             .expression_attribute_names("#version", "version")
             .expression_attribute_values(":upto", n(summary.upto))
             .build()
-            .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(build_error)?;
         let saved = self
             .client
             .transact_write_items()

@@ -1,11 +1,10 @@
 //! The table's definition, as `template.yaml` declares it: for local runs and tests.
 
-use agent_worker_core::Failure;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata as _;
 
 use super::DynamoStore;
 use super::keys::{ACTIVE_TURN, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, OWNER_INDEX, OWNER_KEY, PK, SK};
-use super::sdk_error::store_error;
+use super::sdk_error::{build_error, store_error};
 use agent_worker_core::session::StoreError;
 
 impl DynamoStore {
@@ -39,7 +38,7 @@ impl DynamoStore {
                     .attribute_name(EXPIRES_AT)
                     .enabled(true)
                     .build()
-                    .map_err(|e| StoreError::Backend(Failure::caused_by(e.to_string(), e)))?,
+                    .map_err(build_error)?,
             )
             .send()
             .await
@@ -87,10 +86,6 @@ impl DynamoStore {
         );
         Ok(())
     }
-}
-
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Backend(Failure::caused_by(e.to_string(), e))
 }
 
 fn key(

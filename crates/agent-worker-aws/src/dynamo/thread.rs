@@ -42,10 +42,7 @@ impl ThreadStore for DynamoThreadStore {
             return Ok(None);
         };
         serde_json::from_str(doc).map(Some).map_err(|e| {
-            ThreadStoreError::Unavailable(Failure::caused_by(
-                format!("a thread record does not decode: {e}"),
-                e,
-            ))
+            ThreadStoreError::Unavailable(Failure::caused_by("a thread record does not decode", e))
         })
     }
 
@@ -53,10 +50,7 @@ impl ThreadStore for DynamoThreadStore {
         let mut next = record.clone();
         next.version += 1;
         let doc = serde_json::to_string(&next).map_err(|e| {
-            ThreadStoreError::Unavailable(Failure::caused_by(
-                format!("a thread record does not encode: {e}"),
-                e,
-            ))
+            ThreadStoreError::Unavailable(Failure::caused_by("a thread record does not encode", e))
         })?;
         let mut request = self
             .store
@@ -90,5 +84,5 @@ impl ThreadStore for DynamoThreadStore {
 
 /// The thread store could not reach the table: the store's error, kept as the source.
 fn unavailable(error: StoreError) -> ThreadStoreError {
-    ThreadStoreError::Unavailable(Failure::caused_by(error.to_string(), error))
+    ThreadStoreError::Unavailable(Failure::caused_by("the session table failed", error))
 }

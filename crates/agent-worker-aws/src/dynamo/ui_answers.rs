@@ -48,7 +48,7 @@ impl ActionAnswers for DynamoStore {
         let json = get_s(item, "answer").unwrap_or_default();
         serde_json::from_str(json)
             .map(Some)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("a UI action's answer: {e}"), e)))
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("a UI action's answer does not decode", e)))
     }
 }
 
@@ -61,8 +61,9 @@ impl ActionAnswerStore for DynamoStore {
         call_id: &str,
         answer: &ActionAnswer,
     ) -> Result<bool, StoreError> {
-        let json = serde_json::to_string(answer)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+        let json = serde_json::to_string(answer).map_err(|e| {
+            StoreError::Corrupt(Failure::caused_by("a UI action's answer does not encode", e))
+        })?;
         let expires = (agent_worker_core::clock::now_ms() / 1000).saturating_add(KEEP_ANSWERS.as_secs());
         let mut item = key(session, turn_id, call_id);
         item.insert("answer".into(), s(json));

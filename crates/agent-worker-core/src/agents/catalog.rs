@@ -19,7 +19,7 @@ pub enum CatalogError {
     #[error("{0} has no agents/ or prompts/ folder")]
     Empty(PathBuf),
     /// A file or folder could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path} cannot be read")]
     Read {
         /// What could not be read.
         path: PathBuf,

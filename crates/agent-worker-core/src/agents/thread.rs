@@ -266,7 +266,7 @@ pub enum ThreadStoreError {
     #[error("the session changed since it was read")]
     Conflict,
     /// The store could not be read or written.
-    #[error("the thread store failed: {0}")]
+    #[error("the thread store failed")]
     Unavailable(#[source] Failure),
 }
 

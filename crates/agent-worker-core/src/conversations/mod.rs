@@ -23,6 +23,8 @@ pub use display::{
     ApprovalCard, ConversationView, DisplayMessage, StoppedMarker, ToolCallStatus, ToolCallView,
 };
 
+use crate::Failure;
+use crate::engine::attachments::Unavailable;
 use crate::engine::{FileArea, ToolSpec};
 use crate::session::conversations::{ConversationPage, Deleted, page_size};
 use crate::session::{ConversationError, ConversationStore, Owner, SessionId};
@@ -111,10 +113,12 @@ impl Conversations {
         };
         let mut deleted = self.store.delete_conversation(owner, &session).await?;
         if let Some(files) = &self.files {
-            deleted.files = files
-                .remove_conversation(id)
-                .await
-                .map_err(|e| ConversationError::Files(e.to_string()))?;
+            deleted.files = files.remove_conversation(id).await.map_err(|e| {
+                ConversationError::Files(match e {
+                    Unavailable::Store(failure) => failure,
+                    other => Failure::new(other.to_string()),
+                })
+            })?;
         }
         tracing::info!(
             conversation = %id,

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::attachments::FileInput;
 use super::tools::{Effect, ToolClass, ToolSpec};
+use crate::protocol::ErrorChain;
 use crate::session::{ApprovalStatus, PendingApproval};
 
 /// The code of a call that needs the person's approval where there is no way to ask for it
@@ -449,7 +450,7 @@ pub(crate) async fn request(
         preview: Some(shown.clone()),
     };
     store.put_approval(&approval).await.map_err(|e| {
-        tracing::error!(error = %e, "could not store the approval");
+        tracing::error!(error = %ErrorChain(&e), "could not store the approval");
         e.client_message()
     })?;
     if spec.args_sensitive {
@@ -488,7 +489,7 @@ pub(crate) async fn withdraw(
                 tracing::info!(superseded = %turn_id, withdrawn = n, "withdrew the replaced turn's waiting approvals")
             }
             Err(e) => {
-                tracing::warn!(superseded = %turn_id, error = %e, "could not withdraw the replaced turn's waiting approvals")
+                tracing::warn!(superseded = %turn_id, error = %ErrorChain(&e), "could not withdraw the replaced turn's waiting approvals")
             }
         }
     }
@@ -543,7 +544,12 @@ pub(crate) async fn redeem(
     let (approval, status) = match store.get_approval(session, &decision.approval_id).await {
         Ok(Some(found)) => found,
         Ok(None) => return refuse("?", "there is no such approval in this conversation"),
-        Err(e) => return refuse("?", &format!("the approval could not be read ({e})")),
+        Err(e) => {
+            return refuse(
+                "?",
+                &format!("the approval could not be read ({})", ErrorChain(&e)),
+            );
+        }
     };
     let tool = approval.tool.clone();
     if status != ApprovalStatus::Pending {
@@ -571,7 +577,10 @@ pub(crate) async fn redeem(
                     "The person declined; the call did not run.",
                 ),
                 Ok(false) => refuse(&tool, "the approval was settled by another turn first"),
-                Err(e) => refuse(&tool, &format!("the decline could not be recorded ({e})")),
+                Err(e) => refuse(
+                    &tool,
+                    &format!("the decline could not be recorded ({})", ErrorChain(&e)),
+                ),
             };
         }
         "approve" => {}
@@ -595,7 +604,7 @@ pub(crate) async fn redeem(
             .settle_approval(session, &approval.id, ApprovalStatus::Declined)
             .await
         {
-            tracing::warn!(error = %e, "could not settle an approval the policy now denies");
+            tracing::warn!(error = %ErrorChain(&e), "could not settle an approval the policy now denies");
         }
         return refuse(&tool, &format!("the tool policy now denies this call ({reason})"));
     }
@@ -606,7 +615,12 @@ pub(crate) async fn redeem(
     {
         Ok(true) => {}
         Ok(false) => return refuse(&tool, "this approval was already used"),
-        Err(e) => return refuse(&tool, &format!("the approval could not be redeemed ({e})")),
+        Err(e) => {
+            return refuse(
+                &tool,
+                &format!("the approval could not be redeemed ({})", ErrorChain(&e)),
+            );
+        }
     }
     let call_id = format!("{}-approved", approval.id);
     out.emit(crate::protocol::AgentEvent::ToolStarted {

@@ -15,6 +15,7 @@ use super::EngineInner;
 use super::model::{ModelErrorKind, ModelEvent, ModelRequest, ToolChoice};
 use super::turn_stream::Emitter;
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 use crate::session::{ContentBlock, Message, Role, Summary};
 
 /// What the summarizing call is told.
@@ -336,7 +337,9 @@ pub(super) async fn compact(
         match engine.store.save_summary(session, &summary).await {
             Ok(true) => {}
             Ok(false) => tracing::info!("the summary was not kept: the store keeps none, or has a newer one"),
-            Err(e) => tracing::warn!(error = %e, "could not keep the summary; this turn uses it anyway"),
+            Err(e) => {
+                tracing::warn!(error = %ErrorChain(&e), "could not keep the summary; this turn uses it anyway")
+            }
         }
     }
     history.messages.drain(..cut);

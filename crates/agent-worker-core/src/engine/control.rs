@@ -13,6 +13,7 @@ use crate::session::{
 };
 
 use super::Engine;
+use crate::protocol::ErrorChain;
 
 /// A piece of a session's durable history, read from a cursor.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -103,7 +104,7 @@ impl Engine {
 }
 
 fn store_failed(error: &StoreError) -> Refused {
-    tracing::warn!(%error, "a command could not be taken");
+    tracing::warn!(error = %ErrorChain(&error), "a command could not be taken");
     Refused::new(refusals::STORE_FAILED, error.client_message(), true)
 }
 

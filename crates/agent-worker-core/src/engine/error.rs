@@ -10,10 +10,10 @@ pub enum EngineError {
     #[error("the engine needs a {0}: call EngineBuilder::{0}")]
     Missing(&'static str),
     /// A tuning value is out of range.
-    #[error("invalid engine config: {0}")]
+    #[error("invalid engine config")]
     Config(#[from] ConfigError),
     /// The tools cannot be offered to a model.
-    #[error("invalid tools: {0}")]
+    #[error("invalid tools")]
     Tools(#[from] ToolsetError),
     /// The result schema cannot be used.
     #[error(transparent)]

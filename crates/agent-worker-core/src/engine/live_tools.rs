@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use super::tools::{Tool, ToolSource, Toolset};
 use super::{EngineInner, ToolPolicy, admitted};
+use crate::protocol::ErrorChain;
 
 /// The fixed tools, the sources, and the engine made from them at the generations it was made.
 pub(super) struct LiveTools {
@@ -54,7 +55,7 @@ impl LiveTools {
                     });
                 }
                 Err(error) => {
-                    tracing::error!(%error, "a tool source's new list cannot be used: turns keep the last good one");
+                    tracing::error!(error = %ErrorChain(&error), "a tool source's new list cannot be used: turns keep the last good one");
                 }
             }
             current.0 = now;

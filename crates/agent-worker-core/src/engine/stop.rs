@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::protocol::ErrorChain;
 use crate::session::{
     ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause, StopSource,
     TurnCommand, TurnId, TurnSignals,
@@ -112,7 +113,9 @@ pub(crate) async fn read_signals(
 ) {
     match store.turn_signals(session, turn_id).await {
         Ok(signals) => flag.heard(signals),
-        Err(e) => tracing::warn!(error = %e, "could not look for a stop or commands; looking again later"),
+        Err(e) => {
+            tracing::warn!(error = %ErrorChain(&e), "could not look for a stop or commands; looking again later")
+        }
     }
 }
 
@@ -149,7 +152,7 @@ pub(crate) async fn ask_source(
     match tokio::time::timeout(wait, source.stop_for(session, turn_id)).await {
         Ok(Ok(stop)) => stop,
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "could not ask for a stop before the turn started; it runs, and asks again");
+            tracing::warn!(error = %ErrorChain(&e), "could not ask for a stop before the turn started; it runs, and asks again");
             None
         }
         Err(_) => {
@@ -186,9 +189,9 @@ async fn watch_source(
             Ok(None) => {}
             Err(e) if !failed => {
                 failed = true;
-                tracing::warn!(error = %e, "could not ask for a stop; asking again");
+                tracing::warn!(error = %ErrorChain(&e), "could not ask for a stop; asking again");
             }
-            Err(e) => tracing::debug!(error = %e, "could not ask for a stop; asking again"),
+            Err(e) => tracing::debug!(error = %ErrorChain(&e), "could not ask for a stop; asking again"),
         }
         apart = if flag.streaming() {
             interval
@@ -268,7 +271,7 @@ pub(crate) async fn supersede(
             .request_stop(session, id, Stop::now(StopCause::Superseded))
             .await
         {
-            tracing::warn!(superseded = %id, error = %e, "could not ask a superseded turn to stop");
+            tracing::warn!(superseded = %id, error = %ErrorChain(&e), "could not ask a superseded turn to stop");
         }
     }
     let give_up = Instant::now() + wait;
@@ -282,7 +285,9 @@ pub(crate) async fn supersede(
                     break;
                 }
                 Ok(Some(_)) => {}
-                Err(e) => tracing::warn!(superseded = %id, error = %e, "could not read a superseded turn"),
+                Err(e) => {
+                    tracing::warn!(superseded = %id, error = %ErrorChain(&e), "could not read a superseded turn")
+                }
             }
             if Instant::now() >= give_up {
                 tracing::warn!(superseded = %id, "gave up waiting for a superseded turn to be stored");

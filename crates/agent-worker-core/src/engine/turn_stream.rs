@@ -168,7 +168,7 @@ mod tests {
         .await
         .unwrap_err();
         // The client hears of a bug; what the panic said stays in the log.
-        let said = err.to_string();
+        let said = crate::protocol::chain(&err);
         assert!(said.contains("hit a bug") && !said.contains("boom"), "{said}");
     }
 

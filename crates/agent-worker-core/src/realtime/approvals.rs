@@ -60,7 +60,7 @@ fn outcome(to: ApprovalStatus) -> Result<&'static str, StoreError> {
 impl ApprovalStore for RealtimeApprovals {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         let body = serde_json::to_value(approval)
-            .map_err(|e| StoreError::Corrupt(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| StoreError::Corrupt(Failure::caused_by("the approval does not encode", e)))?;
         let answer = self
             .server
             .ask(

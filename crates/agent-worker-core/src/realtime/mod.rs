@@ -122,21 +122,29 @@ impl RealtimeServer {
             .request(method, url)
             .header(API_KEY_HEADER, &self.api_key);
         if let Some(body) = request.body {
-            let bytes = serde_json::to_vec(body)
-                .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{doing}: {e}"), e)))?;
+            let bytes = serde_json::to_vec(body).map_err(|e| {
+                StoreError::Corrupt(Failure::caused_by(
+                    format!("{doing}: the request does not encode"),
+                    e,
+                ))
+            })?;
             builder = builder
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(bytes);
         }
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| failed(format!("{doing}: the realtime server cannot be asked: {e}")))?;
+        let response = builder.send().await.map_err(|e| {
+            StoreError::Backend(Failure::caused_by(
+                format!("{doing}: the realtime server cannot be asked"),
+                e,
+            ))
+        })?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| failed(format!("{doing}: reading the realtime server's answer: {e}")))?;
+        let body = response.bytes().await.map_err(|e| {
+            StoreError::Backend(Failure::caused_by(
+                format!("{doing}: the realtime server's answer cannot be read"),
+                e,
+            ))
+        })?;
         Ok(Answer {
             status,
             body: body.to_vec(),
@@ -175,7 +183,7 @@ impl Answer {
     fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
         serde_json::from_slice(&self.body).map_err(|e| {
             StoreError::Corrupt(Failure::caused_by(
-                format!("{}: the realtime server's answer: {e}", self.doing),
+                format!("{}: the realtime server's answer does not decode", self.doing),
                 e,
             ))
         })

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use super::{ApprovalStatus, Message, Owner, PendingApproval, Role, StoreError};
+use crate::Failure;
 
 /// How many conversations a page lists when the caller names no limit.
 pub const DEFAULT_PAGE: usize = 20;
@@ -142,8 +143,8 @@ pub enum ConversationError {
     Store(#[from] StoreError),
     /// The file area failed while the conversation's files were removed (its items are gone;
     /// deleting it again removes the files).
-    #[error("the conversation's files could not be removed: {0}")]
-    Files(String),
+    #[error("the conversation's files could not be removed")]
+    Files(#[source] Failure),
 }
 
 /// A page's size: `limit` as asked, [`DEFAULT_PAGE`] when not, refused outside 1..=[`MAX_PAGE`].

@@ -9,16 +9,16 @@ use crate::Failure;
 #[non_exhaustive]
 pub enum StoreError {
     /// The backend throttled the call, and kept doing so through the store's own retries.
-    #[error("the session store is throttling: {0}")]
+    #[error("the session store is throttling")]
     Throttled(#[source] Failure),
     /// The backend could not be reached or failed.
-    #[error("the session store failed: {0}")]
+    #[error("the session store failed")]
     Backend(#[source] Failure),
     /// What was stored cannot be read back.
-    #[error("stored session data is corrupt: {0}")]
+    #[error("stored session data is corrupt")]
     Corrupt(#[source] Failure),
     /// A write was refused because it would break a history invariant.
-    #[error("refused to store a broken history: {0}")]
+    #[error("refused to store a broken history")]
     InvalidHistory(#[from] HistoryError),
     /// A conditional write lost: someone else holds or finished the turn.
     #[error("the turn is no longer held by this worker: {0}")]

@@ -5,6 +5,7 @@
 use super::{
     Claim, HistoryView, Lease, Owner, OwnerCheck, SessionId, SessionStore, Stop, StoreError, TurnId,
 };
+use crate::protocol::ErrorChain;
 
 /// What a turn asks of the store before its first model call.
 #[derive(Debug, Clone, Copy)]
@@ -87,7 +88,7 @@ pub async fn open_in_steps<S: SessionStore + ?Sized>(
     // Failing to look never fails the turn: it is taken as no stop, and the running turn's
     // watch looks again.
     let stop = store.stop_requested(session, turn_id).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "could not look for a stop request; looking again later");
+        tracing::warn!(error = %ErrorChain(&e), "could not look for a stop request; looking again later");
         None
     });
     let view = if read_history {

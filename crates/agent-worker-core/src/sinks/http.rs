@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 
 use super::{PendingEvents, Sink, SinkError, TurnRef, TurnSink};
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 
 /// Tries per event, the first included.
 pub const EMIT_ATTEMPTS: u32 = 3;
@@ -183,35 +184,34 @@ async fn deliver(sink: HttpEmitSink, turn: TurnRef, rx: mpsc::UnboundedReceiver<
         let body = turn.envelope("conversationId", &event);
         let attempts = if down { 1 } else { EMIT_ATTEMPTS };
         let mut delay = EMIT_RETRY_DELAY;
-        let mut last_error = String::new();
-        let mut sent = false;
+        let mut last_error = None;
         for attempt in 1..=attempts {
             match post(&sink, &body).await {
                 Ok(()) => {
-                    sent = true;
+                    last_error = None;
                     break;
                 }
-                Err(e) => last_error = e,
+                Err(e) => last_error = Some(e),
             }
             if attempt < attempts {
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
         }
-        if !sent {
+        if let Some(last_error) = last_error {
             down = true;
             tracing::warn!(
                 turn_id = %turn.turn_id,
                 session = %turn.session,
                 endpoint = %sink.endpoint,
-                error = %last_error,
+                error = %ErrorChain(&last_error),
                 "the emit endpoint did not take an event; the turn goes on without it"
             );
         }
     }
 }
 
-async fn post(sink: &HttpEmitSink, body: &serde_json::Value) -> Result<(), String> {
+async fn post(sink: &HttpEmitSink, body: &serde_json::Value) -> Result<(), SinkError> {
     let response = sink
         .client
         .post(&sink.endpoint)
@@ -220,11 +220,11 @@ async fn post(sink: &HttpEmitSink, body: &serde_json::Value) -> Result<(), Strin
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| SinkError::caused_by("the event was not sent", e))?;
     let status = response.status();
     if status.is_success() {
         Ok(())
     } else {
-        Err(format!("HTTP {status}"))
+        Err(SinkError::new(format!("HTTP {status}")))
     }
 }

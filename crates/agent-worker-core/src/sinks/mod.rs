@@ -25,6 +25,7 @@ use crate::Failure;
 use async_trait::async_trait;
 
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 
 /// The turn a sink is writing for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +62,10 @@ impl TurnRef {
 
 /// A sink that failed to take an event; logged by [`Sinks`], never fatal to a turn. What it
 /// says is what was being done; the failure underneath (an SDK's, an HTTP client's) is its
-/// source, and its text follows.
+/// source, its text not repeated ([`chain`](crate::protocol::chain) prints both).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SinkError(#[source] Failure);
+#[error(transparent)]
+pub struct SinkError(Failure);
 
 impl SinkError {
     /// A sink error that says `context` alone.
@@ -72,12 +73,11 @@ impl SinkError {
         Self(Failure::new(context))
     }
 
-    /// A sink error: `context` failed with `source`, whose text is kept beside it.
+    /// A sink error: `context` failed with `source`, kept as its source.
     pub fn caused_by(
         context: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        let context = format!("{}: {source}", context.into());
         Self(Failure::caused_by(context, source))
     }
 }
@@ -179,7 +179,7 @@ impl OpenSinks {
     pub async fn event(&mut self, event: &AgentEvent) {
         for sink in &mut self.open {
             if let Err(e) = sink.event(event).await {
-                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink dropped an event");
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %ErrorChain(&e), "a sink dropped an event");
             }
         }
     }
@@ -196,7 +196,7 @@ impl OpenSinks {
             if sink.flush_due().is_some_and(|due| due <= now)
                 && let Err(e) = sink.flush().await
             {
-                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink could not write what it gathered; it tries again");
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %ErrorChain(&e), "a sink could not write what it gathered; it tries again");
             }
         }
     }
@@ -205,7 +205,7 @@ impl OpenSinks {
     pub async fn close(mut self) {
         for sink in &mut self.open {
             if let Err(e) = sink.close().await {
-                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %e, "a sink failed to close");
+                tracing::warn!(turn_id = %self.turn.turn_id, session = %self.turn.session, error = %ErrorChain(&e), "a sink failed to close");
             }
         }
     }

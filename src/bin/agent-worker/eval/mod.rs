@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, examples, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
-use agent_worker::protocol::{AgentEvent, Prompt, Scope, TurnOptions};
+use agent_worker::protocol::{AgentEvent, Prompt, Scope, TurnOptions, chain};
 use agent_worker::session::{MemoryStore, SessionId, SessionStore as _, Stop, StopCause, TurnId};
 use agent_worker::{Agent as _, Failure};
 use futures_util::StreamExt as _;
@@ -73,7 +73,7 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
             ..EngineConfig::default()
         })
         .build()
-        .map_err(|e| CliError::from(e.to_string()))?;
+        .map_err(|e| CliError::from(chain(&e)))?;
     let run = uuid::Uuid::new_v4().simple().to_string();
     let mut outcomes = vec![
         tool_turn(&engine, &run).await,

@@ -24,7 +24,7 @@ use agent_worker::Agent as _;
 use agent_worker::engine::tools::{Effect, Tool, ToolError, ToolSpec, tool_fn};
 use agent_worker::engine::{BedrockModel, Engine, LocalFileArea};
 use agent_worker::hosts::config::PERSONA_RULES;
-use agent_worker::protocol::{AgentEvent, AttachmentRef, Prompt, Scope, TurnOptions, text_of};
+use agent_worker::protocol::{AgentEvent, AttachmentRef, Prompt, Scope, TurnOptions, chain, text_of};
 use agent_worker::session::MemoryStore;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
@@ -93,7 +93,7 @@ impl Rules {
                 ),
             ])
             .build()
-            .map_err(|e| CliError::from(e.to_string()))?;
+            .map_err(|e| CliError::from(chain(&e)))?;
         Ok(Self {
             engine,
             files,

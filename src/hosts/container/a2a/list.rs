@@ -213,7 +213,7 @@ impl Call<'_> {
             let page = conversations
                 .list(self.person, Some(CONVERSATIONS_PER_READ), cursor.as_deref())
                 .await
-                .map_err(|e| RpcError::internal(e.to_string()))?;
+                .map_err(|e| RpcError::internal(crate::protocol::chain(&e)))?;
             sessions.extend(
                 page.conversations
                     .into_iter()

@@ -326,7 +326,7 @@ impl Call<'_> {
         let events = log
             .read(session, turn, None)
             .await
-            .map_err(|e| RpcError::internal(e.to_string()))?;
+            .map_err(|e| RpcError::internal(crate::protocol::chain(&e)))?;
         Ok(Progress::of(&events))
     }
 

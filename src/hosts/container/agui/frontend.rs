@@ -24,6 +24,7 @@ use crate::engine::ui::oui::tool_name;
 use crate::hosts::container::joined_id;
 use crate::hosts::container::{ContainerHost, HostError};
 use crate::protocol::AgentEvent;
+use crate::protocol::ErrorChain;
 use crate::session::{ActionAnswer, SessionId, TurnId};
 use crate::sinks::LoggedEvent;
 
@@ -198,7 +199,7 @@ pub(super) async fn answer(
         .as_ref()
         .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let events = log.read(session, &turn, None).await.map_err(|e| {
-        tracing::error!(error = %e, "reading a turn's events failed");
+        tracing::error!(error = %ErrorChain(&e), "reading a turn's events failed");
         HostError::unavailable("the event log could not be read; try again")
     })?;
     let mut cursor = 0;

@@ -23,6 +23,7 @@ use super::events::SessionEvent;
 use super::follow_ups;
 use super::stop_rules::{SideOutcome, apply_stop_rules};
 use super::{RuntimeInner, SESSION_FAILED};
+use crate::protocol::ErrorChain;
 
 /// A side turn that could not finish: the invocation fails with it.
 pub(super) struct TurnFailure {
@@ -41,7 +42,7 @@ impl TurnFailure {
             },
             ThreadStoreError::Unavailable(why) => Self {
                 details: {
-                    tracing::error!(error = %why, "the session store failed");
+                    tracing::error!(error = %ErrorChain(&why), "the session store failed");
                     "the session store failed".into()
                 },
                 retryable: true,
@@ -185,7 +186,7 @@ impl Session {
         match threads.save(&parent).await {
             Ok(version) => parent.version = version,
             Err(e) => {
-                tracing::warn!(parent = %link.session, error = %e, "could not hand a child's result to its parent");
+                tracing::warn!(parent = %link.session, error = %ErrorChain(&e), "could not hand a child's result to its parent");
                 return;
             }
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::protocol::{AttachmentRef, AttachmentStatus};
+use crate::protocol::{AttachmentRef, AttachmentStatus, ErrorChain};
 
 /// Why a file cannot be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +34,7 @@ impl fmt::Display for Unavailable {
             Self::Gone => f.write_str("gone"),
             Self::Refused => f.write_str("refused"),
             Self::Unsupported(why) => write!(f, "unsupported: {why}"),
-            Self::Store(why) => write!(f, "store error: {why}"),
+            Self::Store(why) => write!(f, "store error: {}", ErrorChain(why)),
         }
     }
 }
@@ -261,7 +261,7 @@ pub fn plain_segment(name: &str) -> Option<&str> {
 /// A stored reference (`<id>.json`), decoded.
 pub fn decode_reference(bytes: &[u8]) -> Result<AttachmentRef, Unavailable> {
     serde_json::from_slice(bytes)
-        .map_err(|e| Unavailable::Store(Failure::caused_by(format!("a reference does not decode: {e}"), e)))
+        .map_err(|e| Unavailable::Store(Failure::caused_by("a reference does not decode", e)))
 }
 
 /// The reference when its file has passed its check; why not otherwise.
@@ -273,11 +273,16 @@ fn ready(reference: AttachmentRef) -> Result<AttachmentRef, Unavailable> {
     }
 }
 
+/// What failed when a conversation's folder could not be listed.
+const LISTING: &str = "the conversation's files cannot be listed";
+/// What failed when a conversation's usage could not be written.
+const RECORDING_USAGE: &str = "the conversation's usage cannot be recorded";
+
 fn read_error(e: std::io::Error) -> Unavailable {
     if e.kind() == std::io::ErrorKind::NotFound {
         Unavailable::Gone
     } else {
-        Unavailable::Store(Failure::caused_by(e.to_string(), e))
+        Unavailable::Store(Failure::caused_by("a file cannot be read", e))
     }
 }
 
@@ -321,13 +326,13 @@ impl FileArea for LocalFileArea {
         let mut entries = match tokio::fs::read_dir(&folder).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Unavailable::Store(Failure::caused_by(e.to_string(), e))),
+            Err(e) => return Err(Unavailable::Store(Failure::caused_by(LISTING, e))),
         };
         let mut references = Vec::new();
         while let Some(entry) = entries
             .next_entry()
             .await
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?
+            .map_err(|e| Unavailable::Store(Failure::caused_by(LISTING, e)))?
         {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "json")
@@ -348,7 +353,12 @@ impl FileArea for LocalFileArea {
 
     async fn remove_conversation(&self, owner: &str) -> Result<u64, Unavailable> {
         let folder = self.folder(owner).ok_or(Unavailable::Gone)?;
-        let failed = |e: std::io::Error| Unavailable::Store(Failure::caused_by(e.to_string(), e));
+        let failed = |e: std::io::Error| {
+            Unavailable::Store(Failure::caused_by(
+                "the conversation's files cannot be removed",
+                e,
+            ))
+        };
         let mut entries = match tokio::fs::read_dir(&folder).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -371,9 +381,9 @@ impl FileArea for LocalFileArea {
         let used = self.conversation_usage(owner).await.unwrap_or(0);
         tokio::fs::create_dir_all(&folder)
             .await
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))?;
+            .map_err(|e| Unavailable::Store(Failure::caused_by(RECORDING_USAGE, e)))?;
         tokio::fs::write(folder.join(USAGE_FILE), used.saturating_add(tokens).to_string())
             .await
-            .map_err(|e| Unavailable::Store(Failure::caused_by(e.to_string(), e)))
+            .map_err(|e| Unavailable::Store(Failure::caused_by(RECORDING_USAGE, e)))
     }
 }

@@ -6,6 +6,7 @@
 //! - [`state`]: what the turn has produced so far.
 
 mod commands;
+use crate::protocol::ErrorChain;
 mod fit;
 mod phases;
 mod rounds;
@@ -416,12 +417,12 @@ async fn run_phases(
 
 /// Logs a store failure whole and gives what the client may be told of it.
 fn logged_store_error(error: &crate::session::StoreError) -> String {
-    tracing::error!(error = %error, "could not store the turn");
+    tracing::error!(error = %ErrorChain(error), "could not store the turn");
     error.client_message()
 }
 
 async fn release(engine: &EngineInner, session: &SessionId, turn_id: &TurnId) {
     if let Err(e) = engine.store.release_turn(session, turn_id).await {
-        tracing::warn!(error = %e, "could not release the turn; it can run again once its lease runs out");
+        tracing::warn!(error = %ErrorChain(&e), "could not release the turn; it can run again once its lease runs out");
     }
 }

@@ -8,6 +8,7 @@ use super::{Ending, History, TurnAsk, logged_store_error, release};
 use crate::engine::prompt::{InvalidPrompt, user_message};
 use crate::engine::turn_stream::Emitter;
 use crate::engine::{EngineInner, TurnStopReason};
+use crate::protocol::ErrorChain;
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
@@ -202,7 +203,7 @@ pub(super) async fn check_owner(engine: &EngineInner, ask: &TurnAsk) -> Result<(
     {
         Ok(check) => owner_refusal(Some(&owner), check).map_or(Ok(()), Err),
         Err(e) => {
-            tracing::error!(error = %e, "could not check the conversation's owner");
+            tracing::error!(error = %ErrorChain(&e), "could not check the conversation's owner");
             Err(Refusal::ClaimFailed(e))
         }
     }
@@ -273,7 +274,7 @@ pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Re
             Err(Refusal::NotOwner)
         }
         Err(e) => {
-            tracing::error!(error = %e, "could not branch the session from its parent");
+            tracing::error!(error = %ErrorChain(&e), "could not branch the session from its parent");
             Err(Refusal::ClaimFailed(e))
         }
     }
@@ -337,7 +338,7 @@ pub(super) async fn open(
     }
     let open = match opened {
         Err(e) => {
-            tracing::error!(error = %e, "could not claim the turn");
+            tracing::error!(error = %ErrorChain(&e), "could not claim the turn");
             return Err(Refusal::ClaimFailed(e));
         }
         Ok(Opened::Refused(check)) => {
@@ -392,7 +393,7 @@ async fn before_start(
             .complete_turn(&ask.session, &ask.turn_id, &[], &outcome)
             .await
         {
-            tracing::warn!(error = %e, "could not record the superseded turn");
+            tracing::warn!(error = %ErrorChain(&e), "could not record the superseded turn");
         }
         return Err(Refusal::Superseded);
     }
@@ -427,7 +428,7 @@ async fn history_of(
             })
         }
         Err(e) => {
-            tracing::error!(error = %e, "could not read the session's history");
+            tracing::error!(error = %ErrorChain(&e), "could not read the session's history");
             release(engine, &ask.session, &ask.turn_id).await;
             Err(Refusal::HistoryUnreadable(e))
         }
@@ -524,7 +525,7 @@ pub(super) async fn store(
                 terminal: json!({ "code": codes::TURN_DEADLINE_EXCEEDED, "stored": false }),
             };
             if let Err(e) = store.complete_turn(session, turn_id, &[], &failure).await {
-                tracing::warn!(error = %e, "could not record the turn as failed");
+                tracing::warn!(error = %ErrorChain(&e), "could not record the turn as failed");
             }
             AgentEvent::failed(
                 format!(

@@ -27,6 +27,7 @@ use crate::session::{Message, Stop, StopCause};
 
 use super::state::TurnState;
 use super::{CUT_NOTICE, DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
+use crate::protocol::ErrorChain;
 
 /// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
 /// its way finish for `stop_grace`; then what is still running is cut off, and each call keeps
@@ -117,7 +118,7 @@ async fn last_look_at_ui_calls(
             },
             Ok(None) => ToolOutcome::error(UI_NOT_TAKEN),
             Err(error) => {
-                tracing::warn!(%error, call = %id, "could not take the last look for the tab's answer");
+                tracing::warn!(error = %ErrorChain(&error), call = %id, "could not take the last look for the tab's answer");
                 ToolOutcome::error(UI_OUTCOME_UNKNOWN)
             }
         };
@@ -301,7 +302,7 @@ pub(super) async fn run_step_with_retries(
         let transient = error.kind.is_transient();
         if turn.step.produced() {
             // Replaying would repeat what the caller already has: keep it and stop here.
-            tracing::warn!(error = %error, "the model's stream broke after output");
+            tracing::warn!(error = %ErrorChain(&error), "the model's stream broke after output");
             turn.interrupt(out, "the model's stream broke");
             // What was said stays, marked as cut: the history never holds it as a whole answer.
             turn.notify(out, CUT_NOTICE);
@@ -323,7 +324,7 @@ pub(super) async fn run_step_with_retries(
                 || backoff(config, attempt),
                 |wait| wait.max(backoff(config, attempt)),
             );
-            tracing::info!(attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying the model");
+            tracing::info!(attempt, delay_ms = delay.as_millis() as u64, error = %ErrorChain(&error), "retrying the model");
             out.emit(AgentEvent::Retrying {
                 attempt,
                 max_attempts: config.retries,
@@ -333,7 +334,7 @@ pub(super) async fn run_step_with_retries(
             tokio::time::sleep(delay).await;
             continue;
         }
-        tracing::warn!(error = %error, attempt, "the model call failed");
+        tracing::warn!(error = %ErrorChain(&error), attempt, "the model call failed");
         return Err(if transient {
             Ending::Failed {
                 details: format!(

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::engine::prompt::InvalidPrompt;
 use crate::engine::tools::{Effect, Tool, ToolClass, ToolContext, ToolError, ToolSpec};
+use crate::protocol::ErrorChain;
 use crate::session::{ActionAnswer, ActionAnswers};
 
 /// The tab's surface snapshot.
@@ -228,7 +229,7 @@ impl Tool for UiActionTool {
                 },
                 Ok(None) => Some(false),
                 Err(error) => {
-                    tracing::warn!(%error, call = %ctx.call_id, "could not look for the tab's answer; looking again");
+                    tracing::warn!(error = %ErrorChain(&error), call = %ctx.call_id, "could not look for the tab's answer; looking again");
                     None
                 }
             };
