@@ -14,27 +14,15 @@ use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, ResponseMode, function_url_event, moto};
-use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use support::api_function::{KEY, ask, json_of, mode_of};
+use support::api_function::{KEY, ask, json_of, mode_of, table_and_queue};
 use support::container::{changed, table as items_of};
 
 #[tokio::test]
 async fn the_api_function_serves_the_routes_from_function_url_events_and_queues_the_turns() {
     let bedrock = BedrockStandIn::start().await.unwrap();
-    let table = format!("api-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
-    store.create_table().await.unwrap();
+    let (table, store, queue) = table_and_queue().await;
     let sqs = moto().sqs();
-    let queue = sqs
-        .create_queue()
-        .queue_name(format!("api-turns-{}.fifo", uuid::Uuid::new_v4().simple()))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
 
     let mut api = LambdaRuntimeApi::start().await.unwrap();
     let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_api"))

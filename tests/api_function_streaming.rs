@@ -15,14 +15,12 @@ use std::time::{Duration, Instant};
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::hosts::sqs_poller::{PollOptions, PollStats, poll_queue};
-use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{
     BedrockStandIn, LambdaRuntimeApi, ResponseMode, StreamScript, function_url_event, moto,
 };
-use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use support::api_function::{KEY, ask, body_of, json_of, whole_answer};
+use support::api_function::{KEY, ask, body_of, json_of, table_and_queue, whole_answer};
 use support::container::sse_events;
 use tokio::task::JoinHandle;
 
@@ -55,19 +53,8 @@ async fn deployed(responses: &str) -> Deployment {
             .usage(12, 8)
             .into_reply(),
     );
-    let table = format!("api-{}", uuid::Uuid::new_v4().simple());
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
-    store.create_table().await.unwrap();
+    let (table, store, queue) = table_and_queue().await;
     let sqs = moto().sqs();
-    let queue = sqs
-        .create_queue()
-        .queue_name(format!("api-turns-{}.fifo", uuid::Uuid::new_v4().simple()))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
 
     let mut api = LambdaRuntimeApi::start().await.unwrap();
     let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_api"))

@@ -3,11 +3,32 @@
 
 use std::time::Duration;
 
-use agent_worker_testkit::{LambdaRuntimeApi, ResponseMode};
+use agent_worker::session::{DynamoConfig, DynamoStore};
+use agent_worker_testkit::{LambdaRuntimeApi, ResponseMode, moto};
+use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
 
 /// The API key the tests' functions take.
 pub const KEY: &str = "api-key-0123456789";
+
+/// A new table on moto (its name and store) and a new FIFO turns queue (its URL): what an `api`
+/// function and the worker that reads its queue share.
+pub async fn table_and_queue() -> (String, DynamoStore, String) {
+    let table = format!("api-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let queue = moto()
+        .sqs()
+        .create_queue()
+        .queue_name(format!("api-turns-{}.fifo", uuid::Uuid::new_v4().simple()))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    (table, store, queue)
+}
 
 /// The function's answer to `event`: its status and its body, as streamed (its prelude apart)
 /// or buffered as API Gateway takes it. A streamed answer says it is one
