@@ -16,7 +16,7 @@
 //!     .model(BedrockModel::new(bedrock, "us.anthropic.claude-sonnet-4-6"))
 //!     .store(MemoryStore::new()) // or a DynamoStore, to keep sessions in the table
 //!     .build()?;
-//! let answer = engine.collect(Scope::new("conversation-1"), Prompt::text("Hello!")).await?;
+//! let answer = engine.collect(Scope::new("conversation-1".parse().unwrap()), Prompt::text("Hello!")).await?;
 //! println!("{}", answer.text);
 //! # Ok(()) }
 //! ```

@@ -9,7 +9,7 @@ mod support;
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::{MemoryStore, SessionStore};
-use agent_worker_testkit::{A2aEchoAgent, BedrockStandIn, Reply, sid};
+use agent_worker_testkit::{A2aEchoAgent, BedrockStandIn, Reply, sid, tid};
 use futures_util::StreamExt as _;
 use serde_json::Value;
 use support::config;
@@ -75,7 +75,7 @@ async fn a_remote_agent_is_a_tool_its_card_describes_and_a_call_is_one_message_i
     let turn = |id: &str| {
         engine
             .invoke(
-                Scope::new("conv-a2a").with_turn_id(id),
+                Scope::new("conv-a2a".parse().unwrap()).with_turn_id(tid(id)),
                 Prompt::text("Ask the agent."),
             )
             .collect::<Vec<AgentEvent>>()

@@ -228,7 +228,7 @@ async fn one_persons_45_tasks_page_by_the_servers_cursor_newest_first_with_filte
 
 /// A conversation of ada's with one turn stored, as the engine stores it, without a model.
 async fn stored_turn(world: &World, conversation: &str) {
-    use agent_worker::session::{Lease, Message, Owner, SessionId, TurnId, TurnOutcome, TurnStatus};
+    use agent_worker::session::{Lease, Message, Owner, SessionId, TurnId, TurnOutcome};
     let store = &world.server.store;
     let (session, turn) = (SessionId::new(conversation).unwrap(), TurnId::new("t-1").unwrap());
     store
@@ -239,10 +239,7 @@ async fn stored_turn(world: &World, conversation: &str) {
         .claim_turn(&session, &turn, Lease(std::time::Duration::from_secs(60)))
         .await
         .unwrap();
-    let outcome = TurnOutcome {
-        status: TurnStatus::Completed,
-        terminal: Value::Null,
-    };
+    let outcome = TurnOutcome::Completed(None);
     let messages = [Message::user_text("Hi"), Message::assistant_text("Hello")];
     store
         .complete_turn(&session, &turn, &messages, &outcome)

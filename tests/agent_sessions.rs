@@ -14,7 +14,7 @@ use agent_worker::engine::BedrockModel;
 use agent_worker::engine::model::Model;
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, Fallback, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Fallback, Reply, StreamScript, sid, tid};
 use futures_util::StreamExt;
 use serde_json::json;
 use support::agent_sessions::*;
@@ -43,7 +43,7 @@ async fn the_assistant_answers_and_parks_on_the_person() {
         ["Hi", "Hello!", "How are you?"],
         "the prompt side keeps its conversation"
     );
-    let record = runtime.session("s1").await.unwrap().unwrap();
+    let record = runtime.session(&sid("s1")).await.unwrap().unwrap();
     assert_eq!(record.side_turns, 2);
     assert_eq!(record.transcript.len(), 4);
     assert_eq!(record.status, SessionStatus::AwaitingHuman);
@@ -264,7 +264,7 @@ async fn a_session_fail_binding_fails_the_turn_with_its_reason() {
         other => panic!("expected failed, got {other:?}"),
     }
     assert_eq!(
-        runtime.session("f1").await.unwrap().unwrap().status,
+        runtime.session(&sid("f1")).await.unwrap().unwrap().status,
         SessionStatus::Failed
     );
 }
@@ -311,7 +311,7 @@ async fn a_parked_approval_gate_is_resumed_by_another_worker() {
         ],
         "the second worker read the first one's conversation from DynamoDB"
     );
-    let record = first.session("gate-1").await.unwrap().unwrap();
+    let record = first.session(&sid("gate-1")).await.unwrap().unwrap();
     assert_eq!(record.status, SessionStatus::Completed);
 }
 
@@ -340,7 +340,10 @@ async fn a_message_while_a_turn_runs_becomes_its_follow_up_in_the_same_invocatio
     bedrock.push(Reply::text("Yes, still here."));
     let running = tokio::spawn(
         assistant
-            .invoke(Scope::new("busy").with_turn_id("t1"), Prompt::text("Hi"))
+            .invoke(
+                Scope::new("busy".parse().unwrap()).with_turn_id(tid("t1")),
+                Prompt::text("Hi"),
+            )
             .collect::<Vec<_>>(),
     );
     reached.notified().await;

@@ -13,7 +13,7 @@ use agent_worker::engine::BedrockModel;
 use agent_worker::engine::model::Model;
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, sid};
 use support::agent_sessions::*;
 
 #[tokio::test]
@@ -42,10 +42,14 @@ async fn the_relay_passes_messages_to_its_child_and_back_without_a_model_of_its_
         texts_sent(&requests[1].body),
         ["What time is it?", "It is noon.", "Thanks."]
     );
-    let child = runtime.session("r1/assistant_agent/1").await.unwrap().unwrap();
+    let child = runtime
+        .session(&sid("r1/assistant_agent/1"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(child.parent.as_ref().unwrap().session, "r1");
     assert_eq!(child.status, SessionStatus::AwaitingHuman);
-    let parent = runtime.session("r1").await.unwrap().unwrap();
+    let parent = runtime.session(&sid("r1")).await.unwrap().unwrap();
     assert_eq!(parent.children.len(), 1, "maxInstances 1: one child, reused");
 }
 
@@ -90,7 +94,7 @@ async fn an_orchestrator_waits_for_its_approval_gate_and_resumes_on_another_work
         .filter(|e| matches!(e, AgentEvent::ToolEnded { is_error: true, .. }))
         .count();
     assert_eq!(refused, 1, "one call is over maxInstances: {results:?}");
-    let child = first.session(&child_session).await.unwrap().unwrap();
+    let child = first.session(&sid(&child_session)).await.unwrap().unwrap();
     assert_eq!(child.status, SessionStatus::AwaitingHuman);
 
     // The approver answers on the child session, served by another worker: the gate settles,
@@ -126,7 +130,7 @@ async fn an_orchestrator_waits_for_its_approval_gate_and_resumes_on_another_work
     let requests = bedrock.requests();
     let resumed = texts_sent(&requests.last().unwrap().body);
     assert_eq!(resumed.last().unwrap(), "[request_approval] completed: approved");
-    let parent = second.session("o-1").await.unwrap().unwrap();
+    let parent = second.session(&sid("o-1")).await.unwrap().unwrap();
     assert_eq!(parent.status, SessionStatus::AwaitingHuman);
     assert!(parent.waiting_on.is_empty());
     assert!(parent.children.iter().all(|c| c.ended));
@@ -427,7 +431,7 @@ async fn a_handoff_gives_the_same_thread_to_the_exposed_agent() {
         bedrock.requests()[2].body["system"][0]["text"],
         "You are billing."
     );
-    let record = runtime.session("h-1").await.unwrap().unwrap();
+    let record = runtime.session(&sid("h-1")).await.unwrap().unwrap();
     assert_eq!(
         (record.agent.as_str(), record.handed_off_from.as_slice()),
         ("billing", &["triage".to_owned()][..])

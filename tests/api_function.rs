@@ -242,7 +242,7 @@ fn verified(mut event: Value, authorizer: Value) -> Value {
 
 /// A conversation of `user`'s at `account`, one turn long.
 async fn conversation_of(store: &DynamoStore, session: &str, user: &str, account: &str) {
-    use agent_worker::session::{Lease, Message, Owner, TurnOutcome, TurnStatus};
+    use agent_worker::session::{Lease, Message, Owner, TurnOutcome};
     let session = &sid(session);
     store
         .claim_owner(session, Some(&tid("t-0")), &Owner::new(user, account))
@@ -253,10 +253,7 @@ async fn conversation_of(store: &DynamoStore, session: &str, user: &str, account
         .await
         .unwrap();
     let messages = [Message::user_text("Hi"), Message::assistant_text("Hello.")];
-    let outcome = TurnOutcome {
-        status: TurnStatus::Completed,
-        terminal: Value::Null,
-    };
+    let outcome = TurnOutcome::Completed(None);
     store
         .complete_turn(session, &tid("t-0"), &messages, &outcome)
         .await

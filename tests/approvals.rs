@@ -3,7 +3,6 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -14,7 +13,7 @@ use agent_worker::session::history::check;
 use agent_worker::session::{
     ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore, SessionStore,
 };
-use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto, sid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::approvals::*;
@@ -143,7 +142,7 @@ async fn a_deny_wins_over_an_approval_given_before_it() {
     let told = told(&bedrock, 1);
     assert!(told.contains("the tool policy now denies this call"), "{told}");
     let (_, status) = store
-        .get_approval("s1", event["approvalId"].as_str().unwrap())
+        .get_approval(&sid("s1"), event["approvalId"].as_str().unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -167,7 +166,7 @@ async fn a_barge_in_withdraws_the_waiting_approval() {
         .collect()
         .await;
     let (_, status) = store
-        .get_approval("s1", event["approvalId"].as_str().unwrap())
+        .get_approval(&sid("s1"), event["approvalId"].as_str().unwrap())
         .await
         .unwrap()
         .unwrap();

@@ -3,7 +3,6 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 
 use agent_worker::engine::attachments::FileArea as _;
@@ -11,7 +10,7 @@ use agent_worker::engine::tools::{Effect, Tool, ToolClass, ToolSpec, tool_fn};
 use agent_worker::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, LocalFileArea};
 use agent_worker::protocol::{Agent, AgentEvent, AttachmentRef, AttachmentStatus, Prompt, Scope};
 use agent_worker::session::{ContentBlock, MemoryStore, SessionStore};
-use agent_worker_testkit::{self, BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{self, BedrockStandIn, Reply, StreamScript, sid, tid};
 use base64::Engine as _;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -139,7 +138,10 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
         prompt = prompt.with_attachment(reference.clone());
     }
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("conv-1").with_turn_id("t1"), prompt)
+        .invoke(
+            Scope::new("conv-1".parse().unwrap()).with_turn_id(tid("t1")),
+            prompt,
+        )
         .collect()
         .await;
     assert!(
@@ -208,7 +210,10 @@ async fn a_turns_files_go_to_the_model_as_their_kinds_allow_and_are_stored_as_re
         .with_attachment(pending.clone())
         .with_attachment(scan.clone());
     engine
-        .invoke(Scope::new("conv-1").with_turn_id("t2"), later)
+        .invoke(
+            Scope::new("conv-1".parse().unwrap()).with_turn_id(tid("t2")),
+            later,
+        )
         .collect::<Vec<_>>()
         .await;
     let request = bedrock.requests()[1].body.clone();
@@ -259,7 +264,10 @@ async fn a_message_gives_at_most_five_files_and_each_once() {
     }
     bedrock.push(Reply::text("Done."));
     engine(&bedrock, &store, &files)
-        .invoke(Scope::new("conv-2").with_turn_id("t1"), prompt)
+        .invoke(
+            Scope::new("conv-2".parse().unwrap()).with_turn_id(tid("t1")),
+            prompt,
+        )
         .collect::<Vec<_>>()
         .await;
     let content = first_user_content(&bedrock.requests()[0].body);
@@ -337,7 +345,10 @@ async fn an_s3_file_area_on_moto_serves_the_same_turn() {
         .with_attachment(picture.clone())
         .with_attachment(notes.clone());
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("conv-s3").with_turn_id("t1"), prompt)
+        .invoke(
+            Scope::new("conv-s3".parse().unwrap()).with_turn_id(tid("t1")),
+            prompt,
+        )
         .collect()
         .await;
     let tokens = completed_data(&events)["estimatedFileTokens"].as_u64().unwrap();
@@ -412,7 +423,10 @@ async fn from_the_step_that_would_pass_the_budget_the_costliest_file_is_its_line
         .with_attachment(small.clone())
         .with_attachment(big.clone());
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("conv-b").with_turn_id("t1"), prompt)
+        .invoke(
+            Scope::new("conv-b".parse().unwrap()).with_turn_id(tid("t1")),
+            prompt,
+        )
         .collect()
         .await;
     let content = first_user_content(&bedrock.requests()[0].body);
@@ -431,7 +445,10 @@ async fn from_the_step_that_would_pass_the_budget_the_costliest_file_is_its_line
     bedrock.push(Reply::text("Read again."));
     let again = Prompt::text("Once more.").with_attachment(small.clone());
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("conv-b").with_turn_id("t2"), again)
+        .invoke(
+            Scope::new("conv-b".parse().unwrap()).with_turn_id(tid("t2")),
+            again,
+        )
         .collect()
         .await;
     let now = bedrock.requests()[1].body["messages"]
@@ -479,7 +496,10 @@ async fn attachment_tools_are_offered_only_when_admitted_and_show_files_to_the_m
     let plain = engine_with(&bedrock, &store, &files, support::config(), None, Vec::new());
     bedrock.push(Reply::text("Hello."));
     plain
-        .invoke(Scope::new("conv-t").with_turn_id("t0"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("conv-t".parse().unwrap()).with_turn_id(tid("t0")),
+            Prompt::text("Hi"),
+        )
         .collect::<Vec<_>>()
         .await;
     assert!(bedrock.requests()[0].body.get("toolConfig").is_none());
@@ -504,7 +524,7 @@ async fn attachment_tools_are_offered_only_when_admitted_and_show_files_to_the_m
     bedrock.push(Reply::text("A dot, and the numbers."));
     let events: Vec<AgentEvent> = engine
         .invoke(
-            Scope::new("conv-t").with_turn_id("t1"),
+            Scope::new("conv-t".parse().unwrap()).with_turn_id(tid("t1")),
             Prompt::text("What did I send?"),
         )
         .collect()
@@ -645,7 +665,9 @@ async fn a_file_input_is_checked_before_the_call_and_named_in_the_approval_previ
     );
     let events: Vec<AgentEvent> = engine
         .invoke(
-            Scope::new("conv-f").with_turn_id("t1").with("userId", "ada"),
+            Scope::new("conv-f".parse().unwrap())
+                .with_turn_id(tid("t1"))
+                .with("userId", "ada"),
             Prompt::text("Send my report."),
         )
         .collect()

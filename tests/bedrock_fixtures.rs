@@ -5,13 +5,12 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
 use agent_worker::protocol::{AgentEvent, codes};
 use agent_worker::session::{ContentBlock, MemoryStore, Role, SessionStore};
-use agent_worker_testkit::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply, sid};
 use aws_sdk_bedrockruntime::types::{ContentBlock as SdkBlock, StopReason};
 use serde_json::{Value, json};
 use support::*;

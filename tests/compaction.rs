@@ -10,8 +10,7 @@ use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{
     ContentBlock, DynamoConfig, DynamoStore, MemoryStore, Role, SessionStore, history,
 };
-use agent_worker_testkit::sid;
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, sid, tid};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -28,7 +27,7 @@ fn engine(bedrock: &BedrockStandIn, store: impl SessionStore + 'static, config: 
 
 async fn turn(engine: &Engine, session: &str, id: &str, text: &str) -> Vec<AgentEvent> {
     engine
-        .invoke(Scope::new(session).with_turn_id(id), Prompt::text(text))
+        .invoke(Scope::new(sid(session)).with_turn_id(tid(id)), Prompt::text(text))
         .collect()
         .await
 }

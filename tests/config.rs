@@ -13,7 +13,7 @@ use agent_worker::hosts::config::{Configured, Loader};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::DynamoEventLog;
-use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, moto, tid};
 use serde_json::json;
 use support::config_files::*;
 use support::{LogCapture, MODEL_ID};
@@ -284,8 +284,8 @@ async fn a_job_reported_from_another_process_settles_the_call_waiting_for_it() {
         .unwrap();
     bedrock.push(Reply::tool_call("c1", "exportReport", r#"{"month":"2026-11"}"#));
     bedrock.push(Reply::text("Your report is ready."));
-    let scope = Scope::new("c-job")
-        .with_turn_id("t1")
+    let scope = Scope::new("c-job".parse().unwrap())
+        .with_turn_id(tid("t1"))
         .with("userId", "ana")
         .with("accountId", "acme")
         .with_user_token(agent_worker::protocol::UserToken::new(DeskApi::token_of("ana")));

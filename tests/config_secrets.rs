@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use agent_worker::hosts::config::{Configured, Loader};
-use agent_worker_testkit::{DeskApi, moto};
+use agent_worker_testkit::{DeskApi, moto, sid, tid};
 use serde_json::json;
 use support::config_files::*;
 
@@ -137,8 +137,8 @@ async fn list_tickets(path: &Path, loader: &Loader) -> std::sync::Arc<dyn agent_
 
 fn ctx_of_ana(turn: &str) -> agent_worker::engine::tools::ToolContext {
     agent_worker::engine::tools::ToolContext {
-        session: "s".into(),
-        turn_id: turn.into(),
+        session: sid("s"),
+        turn_id: tid(turn),
         call_id: "c".into(),
         user_id: Some("ana".into()),
         account_id: Some("acme".into()),

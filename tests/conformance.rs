@@ -47,18 +47,18 @@ async fn engine_subject(pair_store: (MemoryStore, MemoryStore)) -> (Subject, Vec
     let subject = Subject::new(
         Case::new(
             engine(&completing, &MemoryStore::new(), config(), vec![]),
-            Scope::new("c"),
+            Scope::new("c".parse().unwrap()),
             Prompt::text("Hi"),
         ),
         Case::new(
             engine(&failing, &MemoryStore::new(), config(), vec![]),
-            Scope::new("f"),
+            Scope::new("f".parse().unwrap()),
             Prompt::text("Hi"),
         ),
         Hanging::new(
             Case::new(
                 engine(&hanging, &MemoryStore::new(), config(), vec![]),
-                Scope::new("h"),
+                Scope::new("h".parse().unwrap()),
                 Prompt::text("Hi"),
             ),
             async move {
@@ -67,8 +67,12 @@ async fn engine_subject(pair_store: (MemoryStore, MemoryStore)) -> (Subject, Vec
         ),
     )
     .with_pair(Pair {
-        first: Case::new(first, Scope::new("p"), Prompt::text("I am Ada")),
-        second: Case::new(second, Scope::new("p"), Prompt::text("Who am I?")),
+        first: Case::new(first, Scope::new("p".parse().unwrap()), Prompt::text("I am Ada")),
+        second: Case::new(
+            second,
+            Scope::new("p".parse().unwrap()),
+            Prompt::text("Who am I?"),
+        ),
         expect: Box::new(move |_| {
             let requests = seen.requests();
             let sent = requests
@@ -117,7 +121,7 @@ async fn two_engines_without_shared_state_are_not_portable() {
 fn completes() -> Case {
     Case::new(
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::text("ok"), AgentEvent::completed()])),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     )
 }
@@ -125,7 +129,7 @@ fn completes() -> Case {
 fn fails() -> Case {
     Case::new(
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::failed("no", false, None)])),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     )
 }
@@ -143,7 +147,10 @@ fn hangs() -> Hanging {
                 e
             })
     });
-    Hanging::new(Case::new(agent, Scope::new("s"), Prompt::text("x")), probe.wait())
+    Hanging::new(
+        Case::new(agent, Scope::new("s".parse().unwrap()), Prompt::text("x")),
+        probe.wait(),
+    )
 }
 
 fn violated(report: &agent_worker::protocol::conformance::Report) -> HashSet<Rule> {
@@ -160,7 +167,7 @@ async fn a_well_behaved_agent_passes() {
 async fn two_terminals_are_caught() {
     let twice = Case::new(
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::completed(), AgentEvent::completed()])),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     );
     let report = check(Subject::new(twice, fails(), hangs()).with_limits(fast_limits())).await;
@@ -179,7 +186,7 @@ async fn two_terminals_are_caught() {
 async fn an_event_after_the_terminal_is_caught() {
     let late = Case::new(
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::completed(), AgentEvent::text("late")])),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     );
     let report = check(Subject::new(late, fails(), hangs()).with_limits(fast_limits())).await;
@@ -198,7 +205,7 @@ async fn an_event_after_the_terminal_is_caught() {
 async fn a_stream_without_terminal_is_caught() {
     let silent = Case::new(
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::text("bye")])),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     );
     let report = check(Subject::new(silent, fails(), hangs()).with_limits(fast_limits())).await;
@@ -217,7 +224,7 @@ async fn a_throw_is_caught() {
                 |_| -> std::task::Poll<Option<AgentEvent>> { panic!("the engine crashed") },
             ))
         }),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     );
     let report = check(Subject::new(completes(), throws, hangs()).with_limits(fast_limits())).await;
@@ -248,7 +255,10 @@ async fn no_cleanup_on_cancel_is_caught() {
         });
         stream::once(async { AgentEvent::text("working") }).chain(stream::pending())
     });
-    let hanging = Hanging::new(Case::new(agent, Scope::new("s"), Prompt::text("x")), probe.wait());
+    let hanging = Hanging::new(
+        Case::new(agent, Scope::new("s".parse().unwrap()), Prompt::text("x")),
+        probe.wait(),
+    );
     let report = check(Subject::new(completes(), fails(), hanging).with_limits(fast_limits())).await;
     assert_eq!(
         violated(&report),
@@ -267,7 +277,7 @@ async fn an_event_that_does_not_round_trip_is_caught() {
                 AgentEvent::completed(),
             ])
         }),
-        Scope::new("s"),
+        Scope::new("s".parse().unwrap()),
         Prompt::text("x"),
     );
     let report = check(Subject::new(bad, fails(), hangs()).with_limits(fast_limits())).await;

@@ -12,12 +12,11 @@ use agent_worker::session::conversations::ConversationSummary;
 use agent_worker::session::{
     ApprovalStore, ContentBlock, ConversationError, DynamoConfig, DynamoStore, Lease, Message, Owner,
     OwnerCheck, PendingApproval, Role, SessionStore, Stop, StopCause, StoreError, Summary, TurnOutcome,
-    TurnStatus,
 };
 use agent_worker_testkit::moto;
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures_util::StreamExt as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
 async fn store() -> DynamoStore {
     let table = format!("conversations-{}", uuid::Uuid::new_v4().simple());
@@ -32,10 +31,7 @@ async fn store() -> DynamoStore {
 const MINUTE: Lease = Lease(Duration::from_secs(60));
 
 fn completed() -> TurnOutcome {
-    TurnOutcome {
-        status: TurnStatus::Completed,
-        terminal: Value::Null,
-    }
+    TurnOutcome::Completed(None)
 }
 
 /// One turn of `session` by `owner`, as the engine stores it: the owner check, the claim, the
@@ -213,9 +209,9 @@ async fn get_shows_the_stopped_marker_and_a_waiting_cards_preview_never_its_toke
     .await;
     let approval = PendingApproval {
         id: "ap-1".into(),
-        session: "s".into(),
+        session: sid("s"),
         user_id: "ann".into(),
-        turn_id: "t2".into(),
+        turn_id: tid("t2"),
         tool: "pay".into(),
         args: json!({"amount": 12}),
         args_hash: String::new(),
@@ -355,9 +351,9 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
     store
         .put_approval(&PendingApproval {
             id: "ap-1".into(),
-            session: "gone".into(),
+            session: sid("gone"),
             user_id: "ann".into(),
-            turn_id: "t29".into(),
+            turn_id: tid("t29"),
             tool: "pay".into(),
             args: json!({}),
             args_hash: String::new(),

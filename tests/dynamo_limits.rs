@@ -146,10 +146,7 @@ async fn a_turn_larger_than_one_transaction_is_stored_whole() {
         ));
     }
     messages.push(Message::assistant_text("Done fetching."));
-    let outcome = agent_worker::session::TurnOutcome {
-        status: agent_worker::session::TurnStatus::Completed,
-        terminal: Value::Null,
-    };
+    let outcome = agent_worker::session::TurnOutcome::Completed(None);
     store
         .complete_turn(&sid("s1"), &tid("t1"), &messages, &outcome)
         .await
@@ -172,7 +169,7 @@ async fn ids_longer_than_the_table_keys_are_refused_before_anything_is_written()
     let engine = engine(&bedrock, &store);
     let long = "s".repeat(agent_worker::session::dynamo::keys::MAX_ID_BYTES + 1);
     let by_session = run(&engine, &long, "Hi").await;
-    let scope = agent_worker::protocol::Scope::new("s1").with_turn_id(long.clone());
+    let scope = agent_worker::protocol::Scope::new("s1".parse().unwrap()).with_turn_id(tid(&long.clone()));
     let by_turn: Vec<AgentEvent> =
         agent_worker::protocol::Agent::invoke(&engine, scope, agent_worker::protocol::Prompt::text("Hi"))
             .collect()

@@ -10,7 +10,7 @@ use agent_worker::session::{
     TurnOutcome, TurnStatus,
 };
 use agent_worker_testkit::moto;
-use serde_json::{Value, json};
+use serde_json::json;
 
 async fn store() -> DynamoStore {
     let table = format!("sessions-{}", uuid::Uuid::new_v4().simple());
@@ -20,10 +20,7 @@ async fn store() -> DynamoStore {
 }
 
 fn completed() -> TurnOutcome {
-    TurnOutcome {
-        status: TurnStatus::Completed,
-        terminal: Value::Null,
-    }
+    TurnOutcome::Completed(None)
 }
 
 const MINUTE: Lease = Lease(Duration::from_secs(60));
@@ -291,9 +288,9 @@ async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
     let store = store().await;
     let approval = |id: &str, turn: &str| PendingApproval {
         id: id.into(),
-        session: "s".into(),
+        session: sid("s"),
         user_id: "ada".into(),
-        turn_id: turn.into(),
+        turn_id: tid(turn),
         tool: "pay".into(),
         args: json!({"amount": 1}),
         args_hash: "h".into(),
@@ -307,14 +304,20 @@ async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
     // One of t1's was already decided: it stays as it was.
     assert!(
         store
-            .settle_approval("s", "a2", ApprovalStatus::Redeemed)
+            .settle_approval(&sid("s"), "a2", ApprovalStatus::Redeemed)
             .await
             .unwrap()
     );
-    assert_eq!(store.withdraw_turn_approvals("s", "t1").await.unwrap(), 1);
+    assert_eq!(
+        store
+            .withdraw_turn_approvals(&sid("s"), &tid("t1"))
+            .await
+            .unwrap(),
+        1
+    );
     let status = |id: &'static str| {
         let store = store.clone();
-        async move { store.get_approval("s", id).await.unwrap().unwrap().1 }
+        async move { store.get_approval(&sid("s"), id).await.unwrap().unwrap().1 }
     };
     assert_eq!(status("a1").await, ApprovalStatus::Expired);
     assert_eq!(status("a2").await, ApprovalStatus::Redeemed);
@@ -325,7 +328,10 @@ async fn a_replaced_turns_waiting_approvals_are_withdrawn_and_no_other() {
     );
     assert_eq!(status("a4").await, ApprovalStatus::Pending);
     assert_eq!(
-        store.withdraw_turn_approvals("s", "t1").await.unwrap(),
+        store
+            .withdraw_turn_approvals(&sid("s"), &tid("t1"))
+            .await
+            .unwrap(),
         0,
         "nothing twice"
     );

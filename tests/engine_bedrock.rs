@@ -4,7 +4,6 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use agent_worker::protocol::AgentEvent;
 use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::session::history::check;
 use agent_worker::session::{ContentBlock, MemoryStore, Message, SessionStore};
-use agent_worker_testkit::{Reply, StreamScript};
+use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
 use support::engine::*;
 use support::*;

@@ -4,7 +4,6 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope, codes};
 use agent_worker::session::history::{INTERRUPTED_CALL, check};
 use agent_worker::session::{ContentBlock, MemoryStore, Message, Role, SessionStore};
-use agent_worker_testkit::{Frame, Reply, StreamScript};
+use agent_worker_testkit::{Frame, Reply, StreamScript, sid, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::engine::*;
@@ -419,7 +418,7 @@ async fn dropping_the_stream_closes_the_model_connection_promptly() {
     );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
     let mut closed = bedrock.closed_early();
-    let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
+    let mut events = engine.invoke(Scope::new("s1".parse().unwrap()), Prompt::text("Hi"));
     assert_eq!(events.next().await, Some(AgentEvent::text("Thinking about")));
     assert_eq!(*closed.borrow(), 0);
     drop(events);
@@ -458,7 +457,7 @@ async fn dropping_the_stream_aborts_running_tools() {
         },
     );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![Arc::new(stuck)]);
-    let mut events = engine.invoke(Scope::new("s1"), Prompt::text("Hi"));
+    let mut events = engine.invoke(Scope::new("s1".parse().unwrap()), Prompt::text("Hi"));
     assert!(matches!(
         events.next().await,
         Some(AgentEvent::ToolStarted { .. })
@@ -523,7 +522,10 @@ async fn bad_prompts_fail_naming_the_field_and_call_no_model() {
         ),
     ];
     for (prompt, field) in cases {
-        let events: Vec<_> = engine.invoke(Scope::new("s1"), prompt).collect().await;
+        let events: Vec<_> = engine
+            .invoke(Scope::new("s1".parse().unwrap()), prompt)
+            .collect()
+            .await;
         let (details, retryable, code) = failure(&events);
         assert!(!retryable);
         assert_eq!(code.as_deref(), Some(codes::INVALID_PROMPT));
@@ -542,7 +544,10 @@ async fn a_picture_goes_to_the_model_as_an_image_block() {
         mime_type: "image/png".into(),
         data: png.into(),
     });
-    let events: Vec<_> = engine.invoke(Scope::new("s1"), prompt).collect().await;
+    let events: Vec<_> = engine
+        .invoke(Scope::new("s1".parse().unwrap()), prompt)
+        .collect()
+        .await;
     assert_eq!(terminal(&events), &AgentEvent::completed());
     let content = &bedrock.requests()[0].body["messages"][0]["content"];
     assert_eq!(content[0]["image"]["format"], json!("png"));
@@ -598,7 +603,7 @@ async fn a_turn_delivered_twice_runs_once() {
     bedrock.push(Reply::text("Once."));
     let store = MemoryStore::new();
     let engine = engine(&bedrock, &store, config(), vec![]);
-    let scope = Scope::new("s1").with_turn_id("turn-42");
+    let scope = Scope::new("s1".parse().unwrap()).with_turn_id(tid("turn-42"));
     let first: Vec<_> = engine.invoke(scope.clone(), Prompt::text("Hi")).collect().await;
     assert_eq!(terminal(&first), &AgentEvent::completed());
     let second: Vec<_> = engine.invoke(scope, Prompt::text("Hi")).collect().await;

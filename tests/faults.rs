@@ -600,7 +600,7 @@ async fn a_slow_reader_does_not_make_the_model_look_stalled() {
         ..config()
     };
     let engine = support::engine(&bedrock, &store, tuning, Vec::new());
-    let mut events = engine.invoke(Scope::new("slow"), Prompt::text("Count"));
+    let mut events = engine.invoke(Scope::new("slow".parse().unwrap()), Prompt::text("Count"));
     let first = events.next().await.unwrap();
     // The reader is busy for four times the chunk timeout (a sink write that takes its time):
     // this pause is the fault itself, not a wait for something.

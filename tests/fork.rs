@@ -9,8 +9,7 @@ use agent_worker::protocol::{
     codes,
 };
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
-use agent_worker_testkit::sid;
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, sid, tid};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -40,8 +39,8 @@ async fn turn(
     extra: Value,
 ) -> Vec<AgentEvent> {
     bedrock.push(Reply::text(answer));
-    let mut scope = Scope::new(session)
-        .with_turn_id(turn_id)
+    let mut scope = Scope::new(sid(session))
+        .with_turn_id(tid(turn_id))
         .with(USER_ID_KEY, user)
         .with(ACCOUNT_ID_KEY, "a");
     for (key, value) in extra.as_object().cloned().unwrap_or_default() {

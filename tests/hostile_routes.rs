@@ -6,12 +6,11 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::time::Duration;
 
 use agent_worker::hosts::container::console::Console;
 use agent_worker::session::SessionStore;
-use agent_worker_testkit::{Reply, StreamScript};
+use agent_worker_testkit::{Reply, StreamScript, sid};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::config;

@@ -253,7 +253,10 @@ async fn a_worker_killed_mid_turn_is_taken_over_after_its_lease_and_the_session_
         ..config()
     };
     let worker_a = world.engine(short_lease);
-    let mut events = worker_a.invoke(Scope::new("conv-1").with_turn_id("turn-1"), Prompt::text("Time?"));
+    let mut events = worker_a.invoke(
+        Scope::new("conv-1".parse().unwrap()).with_turn_id(tid("turn-1")),
+        Prompt::text("Time?"),
+    );
     while let Some(event) = events.next().await {
         if matches!(event, AgentEvent::ToolEnded { .. }) {
             break;
@@ -345,18 +348,38 @@ async fn two_workers_sharing_only_the_table_are_portable() {
     };
     let seen = Arc::new(world.bedrock.requests_handle());
     let subject = Subject::new(
-        Case::new(world.engine(config()), Scope::new("c"), Prompt::text("Hi")),
-        Case::new(engine_on(&failing), Scope::new("f"), Prompt::text("Hi")),
+        Case::new(
+            world.engine(config()),
+            Scope::new("c".parse().unwrap()),
+            Prompt::text("Hi"),
+        ),
+        Case::new(
+            engine_on(&failing),
+            Scope::new("f".parse().unwrap()),
+            Prompt::text("Hi"),
+        ),
         Hanging::new(
-            Case::new(engine_on(&hanging), Scope::new("h"), Prompt::text("Hi")),
+            Case::new(
+                engine_on(&hanging),
+                Scope::new("h".parse().unwrap()),
+                Prompt::text("Hi"),
+            ),
             async move {
                 let _ = closed.wait_for(|n| *n > 0).await;
             },
         ),
     )
     .with_pair(Pair {
-        first: Case::new(world.engine(config()), Scope::new("p"), Prompt::text("I am Ada")),
-        second: Case::new(world.engine(config()), Scope::new("p"), Prompt::text("Who am I?")),
+        first: Case::new(
+            world.engine(config()),
+            Scope::new("p".parse().unwrap()),
+            Prompt::text("I am Ada"),
+        ),
+        second: Case::new(
+            world.engine(config()),
+            Scope::new("p".parse().unwrap()),
+            Prompt::text("Who am I?"),
+        ),
         expect: Box::new(move |_| {
             let sent = seen
                 .requests()

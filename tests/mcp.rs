@@ -9,7 +9,7 @@ use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, EverythingServer, Reply, everything_script};
+use agent_worker_testkit::{BedrockStandIn, EverythingServer, Reply, everything_script, sid, tid};
 use futures_util::StreamExt as _;
 use support::{MODEL_ID, approval_event, config};
 
@@ -43,12 +43,14 @@ fn engine(bedrock: &BedrockStandIn, configured: &Configured) -> Engine {
 }
 
 async fn turn(engine: &Engine, session: &str) -> Vec<AgentEvent> {
-    turn_in(engine, Scope::new(session)).await
+    turn_in(engine, Scope::new(sid(session))).await
 }
 
 async fn turn_in(engine: &Engine, scope: Scope) -> Vec<AgentEvent> {
     let session = scope.session.clone();
-    let scope = scope.with_turn_id(format!("{session}-t1")).with("userId", "ana");
+    let scope = scope
+        .with_turn_id(tid(&format!("{session}-t1")))
+        .with("userId", "ana");
     engine
         .invoke(scope, Prompt::text("Use the tools."))
         .collect()
@@ -163,8 +165,8 @@ async fn a_local_server_over_stdio_gives_its_tools_too() {
         .call(
             serde_json::json!({"message": "over stdio"}),
             agent_worker::engine::tools::ToolContext {
-                session: "s".into(),
-                turn_id: "t".into(),
+                session: sid("s"),
+                turn_id: tid("t"),
                 call_id: "c".into(),
                 user_id: None,
                 account_id: None,

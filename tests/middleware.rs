@@ -11,7 +11,7 @@ use agent_worker::protocol::middleware::{
 };
 use agent_worker::protocol::{Agent, AgentEvent, AgentExt, Prompt, Scope, agent_fn, codes};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, StreamScript, tid};
 use futures_util::{StreamExt, stream};
 use serde_json::json;
 use support::*;
@@ -41,7 +41,10 @@ async fn every_wrapper_relays_unknown_events_unchanged() {
         .layer(TokenBudgetLayer::new(1_000))
         .layer(DeadlineLayer::new(Duration::from_secs(60)))
         .layer(TraceLayer::new());
-    let events: Vec<_> = stacked.invoke(Scope::new("s"), Prompt::text("x")).collect().await;
+    let events: Vec<_> = stacked
+        .invoke(Scope::new("s".parse().unwrap()), Prompt::text("x"))
+        .collect()
+        .await;
     assert_eq!(events, script());
     assert_eq!(
         serde_json::to_value(&events[1]).unwrap(),
@@ -63,7 +66,7 @@ async fn the_deadline_ends_a_turn_that_runs_too_long_and_cancels_it() {
             })
     });
     let events: Vec<_> = Deadline::new(slow, Duration::from_secs(90))
-        .invoke(Scope::new("s"), Prompt::text("x"))
+        .invoke(Scope::new("s".parse().unwrap()), Prompt::text("x"))
         .collect()
         .await;
     assert_eq!(events.len(), 2);
@@ -80,7 +83,7 @@ async fn the_deadline_ends_a_turn_that_runs_too_long_and_cancels_it() {
 #[tokio::test(start_paused = true)]
 async fn a_turn_within_its_deadline_is_untouched() {
     let events: Vec<_> = Deadline::new(scripted(), Duration::from_secs(1))
-        .invoke(Scope::new("s"), Prompt::text("x"))
+        .invoke(Scope::new("s".parse().unwrap()), Prompt::text("x"))
         .collect()
         .await;
     assert_eq!(events, script());
@@ -99,7 +102,7 @@ async fn the_deadline_over_the_engine_aborts_the_model_request() {
     );
     let engine = engine(&bedrock, &MemoryStore::new(), config(), vec![]);
     let events: Vec<_> = Deadline::new(engine, Duration::from_millis(200))
-        .invoke(Scope::new("s"), Prompt::text("x"))
+        .invoke(Scope::new("s".parse().unwrap()), Prompt::text("x"))
         .collect()
         .await;
     assert_eq!(failure(&events).2.as_deref(), Some(codes::DEADLINE));
@@ -132,7 +135,7 @@ async fn the_budget_stops_a_turn_after_the_step_that_goes_over() {
         })
     });
     let events: Vec<_> = TokenBudget::new(hungry, 1_000)
-        .invoke(Scope::new("s"), Prompt::text("x"))
+        .invoke(Scope::new("s".parse().unwrap()), Prompt::text("x"))
         .collect()
         .await;
     assert_eq!(events.len(), 4, "{events:#?}");
@@ -160,7 +163,10 @@ async fn the_trace_wrapper_logs_each_turn_in_a_span_with_session_and_turn_id() {
 
     let traced = Traced::new(scripted());
     let events: Vec<_> = traced
-        .invoke(Scope::new("s-7").with_turn_id("t-3"), Prompt::text("x"))
+        .invoke(
+            Scope::new("s-7".parse().unwrap()).with_turn_id(tid("t-3")),
+            Prompt::text("x"),
+        )
         .collect()
         .await;
     assert_eq!(events, script());
@@ -175,7 +181,7 @@ async fn collect_through_a_stack_sees_the_middleware_failure() {
         agent_fn(|_: Scope, _: Prompt| stream::iter([AgentEvent::usage(50, 0), AgentEvent::completed()]))
             .layer(TokenBudgetLayer::new(10));
     let err = over
-        .collect(Scope::new("s"), Prompt::text("x"))
+        .collect(Scope::new("s".parse().unwrap()), Prompt::text("x"))
         .await
         .unwrap_err();
     let said = agent_worker::protocol::chain(&err);

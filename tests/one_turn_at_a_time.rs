@@ -6,14 +6,13 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::time::Duration;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::SessionStore;
 use agent_worker::sinks::Sinks;
-use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
+use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, sid};
 use aws_lambda_events::event::sqs::SqsMessage;
 use serde_json::{Value, json};
 use support::container::{KEY, Server, changed, send, server_for, table};

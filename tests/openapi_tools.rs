@@ -14,7 +14,7 @@ use agent_worker::engine::tools::{Tool, ToolContext, Toolset};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply};
+use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, sid, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -56,8 +56,8 @@ async fn world(approvals: bool, waiter: Arc<MemoryEventWaiter>) -> (BedrockStand
 }
 
 fn scope(turn: &str, user: &str) -> Scope {
-    Scope::new("desk-1")
-        .with_turn_id(turn)
+    Scope::new("desk-1".parse().unwrap())
+        .with_turn_id(tid(turn))
         .with("userId", user)
         .with("accountId", "acme")
 }
@@ -301,8 +301,8 @@ async fn a_job_is_waited_for_until_its_declared_completion() {
 
 fn ctx(user: Option<&str>) -> ToolContext {
     ToolContext {
-        session: "s".into(),
-        turn_id: "t".into(),
+        session: sid("s"),
+        turn_id: tid("t"),
         call_id: "c".into(),
         user_id: user.map(str::to_owned),
         account_id: None,

@@ -11,7 +11,7 @@ use agent_worker::models::{AnthropicModel, ApiKey, OpenAiModel};
 use agent_worker::protocol::{Agent, AgentEvent, AttachmentRef, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::files::scanned_pdf;
-use agent_worker_testkit::{BedrockStandIn, ProviderStandIn, Reply, SseReply, moto};
+use agent_worker_testkit::{BedrockStandIn, ProviderStandIn, Reply, SseReply, moto, tid};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use futures_util::StreamExt;
@@ -48,7 +48,10 @@ async fn turn_with_the_scan(model: impl Model + 'static, documents: bool) -> Vec
         .unwrap();
     let prompt = Prompt::text("What does the invoice say?").with_attachment(scan);
     let events = engine
-        .invoke(Scope::new("conv-pdf").with_turn_id("t1"), prompt)
+        .invoke(
+            Scope::new("conv-pdf".parse().unwrap()).with_turn_id(tid("t1")),
+            prompt,
+        )
         .collect()
         .await;
     let _ = std::fs::remove_dir_all(root);

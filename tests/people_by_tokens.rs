@@ -5,12 +5,11 @@
 
 mod support;
 
-use agent_worker_testkit::sid;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
 use agent_worker::session::SessionStore as _;
-use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, unsigned_token};
+use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, sid, unsigned_token};
 use serde_json::{Value, json};
 use support::container::{KEY, Server, changed, send, server_with_tokens, table};
 

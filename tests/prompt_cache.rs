@@ -7,7 +7,7 @@ mod support;
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -24,7 +24,10 @@ fn engine(store: &MemoryStore, model: BedrockModel) -> Engine {
 
 async fn turn(engine: &Engine, id: &str, text: &str) -> Vec<AgentEvent> {
     engine
-        .invoke(Scope::new("cached").with_turn_id(id), Prompt::text(text))
+        .invoke(
+            Scope::new("cached".parse().unwrap()).with_turn_id(tid(id)),
+            Prompt::text(text),
+        )
         .collect()
         .await
 }

@@ -12,7 +12,7 @@ use agent_worker::engine::{Engine, EngineConfig};
 use agent_worker::models::{ANTHROPIC_VERSION, AnthropicModel, ApiKey};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
-use agent_worker_testkit::{ProviderStandIn, SseReply};
+use agent_worker_testkit::{ProviderStandIn, SseReply, sid};
 use futures_util::StreamExt as _;
 use serde_json::json;
 use support::{config, example_tools};
@@ -38,7 +38,7 @@ fn engine_on(model: impl agent_worker::engine::Model + 'static, config: EngineCo
 
 async fn turn(engine: &Engine, session: &str, text: &str) -> Vec<AgentEvent> {
     engine
-        .invoke(Scope::new(session), Prompt::text(text))
+        .invoke(Scope::new(sid(session)), Prompt::text(text))
         .collect()
         .await
 }

@@ -16,7 +16,9 @@ use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope, codes};
 use agent_worker::session::{ApprovalStore as _, DynamoConfig, DynamoStore, SessionStore as _, StopCause};
 use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
-use agent_worker_testkit::{BedrockStandIn, REALTIME_KEY, RealtimeStandIn, Reply, StreamScript, moto, sid};
+use agent_worker_testkit::{
+    BedrockStandIn, REALTIME_KEY, RealtimeStandIn, Reply, StreamScript, moto, sid, tid,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::{MODEL_ID, approval_event, terminal, text_of};
@@ -69,7 +71,9 @@ impl World {
 }
 
 fn scope(session: &str, turn: &str) -> Scope {
-    Scope::new(session).with_turn_id(turn).with("userId", "ada")
+    Scope::new(sid(session))
+        .with_turn_id(tid(turn))
+        .with("userId", "ada")
 }
 
 /// Runs a whole turn, within [`TURN_LIMIT`].
@@ -253,7 +257,11 @@ async fn approvals_wait_in_the_realtime_servers_store_unless_the_table_is_named(
         (Some("s-approve"), Some("t1"), Some("add"))
     );
     assert!(
-        w.store.get_approval("s-approve", id).await.unwrap().is_none(),
+        w.store
+            .get_approval(&sid("s-approve"), id)
+            .await
+            .unwrap()
+            .is_none(),
         "nothing in the table"
     );
 
@@ -307,6 +315,6 @@ async fn approvals_wait_in_the_realtime_servers_store_unless_the_table_is_named(
     let agent = w.agent_at(w.realtime.url(), &settings, &configured);
     let card = ask_to_add(&w, &agent, "s-table", "t1").await;
     let id = card["approvalId"].as_str().unwrap();
-    assert!(w.store.get_approval("s-table", id).await.unwrap().is_some());
+    assert!(w.store.get_approval(&sid("s-table"), id).await.unwrap().is_some());
     assert_eq!(status_at(&w.realtime, id), None);
 }

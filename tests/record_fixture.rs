@@ -90,7 +90,10 @@ async fn a_recorded_answer_replays_byte_for_byte_to_the_same_turn_and_holds_no_c
         .build()
         .unwrap();
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("replayed"), Prompt::text("What is a fixture?"))
+        .invoke(
+            Scope::new("replayed".parse().unwrap()),
+            Prompt::text("What is a fixture?"),
+        )
         .collect()
         .await;
     assert_eq!(support::text_of(&events), SAID);

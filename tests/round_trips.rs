@@ -438,7 +438,10 @@ async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
     bedrock.push(Reply::text("Only part of me is logged."));
     let mut sink = log.open(&TurnRef::new("c-part", "t0"));
     meter.take();
-    let mut events = engine.invoke(Scope::new("c-part").with_turn_id("t0"), Prompt::text("Hello?"));
+    let mut events = engine.invoke(
+        Scope::new("c-part".parse().unwrap()).with_turn_id(tid("t0")),
+        Prompt::text("Hello?"),
+    );
     let mut given = Vec::new();
     let mut first = true;
     while let Some(event) = events.next().await {

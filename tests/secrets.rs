@@ -12,7 +12,7 @@ use agent_worker::engine::tools::{Effect, ToolSpec, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore};
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, sid, tid};
 use futures_util::StreamExt;
 use serde_json::json;
 use support::{LogCapture, MODEL_ID, approval_event, config, failure, same_length_forgery};
@@ -51,7 +51,11 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
     let engine = pay_engine(&bedrock, &store);
     let args = json!({"to": PAYEE, "amount": 12}).to_string();
     bedrock.push(Reply::tool_call("call-pay", "pay", &args));
-    let scope = |turn: &str| Scope::new("s1").with_turn_id(turn).with("userId", "ada");
+    let scope = |turn: &str| {
+        Scope::new("s1".parse().unwrap())
+            .with_turn_id(tid(turn))
+            .with("userId", "ada")
+    };
     let events: Vec<AgentEvent> = engine
         .invoke(scope("t1"), Prompt::text("Pay them"))
         .collect()
@@ -89,7 +93,7 @@ async fn no_log_line_holds_an_approval_token_or_a_sensitive_argument() {
         .collect()
         .await;
     let (_, status) = store
-        .get_approval("s1", second["approvalId"].as_str().unwrap())
+        .get_approval(&sid("s1"), second["approvalId"].as_str().unwrap())
         .await
         .unwrap()
         .expect("the second approval");
@@ -123,7 +127,10 @@ async fn a_client_is_told_what_failed_without_table_names_arns_or_accounts() {
         .build()
         .unwrap();
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     let (details, retryable, code) = failure(&events);
@@ -139,7 +146,10 @@ async fn a_client_is_told_what_failed_without_table_names_arns_or_accounts() {
         body: json!({"message": "User: arn:aws:sts::123456789012:assumed-role/agent-worker-role/fn is not authorized to perform: bedrock:InvokeModelWithResponseStream on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude"}),
     });
     let events: Vec<AgentEvent> = engine
-        .invoke(Scope::new("s2").with_turn_id("t1"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s2".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     let (denied, _, code) = failure(&events);
@@ -211,7 +221,7 @@ async fn a_call_carries_the_secret_header_and_the_persons_token_and_neither_is_l
         .config(config());
     let engine = configured.equip(builder, []).build().unwrap();
     let turn = |session: &str, token: Option<&str>| {
-        let mut scope = Scope::new(session).with_turn_id(format!("{session}-t1"));
+        let mut scope = Scope::new(sid(session)).with_turn_id(tid(&format!("{session}-t1")));
         if let Some(token) = token {
             scope = scope.with_user_token(UserToken::new(token));
         }

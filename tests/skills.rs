@@ -10,7 +10,7 @@ use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::config::{Configured, Loader};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, tid};
 use futures_util::StreamExt;
 use support::config_files::Folder;
 
@@ -51,7 +51,7 @@ async fn skills_are_listed_in_the_prompt_and_a_body_is_loaded_only_when_the_mode
     bedrock.push(Reply::text("I will refund it through orders_refund."));
     let events: Vec<AgentEvent> = engine
         .invoke(
-            Scope::new("shop-1").with_turn_id("t1"),
+            Scope::new("shop-1".parse().unwrap()).with_turn_id(tid("t1")),
             Prompt::text("I want my money back"),
         )
         .collect()

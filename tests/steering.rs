@@ -228,7 +228,10 @@ async fn on_the_memory_store_commands_sent_after_the_last_boundary_are_run_befor
     bedrock.push(Reply::text("Yes, 3."));
     let events = tokio::spawn(
         engine
-            .invoke(Scope::new("s-memory").with_turn_id("t1"), Prompt::text("1 + 2?"))
+            .invoke(
+                Scope::new("s-memory".parse().unwrap()).with_turn_id(tid("t1")),
+                Prompt::text("1 + 2?"),
+            )
             .collect::<Vec<_>>(),
     );
     // Held at its second call, past its only round boundary: the turn reads these at its commit.
@@ -377,10 +380,22 @@ async fn the_engine_conforms_with_a_dispatch_mid_run_as_without() {
     let engine_on =
         |stand_in: &BedrockStandIn| support::engine(stand_in, &MemoryStore::new(), support::config(), vec![]);
     let subject = Subject::new(
-        Case::new(completing, Scope::new("c").with_turn_id("t1"), Prompt::text("Hi")),
-        Case::new(engine_on(&failing), Scope::new("f"), Prompt::text("Hi")),
+        Case::new(
+            completing,
+            Scope::new("c".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        ),
+        Case::new(
+            engine_on(&failing),
+            Scope::new("f".parse().unwrap()),
+            Prompt::text("Hi"),
+        ),
         Hanging::new(
-            Case::new(engine_on(&hanging), Scope::new("h"), Prompt::text("Hi")),
+            Case::new(
+                engine_on(&hanging),
+                Scope::new("h".parse().unwrap()),
+                Prompt::text("Hi"),
+            ),
             async move {
                 let _ = closed.wait_for(|n| *n > 0).await;
             },

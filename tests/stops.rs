@@ -54,7 +54,10 @@ async fn a_stop_asked_while_the_turn_waited_means_the_model_is_never_called() {
     );
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
     let events: Vec<_> = engine
-        .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     stopped_with(&events, "user_stop");
@@ -93,7 +96,10 @@ async fn a_stop_during_a_slow_tool_keeps_one_result_per_call_and_the_next_reques
     let store = MemoryStore::new();
     let started = Arc::new(tokio::sync::Notify::new());
     let engine = engine(&bedrock, &store, quick_stops(), vec![slow_tool(started.clone())]);
-    let turn = engine.invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Find it"));
+    let turn = engine.invoke(
+        Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+        Prompt::text("Find it"),
+    );
     let stopper = {
         let store = store.clone();
         async move {
@@ -146,7 +152,10 @@ async fn a_stop_while_the_model_streams_cuts_it_off_after_the_grace_and_keeps_th
     );
     let store = MemoryStore::new();
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
-    let mut turn = engine.invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Count"));
+    let mut turn = engine.invoke(
+        Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+        Prompt::text("Count"),
+    );
     let mut events = vec![turn.next().await.unwrap()];
     store
         .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
@@ -184,7 +193,10 @@ async fn an_answer_that_ends_within_the_grace_completes_as_it_would_have() {
         ..quick_stops()
     };
     let engine = engine(&bedrock, &store, config, vec![]);
-    let mut turn = engine.invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"));
+    let mut turn = engine.invoke(
+        Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+        Prompt::text("Hi"),
+    );
     let mut events = vec![turn.next().await.unwrap()];
     store
         .request_stop(&sid("s1"), &tid("t1"), Stop::now(StopCause::UserStop))
@@ -203,7 +215,10 @@ async fn a_stop_after_the_turn_ended_changes_nothing() {
     let store = MemoryStore::new();
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
     let _: Vec<_> = engine
-        .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     let before = store.load_history(&sid("s1")).await.unwrap();
@@ -231,13 +246,13 @@ async fn a_barge_in_stops_the_running_turn_and_reads_history_once_it_is_stored()
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
 
     let mut first = engine.invoke(
-        Scope::new("s1").with_turn_id("t1"),
+        Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
         Prompt::text("Write an essay"),
     );
     let mut first_events = vec![first.next().await.unwrap()];
     let second = engine.invoke(
-        Scope::new("s1")
-            .with_turn_id("t2")
+        Scope::new("s1".parse().unwrap())
+            .with_turn_id(tid("t2"))
             .with("supersedes", json!(["t1"])),
         Prompt::text("Actually, something shorter"),
     );
@@ -272,8 +287,8 @@ async fn a_turn_that_lists_itself_as_superseded_does_not_wait_for_itself() {
         Duration::from_secs(20),
         engine
             .invoke(
-                Scope::new("s1")
-                    .with_turn_id("t1")
+                Scope::new("s1".parse().unwrap())
+                    .with_turn_id(tid("t1"))
                     .with("supersedes", json!(["t1"])),
                 Prompt::text("Hi"),
             )
@@ -316,7 +331,10 @@ async fn a_redelivered_turn_that_was_superseded_does_nothing_at_all() {
     let engine = engine(&bedrock, &store, quick_stops(), vec![]);
 
     let events: Vec<_> = engine
-        .invoke(Scope::new("s1").with_turn_id("old"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s1".parse().unwrap()).with_turn_id(tid("old")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     assert_eq!(failure(&events).2.as_deref(), Some(codes::SUPERSEDED));
@@ -427,7 +445,10 @@ async fn a_deadline_whose_store_does_not_finish_in_time_keeps_nothing_and_says_s
         .build()
         .unwrap();
     let events: Vec<_> = engine
-        .invoke(Scope::new("s1").with_turn_id("t1"), Prompt::text("Hi"))
+        .invoke(
+            Scope::new("s1".parse().unwrap()).with_turn_id(tid("t1")),
+            Prompt::text("Hi"),
+        )
         .collect()
         .await;
     let (details, retryable, code) = failure(&events);
@@ -436,6 +457,6 @@ async fn a_deadline_whose_store_does_not_finish_in_time_keeps_nothing_and_says_s
     assert!(details.contains("nothing of it was kept"), "{details}");
     let record = memory.turn(&sid("s1"), &tid("t1")).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Failed);
-    assert_eq!(record.outcome.unwrap().terminal["stored"], json!(false));
+    assert!(!record.outcome.unwrap().failure().unwrap().stored);
     assert!(memory.load_history(&sid("s1")).await.unwrap().is_empty());
 }

@@ -10,7 +10,7 @@ use agent_worker::engine::tools::{ToolSpec, tool_fn};
 use agent_worker::engine::{BedrockModel, Engine, LogLine, TurnLogger};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::LogCapture;
@@ -54,7 +54,7 @@ async fn a_turns_lines_reach_the_products_sink_with_its_ids_and_tracing_still_ge
     bedrock.push(Reply::text("It has shipped."));
     let events: Vec<AgentEvent> = engine
         .invoke(
-            Scope::new("conv-log").with_turn_id("t-log"),
+            Scope::new("conv-log".parse().unwrap()).with_turn_id(tid("t-log")),
             Prompt::text("Where is A-1?"),
         )
         .collect()

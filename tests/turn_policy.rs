@@ -14,7 +14,7 @@ use agent_worker::engine::{
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope, TurnOptions};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore};
-use agent_worker_testkit::{BedrockStandIn, Reply, moto};
+use agent_worker_testkit::{BedrockStandIn, Reply, moto, sid, tid};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -55,7 +55,9 @@ async fn turn(engine: &Engine, session: &str, turn: &str, user: &str, account: &
         account_id: Some(account.into()),
         ..TurnOptions::default()
     };
-    let scope = Scope::new(session).with_turn_id(turn).with_options(options);
+    let scope = Scope::new(sid(session))
+        .with_turn_id(tid(turn))
+        .with_options(options);
     engine.invoke(scope, Prompt::text("Hello")).collect().await
 }
 
@@ -262,7 +264,9 @@ async fn run_turn(agent: &dyn Agent, session: &str, turn: &str) -> Vec<AgentEven
         account_id: Some("acme".into()),
         ..TurnOptions::default()
     };
-    let scope = Scope::new(session).with_turn_id(turn).with_options(options);
+    let scope = Scope::new(sid(session))
+        .with_turn_id(tid(turn))
+        .with_options(options);
     agent
         .invoke(scope, Prompt::text("What time is it?"))
         .collect()

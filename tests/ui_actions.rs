@@ -52,8 +52,8 @@ fn engine(bedrock: &BedrockStandIn, store: &MemoryStore) -> Engine {
 }
 
 fn scope(session: &str, turn: &str, context: Value) -> Scope {
-    Scope::new(session)
-        .with_turn_id(turn)
+    Scope::new(sid(session))
+        .with_turn_id(tid(turn))
         .with("userId", "ana")
         .with("context", context)
 }
@@ -361,7 +361,10 @@ async fn a_stopped_turn_keeps_one_result_for_each_ui_call_after_a_last_look() {
                 && raw["type"] == "ui_action_requested"
             {
                 if let Some(answer) = &answer {
-                    store.record(&session, "t1", "c1", answer).await.unwrap();
+                    store
+                        .record(&sid(&session), &tid("t1"), "c1", answer)
+                        .await
+                        .unwrap();
                 }
                 store
                     .request_stop(&sid(&session), &tid("t1"), Stop::now(StopCause::UserStop))
@@ -445,20 +448,30 @@ async fn an_answer_written_to_the_table_by_another_process_reaches_the_waiting_c
             };
             assert!(
                 product
-                    .record("s-table", "t1", "c1", &ActionAnswer::Taken)
+                    .record(&sid("s-table"), &tid("t1"), "c1", &ActionAnswer::Taken)
                     .await
                     .unwrap()
             );
-            assert!(product.record("s-table", "t1", "c1", &done).await.unwrap());
+            assert!(
+                product
+                    .record(&sid("s-table"), &tid("t1"), "c1", &done)
+                    .await
+                    .unwrap()
+            );
             // A call keeps its first final answer; "taken" never replaces it.
             let other = ActionAnswer::Done {
                 result: json!({"id": "task-4"}),
                 is_error: false,
             };
-            assert!(!product.record("s-table", "t1", "c1", &other).await.unwrap());
             assert!(
                 !product
-                    .record("s-table", "t1", "c1", &ActionAnswer::Taken)
+                    .record(&sid("s-table"), &tid("t1"), "c1", &other)
+                    .await
+                    .unwrap()
+            );
+            assert!(
+                !product
+                    .record(&sid("s-table"), &tid("t1"), "c1", &ActionAnswer::Taken)
                     .await
                     .unwrap()
             );
@@ -469,7 +482,7 @@ async fn an_answer_written_to_the_table_by_another_process_reaches_the_waiting_c
     let results = tool_results(&bedrock.requests()[1].body);
     assert_eq!(results[0]["content"][0]["json"]["id"], "task-3", "{results:?}");
     assert_eq!(
-        worker.look("s-table", "t1", "c1").await.unwrap(),
+        worker.look(&sid("s-table"), &tid("t1"), "c1").await.unwrap(),
         Some(ActionAnswer::Done {
             result: json!({"id": "task-3"}),
             is_error: false
@@ -528,7 +541,7 @@ async fn the_realtime_servers_record_of_the_answer_is_read_with_its_internal_key
     assert!(looks > 0, "{asked:?}");
     // A key the server does not know reads nothing.
     let stranger = RealtimeAnswers::new(&url, "not-the-key").unwrap();
-    assert!(stranger.look("s-rt", "t1", "c7").await.is_err());
+    assert!(stranger.look(&sid("s-rt"), &tid("t1"), "c7").await.is_err());
 }
 
 #[tokio::test]
@@ -588,7 +601,12 @@ async fn on_lambda_the_waiting_call_reads_the_answer_the_product_wrote_from_anot
         result: json!({"id": "task-5"}),
         is_error: false,
     };
-    assert!(product.record("s-lambda", "t-l1", call, &done).await.unwrap());
+    assert!(
+        product
+            .record(&sid("s-lambda"), &tid("t-l1"), call, &done)
+            .await
+            .unwrap()
+    );
 
     let response = running.await.unwrap();
     assert!(response.batch_item_failures.is_empty(), "acknowledged");

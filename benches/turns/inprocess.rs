@@ -2,6 +2,7 @@
 //! Protocol step over HTTP, a two-sided Standard Agents exchange, and the container host under
 //! load. A raw SDK ConverseStream call on the same stand-in is the baseline.
 
+use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,7 +101,10 @@ pub(crate) async fn run() {
         async move {
             let start = Instant::now();
             agent
-                .collect(Scope::new(format!("t-{i}")), Prompt::text("Hi"))
+                .collect(
+                    Scope::new(agent_worker_testkit::sid(&format!("t-{i}"))),
+                    Prompt::text("Hi"),
+                )
                 .await
                 .expect("completed");
             start.elapsed()
@@ -115,7 +119,10 @@ pub(crate) async fn run() {
         async move {
             let start = Instant::now();
             agent
-                .collect(Scope::new(format!("tool-{i}")), Prompt::text("1+2?"))
+                .collect(
+                    Scope::new(agent_worker_testkit::sid(&format!("tool-{i}"))),
+                    Prompt::text("1+2?"),
+                )
                 .await
                 .expect("completed");
             start.elapsed()
@@ -140,7 +147,7 @@ pub(crate) async fn run() {
         async move {
             let start = Instant::now();
             agent
-                .collect(Scope::new(session), Prompt::text("Hi"))
+                .collect(Scope::new(sid(&session)), Prompt::text("Hi"))
                 .await
                 .expect("completed");
             start.elapsed()
@@ -159,7 +166,10 @@ pub(crate) async fn run() {
         tasks.spawn(async move {
             for i in (worker..TURNS).step_by(CONCURRENCY) {
                 agent
-                    .collect(Scope::new(format!("c-{i}")), Prompt::text("Hi"))
+                    .collect(
+                        Scope::new(agent_worker_testkit::sid(&format!("c-{i}"))),
+                        Prompt::text("Hi"),
+                    )
                     .await
                     .expect("completed");
             }
@@ -246,9 +256,12 @@ async fn standard_agent_exchanges(bedrock: &BedrockStandIn) {
         let pair = pair.clone();
         async move {
             let start = Instant::now();
-            pair.collect(Scope::new(format!("pair-{i}")), Prompt::text("Go."))
-                .await
-                .expect("completed");
+            pair.collect(
+                Scope::new(agent_worker_testkit::sid(&format!("pair-{i}"))),
+                Prompt::text("Go."),
+            )
+            .await
+            .expect("completed");
             start.elapsed()
         }
     })

@@ -15,11 +15,13 @@
 //! ```
 
 use agent_worker_aws::dynamo::keys::MAX_ID_BYTES;
-use agent_worker_core::session::{IdError, SessionId, TurnId, id_problem};
+use agent_worker_core::session::{IdError, Owner, SessionId, TurnId, id_problem};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{AttachmentRef, ImageRef, Prompt, Scope, SessionCommand, TurnOptions, UserToken};
+use crate::protocol::{
+    ApprovalDecision, AttachmentRef, ImageRef, Prompt, Scope, SessionCommand, TurnOptions, UserToken,
+};
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,10 +48,10 @@ pub struct AgentTurnPayload {
     pub attachments: Vec<AttachmentRef>,
     /// The person's decision on a pending approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<Value>,
+    pub approval: Option<ApprovalDecision>,
     /// The turns this one supersedes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub supersedes: Vec<String>,
+    pub supersedes: Vec<TurnId>,
     /// Where a realtime server routes the turn's events: sent with every event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_room: Option<String>,
@@ -68,7 +70,7 @@ pub struct AgentTurnPayload {
     /// The conversation this new one branches from: read only by the conversation's first turn,
     /// which then begins with the parent's history (the same person's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_session: Option<String>,
+    pub parent_session: Option<SessionId>,
     /// Where in the parent's transcript the branch starts: turn ids of the parent, the first
     /// found wins; none found, the parent's present.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -124,6 +126,20 @@ fn check_id(path: &str, id: &str) -> Result<(), PayloadError> {
     }
 }
 
+/// A typed id no longer than [`MAX_ID_BYTES`].
+fn check_fits(path: &str, id: &str) -> Result<(), PayloadError> {
+    match id.len() > MAX_ID_BYTES {
+        true => Err(id_error(
+            path,
+            &IdError::TooLong {
+                len: id.len(),
+                limit: MAX_ID_BYTES,
+            },
+        )),
+        false => Ok(()),
+    }
+}
+
 fn id_error(path: &str, problem: &IdError) -> PayloadError {
     PayloadError {
         path: path.to_owned(),
@@ -168,37 +184,63 @@ impl AgentTurnPayload {
                 message,
             }
         })?;
-        // The ids came checked (their types refuse what no store can key): the length is the
-        // store's own limit.
-        for (path, fits) in [
-            ("turnId", payload.turn_id.fits(Some(MAX_ID_BYTES))),
-            ("conversationId", payload.conversation_id.fits(Some(MAX_ID_BYTES))),
-        ] {
-            fits.map_err(|problem| id_error(path, &problem))?;
+        payload.checked()
+    }
+
+    /// A turn of `content` that `person` says in conversation `conversation_id`, with nothing
+    /// else: the typed start of a turn a protocol adapter builds (add the rest by its fields,
+    /// then [`checked`](Self::checked)).
+    pub fn new(
+        turn_id: TurnId,
+        conversation_id: SessionId,
+        person: &Owner,
+        content: impl Into<String>,
+    ) -> Self {
+        Self {
+            turn_id,
+            conversation_id,
+            user_id: person.user_id.clone(),
+            account_id: person.account_id.clone(),
+            content: content.into(),
+            images: Vec::new(),
+            context: None,
+            attachments: Vec::new(),
+            approval: None,
+            supersedes: Vec::new(),
+            socket_room: None,
+            agent: None,
+            user_token: None,
+            result_schema: None,
+            parent_session: None,
+            branch_hints: Vec::new(),
+            command: None,
         }
-        for (path, value) in [("userId", &payload.user_id), ("accountId", &payload.account_id)] {
-            if value.trim().is_empty() {
-                return Err(PayloadError {
-                    path: path.to_owned(),
-                    message: "must not be empty".into(),
-                });
-            }
+    }
+
+    /// The turn, if every id in it can be keyed by this crate's stores: the checks a decoded
+    /// body goes through, run once for any turn however it was built. The ids' types refuse
+    /// what no store can key; the length is the stores' own limit, and the person's ids are
+    /// checked as ids.
+    pub fn checked(self) -> Result<Self, PayloadError> {
+        check_fits("turnId", &self.turn_id)?;
+        check_fits("conversationId", &self.conversation_id)?;
+        for (path, value) in [("userId", &self.user_id), ("accountId", &self.account_id)] {
             check_id(path, value)?;
         }
-        for (i, id) in payload.supersedes.iter().enumerate() {
-            check_id(&format!("supersedes[{i}]"), id)?;
+        for (i, id) in self.supersedes.iter().enumerate() {
+            check_fits(&format!("supersedes[{i}]"), id)?;
         }
-        if let Some(parent) = &payload.parent_session {
-            check_id("parentSession", parent)?;
+        if let Some(parent) = &self.parent_session {
+            check_fits("parentSession", parent)?;
         }
-        Ok(payload)
+        Ok(self)
     }
 
     /// The scope the agent is invoked with: the conversation as the session, and the turn id,
     /// user, account and context as extensions.
     pub fn scope(&self) -> Scope {
         let options = TurnOptions {
-            turn_id: Some(self.turn_id.to_string()),
+            turn_id: Some(self.turn_id.clone()),
             user_id: Some(self.user_id.clone()),
             account_id: Some(self.account_id.clone()),
             approval: self.approval.clone(),
@@ -214,7 +256,7 @@ impl AgentTurnPayload {
             result_schema: self.result_schema.clone().map(Value::Object),
             context: self.context.clone().map(Value::Object),
         };
-        let scope = Scope::new(self.conversation_id.as_str()).with_options(options);
+        let scope = Scope::new(self.conversation_id.clone()).with_options(options);
         match &self.user_token {
             Some(token) => scope.with_user_token(token.clone()),
             None => scope,
@@ -242,7 +284,7 @@ mod tests {
     fn the_smallest_body_decodes() {
         let turn = AgentTurnPayload::decode(MINIMAL).unwrap();
         assert_eq!(turn.turn_id, "t-1");
-        assert_eq!(turn.scope().turn_id(), Some("t-1"));
+        assert_eq!(turn.scope().turn_id().map(|t| t.as_str()), Some("t-1"));
         assert_eq!(turn.scope().options.user_id.as_deref(), Some("u-1"));
         assert_eq!(serde_json::to_string(&turn).unwrap(), MINIMAL);
     }
@@ -252,7 +294,10 @@ mod tests {
         let body = r#"{"turnId":"t-2","conversationId":"c-1","userId":"u-1","accountId":"a-1","content":"",
             "approval":{"approvalId":"ap-1","decision":"approve","token":"tok"},"supersedes":["t-1"]}"#;
         let scope = AgentTurnPayload::decode(body).unwrap().scope();
-        assert_eq!(scope.options.approval.as_ref().unwrap()["approvalId"], "ap-1");
+        assert_eq!(
+            scope.options.approval,
+            Some(ApprovalDecision::approve("ap-1", "tok"))
+        );
         assert_eq!(scope.supersedes(), ["t-1"]);
     }
 

@@ -12,7 +12,7 @@ use agent_worker::engine::BedrockModel;
 use agent_worker::engine::model::Model;
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{DynamoConfig, DynamoStore, MemoryStore, SessionStore};
-use agent_worker_testkit::{BedrockStandIn, moto};
+use agent_worker_testkit::{BedrockStandIn, moto, sid, tid};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -81,7 +81,10 @@ pub fn runtime(bedrock: &BedrockStandIn, catalog: Catalog) -> AgentRuntime {
 
 pub async fn say(agent: &impl Agent, session: &str, turn: &str, text: &str) -> Vec<AgentEvent> {
     agent
-        .invoke(Scope::new(session).with_turn_id(turn), Prompt::text(text))
+        .invoke(
+            Scope::new(sid(session)).with_turn_id(tid(turn)),
+            Prompt::text(text),
+        )
         .collect()
         .await
 }

@@ -8,7 +8,7 @@ use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::{ApprovalStore, SessionStore};
-use agent_worker_testkit::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -92,7 +92,9 @@ where
 }
 
 pub fn scope(turn: &str) -> Scope {
-    Scope::new("s1").with_turn_id(turn).with("userId", "ada")
+    Scope::new("s1".parse().unwrap())
+        .with_turn_id(tid(turn))
+        .with("userId", "ada")
 }
 
 pub async fn ask_to_pay(bedrock: &BedrockStandIn, engine: &Engine) -> Value {

@@ -26,7 +26,7 @@ use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::MemoryStore;
 use agent_worker::sinks::{Sink, SinkError, TurnRef, TurnSink};
-use agent_worker_testkit::BedrockStandIn;
+use agent_worker_testkit::{BedrockStandIn, sid};
 use futures_util::StreamExt;
 
 /// A model id with characters the SDK percent-encodes in the path.
@@ -69,7 +69,7 @@ pub fn engine(
 /// Runs one turn to its end.
 pub async fn run(agent: &impl Agent, session: &str, text: &str) -> Vec<AgentEvent> {
     agent
-        .invoke(Scope::new(session), Prompt::text(text))
+        .invoke(Scope::new(sid(session)), Prompt::text(text))
         .collect()
         .await
 }

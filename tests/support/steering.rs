@@ -14,7 +14,7 @@ use agent_worker::protocol::{
     ACCOUNT_ID_KEY, Agent as _, AgentEvent, Prompt, Scope, SessionCommand, SessionControl, USER_ID_KEY,
 };
 use agent_worker::session::{DynamoConfig, DynamoStore};
-use agent_worker_testkit::{BedrockStandIn, moto};
+use agent_worker_testkit::{BedrockStandIn, moto, sid, tid};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -148,8 +148,8 @@ impl Deployment {
         turn_id: &str,
         text: &str,
     ) -> tokio::task::JoinHandle<Vec<AgentEvent>> {
-        let scope = Scope::new(session)
-            .with_turn_id(turn_id)
+        let scope = Scope::new(sid(session))
+            .with_turn_id(tid(turn_id))
             .with(USER_ID_KEY, "u")
             .with(ACCOUNT_ID_KEY, "a");
         let events = self.runner.invoke(scope, Prompt::text(text));

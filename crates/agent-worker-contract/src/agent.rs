@@ -44,7 +44,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'static>>;
 ///     futures_util::stream::iter([AgentEvent::text(prompt.text), AgentEvent::completed()])
 /// });
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let answer = echo.collect(Scope::new("s1"), Prompt::text("hello")).await.unwrap();
+/// let answer = echo.collect(Scope::new("s1".parse().unwrap()), Prompt::text("hello")).await.unwrap();
 /// assert_eq!(answer.text, "hello");
 /// # });
 /// ```
@@ -56,7 +56,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'static>>;
 ///
 /// let broken = agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::text("hi")]));
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let err = broken.collect(Scope::new("s1"), Prompt::text("x")).await.unwrap_err();
+/// let err = broken.collect(Scope::new("s1".parse().unwrap()), Prompt::text("x")).await.unwrap_err();
 /// assert!(matches!(err, CollectError::NoTerminal));
 /// # });
 /// ```

@@ -32,9 +32,9 @@
 //! #         .map(move |e| { let _ = &guard; e })
 //! # }
 //! let subject = Subject::new(
-//!     Case::new(agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::completed()])), Scope::new("s"), Prompt::text("hi")),
-//!     Case::new(agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::failed("no", false, None)])), Scope::new("s"), Prompt::text("hi")),
-//!     Hanging::new(Case::new(hanging, Scope::new("s"), Prompt::text("hi")), probe.wait()),
+//!     Case::new(agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::completed()])), Scope::new("s".parse().unwrap()), Prompt::text("hi")),
+//!     Case::new(agent_fn(|_: Scope, _: Prompt| futures_util::stream::iter([AgentEvent::failed("no", false, None)])), Scope::new("s".parse().unwrap()), Prompt::text("hi")),
+//!     Hanging::new(Case::new(hanging, Scope::new("s".parse().unwrap()), Prompt::text("hi")), probe.wait()),
 //! );
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 //! let report = check(subject).await;

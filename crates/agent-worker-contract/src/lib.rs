@@ -13,6 +13,8 @@
 //! - [`conformance`]: checks any `Agent` against the specification's MUSTs.
 //! - [`codes`]: the failure codes this crate's agents use.
 //! - [`SessionId`], [`TurnId`]: the ids a store keys on, checked where they enter.
+//! - [`Owner`], [`ApprovalDecision`]: who a turn is for, and their decision on a call that
+//!   waited for them.
 //! - [`chain`], [`ErrorChain`]: an error and its causes, each said once, for a log or the last
 //!   words of a command.
 
@@ -28,6 +30,7 @@ pub mod control;
 mod event;
 mod ids;
 pub mod middleware;
+mod person;
 mod redact;
 mod scope;
 
@@ -38,6 +41,7 @@ pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
 pub use ids::{IdError, SessionId, TurnId, id_problem, is_spoofing};
+pub use person::{ApprovalDecision, Owner};
 pub use redact::redact;
 pub use scope::{
     ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, DEADLINE_KEY, ImageRef,

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::AttachmentRef;
+use super::{ApprovalDecision, AttachmentRef, SessionId, TurnId};
 use serde_json::{Map, Value};
 
 /// Who and where a turn belongs to.
@@ -19,16 +19,25 @@ use serde_json::{Map, Value};
 ///
 /// let scope: Scope = serde_json::from_str(r#"{"session":"s1","turnId":"t-9","userId":"u"}"#).unwrap();
 /// assert_eq!(scope.session, "s1");
-/// assert_eq!(scope.turn_id(), Some("t-9"));
+/// assert_eq!(scope.turn_id().map(|t| t.as_str()), Some("t-9"));
 /// assert_eq!(
 ///     serde_json::to_string(&scope).unwrap(),
 ///     r#"{"session":"s1","turnId":"t-9","userId":"u"}"#
 /// );
 /// ```
+///
+/// The ids are typed: a scope whose session or turn id no store could key cannot be made.
+///
+/// ```
+/// use agent_worker_contract::Scope;
+///
+/// assert!(serde_json::from_str::<Scope>(r#"{"session":" "}"#).is_err());
+/// assert!(serde_json::from_str::<Scope>(r#"{"session":"s1","turnId":"t\u0000"}"#).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scope {
     /// The conversation anchor, owned by the caller.
-    pub session: String,
+    pub session: SessionId,
     /// What the turn asks of the engine, typed; checked where it entered (a payload, a request).
     #[serde(flatten)]
     pub options: TurnOptions,
@@ -107,7 +116,7 @@ pub const RESULT_SCHEMA_KEY: &str = "resultSchema";
 pub struct TurnOptions {
     /// The turn's id ([`TURN_ID_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+    pub turn_id: Option<TurnId>,
     /// The person it is for ([`USER_ID_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
@@ -116,10 +125,10 @@ pub struct TurnOptions {
     pub account_id: Option<String>,
     /// The person's decision on a pending approval ([`APPROVAL_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<Value>,
+    pub approval: Option<ApprovalDecision>,
     /// The turns it supersedes, a barge-in ([`SUPERSEDES_KEY`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub supersedes: Vec<String>,
+    pub supersedes: Vec<TurnId>,
     /// When it must have ended, in milliseconds since the Unix epoch ([`DEADLINE_KEY`]).
     #[serde(default, rename = "deadlineMs", skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
@@ -128,7 +137,7 @@ pub struct TurnOptions {
     pub agent: Option<String>,
     /// The session a new one branches from ([`PARENT_SESSION_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_session: Option<String>,
+    pub parent_session: Option<SessionId>,
     /// Where in the parent's transcript the branch starts ([`BRANCH_HINTS_KEY`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub branch_hints: Vec<String>,
@@ -146,31 +155,22 @@ pub const CONTEXT_KEY: &str = "context";
 
 impl TurnOptions {
     /// Sets the option `key` names from `value`, when `key` names one; gives them back
-    /// otherwise. A value of the wrong type sets nothing.
+    /// otherwise. A value that is not of the option's type (an id no store could key
+    /// included) sets nothing.
     fn set(&mut self, key: String, value: Value) -> Option<(String, Value)> {
-        let text = |value: Value| value.as_str().map(str::to_owned);
-        let texts = |value: Value| {
-            value
-                .as_array()
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Option<T> {
+            serde_json::from_value(value).ok()
+        }
         match key.as_str() {
-            TURN_ID_KEY => self.turn_id = text(value),
-            USER_ID_KEY => self.user_id = text(value),
-            ACCOUNT_ID_KEY => self.account_id = text(value),
-            APPROVAL_KEY => self.approval = Some(value),
-            SUPERSEDES_KEY => self.supersedes = texts(value),
-            DEADLINE_KEY => self.deadline_ms = value.as_u64(),
-            AGENT_KEY => self.agent = text(value),
-            PARENT_SESSION_KEY => self.parent_session = text(value),
-            BRANCH_HINTS_KEY => self.branch_hints = texts(value),
+            TURN_ID_KEY => self.turn_id = typed(value),
+            USER_ID_KEY => self.user_id = typed(value),
+            ACCOUNT_ID_KEY => self.account_id = typed(value),
+            APPROVAL_KEY => self.approval = typed(value),
+            SUPERSEDES_KEY => self.supersedes = typed(value).unwrap_or_default(),
+            DEADLINE_KEY => self.deadline_ms = typed(value),
+            AGENT_KEY => self.agent = typed(value),
+            PARENT_SESSION_KEY => self.parent_session = typed(value),
+            BRANCH_HINTS_KEY => self.branch_hints = typed(value).unwrap_or_default(),
             RESULT_SCHEMA_KEY => self.result_schema = Some(value),
             CONTEXT_KEY => self.context = Some(value),
             _ => return Some((key, value)),
@@ -181,9 +181,9 @@ impl TurnOptions {
 
 impl Scope {
     /// A scope for `session` with no options and no extensions.
-    pub fn new(session: impl Into<String>) -> Self {
+    pub fn new(session: SessionId) -> Self {
         Self {
-            session: session.into(),
+            session,
             options: TurnOptions::default(),
             extensions: Map::new(),
             user_token: None,
@@ -216,14 +216,14 @@ impl Scope {
 
     /// Sets the turn's id (the [`TURN_ID_KEY`] option).
     #[must_use]
-    pub fn with_turn_id(mut self, turn_id: impl Into<String>) -> Self {
-        self.options.turn_id = Some(turn_id.into());
+    pub fn with_turn_id(mut self, turn_id: TurnId) -> Self {
+        self.options.turn_id = Some(turn_id);
         self
     }
 
     /// The turn's id, when the caller gave one.
-    pub fn turn_id(&self) -> Option<&str> {
-        self.options.turn_id.as_deref()
+    pub fn turn_id(&self) -> Option<&TurnId> {
+        self.options.turn_id.as_ref()
     }
 
     /// Sets the time by which the turn must have ended (the [`DEADLINE_KEY`] option).
@@ -238,8 +238,8 @@ impl Scope {
     }
 
     /// The ids of the turns this one supersedes (the [`SUPERSEDES_KEY`] option).
-    pub fn supersedes(&self) -> Vec<&str> {
-        self.options.supersedes.iter().map(String::as_str).collect()
+    pub fn supersedes(&self) -> &[TurnId] {
+        &self.options.supersedes
     }
 
     /// The time by which the turn must have ended, when the caller set one.
@@ -330,19 +330,23 @@ mod tests {
 
     #[test]
     fn with_sets_an_option_by_its_key_and_anything_else_as_an_extension() {
-        let scope = Scope::new("s1")
+        let scope = Scope::new(SessionId::new("s1").unwrap())
             .with(USER_ID_KEY, "ana")
-            .with(APPROVAL_KEY, json!({"approvalId": "ap-1"}))
+            .with(APPROVAL_KEY, json!({"approvalId": "ap-1", "decision": "decline"}))
             .with("source", "slack");
         assert_eq!(scope.options.user_id.as_deref(), Some("ana"));
-        assert_eq!(scope.options.approval, Some(json!({"approvalId": "ap-1"})));
+        assert_eq!(scope.options.approval, Some(ApprovalDecision::decline("ap-1")));
         assert_eq!(scope.extensions.keys().collect::<Vec<_>>(), ["source"]);
         // Each key once in the JSON.
         let text = serde_json::to_string(&scope).unwrap();
         assert_eq!(text.matches("userId").count(), 1, "{text}");
         // A value of the wrong type sets nothing, and is not kept as an extension either.
-        let odd = Scope::new("s1").with(USER_ID_KEY, 7);
-        assert_eq!(odd.options.user_id, None);
+        let odd = Scope::new(SessionId::new("s1").unwrap())
+            .with(USER_ID_KEY, 7)
+            .with(TURN_ID_KEY, "t\u{0}")
+            .with(SUPERSEDES_KEY, json!(["t-1", " "]))
+            .with(APPROVAL_KEY, json!({"decision": "approve"}));
+        assert_eq!(odd.options, TurnOptions::default());
         assert!(odd.extensions.is_empty());
     }
 }

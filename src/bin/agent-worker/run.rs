@@ -284,6 +284,17 @@ pub(crate) fn image(path: &Path) -> Result<ImageRef, CliError> {
     })
 }
 
+/// The `i`th of a repeated run's ids: `id` with `-i` after it, named by the `flag` it came by.
+fn repeated<T: std::str::FromStr<Err = agent_worker::session::IdError>>(
+    flag: &str,
+    id: &str,
+    i: u32,
+) -> Result<T, CliError> {
+    format!("{id}-{i}")
+        .parse()
+        .map_err(|e| CliError::usage(format!("{flag} {id:?} cannot be repeated: {id}-{i} {e}")))
+}
+
 pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, CliError> {
     let mut prompt = Prompt::text(args.text);
     for path in &args.images {
@@ -291,16 +302,16 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, CliError> {
     }
     let agent = args.engine.agent().await?;
     let schema = args.result_schema.as_deref().map(result_schema).transpose()?;
-    let scoped = |session: String| match &schema {
+    let scoped = |session: SessionId| match &schema {
         Some(schema) => {
             Scope::new(session).with(RESULT_SCHEMA_KEY, serde_json::Value::Object(schema.clone()))
         }
         None => Scope::new(session),
     };
     let Some(repeat) = args.repeat else {
-        let mut scope = scoped(args.session.into_string());
+        let mut scope = scoped(args.session);
         if let Some(turn_id) = args.turn_id {
-            scope = scope.with_turn_id(turn_id.into_string());
+            scope = scope.with_turn_id(turn_id);
         }
         let ran = print_turn(agent.as_ref(), scope, prompt).await?;
         return Ok(if ran.completed {
@@ -311,9 +322,9 @@ pub(crate) async fn invoke(args: InvokeArgs) -> Result<ExitCode, CliError> {
     };
     let (mut tool_calls, mut failed_turns) = (0u64, 0u64);
     for i in 1..=repeat {
-        let mut scope = scoped(format!("{}-{i}", args.session));
+        let mut scope = scoped(repeated("--session", &args.session, i)?);
         if let Some(turn_id) = &args.turn_id {
-            scope = scope.with_turn_id(format!("{turn_id}-{i}"));
+            scope = scope.with_turn_id(repeated("--turn-id", turn_id, i)?);
         }
         let ran = print_turn(agent.as_ref(), scope, prompt.clone()).await?;
         tool_calls += ran.tool_calls;

@@ -20,7 +20,9 @@ use async_trait::async_trait;
 
 use super::handler::{StepFailed, StepHandler, StepResult, TaskFailed, TaskHandler};
 use super::types::{StepRequestBody, Task};
-use crate::protocol::{Agent, CollectError, Prompt, RESULT_SCHEMA_KEY, Scope, codes, collect};
+use crate::protocol::{
+    Agent, CollectError, Prompt, RESULT_SCHEMA_KEY, Scope, SessionId, TurnId, codes, collect,
+};
 
 /// The key of `completed.data` that marks a task's last step.
 pub const IS_LAST_KEY: &str = "is_last";
@@ -53,7 +55,8 @@ impl<A: Agent + 'static> TaskHandler for AgentTaskHandler<A> {
     async fn start(&self, task: &Task) -> Result<Box<dyn StepHandler>, TaskFailed> {
         Ok(Box::new(AgentSteps {
             agent: self.agent.clone(),
-            session: task.task_id.clone(),
+            session: SessionId::new(task.task_id.clone())
+                .map_err(|e| TaskFailed(format!("the task's id cannot name a session: it {e}")))?,
             task_input: task.input.clone(),
             task_schema: result_schema(task.additional_input.as_ref()),
             steps_run: 0,
@@ -63,7 +66,7 @@ impl<A: Agent + 'static> TaskHandler for AgentTaskHandler<A> {
 
 struct AgentSteps<A> {
     agent: Arc<A>,
-    session: String,
+    session: SessionId,
     task_input: Option<String>,
     /// The task's `additional_input.resultSchema`, for each step that names none.
     task_schema: Option<serde_json::Value>,
@@ -91,7 +94,7 @@ impl<A: Agent + 'static> StepHandler for AgentSteps<A> {
                 ));
             }
         };
-        let mut scope = Scope::new(self.session.clone()).with_turn_id(uuid::Uuid::new_v4().to_string());
+        let mut scope = Scope::new(self.session.clone()).with_turn_id(TurnId::random());
         if let Some(schema) = schema {
             scope = scope.with(RESULT_SCHEMA_KEY, schema);
         }

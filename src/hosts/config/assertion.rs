@@ -169,7 +169,7 @@ impl Signer {
         let claims = Claims {
             sub: user.clone(),
             acc: account.clone(),
-            turn: ctx.turn_id.clone(),
+            turn: ctx.turn_id.to_string(),
             exp: now.saturating_add(self.ttl.as_secs()),
         };
         let key = self.key.read().map_err(|_| AssertionError::Poisoned)?;

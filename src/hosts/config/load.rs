@@ -370,8 +370,8 @@ mod tests {
         let mut ctx = ActAsContext {
             user_id: Some("ana".into()),
             account_id: Some("acme".into()),
-            session: "s".into(),
-            turn_id: "t1".into(),
+            session: agent_worker_core::session::SessionId::new("s").unwrap(),
+            turn_id: agent_worker_core::session::TurnId::new("t1").unwrap(),
             tool: "t".into(),
             user_token: Some(UserToken::new("tok-1")),
         };

@@ -29,8 +29,9 @@ use serde_json::{Value, json};
 
 use super::access::{Asker, checked_id};
 use super::events::{Followed, Heard, follow_turn, logged_sse, stream_place};
-use super::extract::decode_turn;
+use super::extract::adapted_turn;
 use super::{ContainerHost, HostError, agui, turns};
+use crate::hosts::AgentTurnPayload;
 use crate::protocol::AgentEvent;
 use crate::session::{SessionId, TurnId};
 
@@ -128,14 +129,8 @@ pub(super) async fn invoke(
         Some(named) => checked_id("turnId", named)?,
         None => TurnId::random(),
     };
-    let payload = json!({
-        "turnId": turn_id,
-        "conversationId": session,
-        "userId": person.user_id,
-        "accountId": person.account_id,
-        "content": invocation.prompt,
-    });
-    let turn = decode_turn(&host, &payload.to_string(), None)?;
+    let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), &person, invocation.prompt);
+    let turn = adapted_turn(&host, turn)?;
     // The answer's stream first: no turn starts whose answer cannot be given.
     let place = stream_place(&host, &person)?;
     turns::start(&host, &person, turn).await?;

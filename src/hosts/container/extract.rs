@@ -133,6 +133,24 @@ pub(super) fn decode_turn(
     if own.is_some() {
         knowledge_as_page_state(&mut turn);
     }
+    admit(host, turn)
+}
+
+/// A turn a protocol adapter built, typed (see [`AgentTurnPayload::new`]), checked as
+/// [`decode_turn`] checks a body: its ids ([`AgentTurnPayload::checked`], the field named), then
+/// what the host admits.
+pub(super) fn adapted_turn(
+    host: &ContainerHost,
+    turn: AgentTurnPayload,
+) -> Result<AgentTurnPayload, HostError> {
+    let turn = turn
+        .checked()
+        .map_err(|e| HostError::field(&e.path, e.to_string()))?;
+    admit(host, turn)
+}
+
+/// What the host admits of a checked turn: no command, content one stored message holds (413).
+fn admit(host: &ContainerHost, turn: AgentTurnPayload) -> Result<AgentTurnPayload, HostError> {
     if turn.command.is_some() {
         return Err(HostError::field(
             "command",

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use agent_worker_core::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
+use agent_worker_core::session::{
+    ApprovalStatus, ApprovalStore, PendingApproval, SessionId, StoreError, TurnId,
+};
 
 use super::DynamoStore;
 use super::keys::{APPROVAL_PREFIX, EXPIRES_AT, PK, SK, approval_sk, session_pk};
@@ -16,7 +18,7 @@ use super::sdk_error::store_error;
 /// How long an approval item outlives its expiry, for the record.
 const KEEP_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
 
-fn key(session: &str, id: &str) -> HashMap<String, AttributeValue> {
+fn key(session: &SessionId, id: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (PK.to_owned(), AttributeValue::S(session_pk(session))),
         (SK.to_owned(), AttributeValue::S(approval_sk(id))),
@@ -51,7 +53,7 @@ impl ApprovalStore for DynamoStore {
 
     async fn get_approval(
         &self,
-        session: &str,
+        session: &SessionId,
         id: &str,
     ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
         let out = self
@@ -69,7 +71,12 @@ impl ApprovalStore for DynamoStore {
         decode(item, id).map(Some)
     }
 
-    async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
+    async fn settle_approval(
+        &self,
+        session: &SessionId,
+        id: &str,
+        to: ApprovalStatus,
+    ) -> Result<bool, StoreError> {
         let result = self
             .client()
             .update_item()
@@ -92,7 +99,11 @@ impl ApprovalStore for DynamoStore {
         }
     }
 
-    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError> {
+    async fn withdraw_turn_approvals(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<usize, StoreError> {
         let mut pages = self
             .client()
             .query()
@@ -114,7 +125,7 @@ impl ApprovalStore for DynamoStore {
                 .unwrap_or_default()
                 .to_owned();
             let (approval, status) = decode(&item, &id)?;
-            if approval.turn_id == turn_id && status == ApprovalStatus::Pending {
+            if approval.turn_id == *turn_id && status == ApprovalStatus::Pending {
                 waiting.push(approval.id);
             }
         }

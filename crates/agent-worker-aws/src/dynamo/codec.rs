@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use agent_worker_core::session::{
-    ContentBlock, Message, Stop, StoreError, TurnOutcome, TurnRecord, TurnStatus,
+    ContentBlock, Message, Stop, StoreError, TurnId, TurnOutcome, TurnRecord, TurnStatus,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -89,7 +89,7 @@ pub(super) fn decode_stop(item: &HashMap<String, AttributeValue>) -> Option<Stop
 }
 
 pub(super) fn decode_turn(
-    turn_id: &str,
+    turn_id: &TurnId,
     item: &HashMap<String, AttributeValue>,
 ) -> Result<TurnRecord, StoreError> {
     let status = get_s(item, "status")
@@ -105,7 +105,7 @@ pub(super) fn decode_turn(
             ))
         })?;
     Ok(TurnRecord {
-        turn_id: turn_id.to_owned(),
+        turn_id: turn_id.clone(),
         status,
         lease_until: UNIX_EPOCH + Duration::from_millis(get_n(item, "leaseUntil").unwrap_or(0)),
         attempts: u32::try_from(get_n(item, "attempts").unwrap_or(1)).unwrap_or(u32::MAX),

@@ -9,7 +9,7 @@ use agent_worker_core::Failure;
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::conversations::{preview_of, title_of};
 use agent_worker_core::session::history::check;
-use agent_worker_core::session::{Message, StoreError, TurnOutcome, TurnStatus};
+use agent_worker_core::session::{Message, SessionId, StoreError, TurnId, TurnOutcome, TurnStatus};
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem, Update};
 
@@ -42,8 +42,8 @@ enum Attempt {
 /// What one commit stores: a turn's messages and its end.
 #[derive(Debug, Clone, Copy)]
 struct Commit<'a> {
-    session: &'a str,
-    turn_id: &'a str,
+    session: &'a SessionId,
+    turn_id: &'a TurnId,
     messages: &'a [Message],
     outcome: &'a TurnOutcome,
     /// The commands the turn has seen, when it ran to its own end.
@@ -55,8 +55,8 @@ impl DynamoStore {
     /// commands than that wait for it.
     pub(super) async fn complete(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: Option<usize>,
@@ -173,7 +173,7 @@ format!(
         names.insert("#last".into(), LAST_ACTIVE_AT.into());
         names.insert("#ended".into(), ENDED_TURN.into());
         values.insert(":now".into(), n(now_ms()));
-        values.insert(":turn".into(), s(turn_id));
+        values.insert(":turn".into(), s(turn_id.as_str()));
         if let Some(title) = title_of(messages) {
             bump_expression.push_str(", title = if_not_exists(title, :title)");
             values.insert(":title".into(), s(title));
@@ -218,7 +218,7 @@ format!(
             .expression_attribute_names("#exp", EXPIRES_AT)
             .expression_attribute_names("#token", WRITE_TOKEN)
             .expression_attribute_values(":token", s(&token))
-            .expression_attribute_values(":done", s(status_name(outcome.status)))
+            .expression_attribute_values(":done", s(status_name(outcome.status())))
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":outcome", s(terminal))
             .expression_attribute_values(":exp", expires)

@@ -423,7 +423,7 @@ impl ConversationStore for DynamoStore {
                     let stop = Stop::now(StopCause::UserStop);
                     if self.request_stop(id, &turn, stop).await? == StopOutcome::Recorded {
                         self.until_ended(id, &turn).await?;
-                        deleted.stopped_turn = Some(turn.into_string());
+                        deleted.stopped_turn = Some(turn);
                     }
                 }
             }

@@ -259,8 +259,8 @@ impl DynamoStore {
     /// A turn's record, and the token of the write that last claimed or ended it.
     pub(super) async fn read_turn_with_token(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
     ) -> Result<Option<(TurnRecord, Option<String>)>, StoreError> {
         let out = self
             .get_turn(session, turn_id)
@@ -277,7 +277,11 @@ impl DynamoStore {
         }
     }
 
-    async fn read_turn(&self, session: &str, turn_id: &str) -> Result<Option<TurnRecord>, StoreError> {
+    async fn read_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<TurnRecord>, StoreError> {
         Ok(self
             .read_turn_with_token(session, turn_id)
             .await?

@@ -8,7 +8,7 @@ use super::DynamoStore;
 use super::keys::{EXPIRES_AT, PK, SK, THREAD_SK, session_pk};
 use super::sdk_error::store_error;
 use agent_worker_core::agents::{ThreadRecord, ThreadStore, ThreadStoreError};
-use agent_worker_core::session::StoreError;
+use agent_worker_core::session::{SessionId, StoreError};
 
 /// Records in the session table: `session#<id>` / `thread`, the record's JSON in `doc`, saved
 /// with a condition on its version. Cheap to clone.
@@ -26,7 +26,7 @@ impl DynamoThreadStore {
 
 #[async_trait]
 impl ThreadStore for DynamoThreadStore {
-    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError> {
+    async fn load(&self, session: &SessionId) -> Result<Option<ThreadRecord>, ThreadStoreError> {
         let out = self
             .store
             .client()

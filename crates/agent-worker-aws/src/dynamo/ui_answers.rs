@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agent_worker_core::Failure;
-use agent_worker_core::session::{ActionAnswer, ActionAnswerStore, ActionAnswers, StoreError};
+use agent_worker_core::session::{
+    ActionAnswer, ActionAnswerStore, ActionAnswers, SessionId, StoreError, TurnId,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -18,7 +20,7 @@ use super::sdk_error::store_error;
 /// How long an answer is kept.
 const KEEP_ANSWERS: Duration = Duration::from_secs(24 * 3600);
 
-fn key(session: &str, turn_id: &str, call_id: &str) -> HashMap<String, AttributeValue> {
+fn key(session: &SessionId, turn_id: &TurnId, call_id: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (PK.to_owned(), s(session_pk(session))),
         (SK.to_owned(), s(ui_answer_sk(turn_id, call_id))),
@@ -29,8 +31,8 @@ fn key(session: &str, turn_id: &str, call_id: &str) -> HashMap<String, Attribute
 impl ActionAnswers for DynamoStore {
     async fn look(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
     ) -> Result<Option<ActionAnswer>, StoreError> {
         let out = self
@@ -56,8 +58,8 @@ impl ActionAnswers for DynamoStore {
 impl ActionAnswerStore for DynamoStore {
     async fn record(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
         answer: &ActionAnswer,
     ) -> Result<bool, StoreError> {

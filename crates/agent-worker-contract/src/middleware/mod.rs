@@ -14,7 +14,7 @@
 //!     .layer(DeadlineLayer::new(Duration::from_secs(60)))
 //!     .layer(TraceLayer::new());
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-//! assert!(agent.collect(Scope::new("s"), Prompt::text("hi")).await.is_ok());
+//! assert!(agent.collect(Scope::new("s".parse().unwrap()), Prompt::text("hi")).await.is_ok());
 //! # });
 //! ```
 

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::definition::SubagentRelationship;
 use super::subagents::{ChildReply, ChildRuntime, message_child};
 use super::thread::{Side, ThreadMessage};
+use crate::session::{SessionId, TurnId};
 
 /// Who said a message, from the handler's side: itself (`assistant`) or the other side (`user`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub enum Role {
 
 /// What a handler sees of the thread and what it does to it.
 pub struct ThreadState {
-    session: String,
+    session: SessionId,
     side: Side,
     messages: Vec<(Role, String)>,
     context: Vec<String>,
@@ -49,7 +50,7 @@ impl fmt::Debug for ThreadState {
 pub(crate) struct ChildPort {
     pub(crate) inner: Weak<dyn ChildRuntime>,
     pub(crate) relationships: Vec<SubagentRelationship>,
-    pub(crate) turn_id: String,
+    pub(crate) turn_id: TurnId,
 }
 
 /// How a handler ended the session.
@@ -61,7 +62,7 @@ pub(crate) enum HandlerEnd {
 
 impl ThreadState {
     pub(crate) fn new(
-        session: &str,
+        session: &SessionId,
         side: Side,
         transcript: &[ThreadMessage],
         context: Vec<String>,
@@ -79,7 +80,7 @@ impl ThreadState {
             })
             .collect();
         Self {
-            session: session.to_owned(),
+            session: session.clone(),
             side,
             messages,
             context,
@@ -168,7 +169,9 @@ impl ThreadState {
             .inner
             .upgrade()
             .ok_or_else(|| HandlerError::permanent("the agent runtime has shut down"))?;
-        let turn_id = format!("{}:{name}:{}", port.turn_id, self.sent);
+        let turn_id = TurnId::new(format!("{}:{name}:{}", port.turn_id, self.sent)).map_err(|e| {
+            HandlerError::permanent(format!("`{name}` cannot name the child's turn: its id {e}"))
+        })?;
         self.sent += 1;
         message_child(
             &inner,

@@ -26,7 +26,7 @@ pub struct HookContext {
     /// The agent.
     pub agent: String,
     /// The session.
-    pub session: String,
+    pub session: crate::session::SessionId,
     /// The side about to take its turn.
     pub side: Side,
     /// The thread so far.

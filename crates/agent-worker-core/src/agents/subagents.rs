@@ -22,13 +22,14 @@ use super::definition::SubagentRelationship;
 use super::thread::{ChildLink, ParentLink, SessionEnd, SessionStatus, Side};
 use crate::engine::tools::{Tool, ToolError, ToolSpec, tool_fn};
 use crate::protocol::{AgentEvent, Prompt, Scope, text_of};
+use crate::session::{SessionId, TurnId};
 
 /// What a side's children need of the runtime that runs them: the parent turn's scratch pad, and
 /// a way to run a turn of another agent's session. The session runner implements it; this module
 /// and the handlers see only the trait, so neither depends on the runner (no import cycle).
 pub(crate) trait ChildRuntime: Send + Sync {
     /// The scratch pad of `session`'s side turn in flight, if one is.
-    fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>>;
+    fn scratch(&self, session: &SessionId) -> Option<Arc<Mutex<SideScratch>>>;
 
     /// Runs one turn of a session of agent `agent` to its end, and gives its events.
     fn run_child(
@@ -47,17 +48,17 @@ pub(crate) const PARENT_KEY: &str = "agentParent";
 pub(crate) struct SideScratch {
     pub(crate) children: Vec<ChildLink>,
     /// Children started by the model that wait for a person.
-    pub(crate) parked: Vec<String>,
+    pub(crate) parked: Vec<SessionId>,
 }
 
 /// The scratch of each session with a side turn in flight.
-pub(crate) type Scratchpads = Mutex<HashMap<String, Arc<Mutex<SideScratch>>>>;
+pub(crate) type Scratchpads = Mutex<HashMap<SessionId, Arc<Mutex<SideScratch>>>>;
 
 /// How a child's run settled, for the side that started it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildReply {
     /// The child session.
-    pub session: String,
+    pub session: SessionId,
     /// Where it stands: ended (`Completed`, `Failed`) or parked.
     pub status: SessionStatus,
     /// What its sides said in this run.
@@ -78,11 +79,11 @@ impl ChildReply {
 /// Starts (or, with `reuse`, continues) a child of `relationship` and runs it until it settles.
 pub(crate) async fn message_child(
     inner: &Arc<dyn ChildRuntime>,
-    parent_session: &str,
+    parent_session: &SessionId,
     side: Side,
     relationship: &SubagentRelationship,
     text: &str,
-    turn_id: &str,
+    turn_id: &TurnId,
     reuse: bool,
 ) -> Result<ChildReply, String> {
     let scratch = inner
@@ -108,7 +109,8 @@ pub(crate) async fn message_child(
                     ));
                 }
                 let n = pad.children.iter().filter(|c| c.relationship == name).count() + 1;
-                let session = format!("{parent_session}/{name}/{n}");
+                let session = SessionId::new(format!("{parent_session}/{name}/{n}"))
+                    .map_err(|e| format!("`{name}` cannot name a child session: its id {e}"))?;
                 pad.children.push(ChildLink {
                     relationship: name.clone(),
                     session: session.clone(),
@@ -119,12 +121,12 @@ pub(crate) async fn message_child(
         }
     };
     let link = ParentLink {
-        session: parent_session.to_owned(),
+        session: parent_session.clone(),
         side,
         relationship: name.clone(),
     };
-    let scope = Scope::new(&child_session)
-        .with_turn_id(turn_id)
+    let scope = Scope::new(child_session.clone())
+        .with_turn_id(turn_id.clone())
         .with(PARENT_KEY, serde_json::to_value(&link).unwrap_or(Value::Null));
     let events = inner
         .clone()
@@ -203,12 +205,14 @@ pub(crate) fn subagent_tool(
             let message = input["message"]
                 .as_str()
                 .ok_or_else(|| ToolError::new("`message` is required"))?;
-            let parent = ctx
-                .session
-                .strip_suffix(&format!("#{}", side.as_str()))
-                .unwrap_or(&ctx.session)
-                .to_owned();
-            let turn_id = format!("{}:{}", ctx.turn_id, ctx.call_id);
+            let parent = SessionId::new(
+                ctx.session
+                    .strip_suffix(&format!("#{}", side.as_str()))
+                    .unwrap_or(&ctx.session),
+            )
+            .map_err(|e| ToolError::new(format!("the parent session's id {e}")))?;
+            let turn_id = TurnId::new(format!("{}:{}", ctx.turn_id, ctx.call_id))
+                .map_err(|e| ToolError::new(format!("the child's turn id {e}")))?;
             let reply = message_child(&inner, &parent, side, &relationship, message, &turn_id, false)
                 .await
                 .map_err(ToolError::new)?;

@@ -9,6 +9,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::session::{SessionId, TurnId};
+
 /// One side of an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Side {
@@ -101,7 +103,7 @@ impl ThreadMessage {
 #[serde(rename_all = "camelCase")]
 pub struct ParentLink {
     /// The parent session.
-    pub session: String,
+    pub session: SessionId,
     /// The parent's side that started the child.
     pub side: Side,
     /// The relationship's name (`as`).
@@ -115,7 +117,7 @@ pub struct ChildLink {
     /// The relationship's name (`as`).
     pub relationship: String,
     /// The child session.
-    pub session: String,
+    pub session: SessionId,
     /// Whether it has ended.
     pub ended: bool,
 }
@@ -138,7 +140,7 @@ pub struct SessionEnd {
 #[serde(rename_all = "camelCase")]
 pub struct ThreadRecord {
     /// The session.
-    pub session: String,
+    pub session: SessionId,
     /// The agent definition it runs.
     pub agent: String,
     /// Where it stands.
@@ -157,13 +159,13 @@ pub struct ThreadRecord {
     pub end: Option<SessionEnd>,
     /// The turn running now (so that its redelivery resumes rather than repeats it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running_turn: Option<String>,
+    pub running_turn: Option<TurnId>,
     /// Until when (epoch ms) the running turn holds the session.
     #[serde(default)]
     pub lease_until_ms: u64,
     /// Turns already handled, newest last (the last [`HANDLED_TURNS_KEPT`]).
     #[serde(default)]
-    pub handled_turns: Vec<String>,
+    pub handled_turns: Vec<TurnId>,
     /// The session that started this one, for a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
@@ -172,7 +174,7 @@ pub struct ThreadRecord {
     pub children: Vec<ChildLink>,
     /// The children it waits for while `awaiting_child`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waiting_on: Vec<String>,
+    pub waiting_on: Vec<SessionId>,
     /// The agents that handed the thread on, oldest first; `agent` has it now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handed_off_from: Vec<String>,
@@ -190,7 +192,7 @@ pub struct ThreadRecord {
 #[serde(rename_all = "camelCase")]
 pub struct QueuedMessage {
     /// The turn that carried it (marked handled once taken).
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// The person's words.
     pub text: String,
 }
@@ -205,9 +207,9 @@ pub const MAX_TRANSCRIPT_BYTES: usize = 256 * 1024;
 
 impl ThreadRecord {
     /// A new session of `agent`, `first` side to act.
-    pub fn new(session: impl Into<String>, agent: impl Into<String>, first: Side) -> Self {
+    pub fn new(session: SessionId, agent: impl Into<String>, first: Side) -> Self {
         Self {
-            session: session.into(),
+            session,
             agent: agent.into(),
             status: SessionStatus::Running,
             next_side: first,
@@ -252,8 +254,8 @@ impl ThreadRecord {
     }
 
     /// Marks `turn_id` handled.
-    pub fn handled(&mut self, turn_id: &str) {
-        self.handled_turns.push(turn_id.to_owned());
+    pub fn handled(&mut self, turn_id: &TurnId) {
+        self.handled_turns.push(turn_id.clone());
         let excess = self.handled_turns.len().saturating_sub(HANDLED_TURNS_KEPT);
         self.handled_turns.drain(..excess);
     }
@@ -274,7 +276,7 @@ pub enum ThreadStoreError {
 #[async_trait]
 pub trait ThreadStore: Send + Sync + 'static {
     /// The session's record.
-    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError>;
+    async fn load(&self, session: &SessionId) -> Result<Option<ThreadRecord>, ThreadStoreError>;
     /// Saves `record` if the stored one still has `record.version`; the stored copy gets the
     /// next version, which is returned.
     async fn save(&self, record: &ThreadRecord) -> Result<u64, ThreadStoreError>;
@@ -283,7 +285,7 @@ pub trait ThreadStore: Send + Sync + 'static {
 /// Records in this process's memory. Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryThreadStore {
-    records: Arc<Mutex<HashMap<String, ThreadRecord>>>,
+    records: Arc<Mutex<HashMap<SessionId, ThreadRecord>>>,
 }
 
 impl MemoryThreadStore {
@@ -295,7 +297,7 @@ impl MemoryThreadStore {
 
 #[async_trait]
 impl ThreadStore for MemoryThreadStore {
-    async fn load(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError> {
+    async fn load(&self, session: &SessionId) -> Result<Option<ThreadRecord>, ThreadStoreError> {
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(records.get(session).cloned())
     }
@@ -319,7 +321,7 @@ mod tests {
 
     #[test]
     fn inbound_is_what_the_other_side_said_since() {
-        let mut record = ThreadRecord::new("s", "a", Side::A);
+        let mut record = ThreadRecord::new(crate::session::test_ids::sid("s"), "a", Side::A);
         for (side, text) in [(Side::B, "1"), (Side::A, "2"), (Side::B, "3"), (Side::B, "4")] {
             record.transcript.push(ThreadMessage::new(side, text));
         }
@@ -330,7 +332,7 @@ mod tests {
 
     #[test]
     fn the_transcript_keeps_its_newest_messages_within_the_bound() {
-        let mut record = ThreadRecord::new("s", "a", Side::A);
+        let mut record = ThreadRecord::new(crate::session::test_ids::sid("s"), "a", Side::A);
         let big = "x".repeat(MAX_TRANSCRIPT_BYTES / 3 + 1);
         for side in [Side::A, Side::B, Side::A, Side::B] {
             record.transcript.push(ThreadMessage::new(side, big.clone()));
@@ -350,11 +352,19 @@ mod tests {
     #[tokio::test]
     async fn a_save_from_a_stale_read_is_a_conflict() {
         let store = MemoryThreadStore::new();
-        let mut record = ThreadRecord::new("s", "a", Side::A);
+        let mut record = ThreadRecord::new(crate::session::test_ids::sid("s"), "a", Side::A);
         record.version = store.save(&record).await.unwrap();
         let stale = record.clone();
         record.version = store.save(&record).await.unwrap();
         assert_eq!(store.save(&stale).await, Err(ThreadStoreError::Conflict));
-        assert_eq!(store.load("s").await.unwrap().unwrap().version, 2);
+        assert_eq!(
+            store
+                .load(&crate::session::test_ids::sid("s"))
+                .await
+                .unwrap()
+                .unwrap()
+                .version,
+            2
+        );
     }
 }

@@ -106,7 +106,7 @@ pub struct ApprovalCard {
     /// The approval's id.
     pub approval_id: String,
     /// The turn that asked.
-    pub turn_id: String,
+    pub turn_id: crate::session::TurnId,
     /// The tool.
     pub tool: String,
     /// The preview, as the `approval_required` event showed it.

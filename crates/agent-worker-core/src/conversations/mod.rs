@@ -136,7 +136,7 @@ impl Conversations {
 mod tests {
     use super::*;
     use crate::session::test_ids::{sid, tid};
-    use crate::session::{Lease, MemoryStore, Message, OwnerCheck, SessionStore, TurnOutcome, TurnStatus};
+    use crate::session::{Lease, MemoryStore, Message, OwnerCheck, SessionStore, TurnOutcome};
 
     async fn turn(store: &MemoryStore, owner: &Owner, session: &str, turn_id: &str) {
         let (session, turn_id) = (&sid(session), &tid(turn_id));
@@ -148,10 +148,7 @@ mod tests {
             .claim_turn(session, turn_id, Lease(std::time::Duration::from_secs(60)))
             .await
             .unwrap();
-        let outcome = TurnOutcome {
-            status: TurnStatus::Completed,
-            terminal: serde_json::Value::Null,
-        };
+        let outcome = TurnOutcome::Completed(None);
         let messages = [
             Message::user_text(format!("about {session}")),
             Message::assistant_text("ok"),
@@ -224,10 +221,7 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        let outcome = TurnOutcome {
-            status: TurnStatus::Completed,
-            terminal: serde_json::Value::Null,
-        };
+        let outcome = TurnOutcome::Completed(None);
         let late = store
             .complete_turn(&sid("c01"), &tid("t2"), &[Message::user_text("x")], &outcome)
             .await;

@@ -15,14 +15,13 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::attachments::FileInput;
 use super::tools::{Effect, ToolClass, ToolSpec};
 use crate::protocol::ErrorChain;
-use crate::session::{ApprovalStatus, PendingApproval};
+use crate::session::{ApprovalStatus, PendingApproval, SessionId, TurnId};
 
 /// The code of a call that needs the person's approval where there is no way to ask for it
 /// (no approval store, as over MCP): nothing was sent.
@@ -205,11 +204,11 @@ impl ApprovalSigner {
     fn mac(&self, approval: &PendingApproval) -> Hmac<Sha256> {
         let mut mac = self.keyed.clone();
         for part in [
-            &approval.id,
-            &approval.session,
-            &approval.user_id,
-            &approval.tool,
-            &approval.args_hash,
+            approval.id.as_str(),
+            approval.session.as_str(),
+            approval.user_id.as_str(),
+            approval.tool.as_str(),
+            approval.args_hash.as_str(),
         ] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part.as_bytes());
@@ -231,18 +230,7 @@ impl ApprovalSigner {
     }
 }
 
-/// The person's decision, as the next turn's payload carries it under `approval`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalDecision {
-    /// The approval.
-    pub approval_id: String,
-    /// `approve` or `decline`.
-    pub decision: String,
-    /// The token, with `approve`.
-    #[serde(default)]
-    pub token: Option<String>,
-}
+pub use crate::protocol::ApprovalDecision;
 
 pub(crate) use crate::clock::now_ms;
 
@@ -293,9 +281,9 @@ mod tests {
     fn approval(args: Value) -> PendingApproval {
         PendingApproval {
             id: "ap-1".into(),
-            session: "s".into(),
+            session: crate::session::test_ids::sid("s"),
             user_id: "u".into(),
-            turn_id: "t".into(),
+            turn_id: crate::session::test_ids::tid("t"),
             tool: "pay".into(),
             args_hash: args_hash(&args),
             args,
@@ -422,9 +410,9 @@ pub(crate) fn ran_detail(result: &Value, is_error: bool) -> String {
 /// Stores the held call and tells the caller; the turn then ends with `approval_required`.
 pub(crate) async fn request(
     engine: &super::EngineInner,
-    session: &str,
+    session: &SessionId,
     user_id: Option<&str>,
-    turn_id: &str,
+    turn_id: &TurnId,
     held: HeldCall,
     out: &super::turn_stream::Emitter,
 ) -> Result<(), String> {
@@ -438,9 +426,9 @@ pub(crate) async fn request(
     let shown = preview(spec, &held.args, &held.files);
     let approval = PendingApproval {
         id: format!("ap-{}", uuid::Uuid::new_v4().simple()),
-        session: session.to_owned(),
+        session: session.clone(),
         user_id: user_id.unwrap_or_default().to_owned(),
-        turn_id: turn_id.to_owned(),
+        turn_id: turn_id.clone(),
         tool: held.tool.clone(),
         args_hash: args_hash(&held.args),
         args: held.args.clone(),
@@ -476,7 +464,7 @@ pub(crate) async fn request(
 /// the cards of the turn it cut short, so none of them can run anything later.
 pub(crate) async fn withdraw(
     engine: &super::EngineInner,
-    session: &str,
+    session: &SessionId,
     superseded: &[crate::session::TurnId],
 ) {
     let Some((store, _)) = &engine.approvals else {
@@ -507,10 +495,10 @@ pub(crate) struct Person<'a> {
 
 pub(crate) async fn redeem(
     engine: &super::EngineInner,
-    session: &str,
+    session: &SessionId,
     person: Person<'_>,
-    turn_id: &str,
-    decision: &Value,
+    turn_id: &TurnId,
+    decision: &ApprovalDecision,
     out: &super::turn_stream::Emitter,
 ) -> String {
     let Person {
@@ -518,17 +506,6 @@ pub(crate) async fn redeem(
         account_id,
         user_token,
     } = person;
-    let decision: ApprovalDecision = match serde_json::from_value(decision.clone()) {
-        Ok(decision) => decision,
-        Err(e) => {
-            return block(
-                "?",
-                "?",
-                "refused",
-                &format!("The decision could not be read ({e}); nothing ran."),
-            );
-        }
-    };
     let refuse = |tool: &str, why: &str| {
         tracing::warn!(approval_id = %decision.approval_id, reason = why, "an approval was not honoured");
         block(
@@ -565,7 +542,7 @@ pub(crate) async fn redeem(
         return refuse(&tool, "the approval belongs to another person");
     }
     match decision.decision.as_str() {
-        "decline" => {
+        ApprovalDecision::DECLINE => {
             return match store
                 .settle_approval(session, &approval.id, ApprovalStatus::Declined)
                 .await
@@ -583,7 +560,7 @@ pub(crate) async fn redeem(
                 ),
             };
         }
-        "approve" => {}
+        ApprovalDecision::APPROVE => {}
         other => {
             return refuse(
                 &tool,
@@ -629,8 +606,8 @@ pub(crate) async fn redeem(
         args: approval.args.clone(),
     });
     let ctx = super::tools::ToolContext {
-        session: session.to_owned(),
-        turn_id: turn_id.to_owned(),
+        session: session.clone(),
+        turn_id: turn_id.clone(),
         call_id: call_id.clone(),
         user_id: user_id.map(str::to_owned),
         account_id: account_id.map(str::to_owned),

@@ -91,7 +91,7 @@ use crate::session::{ApprovalStore, Message, SessionStore, StopSource};
 ///     .build()?;
 ///
 /// // Streaming: print text as it arrives.
-/// let mut events = engine.invoke(Scope::new("s1"), Prompt::text("What time is it?"));
+/// let mut events = engine.invoke(Scope::new("s1".parse().unwrap()), Prompt::text("What time is it?"));
 /// while let Some(event) = events.next().await {
 ///     if let AgentEvent::Text { delta } = event {
 ///         print!("{delta}");
@@ -99,7 +99,7 @@ use crate::session::{ApprovalStore, Message, SessionStore, StopSource};
 /// }
 ///
 /// // Buffered: the text and data of a whole turn.
-/// let answer = engine.collect(Scope::new("s1"), Prompt::text("And in Tokyo?")).await?;
+/// let answer = engine.collect(Scope::new("s1".parse().unwrap()), Prompt::text("And in Tokyo?")).await?;
 /// println!("{}", answer.text);
 /// # Ok(()) }
 /// ```

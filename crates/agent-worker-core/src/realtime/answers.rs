@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use reqwest::{Method, StatusCode};
 
 use super::{RealtimeError, RealtimeServer, Request};
-use crate::session::{ActionAnswer, ActionAnswers, StoreError};
+use crate::session::{ActionAnswer, ActionAnswers, SessionId, StoreError, TurnId};
 
 /// The realtime server's record of the tab's answers.
 #[derive(Debug, Clone)]
@@ -30,8 +30,8 @@ impl RealtimeAnswers {
 impl ActionAnswers for RealtimeAnswers {
     async fn look(
         &self,
-        _session: &str,
-        _turn_id: &str,
+        _session: &SessionId,
+        _turn_id: &TurnId,
         call_id: &str,
     ) -> Result<Option<ActionAnswer>, StoreError> {
         let answer = self

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::{RealtimeServer, Request};
 use crate::Failure;
-use crate::session::{ApprovalStatus, ApprovalStore, PendingApproval, StoreError};
+use crate::session::{ApprovalStatus, ApprovalStore, PendingApproval, SessionId, StoreError, TurnId};
 
 /// The realtime server's approval store.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ impl ApprovalStore for RealtimeApprovals {
 
     async fn get_approval(
         &self,
-        session: &str,
+        session: &SessionId,
         id: &str,
     ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
         let answer = self
@@ -100,7 +100,7 @@ impl ApprovalStore for RealtimeApprovals {
             status if status.is_success() => {
                 let kept: Kept = answer.json()?;
                 // An approval is its conversation's: another's is none of this one.
-                Ok((kept.approval.session == session).then_some((kept.approval, kept.status)))
+                Ok((kept.approval.session == *session).then_some((kept.approval, kept.status)))
             }
             _ => Err(answer.unexpected()),
         }
@@ -108,7 +108,7 @@ impl ApprovalStore for RealtimeApprovals {
 
     async fn settle_approval(
         &self,
-        _session: &str,
+        _session: &SessionId,
         id: &str,
         to: ApprovalStatus,
     ) -> Result<bool, StoreError> {
@@ -131,7 +131,11 @@ impl ApprovalStore for RealtimeApprovals {
         }
     }
 
-    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError> {
+    async fn withdraw_turn_approvals(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<usize, StoreError> {
         let answer = self
             .server
             .ask(
@@ -150,8 +154,8 @@ impl ApprovalStore for RealtimeApprovals {
         let mut withdrawn = 0;
         for kept in listed.approvals {
             let waiting = kept.status == ApprovalStatus::Pending
-                && kept.approval.session == session
-                && kept.approval.turn_id == turn_id;
+                && kept.approval.session == *session
+                && kept.approval.turn_id == *turn_id;
             if waiting {
                 withdrawn += usize::from(
                     self.settle_approval(session, &kept.approval.id, ApprovalStatus::Expired)

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::StoreError;
+use super::{SessionId, StoreError, TurnId};
 
 /// A call waiting for the person's approval, bound to exactly this tool and these arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,11 +13,11 @@ pub struct PendingApproval {
     /// The approval's id.
     pub id: String,
     /// The session the call belongs to.
-    pub session: String,
+    pub session: SessionId,
     /// The person whose approval it needs.
     pub user_id: String,
     /// The turn that asked.
-    pub turn_id: String,
+    pub turn_id: TurnId,
     /// The tool.
     pub tool: String,
     /// The exact arguments.
@@ -71,16 +71,25 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// The approval `id` of `session`, with its status.
     async fn get_approval(
         &self,
-        session: &str,
+        session: &SessionId,
         id: &str,
     ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError>;
 
     /// Moves the approval from `Pending` to `to`; `false` when it was no longer pending (someone
     /// else settled it first).
-    async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError>;
+    async fn settle_approval(
+        &self,
+        session: &SessionId,
+        id: &str,
+        to: ApprovalStatus,
+    ) -> Result<bool, StoreError>;
 
     /// Expires every approval of turn `turn_id` still waiting for its decision: the person's next
     /// message replaced that turn, so its cards must no longer run anything. Returns how many
     /// were withdrawn.
-    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError>;
+    async fn withdraw_turn_approvals(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<usize, StoreError>;
 }

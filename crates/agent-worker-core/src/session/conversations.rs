@@ -118,7 +118,7 @@ pub struct Deleted {
     pub files: u64,
     /// The turn that was running and was stopped first, if one was.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped_turn: Option<String>,
+    pub stopped_turn: Option<super::TurnId>,
 }
 
 /// A conversations call that cannot be answered.

@@ -34,7 +34,10 @@ pub use seen::{SeenSignals, SignalBoards, SignalsSeen};
 pub use stop_source::StopSource;
 pub(crate) use summary::summary_messages;
 pub use summary::{HistoryView, Summary};
-pub use turn::{Claim, Lease, Stop, StopCause, StopOutcome, TurnEnding, TurnOutcome, TurnRecord, TurnStatus};
+pub use turn::{
+    Claim, FailedOutcome, Lease, Stop, StopCause, StopOutcome, TurnEnding, TurnOutcome, TurnRecord,
+    TurnStatus,
+};
 pub use ui_answer::{ActionAnswer, ActionAnswerStore, ActionAnswers};
 
 use std::fmt;

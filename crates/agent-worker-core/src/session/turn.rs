@@ -24,15 +24,85 @@ impl TurnStatus {
     }
 }
 
-/// How a turn ended, as its record keeps it.
+/// How a turn ended, as its record keeps it: what its terminal told the caller. Kept as
+/// `{"status": "completed" | "failed", "terminal": …}`.
+///
+/// ```
+/// use agent_worker_core::session::{FailedOutcome, TurnOutcome, TurnStatus};
+///
+/// let done = TurnOutcome::Completed(None);
+/// assert_eq!(serde_json::to_string(&done).unwrap(), r#"{"status":"completed","terminal":null}"#);
+/// let failed = TurnOutcome::Failed(FailedOutcome::new("the model refused it", false, "model_rejected"));
+/// assert_eq!(failed.status(), TurnStatus::Failed);
+/// assert_eq!(
+///     serde_json::to_string(&failed).unwrap(),
+///     r#"{"status":"failed","terminal":{"details":"the model refused it","retryable":false,"code":"model_rejected"}}"#
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnOutcome {
+#[serde(tag = "status", content = "terminal", rename_all = "snake_case")]
+pub enum TurnOutcome {
+    /// Ended with `completed`: the terminal event's `data`, when it had any.
+    Completed(Option<Value>),
+    /// Ended with `failed`.
+    Failed(FailedOutcome),
+}
+
+impl TurnOutcome {
     /// `Completed` or `Failed`.
-    pub status: TurnStatus,
-    /// The terminal event's `data` (for `Completed`) or `{details, retryable, code}` (for
-    /// `Failed`), as the caller was told.
-    pub terminal: Value,
+    pub fn status(&self) -> TurnStatus {
+        match self {
+            Self::Completed(_) => TurnStatus::Completed,
+            Self::Failed(_) => TurnStatus::Failed,
+        }
+    }
+
+    /// The failure, for a turn that failed.
+    pub fn failure(&self) -> Option<&FailedOutcome> {
+        match self {
+            Self::Completed(_) => None,
+            Self::Failed(failed) => Some(failed),
+        }
+    }
+}
+
+/// A failed turn's terminal, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedOutcome {
+    /// What the caller was told.
+    #[serde(default)]
+    pub details: String,
+    /// Whether the caller was told a retry may help.
+    #[serde(default)]
+    pub retryable: bool,
+    /// The failure's code.
+    #[serde(default)]
+    pub code: Option<String>,
+    /// Whether what the turn did was stored (`false` only for a turn that reached its deadline
+    /// and whose store failed: nothing of it was kept).
+    #[serde(default = "kept", skip_serializing_if = "is_kept")]
+    pub stored: bool,
+}
+
+fn kept() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_kept(stored: &bool) -> bool {
+    *stored
+}
+
+impl FailedOutcome {
+    /// A failure told as `details`, `retryable` or not, with `code`; what the turn did was stored.
+    pub fn new(details: impl Into<String>, retryable: bool, code: impl Into<String>) -> Self {
+        Self {
+            details: details.into(),
+            retryable,
+            code: Some(code.into()),
+            stored: true,
+        }
+    }
 }
 
 /// What a turn says last, told to its store just before the commit it follows: the terminal the
@@ -51,7 +121,7 @@ pub struct TurnEnding {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnRecord {
     /// The turn's id.
-    pub turn_id: String,
+    pub turn_id: super::TurnId,
     /// Where it is.
     pub status: TurnStatus,
     /// Until when the claiming worker holds it.

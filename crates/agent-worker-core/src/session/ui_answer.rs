@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::StoreError;
+use super::{SessionId, StoreError, TurnId};
 
 /// What the tab has said of one UI action request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,8 +46,8 @@ pub trait ActionAnswers: Send + Sync + fmt::Debug {
     /// What the tab has said so far, if anything.
     async fn look(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
     ) -> Result<Option<ActionAnswer>, StoreError>;
 }
@@ -60,8 +60,8 @@ pub trait ActionAnswerStore: ActionAnswers {
     /// answer already there stays (a final one, or any for "taken").
     async fn record(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
         answer: &ActionAnswer,
     ) -> Result<bool, StoreError>;

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, examples, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
-use agent_worker::protocol::{AgentEvent, Prompt, Scope, TurnOptions, chain};
+use agent_worker::protocol::{AgentEvent, ApprovalDecision, Prompt, Scope, TurnOptions, chain};
 use agent_worker::session::{MemoryStore, SessionId, SessionStore as _, Stop, StopCause, TurnId};
 use agent_worker::{Agent as _, Failure};
 use futures_util::StreamExt as _;
@@ -172,6 +172,16 @@ fn outcome(name: &'static str, events: &[AgentEvent], failure: Option<String>) -
 }
 
 /// What the turn's terminal says: its data, or why it failed.
+/// The id `text` names, or case `name` failed saying why (a run names its ids from a UUID, so
+/// they are ids).
+fn eval_id<T: std::str::FromStr<Err = agent_worker::session::IdError>>(
+    name: &'static str,
+    text: String,
+) -> Result<T, Outcome> {
+    text.parse()
+        .map_err(|e| outcome(name, &[], Some(format!("{text:?} is not an id: {e}"))))
+}
+
 fn completed(events: &[AgentEvent]) -> Result<Value, String> {
     match events.last() {
         Some(AgentEvent::Completed { data }) => Ok(data.clone().unwrap_or(Value::Null)),
@@ -181,7 +191,11 @@ fn completed(events: &[AgentEvent]) -> Result<Value, String> {
 }
 
 async fn tool_turn(engine: &Engine, run: &str) -> Outcome {
-    let scope = Scope::new(format!("eval-{run}-tool"));
+    let session = match eval_id("tool call", format!("eval-{run}-tool")) {
+        Ok(session) => session,
+        Err(failed) => return failed,
+    };
+    let scope = Scope::new(session);
     let events = turn(
         engine,
         scope,
@@ -208,7 +222,11 @@ async fn typed_result(engine: &Engine, run: &str) -> Outcome {
         })),
         ..TurnOptions::default()
     };
-    let scope = Scope::new(format!("eval-{run}-typed")).with_options(options);
+    let session = match eval_id("typed result", format!("eval-{run}-typed")) {
+        Ok(session) => session,
+        Err(failed) => return failed,
+    };
+    let scope = Scope::new(session).with_options(options);
     let events = turn(engine, scope, "Which city is the Eiffel Tower in?").await;
     let failure = match completed(&events) {
         Err(why) => Some(why),
@@ -219,10 +237,13 @@ async fn typed_result(engine: &Engine, run: &str) -> Outcome {
 }
 
 async fn approval(engine: &Engine, run: &str, paid: &AtomicUsize) -> Outcome {
-    let session = format!("eval-{run}-approval");
+    let session: SessionId = match eval_id("approval", format!("eval-{run}-approval")) {
+        Ok(session) => session,
+        Err(failed) => return failed,
+    };
     let asked = turn(
         engine,
-        Scope::new(&session),
+        Scope::new(session.clone()),
         "Pay invoice INV-7 with the pay_invoice tool.",
     )
     .await;
@@ -241,14 +262,13 @@ async fn approval(engine: &Engine, run: &str, paid: &AtomicUsize) -> Outcome {
         );
     }
     let options = TurnOptions {
-        approval: Some(json!({
-            "approvalId": card["approvalId"],
-            "decision": "approve",
-            "token": card["token"],
-        })),
+        approval: Some(ApprovalDecision::approve(
+            card["approvalId"].as_str().unwrap_or_default(),
+            card["token"].as_str().unwrap_or_default(),
+        )),
         ..TurnOptions::default()
     };
-    let given = turn(engine, Scope::new(&session).with_options(options), "Approved.").await;
+    let given = turn(engine, Scope::new(session).with_options(options), "Approved.").await;
     let mut events = asked;
     events.extend(given.iter().cloned());
     let failure = match completed(&given) {
@@ -263,7 +283,10 @@ async fn approval(engine: &Engine, run: &str, paid: &AtomicUsize) -> Outcome {
 }
 
 async fn remembered(engine: &Engine, run: &str) -> Outcome {
-    let session = format!("eval-{run}-long");
+    let session: SessionId = match eval_id("long conversation", format!("eval-{run}-long")) {
+        Ok(session) => session,
+        Err(failed) => return failed,
+    };
     let said = [
         "Remember this: my favourite colour is teal. Just say OK.",
         "Say OK again, nothing more.",
@@ -273,7 +296,7 @@ async fn remembered(engine: &Engine, run: &str) -> Outcome {
     let mut events = Vec::new();
     let mut last = Vec::new();
     for words in said {
-        last = turn(engine, Scope::new(&session), words).await;
+        last = turn(engine, Scope::new(session.clone()), words).await;
         if let Err(why) = completed(&last) {
             events.extend(last);
             return outcome("long conversation", &events, Some(why));
@@ -295,9 +318,13 @@ async fn remembered(engine: &Engine, run: &str) -> Outcome {
 }
 
 async fn stopped(engine: &Engine, store: &MemoryStore, run: &str) -> Outcome {
-    let session = format!("eval-{run}-stop");
-    let turn_id = format!("eval-{run}-stop-1");
-    let scope = Scope::new(&session).with_turn_id(&turn_id);
+    let ids = eval_id("stopped turn", format!("eval-{run}-stop"))
+        .and_then(|session| Ok((session, eval_id("stopped turn", format!("eval-{run}-stop-1"))?)));
+    let (session, turn_id): (SessionId, TurnId) = match ids {
+        Ok(ids) => ids,
+        Err(failed) => return failed,
+    };
+    let scope = Scope::new(session.clone()).with_turn_id(turn_id.clone());
     let mut stream = engine.invoke(
         scope,
         Prompt::text("Write a 400-word story about a lighthouse keeper."),
@@ -307,14 +334,11 @@ async fn stopped(engine: &Engine, store: &MemoryStore, run: &str) -> Outcome {
     while let Some(event) = stream.next().await {
         if !asked && matches!(event, AgentEvent::Text { .. }) {
             asked = true;
-            let stop = match (SessionId::new(&session), TurnId::new(&turn_id)) {
-                (Ok(session), Ok(turn)) => store
-                    .request_stop(&session, &turn, Stop::now(StopCause::UserStop))
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Failure::caused_by("asking the turn to stop", e).to_string()),
-                _ => Err("the ids are not ids".to_owned()),
-            };
+            let stop = store
+                .request_stop(&session, &turn_id, Stop::now(StopCause::UserStop))
+                .await
+                .map(|_| ())
+                .map_err(|e| Failure::caused_by("asking the turn to stop", e).to_string());
             if let Err(why) = stop {
                 return outcome("stopped turn", &events, Some(why));
             }

@@ -117,7 +117,10 @@ impl Rules {
 
     async fn failed_tool(&self, run: &str) -> Outcome {
         const NAME: &str = "failed tool";
-        let scope = Scope::new(format!("eval-{run}-failed-tool"));
+        let scope = match super::eval_id(NAME, format!("eval-{run}-failed-tool")) {
+            Ok(session) => Scope::new(session),
+            Err(failed) => return failed,
+        };
         let events = self
             .turn(
                 scope,
@@ -153,7 +156,11 @@ impl Rules {
         }
         let before = self.changed.load(Ordering::SeqCst);
         let prompt = Prompt::text("Summarize the attached notes in one sentence.").with_attachment(note);
-        let events = self.turn(Scope::new(&session), prompt).await;
+        let scope = match super::eval_id(NAME, session) {
+            Ok(session) => Scope::new(session),
+            Err(failed) => return failed,
+        };
+        let events = self.turn(scope, prompt).await;
         let answer = text_of(&events);
         let failure = match completed(&events) {
             Err(why) => Some(why),
@@ -183,7 +190,10 @@ impl Rules {
             })),
             ..TurnOptions::default()
         };
-        let scope = Scope::new(format!("eval-{run}-spoken")).with_options(options);
+        let scope = match super::eval_id(NAME, format!("eval-{run}-spoken")) {
+            Ok(session) => Scope::new(session).with_options(options),
+            Err(failed) => return failed,
+        };
         let before = self.changed.load(Ordering::SeqCst);
         let events = self
             .turn(scope, Prompt::text("Cancel my meeting with Jon tomorrow."))

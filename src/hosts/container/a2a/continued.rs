@@ -6,12 +6,14 @@
 //! task's latest turn from the table alone, and an approval is answered once: a second answer to
 //! the same question names the same turn, which runs once.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::task::{self, Ids, TaskState};
 use super::{Call, InMessage, RpcError, task_id};
-use crate::hosts::container::extract::decode_turn;
+use crate::hosts::AgentTurnPayload;
+use crate::hosts::container::extract::adapted_turn;
 use crate::hosts::container::turns;
+use crate::protocol::ApprovalDecision;
 use crate::session::{SessionId, TurnId};
 
 /// The most turns one task runs: a task asks at most this many approvals.
@@ -98,23 +100,14 @@ impl Call<'_> {
                     "task {task} has answered all the approvals one task may ask"
                 ))
             })?;
-        let mut approval = json!({
-            "approvalId": asked.get("approvalId").cloned().unwrap_or(Value::Null),
-            "decision": if approve { "approve" } else { "decline" },
-        });
-        if approve {
-            approval["token"] = asked.get("token").cloned().unwrap_or(Value::Null);
-        }
-        let payload = json!({
-            "turnId": next,
-            "conversationId": session,
-            "userId": self.person.user_id,
-            "accountId": self.person.account_id,
-            "content": "",
-            "approval": approval,
+        let text = |key: &str| asked.get(key).and_then(Value::as_str).unwrap_or_default();
+        let mut turn = AgentTurnPayload::new(next.clone(), session.clone(), self.person, "");
+        turn.approval = Some(match approve {
+            true => ApprovalDecision::approve(text("approvalId"), text("token")),
+            false => ApprovalDecision::decline(text("approvalId")),
         });
         let refused = |e| RpcError::of_host(&e).in_context(&session);
-        let turn = decode_turn(self.host, &payload.to_string(), None).map_err(refused)?;
+        let turn = adapted_turn(self.host, turn).map_err(refused)?;
         turns::start(self.host, self.person, turn)
             .await
             .map_err(refused)?;
@@ -148,6 +141,7 @@ fn decision(parts: &[Value]) -> Result<bool, RpcError> {
 mod tests {
     use super::*;
     use crate::session::TurnId;
+    use serde_json::json;
 
     #[test]
     fn a_chain_names_its_turns_from_the_first_and_they_read_back() {

@@ -42,8 +42,9 @@ use serde_json::{Value, json};
 
 use super::access::{self, Asker, checked_id};
 use super::events::{StreamPlace, follow_turn, stream_place};
-use super::extract::decode_turn;
+use super::extract::adapted_turn;
 use super::{ContainerHost, HostError, turns};
+use crate::hosts::AgentTurnPayload;
 use crate::session::{Owner, SessionId, Stop, StopCause, StopOutcome, TurnId};
 pub(super) use card::card;
 pub use card::{PublicUrl, PublicUrlError};
@@ -257,15 +258,9 @@ impl Call<'_> {
             task: task_id(&session, &turn),
             context: session.clone(),
         };
-        let payload = json!({
-            "turnId": turn,
-            "conversationId": session,
-            "userId": self.person.user_id,
-            "accountId": self.person.account_id,
-            "content": content,
-        });
         let refused = |e: HostError| RpcError::of_host(&e).in_context(&session);
-        let mut turn_payload = decode_turn(self.host, &payload.to_string(), None).map_err(refused)?;
+        let turn_payload = AgentTurnPayload::new(turn.clone(), session.clone(), self.person, content);
+        let mut turn_payload = adapted_turn(self.host, turn_payload).map_err(refused)?;
         if !files.is_empty() {
             // The turn may start before its files are kept: a refusal keeps nothing.
             turns::admit(self.host, self.person, &turn_payload)

@@ -36,9 +36,11 @@ use serde_json::{Value, json};
 
 use super::access::{self, Asker, checked_id};
 use super::events::{Followed, follow_turn, stream_place};
-use super::extract::{JsonBody, decode_turn};
+use super::extract::{JsonBody, adapted_turn};
 use super::turns;
 use super::{ContainerHost, HostError};
+use crate::hosts::AgentTurnPayload;
+use crate::protocol::ApprovalDecision;
 use crate::session::{Owner, SessionId, TurnId};
 use frontend::{Answered, FrontendTool};
 use stream::Translator;
@@ -138,8 +140,8 @@ pub(super) async fn start_run(
             Answered::Nothing => {}
         }
     }
-    let body = turn_body(person, &input, late, page)?;
-    let turn = decode_turn(host, &body.to_string(), None)?;
+    let turn = turn_of(person, (&run, &session), &input, late, page)?;
+    let turn = adapted_turn(host, turn)?;
     turns::start(host, person, turn).await?;
     let followed = follow_turn(host, place, &session, &run, None);
     let translator = Translator::new(input.thread_id, input.run_id, run.as_str(), tools);
@@ -178,12 +180,13 @@ fn translated(
 /// answers), a resumed interrupt as the decision on its approval, `page`, the page's tools, as
 /// the surface the turn's UI actions are on, and the input's `context` as the page's state
 /// (with the person's message, never in the system prompt).
-fn turn_body(
+fn turn_of(
     person: &Owner,
+    (run, thread): (&TurnId, &SessionId),
     input: &RunAgentInput,
     words: Option<String>,
     page: Option<Value>,
-) -> Result<Value, HostError> {
+) -> Result<AgentTurnPayload, HostError> {
     let approval = input.resume.first().map(decision);
     let content = if let Some(words) = words {
         words
@@ -208,26 +211,20 @@ fn turn_body(
             _ => String::new(),
         }
     };
-    let mut body = json!({
-        "turnId": input.run_id,
-        "conversationId": input.thread_id,
-        "userId": person.user_id,
-        "accountId": person.account_id,
-        "content": content,
-    });
-    if let Some(approval) = approval {
-        body["approval"] = approval;
-    }
+    let mut turn = AgentTurnPayload::new(run.clone(), thread.clone(), person, content);
+    turn.approval = approval;
+    let mut context = serde_json::Map::new();
     if let Some(page) = page {
-        body["context"]["oui"] = page;
+        context.insert("oui".into(), page);
     }
     // What the application tells the agent is the page's, written where the person's browser
     // could: it goes with the person's message, as the page's state (data, never the system
     // prompt's words), within its bounds.
     if !input.context.is_empty() {
-        body["context"][PAGE_CONTEXT_KEY] = page_context(&input.context)?;
+        context.insert(PAGE_CONTEXT_KEY.into(), page_context(&input.context)?);
     }
-    Ok(body)
+    turn.context = (!context.is_empty()).then_some(context);
+    Ok(turn)
 }
 
 /// The most items of `context` a run takes.
@@ -268,18 +265,20 @@ fn page_context(context: &[ContextItem]) -> Result<Value, HostError> {
 
 /// The approval decision a resume entry gives: approved with the interrupt's token, unless it
 /// was cancelled or says `approved: false`.
-fn decision(entry: &ResumeEntry) -> Value {
+fn decision(entry: &ResumeEntry) -> ApprovalDecision {
     let payload = entry.payload.as_ref();
     let declined = entry.status != "resolved"
         || payload.and_then(|p| p.get("approved")).and_then(Value::as_bool) == Some(false);
-    let mut decision = json!({
-        "approvalId": entry.interrupt_id,
-        "decision": if declined { "decline" } else { "approve" },
-    });
-    if let Some(token) = payload.and_then(|p| p.get("token")).filter(|_| !declined) {
-        decision["token"] = token.clone();
+    if declined {
+        return ApprovalDecision::decline(entry.interrupt_id.clone());
     }
-    decision
+    ApprovalDecision {
+        token: payload
+            .and_then(|p| p.get("token"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        ..ApprovalDecision::approve(entry.interrupt_id.clone(), "")
+    }
 }
 
 /// The text of a message's content: the text itself, or its text parts joined.

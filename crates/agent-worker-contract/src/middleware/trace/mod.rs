@@ -47,7 +47,7 @@ impl<A: Agent> Agent for Traced<A> {
         let span = tracing::info_span!(
             "turn",
             session = %scope.session,
-            turn_id = scope.turn_id().unwrap_or_default(),
+            turn_id = scope.turn_id().map_or("", |t| t.as_str()),
         );
         let inner = span.in_scope(|| self.inner.invoke(scope, prompt));
         Box::pin(TracedStream {

@@ -8,6 +8,7 @@ use crate::clock::now_ms;
 use serde_json::json;
 
 use crate::protocol::{AgentEvent, Prompt, codes};
+use crate::session::TurnId;
 
 use super::SESSION_ENDED;
 use super::follow_ups;
@@ -20,7 +21,7 @@ enum Claimed {
     /// Another turn runs it; this one's message was queued as its follow-up.
     Queued {
         /// The running turn.
-        run: String,
+        run: Option<TurnId>,
     },
 }
 
@@ -32,7 +33,7 @@ impl Session {
             Ok(Claimed::Run(record)) => Some(*record),
             Ok(Claimed::Queued { run }) => {
                 self.out.emit(AgentEvent::Completed {
-                    data: Some(json!({ "followUp": "queued", "runId": run })),
+                    data: Some(json!({ "followUp": "queued", "runId": run.as_deref().unwrap_or_default() })),
                 });
                 None
             }
@@ -63,7 +64,7 @@ impl Session {
         let mut record = match stored {
             None => {
                 let mut record =
-                    ThreadRecord::new(&self.scope.session, &self.definition.name, speaker.other());
+                    ThreadRecord::new(self.scope.session.clone(), &self.definition.name, speaker.other());
                 record.parent = self
                     .scope
                     .extensions
@@ -102,9 +103,9 @@ impl Session {
                     }
                     SessionStatus::Running
                         if record.lease_until_ms > now
-                            && record.running_turn.as_deref() != Some(self.turn_id.as_str()) =>
+                            && record.running_turn.as_ref() != Some(&self.turn_id) =>
                     {
-                        let run = record.running_turn.clone().unwrap_or_default();
+                        let run = record.running_turn.clone();
                         if self.side(speaker).is_human() {
                             follow_ups::queue(threads.as_ref(), record, &self.turn_id, &prompt.text)
                                 .await
@@ -128,8 +129,7 @@ impl Session {
                         });
                     }
                     // This turn was cut off earlier: resume it, its message already delivered.
-                    SessionStatus::Running
-                        if record.running_turn.as_deref() == Some(self.turn_id.as_str()) => {}
+                    SessionStatus::Running if record.running_turn.as_ref() == Some(&self.turn_id) => {}
                     // Parked, or another turn's lease ran out: this message goes in, and on.
                     _ => deliver(&mut record),
                 }

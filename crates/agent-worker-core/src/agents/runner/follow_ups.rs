@@ -9,6 +9,7 @@ use crate::agents::thread::{
 use crate::clock::now_ms;
 use crate::engine::Emitter;
 use crate::engine::EngineEvent;
+use crate::session::TurnId;
 
 /// How many times a save is tried again when other invocations queued follow-ups meanwhile.
 const SAVE_TRIES: usize = 5;
@@ -19,10 +20,10 @@ const SAVE_TRIES: usize = 5;
 pub(super) async fn queue(
     threads: &dyn ThreadStore,
     mut record: ThreadRecord,
-    turn_id: &str,
+    turn_id: &TurnId,
     text: &str,
 ) -> Result<(), ThreadStoreError> {
-    if record.follow_ups.iter().any(|q| q.turn_id == turn_id) {
+    if record.follow_ups.iter().any(|q| q.turn_id == *turn_id) {
         return Ok(());
     }
     record.follow_ups.push(QueuedMessage {
@@ -58,8 +59,8 @@ pub(super) fn take_next(record: &mut ThreadRecord, speaker: Side, out: &Emitter)
 }
 
 /// Whether `stored` is still held by turn `turn_id`: only follow-ups were queued on it since.
-fn still_ours(stored: &ThreadRecord, turn_id: &str) -> bool {
-    stored.running_turn.as_deref() == Some(turn_id) && stored.lease_until_ms > now_ms()
+fn still_ours(stored: &ThreadRecord, turn_id: &TurnId) -> bool {
+    stored.running_turn.as_ref() == Some(turn_id) && stored.lease_until_ms > now_ms()
 }
 
 /// Adds to `record` the follow-ups of `stored` it does not know; whether there were any.
@@ -83,7 +84,7 @@ fn merge(record: &mut ThreadRecord, stored: ThreadRecord) -> bool {
 async fn save_merging(
     threads: &dyn ThreadStore,
     record: &mut ThreadRecord,
-    turn_id: &str,
+    turn_id: &TurnId,
     stop_when_added: bool,
 ) -> Result<bool, ThreadStoreError> {
     for _ in 0..SAVE_TRIES {
@@ -112,7 +113,7 @@ async fn save_merging(
 pub(super) async fn save_keeping(
     threads: &dyn ThreadStore,
     record: &mut ThreadRecord,
-    turn_id: &str,
+    turn_id: &TurnId,
 ) -> Result<(), ThreadStoreError> {
     save_merging(threads, record, turn_id, false).await.map(|_| ())
 }
@@ -122,7 +123,7 @@ pub(super) async fn save_keeping(
 pub(super) async fn finish(
     threads: &dyn ThreadStore,
     record: &mut ThreadRecord,
-    turn_id: &str,
+    turn_id: &TurnId,
 ) -> Result<bool, ThreadStoreError> {
     let awaiting = record.status == SessionStatus::AwaitingHuman;
     save_merging(threads, record, turn_id, awaiting).await
@@ -132,11 +133,12 @@ pub(super) async fn finish(
 mod tests {
     use super::*;
     use crate::agents::thread::MemoryThreadStore;
+    use crate::session::test_ids::{sid, tid};
 
     /// A session running turn `t1`, saved.
     async fn running(threads: &MemoryThreadStore) -> ThreadRecord {
-        let mut record = ThreadRecord::new("s", "assistant", Side::B);
-        record.running_turn = Some("t1".into());
+        let mut record = ThreadRecord::new(sid("s"), "assistant", Side::B);
+        record.running_turn = Some(tid("t1"));
         record.lease_until_ms = now_ms() + 60_000;
         record.version = threads.save(&record).await.unwrap();
         record
@@ -146,31 +148,33 @@ mod tests {
     async fn a_follow_up_queued_as_the_turn_parks_stops_the_last_save_and_is_kept_in_between() {
         let threads = MemoryThreadStore::new();
         let mut record = running(&threads).await;
-        let stored = threads.load("s").await.unwrap().unwrap();
-        queue(&threads, stored.clone(), "t2", "Are you there?")
+        let stored = threads.load(&sid("s")).await.unwrap().unwrap();
+        queue(&threads, stored.clone(), &tid("t2"), "Are you there?")
             .await
             .unwrap();
         // Queued twice (a redelivery): kept once.
-        let again = threads.load("s").await.unwrap().unwrap();
-        queue(&threads, again, "t2", "Are you there?").await.unwrap();
+        let again = threads.load(&sid("s")).await.unwrap().unwrap();
+        queue(&threads, again, &tid("t2"), "Are you there?")
+            .await
+            .unwrap();
 
         // The turn parks: its last save stops, and says the follow-up came.
         record.status = SessionStatus::AwaitingHuman;
-        assert!(finish(&threads, &mut record, "t1").await.unwrap());
+        assert!(finish(&threads, &mut record, &tid("t1")).await.unwrap());
         assert_eq!(record.follow_ups.len(), 1);
         assert_eq!(
-            threads.load("s").await.unwrap().unwrap().status,
+            threads.load(&sid("s")).await.unwrap().unwrap().status,
             SessionStatus::Running,
             "nothing saved"
         );
 
         // Between side turns, a save keeps what came and goes on.
-        let stored = threads.load("s").await.unwrap().unwrap();
-        queue(&threads, stored, "t3", "And now?").await.unwrap();
+        let stored = threads.load(&sid("s")).await.unwrap().unwrap();
+        queue(&threads, stored, &tid("t3"), "And now?").await.unwrap();
         record.status = SessionStatus::Running;
-        save_keeping(&threads, &mut record, "t1").await.unwrap();
-        let kept: Vec<String> = threads
-            .load("s")
+        save_keeping(&threads, &mut record, &tid("t1")).await.unwrap();
+        let kept: Vec<TurnId> = threads
+            .load(&sid("s"))
             .await
             .unwrap()
             .unwrap()
@@ -181,11 +185,11 @@ mod tests {
         assert_eq!(kept, ["t2", "t3"]);
 
         // A thread another turn took over is not this turn's to save.
-        let mut other = threads.load("s").await.unwrap().unwrap();
-        other.running_turn = Some("t9".into());
+        let mut other = threads.load(&sid("s")).await.unwrap().unwrap();
+        other.running_turn = Some(tid("t9"));
         threads.save(&other).await.unwrap();
         assert!(matches!(
-            save_keeping(&threads, &mut record, "t1").await,
+            save_keeping(&threads, &mut record, &tid("t1")).await,
             Err(ThreadStoreError::Conflict)
         ));
     }

@@ -48,7 +48,7 @@ use crate::engine::model::Model;
 use crate::engine::tools::Tool;
 use crate::engine::{Emitter, Engine, EngineConfig, turn_stream};
 use crate::protocol::{Agent, AgentEvent, EventStream, Prompt, Scope, codes};
-use crate::session::SessionStore;
+use crate::session::{SessionId, SessionStore, TurnId};
 
 mod builder;
 mod claim;
@@ -139,7 +139,7 @@ pub(crate) struct RuntimeInner {
 
 impl RuntimeInner {
     /// The scratch of the side turn running in `session`.
-    pub(crate) fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>> {
+    pub(crate) fn scratch(&self, session: &SessionId) -> Option<Arc<Mutex<SideScratch>>> {
         self.scratchpads
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -147,7 +147,7 @@ impl RuntimeInner {
             .cloned()
     }
 
-    fn open_scratch(&self, session: &str, children: &[ChildLink]) {
+    fn open_scratch(&self, session: &SessionId, children: &[ChildLink]) {
         let pad = Arc::new(Mutex::new(SideScratch {
             children: children.to_vec(),
             parked: Vec::new(),
@@ -158,7 +158,7 @@ impl RuntimeInner {
             .insert(session.to_owned(), pad);
     }
 
-    fn close_scratch(&self, session: &str) -> SideScratch {
+    fn close_scratch(&self, session: &SessionId) -> SideScratch {
         let pad = self
             .scratchpads
             .lock()
@@ -204,7 +204,7 @@ impl AgentRuntime {
     }
 
     /// A session's state, if it has one.
-    pub async fn session(&self, session: &str) -> Result<Option<ThreadRecord>, ThreadStoreError> {
+    pub async fn session(&self, session: &SessionId) -> Result<Option<ThreadRecord>, ThreadStoreError> {
         self.inner.threads.load(session).await
     }
 }
@@ -247,7 +247,7 @@ impl Agent for DefinedAgent {
 }
 
 impl ChildRuntime for RuntimeInner {
-    fn scratch(&self, session: &str) -> Option<Arc<Mutex<SideScratch>>> {
+    fn scratch(&self, session: &SessionId) -> Option<Arc<Mutex<SideScratch>>> {
         RuntimeInner::scratch(self, session)
     }
 
@@ -275,10 +275,7 @@ pub(crate) async fn run_session(
             Some(codes::INVALID_PROMPT),
         ));
     };
-    let turn_id = scope
-        .turn_id()
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let turn_id = scope.turn_id().cloned().unwrap_or_else(TurnId::random);
     let span =
         tracing::info_span!("agent_session", agent = %name, session = %scope.session, turn_id = %turn_id);
     let session = Session {

@@ -17,6 +17,7 @@ use crate::agents::thread::{
 use crate::clock::now_ms;
 use crate::engine::{Emitter, Engine};
 use crate::protocol::{Agent, AgentEvent, Prompt, Scope, codes};
+use crate::session::{IdError, SessionId, TurnId};
 
 use super::engines::{bound_message, build_engine};
 use super::events::SessionEvent;
@@ -51,6 +52,16 @@ impl TurnFailure {
         }
     }
 
+    /// An id this session derives (a side's session, a side turn's id) that is not one: an id
+    /// it was derived from is too long, or a name in it holds what an id may not.
+    fn derived_id(what: &str, problem: &IdError) -> Self {
+        Self {
+            details: format!("{what} derived from this session's cannot be an id: it {problem}"),
+            retryable: false,
+            code: codes::INVALID_PROMPT.into(),
+        }
+    }
+
     pub(super) fn emit(self, out: &Emitter) {
         out.emit(AgentEvent::failed(self.details, self.retryable, Some(&self.code)));
     }
@@ -60,7 +71,7 @@ pub(super) struct Session {
     pub(super) inner: Arc<RuntimeInner>,
     pub(super) definition: AgentDefinition,
     pub(super) scope: Scope,
-    pub(super) turn_id: String,
+    pub(super) turn_id: TurnId,
     pub(super) out: Emitter,
 }
 
@@ -176,7 +187,13 @@ impl Session {
             source: Some(format!("subagent:{}", link.relationship)),
         });
         parent.trim_transcript();
-        let resume_turn = format!("{}>{}", self.turn_id, link.session);
+        let resume_turn = match TurnId::new(format!("{}>{}", self.turn_id, link.session)) {
+            Ok(turn) => turn,
+            Err(e) => {
+                tracing::warn!(parent = %link.session, error = %e, "a parent's resuming turn cannot be named");
+                return;
+            }
+        };
         if parent.status == SessionStatus::AwaitingChild && parent.waiting_on.is_empty() {
             parent.status = SessionStatus::Running;
             parent.next_side = link.side;
@@ -203,7 +220,7 @@ impl Session {
         let session = Session {
             inner: self.inner.clone(),
             definition,
-            scope: Scope::new(&link.session).with_turn_id(&resume_turn),
+            scope: Scope::new(link.session.clone()).with_turn_id(resume_turn.clone()),
             turn_id: resume_turn,
             out: self.out.clone(),
         };
@@ -443,11 +460,18 @@ impl Session {
 
     /// The scope of a side's engine turn: its own session and a turn id derived from this one,
     /// with the caller's deadline.
-    fn side_scope(&self, side: Side, record: &ThreadRecord) -> Scope {
-        let mut scope = Scope::new(format!("{}#{}", self.scope.session, side.as_str()))
-            .with_turn_id(format!("{}#{}", self.turn_id, record.side_turns + 1));
+    fn side_scope(&self, side: Side, record: &ThreadRecord) -> Result<Scope, TurnFailure> {
+        let session = SessionId::new(format!("{}#{}", self.scope.session, side.as_str()))
+            .map_err(|e| TurnFailure::derived_id("a side's session", &e))?;
+        let mut scope = Scope::new(session).with_turn_id(self.side_turn(record)?);
         scope.options.deadline_ms = self.scope.options.deadline_ms;
-        scope
+        Ok(scope)
+    }
+
+    /// The id of the side turn `record` takes next.
+    fn side_turn(&self, record: &ThreadRecord) -> Result<TurnId, TurnFailure> {
+        TurnId::new(format!("{}#{}", self.turn_id, record.side_turns + 1))
+            .map_err(|e| TurnFailure::derived_id("a side turn's id", &e))
     }
 
     async fn prompt_turn(
@@ -466,7 +490,7 @@ impl Session {
             inbound.join("\n\n")
         });
         let text = parts.join("\n\n");
-        let mut events = engine.invoke(self.side_scope(side, record), Prompt::text(text));
+        let mut events = engine.invoke(self.side_scope(side, record)?, Prompt::text(text));
         let mut said = String::new();
         let mut outcome = SideOutcome::default();
         let mut terminal = None;
@@ -549,11 +573,14 @@ impl Session {
             .filter(|r| r.is_enabled())
             .cloned()
             .collect();
-        let port = (!relationships.is_empty()).then(|| ChildPort {
-            inner: self.inner.me.clone(),
-            relationships,
-            turn_id: format!("{}#{}", self.turn_id, record.side_turns + 1),
-        });
+        let port = match relationships.is_empty() {
+            true => None,
+            false => Some(ChildPort {
+                inner: self.inner.me.clone(),
+                relationships,
+                turn_id: self.side_turn(record)?,
+            }),
+        };
         let mut state = ThreadState::new(&self.scope.session, side, &record.transcript, context, port)
             .with_env(self.definition.env.clone());
         handler.turn(&mut state).await.map_err(|e| TurnFailure {

@@ -90,8 +90,8 @@ mod tests {
     async fn every_example_tool_runs() {
         let tools = Toolset::new(NAMES.iter().map(|n| by_name(n).unwrap())).unwrap();
         let ctx = ToolContext {
-            session: "s".into(),
-            turn_id: "t".into(),
+            session: crate::session::test_ids::sid("s"),
+            turn_id: crate::session::test_ids::tid("t"),
             call_id: "c".into(),
             user_id: None,
             account_id: None,

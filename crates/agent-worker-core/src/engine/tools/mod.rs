@@ -153,9 +153,9 @@ impl ToolSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolContext {
     /// The session.
-    pub session: String,
+    pub session: crate::session::SessionId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: crate::session::TurnId,
     /// The call's id.
     pub call_id: String,
     /// The person the turn runs for, when the caller named one.

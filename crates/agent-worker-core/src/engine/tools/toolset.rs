@@ -195,8 +195,8 @@ mod tests {
 
     fn ctx() -> ToolContext {
         ToolContext {
-            session: "s".into(),
-            turn_id: "t".into(),
+            session: crate::session::test_ids::sid("s"),
+            turn_id: crate::session::test_ids::tid("t"),
             call_id: "c".into(),
             user_id: None,
             account_id: None,

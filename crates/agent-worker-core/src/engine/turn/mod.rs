@@ -19,7 +19,7 @@ pub use rounds::is_throttled_retry;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::Instrument as _;
 use tracing::instrument::WithSubscriber as _;
 
@@ -31,7 +31,9 @@ use super::turn_stream::Emitter;
 use super::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::{AgentEvent, AttachmentRef, Prompt, Scope};
 use crate::session::history::repair;
-use crate::session::{ContentBlock, Lease, Message, Role, SessionId, Stop, TurnId, TurnOutcome, TurnStatus};
+use crate::session::{
+    ContentBlock, FailedOutcome, Lease, Message, Role, SessionId, Stop, TurnId, TurnOutcome,
+};
 
 use phases::Refusal;
 use rounds::run_watched;
@@ -106,10 +108,7 @@ impl Ending {
             } => {
                 return (
                     AgentEvent::failed(details.clone(), retryable, Some(code)),
-                    TurnOutcome {
-                        status: TurnStatus::Failed,
-                        terminal: json!({ "details": details, "retryable": retryable, "code": code }),
-                    },
+                    TurnOutcome::Failed(FailedOutcome::new(details, retryable, code)),
                 );
             }
             Self::Completed { result } => {
@@ -133,35 +132,18 @@ impl Ending {
         let data = (!fields.is_empty()).then_some(Value::Object(fields));
         (
             AgentEvent::Completed { data: data.clone() },
-            TurnOutcome {
-                status: TurnStatus::Completed,
-                terminal: data.unwrap_or(Value::Null),
-            },
+            TurnOutcome::Completed(data),
         )
     }
 }
 
 /// Runs one turn, emitting its events; the last one emitted is its terminal.
 pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, out: Emitter) {
-    let turn_id = match scope.turn_id() {
-        Some(id) => TurnId::new(id).map_err(|e| (id.to_owned(), e)),
-        None => Ok(TurnId::random()),
-    };
-    let named = turn_id
-        .as_ref()
-        .map_or_else(|(id, _)| id.clone(), ToString::to_string);
+    // The ids came typed (a scope cannot hold one that no store could key); the store's own
+    // length limit is checked when the turn is admitted.
+    let turn_id = scope.options.turn_id.clone().unwrap_or_else(TurnId::random);
     let span =
-        tracing::info_span!("turn", turn_id = %named, session = %scope.session, model = engine.model.id());
-    // The ids are checked here, where they enter the engine: a store never sees one it cannot key.
-    let ids = phases::ids(&scope.session, turn_id);
-    let (session, turn_id) = match ids {
-        Ok(ids) => ids,
-        Err(refusal) => {
-            let _entered = span.enter();
-            out.emit(refusal.event(&named));
-            return;
-        }
-    };
+        tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
     // The turn's time: the engine's own deadline, or the host's when that comes sooner.
     let mut budget = engine.config.turn_deadline;
     if let Some(host_deadline) = scope.deadline() {
@@ -172,7 +154,7 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
     }
     let options = scope.options;
     let ask = TurnAsk {
-        session,
+        session: scope.session,
         turn_id,
         user_id: options.user_id,
         account_id: options.account_id,
@@ -204,14 +186,14 @@ struct TurnAsk {
     user_id: Option<String>,
     account_id: Option<String>,
     user_token: Option<crate::protocol::UserToken>,
-    approval: Option<Value>,
-    supersedes: Vec<String>,
+    approval: Option<crate::protocol::ApprovalDecision>,
+    supersedes: Vec<TurnId>,
     /// The payload's `context`: what the person's tab says of the page.
     context: Option<Value>,
     /// The JSON Schema the turn's typed result must match (the scope's `resultSchema`).
     result_schema: Option<Value>,
     /// The session a new session branches from (the scope's `parentSession`).
-    parent_session: Option<String>,
+    parent_session: Option<SessionId>,
     /// Where in the parent's transcript the branch starts (the scope's `branchHints`).
     branch_hints: Vec<String>,
     /// The agent the turn asks for (the scope's `agent`).
@@ -283,11 +265,7 @@ async fn run_phases(
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
     // An id no store could key names no turn: there is nothing to replace.
-    let superseded: Vec<TurnId> = supersedes
-        .iter()
-        .filter_map(|id| TurnId::new(id.as_str()).ok())
-        .filter(|id| id != turn_id)
-        .collect();
+    let superseded: Vec<TurnId> = supersedes.iter().filter(|id| *id != turn_id).cloned().collect();
     stop::supersede(
         engine.store.as_ref(),
         session,

@@ -12,16 +12,14 @@ use crate::protocol::ErrorChain;
 use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
-    Claim, ContentBlock, ForkOutcome, HistoryView, IdError, Lease, Message, Opened, Owner, OwnerCheck, Role,
-    SessionId, SessionStore, Stop, StopCause, StoreError, TurnEnding, TurnId, TurnOpening, TurnOutcome,
-    TurnRecord, TurnStatus,
+    Claim, ContentBlock, FailedOutcome, ForkOutcome, HistoryView, IdError, Lease, Message, Opened, Owner,
+    OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError, TurnEnding, TurnOpening, TurnOutcome,
+    TurnRecord,
 };
 
 /// Why a turn ends before its rounds run.
 #[derive(Debug)]
 pub(super) enum Refusal {
-    /// The scope names no session.
-    EmptySession,
     /// The prompt cannot be sent.
     InvalidPrompt(InvalidPrompt),
     /// The turn could not be claimed: the store failed.
@@ -48,9 +46,6 @@ impl Refusal {
     /// The terminal event of turn `turn_id` refused so.
     pub(super) fn event(&self, turn_id: &str) -> AgentEvent {
         match self {
-            Self::EmptySession => {
-                AgentEvent::failed("scope.session is empty", false, Some(codes::INVALID_PROMPT))
-            }
             Self::InvalidPrompt(invalid) => {
                 AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT))
             }
@@ -145,21 +140,6 @@ pub(super) fn read_context(ask: &TurnAsk) -> Result<crate::engine::ui::UiContext
     }
 }
 
-/// The turn's ids, checked (see [`IdError`]): a blank session is [`Refusal::EmptySession`], any
-/// other problem names its field; `turn_id` comes checked already (or as the text that failed).
-pub(super) fn ids(
-    session: &str,
-    turn_id: Result<TurnId, (String, IdError)>,
-) -> Result<(SessionId, TurnId), Refusal> {
-    let session = match SessionId::new(session) {
-        Ok(session) => session,
-        Err(IdError::Empty) => return Err(Refusal::EmptySession),
-        Err(e) => return Err(Refusal::InvalidPrompt(invalid_id("scope.session", &e))),
-    };
-    let turn_id = turn_id.map_err(|(_, e)| Refusal::InvalidPrompt(invalid_id("scope.turnId", &e)))?;
-    Ok((session, turn_id))
-}
-
 /// The refusal of an id in `field`, saying what is wrong with it.
 fn invalid_id(field: &str, problem: &IdError) -> InvalidPrompt {
     tracing::info!(field, %problem, "refused an id");
@@ -247,18 +227,16 @@ pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Re
             reason,
         })
     };
-    let parent =
-        match SessionId::new(parent.as_str()).and_then(|p| p.fits(engine.store.max_id_bytes()).map(|()| p)) {
-            Ok(parent) => parent,
-            Err(problem) => return Err(invalid(problem.to_string())),
-        };
-    if parent == ask.session {
+    if let Err(problem) = parent.fits(engine.store.max_id_bytes()) {
+        return Err(invalid(problem.to_string()));
+    }
+    if *parent == ask.session {
         return Err(invalid("names the session itself".into()));
     }
     let asking = asking_owner(ask);
     let forked = engine
         .store
-        .fork(&ask.session, &parent, &ask.branch_hints, asking.as_ref())
+        .fork(&ask.session, parent, &ask.branch_hints, asking.as_ref())
         .await;
     match forked {
         Ok(ForkOutcome::Forked { upto }) => {
@@ -384,10 +362,9 @@ async fn before_start(
     }) = early
     {
         tracing::info!("superseded before it started; nothing runs");
-        let outcome = TurnOutcome {
-            status: TurnStatus::Completed,
-            terminal: json!({ "stopReason": TurnStopReason::Superseded.as_str(), "ran": false }),
-        };
+        let outcome = TurnOutcome::Completed(Some(
+            json!({ "stopReason": TurnStopReason::Superseded.as_str(), "ran": false }),
+        ));
         if let Err(e) = engine
             .store
             .complete_turn(&ask.session, &ask.turn_id, &[], &outcome)
@@ -520,10 +497,14 @@ pub(super) async fn store(
         }
         Err(e) if past_deadline => {
             tracing::error!(error = %e, "the turn reached its deadline and could not be stored");
-            let failure = TurnOutcome {
-                status: TurnStatus::Failed,
-                terminal: json!({ "code": codes::TURN_DEADLINE_EXCEEDED, "stored": false }),
-            };
+            let failure = TurnOutcome::Failed(FailedOutcome {
+                stored: false,
+                ..FailedOutcome::new(
+                    "the turn reached its deadline and what it did could not be stored",
+                    false,
+                    codes::TURN_DEADLINE_EXCEEDED,
+                )
+            });
             if let Err(e) = store.complete_turn(session, turn_id, &[], &failure).await {
                 tracing::warn!(error = %ErrorChain(&e), "could not record the turn as failed");
             }
@@ -550,17 +531,9 @@ pub(super) async fn store(
 /// that is how `record` ended: its redeliveries are refused as such, so the queue keeps them for
 /// an operator.
 fn failed_for_good(record: &TurnRecord) -> Option<String> {
-    let outcome = record
-        .outcome
-        .as_ref()
-        .filter(|o| o.status == TurnStatus::Failed)?;
-    let code = outcome.terminal.get("code").and_then(|c| c.as_str());
-    (code == Some(codes::MODEL_REJECTED)).then(|| {
-        outcome
-            .terminal
-            .get("details")
-            .and_then(|d| d.as_str())
-            .unwrap_or("the model refused it")
-            .to_owned()
+    let failed = record.outcome.as_ref()?.failure()?;
+    (failed.code.as_deref() == Some(codes::MODEL_REJECTED)).then(|| match failed.details.as_str() {
+        "" => "the model refused it".to_owned(),
+        details => details.to_owned(),
     })
 }

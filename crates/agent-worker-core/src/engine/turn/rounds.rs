@@ -516,8 +516,8 @@ pub(super) async fn start_call(
             };
             let out = out.clone();
             let call_ctx = ToolContext {
-                session: ctx.session.to_string(),
-                turn_id: ctx.turn_id.to_string(),
+                session: ctx.session.clone(),
+                turn_id: ctx.turn_id.clone(),
                 call_id: id,
                 user_id: ctx.user_id.map(str::to_owned),
                 account_id: ctx.account_id.map(str::to_owned),

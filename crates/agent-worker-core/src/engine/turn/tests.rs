@@ -59,10 +59,8 @@ const LEASE: Lease = Lease(Duration::from_secs(60));
 
 #[test]
 fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
-    assert!(matches!(
-        phases::ids(" ", Ok(tid("t"))),
-        Err(Refusal::EmptySession)
-    ));
+    // A blank session never reaches the engine: no scope can hold it.
+    assert!(serde_json::from_value::<crate::protocol::Scope>(json!({"session": " "})).is_err());
     assert!(matches!(
         phases::admit(&ask("s", "t"), &Prompt::text("  "), &MemoryStore::new()),
         Err(Refusal::InvalidPrompt(_))
@@ -71,7 +69,7 @@ fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
     assert_eq!(user.text(), "Hi");
     // A decision on an approval may come without words.
     let mut decision = ask("s", "t");
-    decision.approval = Some(json!({"approvalId": "ap-1", "decision": "decline"}));
+    decision.approval = Some(crate::protocol::ApprovalDecision::decline("ap-1"));
     assert!(
         phases::admit(&decision, &Prompt::text(""), &MemoryStore::new())
             .unwrap()
@@ -82,12 +80,14 @@ fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
 
 #[test]
 fn the_ids_are_refused_with_control_characters_wherever_the_turn_is_stored() {
-    for (session, turn, field) in [("s\0", "t", "scope.session"), ("s", "t\n1", "scope.turnId")] {
-        let turn_id = crate::session::TurnId::new(turn).map_err(|e| (turn.to_owned(), e));
-        match phases::ids(session, turn_id) {
-            Err(Refusal::InvalidPrompt(invalid)) => assert_eq!(invalid.field, field),
-            other => panic!("{session:?}/{turn:?} was admitted: {other:?}"),
-        }
+    // The ids are typed where a turn enters: a scope cannot carry one no store could key.
+    for (session, turn) in [("s\0", "t"), ("s", "t\n1")] {
+        let scope = json!({"session": session, "turnId": turn});
+        let refused = serde_json::from_value::<crate::protocol::Scope>(scope).unwrap_err();
+        assert!(
+            refused.to_string().contains("control character"),
+            "{session:?}/{turn:?}: {refused}"
+        );
     }
 }
 
@@ -101,10 +101,7 @@ async fn a_turn_is_claimed_once_and_a_redelivery_is_refused() {
         phases::open(&engine, &turn, LEASE, false, true).await,
         Err(Refusal::RunningElsewhere)
     ));
-    let done = TurnOutcome {
-        status: TurnStatus::Completed,
-        terminal: json!(null),
-    };
+    let done = TurnOutcome::Completed(None);
     store
         .complete_turn(&sid("s"), &tid("t-1"), &[], &done)
         .await
@@ -159,7 +156,6 @@ async fn a_turn_superseded_in_the_queue_is_recorded_and_refused_and_other_stops_
 fn each_refusal_is_a_failed_terminal_with_its_code() {
     let store_error = || crate::session::StoreError::Backend("the table is gone".into());
     let cases = [
-        (Refusal::EmptySession, codes::INVALID_PROMPT, false),
         (Refusal::ClaimFailed(store_error()), codes::STORE_FAILED, true),
         (
             Refusal::HistoryUnreadable(store_error()),

@@ -111,7 +111,8 @@ impl ConversationStore for MemoryStore {
             };
             // The running turn sees its stop; whatever it then stores is refused.
             if let Some(turn) = &deleted.stopped_turn {
-                data.stops.insert(turn.clone(), Stop::now(StopCause::UserStop));
+                data.stops
+                    .insert(turn.to_string(), Stop::now(StopCause::UserStop));
             }
         }
         let mut approvals = self.approvals()?;

@@ -31,7 +31,7 @@ pub struct MemoryStore {
 }
 
 /// Approvals by (session, id), with their status.
-type Approvals = HashMap<(String, String), (PendingApproval, ApprovalStatus)>;
+type Approvals = HashMap<(SessionId, String), (PendingApproval, ApprovalStatus)>;
 
 const POISONED: &str = "the in-memory store's lock was poisoned by a panic";
 
@@ -53,7 +53,7 @@ struct SessionData {
     /// The turn that holds the conversation's run, and until when.
     run: Option<(TurnId, SystemTime)>,
     /// What the tab answered to UI actions, by (turn, call).
-    ui_answers: HashMap<(String, String), ActionAnswer>,
+    ui_answers: HashMap<(TurnId, String), ActionAnswer>,
 }
 
 impl SessionData {
@@ -100,7 +100,7 @@ impl MemoryStore {
         if record.status.is_done() {
             return Err(StoreError::LostLease(format!("turn {turn_id} already ended")));
         }
-        record.status = outcome.status;
+        record.status = outcome.status();
         record.outcome = Some(outcome.clone());
         data.message_turns.resize(data.messages.len(), String::new());
         data.messages.extend_from_slice(messages);
@@ -186,7 +186,7 @@ impl SessionStore for MemoryStore {
                 data.turns.insert(
                     turn_id.clone(),
                     TurnRecord {
-                        turn_id: turn_id.to_string(),
+                        turn_id: turn_id.clone(),
                         status: TurnStatus::Running,
                         lease_until,
                         attempts: 1,
@@ -468,14 +468,14 @@ impl SessionStore for MemoryStore {
 impl ActionAnswers for MemoryStore {
     async fn look(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
     ) -> Result<Option<ActionAnswer>, StoreError> {
         let sessions = self.lock()?;
         Ok(sessions
-            .get(session)
-            .and_then(|data| data.ui_answers.get(&(turn_id.to_owned(), call_id.to_owned())))
+            .get(session.as_str())
+            .and_then(|data| data.ui_answers.get(&(turn_id.clone(), call_id.to_owned())))
             .cloned())
     }
 }
@@ -484,14 +484,14 @@ impl ActionAnswers for MemoryStore {
 impl ActionAnswerStore for MemoryStore {
     async fn record(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         call_id: &str,
         answer: &ActionAnswer,
     ) -> Result<bool, StoreError> {
         let mut sessions = self.lock()?;
-        let answers = &mut sessions.entry(session.to_owned()).or_default().ui_answers;
-        let key = (turn_id.to_owned(), call_id.to_owned());
+        let answers = &mut sessions.entry(session.to_string()).or_default().ui_answers;
+        let key = (turn_id.clone(), call_id.to_owned());
         let replaces = match answers.get(&key) {
             None => true,
             Some(kept) => answer.is_final() && !kept.is_final(),
@@ -519,16 +519,21 @@ impl ApprovalStore for MemoryStore {
 
     async fn get_approval(
         &self,
-        session: &str,
+        session: &SessionId,
         id: &str,
     ) -> Result<Option<(PendingApproval, ApprovalStatus)>, StoreError> {
         let approvals = self.approvals()?;
-        Ok(approvals.get(&(session.to_owned(), id.to_owned())).cloned())
+        Ok(approvals.get(&(session.clone(), id.to_owned())).cloned())
     }
 
-    async fn settle_approval(&self, session: &str, id: &str, to: ApprovalStatus) -> Result<bool, StoreError> {
+    async fn settle_approval(
+        &self,
+        session: &SessionId,
+        id: &str,
+        to: ApprovalStatus,
+    ) -> Result<bool, StoreError> {
         let mut approvals = self.approvals()?;
-        match approvals.get_mut(&(session.to_owned(), id.to_owned())) {
+        match approvals.get_mut(&(session.clone(), id.to_owned())) {
             Some((_, status)) if *status == ApprovalStatus::Pending => {
                 *status = to;
                 Ok(true)
@@ -537,11 +542,15 @@ impl ApprovalStore for MemoryStore {
         }
     }
 
-    async fn withdraw_turn_approvals(&self, session: &str, turn_id: &str) -> Result<usize, StoreError> {
+    async fn withdraw_turn_approvals(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<usize, StoreError> {
         let mut approvals = self.approvals()?;
         let mut withdrawn = 0;
         for ((of, _), (approval, status)) in approvals.iter_mut() {
-            if of == session && approval.turn_id == turn_id && *status == ApprovalStatus::Pending {
+            if of == session && approval.turn_id == *turn_id && *status == ApprovalStatus::Pending {
                 *status = ApprovalStatus::Expired;
                 withdrawn += 1;
             }

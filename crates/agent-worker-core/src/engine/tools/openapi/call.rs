@@ -202,7 +202,7 @@ impl Tool for OperationTool {
         }
         if self.binding.is_some() {
             // The product names the conversation when it reports the job's event.
-            headers.push((CONVERSATION_HEADER.to_owned(), ctx.session.clone()));
+            headers.push((CONVERSATION_HEADER.to_owned(), ctx.session.to_string()));
         }
         let response = self
             .request(&input, &headers)?

@@ -79,9 +79,9 @@ pub struct ActAsContext {
     /// Their account.
     pub account_id: Option<String>,
     /// The session.
-    pub session: String,
+    pub session: crate::session::SessionId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: crate::session::TurnId,
     /// The tool being called.
     pub tool: String,
     /// The person's own token for the API, when the turn carried one (`Debug` hides it).
