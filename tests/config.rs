@@ -577,13 +577,22 @@ async fn a_persons_token_reports_no_jobs_event() {
         timeout: Duration::from_secs(10),
     };
     let waiting = events.wait(&job);
+    // A second call waits for rep-2: the report the Cognito token sends settles it (each
+    // accepted token settles a job of its own, so no answer depends on when the other settled).
+    let job2 = JobWait {
+        id: "rep-2".into(),
+        ..job.clone()
+    };
+    let waiting2 = events.wait(&job2);
     let eve_reports = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let holds_job =
             |items: &[std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>]| {
-                items
-                    .iter()
-                    .any(|item| item.get("sk").and_then(|sk| sk.as_s().ok()) == Some(&"job#rep-1".to_owned()))
+                ["job#rep-1", "job#rep-2"].iter().all(|job| {
+                    items
+                        .iter()
+                        .any(|item| item.get("sk").and_then(|sk| sk.as_s().ok()) == Some(&(*job).to_owned()))
+                })
             };
         while !holds_job(
             &agent_worker_testkit::session_audit::every_item(&table)
@@ -633,23 +642,28 @@ async fn a_persons_token_reports_no_jobs_event() {
         let eve_without_audience = key.token(
             &json!({ "iss": issuer.issuer(), "sub": "eve", "client_id": "eve-app", "exp": now + 3600 }),
         );
-        for (token, status) in [(&cognito, 202), (&eve_without_audience, 401)] {
+        for (token, status) in [(&eve_without_audience, 401), (&cognito, 202)] {
             let answered = reqwest::Client::new()
                 .post(&url)
                 .bearer_auth(token)
                 .json(&json!({ "event": "report:ready", "conversationId": "conv-ada",
-                               "payload": { "reportId": "rep-1", "url": "https://desk.example/r/1" } }))
+                               "payload": { "reportId": "rep-2", "url": "https://desk.example/r/2" } }))
                 .send()
                 .await
                 .unwrap();
             assert_eq!(answered.status(), status);
         }
     };
-    let (settled, ()) = tokio::join!(waiting, eve_reports);
+    let (settled, settled2, ()) = tokio::join!(waiting, waiting2, eve_reports);
     assert_eq!(
         settled,
         Settled::Completed(json!({ "reportId": "rep-1", "url": "https://desk.example/r/1" })),
         "eve's reports settled nothing; the backend's did"
+    );
+    assert_eq!(
+        settled2,
+        Settled::Completed(json!({ "reportId": "rep-2", "url": "https://desk.example/r/2" })),
+        "the Cognito client's token reported"
     );
     let _ = stop.send(());
     served.await.unwrap().unwrap();

@@ -55,7 +55,7 @@ pub use crate::protocol::{IdError, SessionId, TurnId, id_problem};
 /// [`release_turn`](Self::release_turn) when it could store nothing.
 ///
 /// ```
-/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionId, SessionStore, TurnId, TurnOutcome, TurnStatus};
+/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionId, SessionStore, TurnId, TurnOutcome};
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -64,7 +64,7 @@ pub use crate::protocol::{IdError, SessionId, TurnId, id_problem};
 /// let lease = Lease(Duration::from_secs(60));
 /// assert_eq!(store.claim_turn(&s1, &t1, lease).await?, Claim::Claimed { reclaimed: false });
 /// let messages = [Message::user_text("hi"), Message::assistant_text("hello")];
-/// let outcome = TurnOutcome { status: TurnStatus::Completed, terminal: serde_json::Value::Null };
+/// let outcome = TurnOutcome::Completed(None);
 /// store.complete_turn(&s1, &t1, &messages, &outcome).await?;
 /// // A redelivery of t1 does not run again.
 /// assert!(matches!(store.claim_turn(&s1, &t1, lease).await?, Claim::Done(_)));
