@@ -3,7 +3,7 @@
 //! the Bedrock stand-in, and people known by their tokens (the test kit's issuer): a message
 //! sent, one streamed, tasks got and listed, a task cancelled, and the JSON-RPC binding's errors.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! context (the same id when the call is the same), an agent's question comes back as the tool's
 //! answer, a failure as an error result, and a card that cannot be read stops the configuration.
 
-mod support;
+use crate::support;
 
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};

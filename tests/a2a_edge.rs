@@ -4,7 +4,7 @@
 //! none of its files; a caller's `messageId` never names another task's turn; a task's status
 //! time is when its state was set; a context whose id holds `/` keeps a file part.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::attachments::FileArea;
 use agent_worker_testkit::{Reply, StreamScript};

@@ -6,7 +6,7 @@
 //! server never gave is refused; the HTTP+JSON binding pages alike; past 200 conversations a list
 //! names its context.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 

@@ -2,7 +2,7 @@
 //! operation, every error the specification names, uploads, and the handler contract.
 //! `agent_protocol_serving.rs` has the generated document and the agents served.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::Arc;

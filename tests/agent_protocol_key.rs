@@ -3,7 +3,7 @@
 //! request without it is 401 and does nothing; the OpenAPI document stays open. `agent-worker
 //! agent-protocol` refuses an address other than loopback without a key.
 
-mod support;
+use crate::support;
 
 use agent_worker::hosts::agent_protocol::AgentTaskHandler;
 use agent_worker::hosts::api_key::ApiKey;

@@ -3,7 +3,7 @@
 //! the Bedrock engine served, replicas on one DynamoDB table, a dropped step handler, a Standard
 //! Agent's session.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! `make node-tools`). Every request must pass but the suite's first, which calls a public echo
 //! service and cannot pass offline.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! memory or in DynamoDB on moto. The seed's examples, the stop-rule order, the session turn cap,
 //! handlers, and a parked approval gate resumed by another worker.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! and back, an orchestrator waiting on its approval gate, a child's parent hooks, and a handoff of
 //! the thread to the exposed agent.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`. AgentCore's AG-UI protocol posts AG-UI's
 //! `RunAgentInput` to the same `/invocations`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

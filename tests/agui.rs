@@ -3,7 +3,7 @@
 //! stand-in: a text run, a tool run, a stopped run, an approval asked and given, and refusals
 //! that change nothing.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

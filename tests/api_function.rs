@@ -3,7 +3,7 @@
 //! `serve`, streamed (response streaming), sends turns to the queue (SQS on moto), and the worker
 //! that reads the queue runs them; a turn's events then stream from the table.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! that opposite, on purpose: behind API Gateway (`API_RESPONSES=buffered`) nothing of the
 //! answer arrives before the model has finished.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Approvals bound to the exact call, on the engine with the Bedrock stand-in (and DynamoDB on
 //! moto for the race).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! Approvals through the host and the table: a decision carried on the SQS payload reaches the
 //! engine, and arguments tampered in the table after the card was shown are refused.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

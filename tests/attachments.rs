@@ -1,7 +1,7 @@
 //! Files the person attaches, from a local file area, through the real engine and the Bedrock
 //! stand-in: the exact content blocks the model is sent, and what is never stored or streamed.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

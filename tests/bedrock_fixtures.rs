@@ -3,7 +3,7 @@
 //! the exception frame) byte for byte; the `.chunks.txt` event lists re-framed; the Converse
 //! response and the HTTP error as their recorded JSON.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! reads the summary and the messages after it, tool pairs stay whole, and Bedrock's "input is
 //! too long" compacts and retries once. On the in-memory store and on DynamoDB (moto).
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::compaction::SUMMARIZE;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};

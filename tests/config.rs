@@ -2,7 +2,7 @@
 //! fixture), the person's token at the API and nowhere else, and every kind of mistake refused
 //! naming its key.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

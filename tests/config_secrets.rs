@@ -2,7 +2,7 @@
 //! checks with the key, a configuration kept in SSM or S3 with its documents, and a secret store that
 //! never answers.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::SystemTime;

@@ -1,7 +1,7 @@
 //! The conformance checker, run against the real engine (on the Bedrock stand-in) and against
 //! deliberately broken agents, each of which it must catch by name.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! `POST /conversations/{id}/files`. The page itself is driven in a browser by
 //! `make test-browser`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

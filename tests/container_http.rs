@@ -1,7 +1,7 @@
 //! The container host over real HTTP on 127.0.0.1, with DynamoDB on moto and the Bedrock
 //! stand-in.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;

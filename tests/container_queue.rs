@@ -2,7 +2,7 @@
 //! checks the person and the conversation as ever, sends the turn to the queue (SQS on moto) as
 //! `agent-worker send` would, and runs nothing itself; the worker that reads the queue runs it.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::TurnQueue;

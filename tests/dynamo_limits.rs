@@ -3,7 +3,7 @@
 //! cut to fit, with a note the model reads), never run and then lost. On moto's DynamoDB, with
 //! the Bedrock stand-in.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use futures_util::StreamExt as _;

@@ -2,7 +2,7 @@
 //! client: streaming, the tool loop, calls run together, reasoning, tools that fail (broken
 //! JSON, bad arguments, unknown, panicking, past their timeout). `engine_faults.rs` has the rest.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

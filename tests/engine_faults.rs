@@ -2,7 +2,7 @@
 //! broken and cut streams, refusals, limits, a turn's deadline, bad prompts, dropped streams, a broken
 //! stored history, a turn delivered twice.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! session commands route answers the contract's own control answer (`{ok, error: {code,
 //! message, retryable}}`), as the queue and the library do.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -6,8 +6,6 @@
 //! turn fails, named, and the exit code says so), and as a model that breaks each operating
 //! rule, loudly or by leaving out what the rule asks (so each rule's scenario fails, saying why).
 
-mod support;
-
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! lost, at each step of a turn; 429/503 bursts, broken and stalled streams, resets. After every
 //! case the session checker reads the whole table: no violation, nothing run twice, nothing lost.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeSet;

@@ -1,7 +1,7 @@
 //! Branching a conversation (`parentSession`, `branchHints`), on DynamoDB (moto) and in memory,
 //! against the Bedrock stand-in: what the model is sent is read from the stand-in's requests.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::{

@@ -5,7 +5,7 @@
 //! body over the limit and a head the server does not take included; the agent card names no
 //! scheme or host a request merely says.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

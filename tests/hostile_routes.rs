@@ -4,7 +4,7 @@
 //! errors answer 4xx, a stream on a turn that never starts ends, and the security headers. After
 //! every refusal the table is read whole and must be as it was.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The serverless path on real wire APIs: SQS and DynamoDB on moto's server, Bedrock on the
 //! stand-in, the real Lambda handler in between.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;

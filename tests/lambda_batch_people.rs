@@ -2,7 +2,7 @@
 //! conversation that belongs to another person (on the function and the poller), and one its person
 //! deleted.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;

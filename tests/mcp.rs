@@ -1,7 +1,7 @@
 //! Tools from MCP servers, against the reference server `@modelcontextprotocol/server-everything`
 //! from npm, over Streamable HTTP and stdio, through turns on the Bedrock stand-in.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! and for records that ran no turn. The real handler on moto's DynamoDB and the Bedrock
 //! stand-in; the lines are caught where the function's log would take them.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! Middleware from the outside: each wrapper is an Agent, acts on what it should, and passes
 //! every other event through unchanged (MUST 5).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! first's messages in its history; a second host reached through the queue gives the record
 //! back for later and writes nothing; a turn that supersedes the running one replaces it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

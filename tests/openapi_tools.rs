@@ -2,7 +2,7 @@
 //! stand-in: a read, a refused permission, a transaction held for approval then run once, a job
 //! waited for, and what never reaches the API.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! the stand-ins refuse a block of the wrong shape as the services do. Without the setting, or on
 //! an endpoint that takes no files, a PDF goes as its text, as before.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine, LocalFileArea, Model};
 use agent_worker::models::{AnthropicModel, ApiKey, OpenAiModel};

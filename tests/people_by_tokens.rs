@@ -3,7 +3,7 @@
 //! changes nothing. The issuer is the test kit's JWKS stand-in on 127.0.0.1, its keys made in the
 //! test (RS256 as Cognito signs, and ES256), its tokens signed there, not by the verifier's crate.
 
-mod support;
+use crate::support;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -2,7 +2,7 @@
 //! checkpoints go, that the cached prefix stays byte for byte the same from turn to turn, and
 //! that cache tokens are reported in usage.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};

@@ -4,7 +4,7 @@
 //! breaks. Then the engine's scenarios on each provider's real client: parallel calls, reasoning,
 //! the output limit, a stream that breaks mid-answer.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! `retry-after`, a stream that fails midway, and the command line on them. Both hosts on each
 //! provider, by settings alone: `provider_matrix.rs`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

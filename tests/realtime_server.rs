@@ -5,7 +5,7 @@
 //! unless `APPROVAL_STORE=table`. DynamoDB on moto, the model on the Bedrock stand-in, the
 //! realtime server on its stand-in.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! byte for byte through the stand-in and the real SDK to the same answer, holds no credential,
 //! and without credentials the command refuses and sends nothing.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};

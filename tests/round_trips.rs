@@ -3,7 +3,7 @@
 //! and no read of the version or the log's position on the way; four requests for a text turn
 //! shorter than the event log's window, and more for one that streams past it.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::time::{Duration, SystemTime};

@@ -4,7 +4,7 @@
 //! table, ARN or account; the text a turn frames (attachments, tool results, API error bodies)
 //! cannot close its frame or pose as system text.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! it; a malformed skill stops the start naming its file and field; `agent-worker tools` lists
 //! them.
 
-mod support;
+use crate::support;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::config::{Configured, Loader};

@@ -3,7 +3,7 @@
 //! what reaches the model is read from the stand-in's requests. The hosts' ways in (the queue,
 //! the command line, HTTP) are in `steering_hosts.rs`.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! command line as another process, and the container host's HTTP routes; on moto and the
 //! Bedrock stand-in.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Stopping and superseding a turn, on the engine with the Bedrock stand-in.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! template.yaml: it passes cfn-lint and `sam validate --lint` (from the project's venv), and
 //! holds the SQS settings those tools do not check.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

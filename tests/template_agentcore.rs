@@ -3,7 +3,7 @@
 //! the person's token passed through to a container that verifies it (AUTH=jwt, the same issuer
 //! and audience as the runtime's authorizer), and the role reaching only the table and the model.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! when asked for, told how people are known, and granted what its routes use and nothing of the
 //! model's.
 
-mod support;
+use crate::support;
 
 use serde_yaml::Value;
 use support::deployment::Deployment;

@@ -3,7 +3,7 @@
 //! Bedrock, a configuration in S3 or SSM, `sam build`'s layers, the owner index, and the dashboard's
 //! metrics.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Command;

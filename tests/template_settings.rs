@@ -9,7 +9,7 @@
 //!
 //! The tuning parameters keep the code's defaults when empty, and their descriptions name them.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! The verifier's clock is tokio's: a test moves it past a max age or an interval with
 //! [`skip`], not by waiting.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

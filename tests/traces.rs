@@ -3,7 +3,7 @@
 //! trace the SQS record carries (`AWSTraceHeader`), and no content unless the deployer asks.
 //! The real handler on moto's DynamoDB and the Bedrock stand-in.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

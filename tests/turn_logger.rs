@@ -2,7 +2,7 @@
 //! the product's own sink with the turn's ids, and still reach the program's `tracing`
 //! subscriber; through the real Bedrock client, the stand-in and DynamoDB on moto.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

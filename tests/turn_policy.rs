@@ -4,7 +4,7 @@
 //! narrowed once the turn has called a tool; from Rust, a step's policy is given every tool of
 //! the turn with its class (`allTools`).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -2,7 +2,7 @@
 //! each provider, is in `provider_matrix.rs`): an Agent Protocol task's `additional_input`, the
 //! command line's `--result-schema`, the configuration file's `resultSchema`.
 
-mod support;
+use crate::support;
 
 use agent_worker::hosts::agent_protocol::{
     AgentProtocolClient, AgentProtocolServer, AgentTaskHandler, ServerConfig, StepRequestBody,

@@ -3,7 +3,7 @@
 //! a UI action's request and its answer through each seam (the store, the table from another
 //! process, the realtime server), approvals, and what a stop leaves of each call.
 
-mod support;
+use crate::support;
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
