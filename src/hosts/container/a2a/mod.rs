@@ -132,7 +132,7 @@ pub(super) fn edge_refusal(path: &str, refused: &HostError) -> Option<Response> 
     if path == A2A_PATH {
         Some(json_answer(&Value::Null, Err(error)))
     } else if path.starts_with("/a2a/") && path != INTERFACE_CARD_PATH {
-        Some(rest::failure(&error))
+        Some(error.into_response())
     } else {
         None
     }

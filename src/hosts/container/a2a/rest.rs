@@ -26,11 +26,8 @@ pub(in crate::hosts::container) async fn send(
     Asker(person): Asker,
     _: SpokenVersion,
     body: Bytes,
-) -> Response {
-    let params = match as_request(&body) {
-        Ok(params) => params,
-        Err(error) => return failure(&error),
-    };
+) -> Result<Response, RpcError> {
+    let params = as_request(&body)?;
     answer(
         Call {
             host: &host,
@@ -47,19 +44,13 @@ pub(in crate::hosts::container) async fn stream(
     Asker(person): Asker,
     _: SpokenVersion,
     body: Bytes,
-) -> Response {
+) -> Result<Response, RpcError> {
     let call = Call {
         host: &host,
         person: &person,
     };
-    let params = match as_request(&body) {
-        Ok(params) => params,
-        Err(error) => return failure(&error),
-    };
-    match call.start_stream(params).await {
-        Ok(updates) => sse(updates),
-        Err(error) => failure(&error),
-    }
+    let params = as_request(&body)?;
+    Ok(sse(call.start_stream(params).await?))
 }
 
 /// `GET /a2a/tasks?contextId=…&pageSize=…&status=…&includeArtifacts=…`.
@@ -68,11 +59,8 @@ pub(in crate::hosts::container) async fn list(
     Asker(person): Asker,
     _: SpokenVersion,
     Query(query): Query<HashMap<String, String>>,
-) -> Response {
-    let params = match list_params(query) {
-        Ok(params) => params,
-        Err(error) => return failure(&error),
-    };
+) -> Result<Response, RpcError> {
+    let params = list_params(query)?;
     answer(
         Call {
             host: &host,
@@ -90,22 +78,19 @@ pub(in crate::hosts::container) async fn task_get(
     _: SpokenVersion,
     Path(target): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-) -> Response {
+) -> Result<Response, RpcError> {
     let call = Call {
         host: &host,
         person: &person,
     };
     match split_action(&target) {
         (id, None) => {
-            let mut params = match list_params(query) {
-                Ok(params) => params,
-                Err(error) => return failure(&error),
-            };
+            let mut params = list_params(query)?;
             params["id"] = json!(id);
             answer(call.get(params).await)
         }
         (id, Some("subscribe")) => subscribe(&call, id).await,
-        _ => failure(&RpcError::method_not_found()),
+        _ => Err(RpcError::method_not_found()),
     }
 }
 
@@ -115,7 +100,7 @@ pub(in crate::hosts::container) async fn task_post(
     Asker(person): Asker,
     _: SpokenVersion,
     Path(target): Path<String>,
-) -> Response {
+) -> Result<Response, RpcError> {
     let call = Call {
         host: &host,
         person: &person,
@@ -123,25 +108,22 @@ pub(in crate::hosts::container) async fn task_post(
     match split_action(&target) {
         (id, Some("cancel")) => answer(call.cancel(json!({ "id": id })).await),
         (id, Some("subscribe")) => subscribe(&call, id).await,
-        _ => failure(&RpcError::method_not_found()),
+        _ => Err(RpcError::method_not_found()),
     }
 }
 
 /// `/a2a/tasks/{id}/pushNotificationConfigs…`: not taken.
-pub(in crate::hosts::container) async fn push_configs() -> Response {
-    failure(&RpcError::push_not_supported())
+pub(in crate::hosts::container) async fn push_configs() -> RpcError {
+    RpcError::push_not_supported()
 }
 
 /// `GET /a2a/extendedAgentCard`: there is none.
-pub(in crate::hosts::container) async fn extended_card() -> Response {
-    failure(&RpcError::extended_card_not_configured())
+pub(in crate::hosts::container) async fn extended_card() -> RpcError {
+    RpcError::extended_card_not_configured()
 }
 
-async fn subscribe(call: &Call<'_>, id: &str) -> Response {
-    match call.subscribe(json!({ "id": id })).await {
-        Ok(updates) => sse(updates),
-        Err(error) => failure(&error),
-    }
+async fn subscribe(call: &Call<'_>, id: &str) -> Result<Response, RpcError> {
+    Ok(sse(call.subscribe(json!({ "id": id })).await?))
 }
 
 /// The body as the method's request.
@@ -154,11 +136,11 @@ fn as_request(body: &[u8]) -> Result<Value, RpcError> {
 pub(in crate::hosts::container) struct SpokenVersion;
 
 impl<S: Send + Sync> FromRequestParts<S> for SpokenVersion {
-    type Rejection = Response;
+    type Rejection = RpcError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, RpcError> {
         match refused_version(&parts.headers) {
-            Some(refused) => Err(failure(&refused)),
+            Some(refused) => Err(refused),
             None => Ok(Self),
         }
     }
@@ -189,16 +171,10 @@ fn list_params(query: HashMap<String, String>) -> Result<Value, RpcError> {
     Ok(Value::Object(params))
 }
 
-fn answer(result: Result<Value, RpcError>) -> Response {
-    match result {
-        Ok(result) => axum::Json(result).into_response(),
-        Err(error) => failure(&error),
-    }
-}
-
-pub(super) fn failure(error: &RpcError) -> Response {
-    let (status, body) = error.rest();
-    (status, axum::Json(body)).into_response()
+/// A method's result as the HTTP+JSON binding answers it (an error by [`RpcError`]'s
+/// `IntoResponse`).
+fn answer(result: Result<Value, RpcError>) -> Result<Response, RpcError> {
+    Ok(axum::Json(result?).into_response())
 }
 
 /// Stream responses as Server-Sent Events, each one's JSON as an event's data.

@@ -3,6 +3,7 @@
 //! status and body for each), and an answer.
 
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -23,7 +24,7 @@ pub(super) struct Request {
 
 /// A failed call, as JSON-RPC says it.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct RpcError {
+pub(in crate::hosts::container) struct RpcError {
     code: i64,
     message: String,
     /// A2A's reason, for the `ErrorInfo` detail.
@@ -188,10 +189,19 @@ impl RpcError {
     }
 }
 
+/// The error as the HTTP+JSON binding answers it (see [`RpcError::rest`]); the JSON-RPC binding
+/// answers it in its envelope instead ([`answer`]).
+impl IntoResponse for RpcError {
+    fn into_response(self) -> Response {
+        let (status, body) = self.rest();
+        (status, axum::Json(body)).into_response()
+    }
+}
+
 impl RpcError {
     /// The error as the HTTP+JSON binding answers it: the HTTP status A2A maps its code to,
     /// and a `google.rpc.Status` body with the `ErrorInfo` detail.
-    pub(super) fn rest(&self) -> (StatusCode, Value) {
+    fn rest(&self) -> (StatusCode, Value) {
         let (status, name) = self.http.unwrap_or(match self.code {
             -32001 | -32601 => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             -32602 | -32600 | -32700 => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
