@@ -29,7 +29,7 @@ TCK_TOOLS := $(TCK_VENV)/.installed
 A2A_TCK_DIR ?= ../shared/conformance/a2a-tck
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
-.PHONY: test test-browser test-a2a demo demo-tools lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
+.PHONY: test test-browser test-a2a demo demo-tools demo-build lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 test: $(PY_TOOLS) $(NODE_TOOLS)
@@ -57,12 +57,17 @@ eval-live: build
 	$(CARGO_TARGET_DIR)/debug/agent-worker eval
 
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
-demo: $(PY_TOOLS) build
+## It builds only what it runs: the `agent-worker` command and the stand-ins (the same features as
+## `build` and `make test`, so no dependency is built twice).
+demo: $(PY_TOOLS) demo-build
 	scripts/demo.sh
 
 ## demo-tools: the fixture help desk's API as the agent's tools, by configuration alone.
-demo-tools: $(PY_TOOLS) build
+demo-tools: $(PY_TOOLS) demo-build
 	scripts/demo_tools.sh
+
+demo-build:
+	cargo build --workspace --all-features --locked --bin agent-worker --bin bedrock-stand-in --bin desk-api
 
 ## test-browser: the console page in headless Chromium (Debian's chromium package): a turn
 ## streams, the model adds a task to the page, a delete waits for the click, stop, a steer, reload.
