@@ -465,10 +465,17 @@ impl EngineBuilder {
         self
     }
 
-    /// Where session state lives (required).
+    /// Where session state lives (required; or [`shared_store`](Self::shared_store)).
     #[must_use]
     pub fn store(mut self, store: impl SessionStore + 'static) -> Self {
         self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Where session state lives, a store shared with others (a host's, another engine's).
+    #[must_use]
+    pub fn shared_store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
         self
     }
 

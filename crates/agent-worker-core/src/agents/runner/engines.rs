@@ -104,7 +104,7 @@ pub(super) fn build_engine(inner: &RuntimeInner, which: Side, side: &PromptSide)
     // policy.
     let mut builder = (inner.engine_base)()
         .model((inner.models)(&model_id))
-        .store(inner.sessions.clone())
+        .shared_store(inner.sessions.clone())
         .tools(tools)
         .config(config)
         .narrowing_turn_policy(policy);
