@@ -18,6 +18,8 @@ CRATES = {
     "agent-worker-core": "crates/agent-worker-core/src",
     "agent-worker-aws": "crates/agent-worker-aws/src",
     "agent-worker-models": "crates/agent-worker-models/src",
+    "agent-worker-http": "crates/agent-worker-http/src",
+    "agent-worker-agent-protocol": "crates/agent-worker-agent-protocol/src",
     "agent-worker-testkit": "crates/agent-worker-testkit/src",
 }
 

@@ -17,11 +17,13 @@
 //!   `otlp`).
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`container`]: turns over HTTP, with live event streams (feature `container`).
-//! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`).
+//! - [`agent_protocol`]: Agent Protocol v1 server and client (feature `agent-protocol`; the
+//!   `agent-worker-agent-protocol` crate).
 //! - [`jwt`]: people by their own tokens, a JWT verified against its issuer's key set (feature
 //!   `container`).
 //! - [`http_serve`]: the accept loop both servers use, with timeouts, a connection cap, and each
-//!   request head read before hyper reads it (refused in the server's own shape).
+//!   request head read before hyper reads it (refused in the server's own shape); and
+//!   [`api_key`], the shared secrets callers present (the `agent-worker-http` crate).
 //! - [`S3FileArea`]: the files people attach, in S3 (feature `s3`).
 
 pub mod a2a_agents;
@@ -46,17 +48,17 @@ pub use settings::{SettingsError, WorkerSettings};
 pub use turn_queue::TurnQueue;
 
 #[cfg(feature = "agent-protocol")]
-pub mod agent_protocol;
+pub use agent_worker_agent_protocol as agent_protocol;
 #[cfg(feature = "api")]
 pub mod api;
-#[cfg(any(feature = "container", feature = "agent-protocol"))]
-pub mod api_key;
 #[cfg(feature = "s3")]
 pub use agent_worker_aws::S3FileArea;
+#[cfg(any(feature = "container", feature = "agent-protocol"))]
+pub use agent_worker_http::api_key;
 #[cfg(feature = "container")]
 pub mod container;
 #[cfg(any(feature = "container", feature = "agent-protocol"))]
-pub mod http_serve;
+pub use agent_worker_http::serve as http_serve;
 #[cfg(feature = "container")]
 pub mod jwt;
 #[cfg(feature = "lambda")]

@@ -111,7 +111,7 @@ pub trait StepHandler: Send + 'static {
 /// Takes new tasks.
 ///
 /// ```
-/// use agent_worker::hosts::agent_protocol::{StepResult, step_fn, task_fn};
+/// use agent_worker_agent_protocol::{StepResult, step_fn, task_fn};
 ///
 /// // Three steps a task; each says which it is.
 /// let handler = task_fn(|task| async move {

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 
 use super::handler::{StepFailed, StepHandler, StepResult, TaskFailed, TaskHandler};
 use super::types::{StepRequestBody, Task};
-use crate::protocol::{
+use agent_worker_contract::{
     Agent, CollectError, Prompt, RESULT_SCHEMA_KEY, Scope, SessionId, TurnId, codes, collect,
 };
 

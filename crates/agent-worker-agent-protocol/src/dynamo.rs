@@ -1,7 +1,7 @@
 //! [`DynamoTaskStore`]: tasks, steps and artifact records in the session table, so that several
 //! replicas (or Lambda instances) serve the same tasks.
 //!
-//! Items, beside the sessions' (see [`keys`](crate::session::dynamo::keys)), written and read
+//! Items, beside the sessions' (see [`keys`](agent_worker_aws::dynamo::keys)), written and read
 //! as [`Documents`] (the table module builds every item):
 //! a task is `aptasks` / `task#<taskId>`; its steps are `aptask#<taskId>` / `step#<stepId>`; its
 //! artifact records are `aptask#<taskId>` / `artifact#<ms>#<n>#<artifactId>`, each its wire JSON.
@@ -9,19 +9,19 @@
 //! list them oldest first; totals are counted by the same queries, so they stay right as items
 //! expire. Reads are strongly consistent. A page deep in a long list reads the items before it.
 
-use crate::Failure;
+use agent_worker_core::Failure;
 use async_trait::async_trait;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::store::{Page, TaskStore, TaskStoreError};
 use super::types::{Artifact, PageRequest, Pagination, Step, Task};
-use crate::clock::now_ms;
-use crate::session::DynamoStore;
-use crate::session::dynamo::keys::{
+use agent_worker_aws::dynamo::DynamoStore;
+use agent_worker_aws::dynamo::keys::{
     AP_ARTIFACT_PREFIX, AP_STEP_PREFIX, AP_TASK_PREFIX, AP_TASKS_PK, ap_artifact_sk, ap_step_sk, ap_task_pk,
     ap_task_sk,
 };
-use crate::session::dynamo::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
+use agent_worker_aws::dynamo::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
+use agent_worker_core::clock::now_ms;
 
 /// How many tasks of a page are read at once.
 const TASK_READS_AT_ONCE: usize = 8;

@@ -61,7 +61,7 @@ pub enum ClientError {
 /// A client of one Agent Protocol server. Cheap to clone.
 ///
 /// ```no_run
-/// use agent_worker::hosts::agent_protocol::{AgentProtocolClient, StepRequestBody, TaskRequestBody};
+/// use agent_worker_agent_protocol::{AgentProtocolClient, StepRequestBody, TaskRequestBody};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = AgentProtocolClient::new("http://127.0.0.1:8000")?;

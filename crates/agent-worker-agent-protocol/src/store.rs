@@ -1,7 +1,7 @@
 //! Where tasks, steps and artifact records are kept: [`TaskStore`], in memory by default
 //! ([`MemoryTaskStore`], as the reference SDK keeps them).
 
-use crate::Failure;
+use agent_worker_core::Failure;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -1,8 +1,8 @@
 //! The Agent Protocol v1 REST server: the nine operations of [`Operation`], `GET /openapi.json`,
 //! and errors as the specification gives them (404 and 422 with `{"message": …}`).
 
-use crate::hosts::api_key::ApiKey;
-use crate::hosts::http_serve::{ConnectionLimits, serve_answering};
+use agent_worker_http::api_key::ApiKey;
+use agent_worker_http::serve::{ConnectionLimits, serve_answering};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +29,7 @@ use super::workspace::{DEFAULT_WORKSPACE, Workspace, relative_folder};
 
 use super::extract::{ApiError, ApiPage, ApiPath, JsonBody, key_required, refused_head};
 use super::step_handlers::{SharedStepHandler, StepHandlers};
-use crate::protocol::ErrorChain;
+use agent_worker_contract::ErrorChain;
 
 /// The port when none is given, as in the reference SDK.
 pub const DEFAULT_PORT: u16 = 8000;
@@ -95,8 +95,8 @@ struct Inner {
 /// An Agent Protocol server around a [`TaskHandler`]. Cheap to clone.
 ///
 /// ```no_run
-/// use agent_worker::hosts::agent_protocol::{self, AgentProtocolServer, AgentTaskHandler, ServerConfig};
-/// use agent_worker::protocol::{AgentEvent, agent_fn};
+/// use agent_worker_agent_protocol::{self as agent_protocol, AgentProtocolServer, AgentTaskHandler, ServerConfig};
+/// use agent_worker_contract::{AgentEvent, agent_fn};
 /// use futures_util::stream;
 ///
 /// # async fn run() -> std::io::Result<()> {

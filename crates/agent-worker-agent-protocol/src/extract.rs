@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::store::TaskStoreError;
 use super::types::{MAX_PAGE_SIZE, PageRequest};
-use crate::protocol::ErrorChain;
+use agent_worker_contract::ErrorChain;
 
 /// What a request came to, as the specification answers it.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ impl IntoResponse for ApiError {
 
 /// Lets a request through when it carries the server's key; 401 otherwise, before any handler.
 pub(super) async fn key_required(
-    axum::extract::State(key): axum::extract::State<std::sync::Arc<crate::hosts::api_key::ApiKey>>,
+    axum::extract::State(key): axum::extract::State<std::sync::Arc<agent_worker_http::api_key::ApiKey>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -69,7 +69,7 @@ pub(super) async fn key_required(
 
 /// A request head refused before it reached a route (`hosts::http_serve`), in the one error
 /// shape.
-pub(super) fn refused_head(refused: &crate::hosts::http_serve::RefusedHead) -> Response {
+pub(super) fn refused_head(refused: &agent_worker_http::serve::RefusedHead) -> Response {
     let message = format!("{} ({})", refused.message, refused.field);
     (refused.status, axum::Json(json!({ "message": message }))).into_response()
 }

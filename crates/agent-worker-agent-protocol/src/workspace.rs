@@ -53,7 +53,7 @@ const MAX_RELATIVE_PATH_BYTES: usize = 1024;
 
 /// A single path segment: not empty, not `.` or `..`, no separator, no NUL.
 fn plain_name<'a>(what: &str, name: &'a str) -> Result<&'a str, PathRejected> {
-    let plain = crate::engine::attachments::plain_segment(name)
+    let plain = agent_worker_core::engine::attachments::plain_segment(name)
         .filter(|n| n.len() <= MAX_SEGMENT_BYTES && !n.contains(char::is_control));
     if plain.is_none() {
         return Err(PathRejected(format!(

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::protocol::ErrorChain;
+use agent_worker_contract::ErrorChain;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;

@@ -1,4 +1,4 @@
-//! Agent Protocol v1: a REST server for any task handler (and so for any [`Agent`](crate::protocol::Agent)),
+//! Agent Protocol v1: a REST server for any task handler (and so for any [`Agent`](agent_worker_contract::Agent)),
 //! a typed client, and the OpenAPI document, all from one list of operations.
 //!
 //! | operation | route |
