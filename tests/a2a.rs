@@ -4,12 +4,12 @@
 //! sent, one streamed, tasks got and listed, a task cancelled, and the JSON-RPC binding's errors.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, OwnerStore as _};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, tool_fn};
-use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
 use support::a2a::World;

@@ -5,10 +5,11 @@
 //! answer, a failure as an error result, and a card that cannot be read stops the configuration.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
-use agent_worker::session::{MemoryStore, SessionStore};
+use agent_worker::session::MemoryStore;
 use agent_worker_testkit::{A2aEchoAgent, BedrockStandIn, Reply, sid, tid};
 use futures_util::StreamExt as _;
 use serde_json::Value;

@@ -7,10 +7,10 @@
 //! names its context.
 
 use crate::support;
+use agent_worker::session::{OwnerStore as _, TurnLedger as _};
 
 use std::collections::HashSet;
 
-use agent_worker::session::SessionStore as _;
 use agent_worker_testkit::Reply;
 use serde_json::{Value, json};
 use support::a2a::World;

@@ -8,10 +8,10 @@
 //! `RunAgentInput` to the same `/invocations`.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::time::Duration;
 
-use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
 use support::config;

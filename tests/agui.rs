@@ -4,12 +4,12 @@
 //! that change nothing.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
-use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript, run_agui, sid};
 use serde_json::{Value, json};
 use support::config;

@@ -4,6 +4,7 @@
 //! that reads the queue runs them; a turn's events then stream from the table.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, OwnerStore as _, TurnLedger as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, ResponseMode, function_url_event, moto};
 use serde_json::{Value, json};

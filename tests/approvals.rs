@@ -2,6 +2,7 @@
 //! moto for the race).
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +11,7 @@ use std::time::Duration;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig, ToolDecision, ToolPolicy, ToolPolicyContext};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::history::check;
-use agent_worker::session::{
-    ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore, SessionStore,
-};
+use agent_worker::session::{ApprovalStatus, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto, sid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};

@@ -2,6 +2,7 @@
 //! stand-in: the exact content blocks the model is sent, and what is never stored or streamed.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use agent_worker::engine::attachments::FileArea as _;
 use agent_worker::engine::tools::{Effect, Tool, ToolClass, ToolSpec, tool_fn};
 use agent_worker::engine::{AdmitClasses, ApprovalSigner, BedrockModel, Engine, EngineConfig, LocalFileArea};
 use agent_worker::protocol::{Agent, AgentEvent, AttachmentRef, AttachmentStatus, Prompt, Scope};
-use agent_worker::session::{ContentBlock, MemoryStore, SessionStore};
+use agent_worker::session::{ContentBlock, MemoryStore};
 use agent_worker_testkit::{self, BedrockStandIn, Reply, StreamScript, sid, tid};
 use base64::Engine as _;
 use futures_util::StreamExt;

@@ -4,12 +4,13 @@
 //! response and the HTTP error as their recorded JSON.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
 use agent_worker::protocol::{AgentEvent, codes};
-use agent_worker::session::{ContentBlock, MemoryStore, Role, SessionStore};
+use agent_worker::session::{ContentBlock, MemoryStore, Role};
 use agent_worker_testkit::{BedrockStandIn, Reply, sid};
 use aws_sdk_bedrockruntime::types::{ContentBlock as SdkBlock, StopReason};
 use serde_json::{Value, json};

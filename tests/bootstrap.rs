@@ -2,10 +2,11 @@
 //! hands it an SQS batch, as Lambda does; it runs the turns on the Bedrock stand-in, keeps them
 //! in moto's DynamoDB, and posts the partial batch response back.
 
+use agent_worker::session::{HistoryStore as _, TurnLedger as _};
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, moto};
 use serde_json::{Value, json};
 

@@ -1,9 +1,10 @@
 //! The `agent-worker` binary: `invoke` against an in-process stand-in.
 
+use agent_worker::session::HistoryStore as _;
 use tokio::process::Command;
 
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::{BedrockStandIn, Reply, sid};
 
 /// `agent-worker invoke ARGS` against the stand-in, with sessions in memory.

@@ -3,6 +3,7 @@
 //! too long" compacts and retries once. On the in-memory store and on DynamoDB (moto).
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use agent_worker::engine::compaction::SUMMARIZE;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};

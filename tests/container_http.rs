@@ -2,13 +2,14 @@
 //! stand-in.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, SignalStore as _, TurnLedger as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::engine::EngineConfig;
 use agent_worker::hosts::container::{AllowedOrigins, ContainerConfig, TurnEnd};
-use agent_worker::session::{SessionStore, TurnStatus};
+use agent_worker::session::TurnStatus;
 use agent_worker_testkit::{Reply, StreamScript};
 use serde_json::{Value, json};
 use support::container::{KEY, Server, changed, events, post, server, server_with, sse_events, table, turn};

@@ -3,11 +3,11 @@
 //! `agent-worker send` would, and runs nothing itself; the worker that reads the queue runs it.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, TurnLedger as _};
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
-use agent_worker::session::SessionStore;
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{Reply, moto};
 use agent_worker_testkit::{sid, tid};

@@ -1,6 +1,7 @@
 //! A person's conversations on moto's DynamoDB: listed from the owner index, read back in display
 //! form, deleted whole.
 
+use agent_worker::session::{HistoryStore as _, OwnerStore as _, TurnLedger as _};
 use agent_worker_testkit::{sid, tid};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -11,7 +12,7 @@ use agent_worker::protocol::AgentEvent;
 use agent_worker::session::conversations::ConversationSummary;
 use agent_worker::session::{
     ApprovalStore, ContentBlock, ConversationError, DynamoConfig, DynamoStore, Lease, Message, Owner,
-    OwnerCheck, PendingApproval, Role, SessionStore, Stop, StopCause, StoreError, Summary, TurnOutcome,
+    OwnerCheck, PendingApproval, Role, Stop, StopCause, StoreError, Summary, TurnOutcome,
 };
 use agent_worker_testkit::moto;
 use aws_sdk_dynamodb::types::AttributeValue;

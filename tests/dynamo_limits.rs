@@ -4,6 +4,7 @@
 //! the Bedrock stand-in.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, TurnLedger as _};
 
 use agent_worker_testkit::{sid, tid};
 use futures_util::StreamExt as _;
@@ -14,7 +15,7 @@ use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::dynamo::MAX_MESSAGE_BYTES;
 use agent_worker::session::history::check;
-use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, Message, Role, SessionStore};
+use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, Message, Role};
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use serde_json::{Value, json};
 use support::*;

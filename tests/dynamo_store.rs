@@ -1,13 +1,13 @@
 //! The DynamoDB session store on moto's server.
 
+use agent_worker::session::{HistoryStore as _, OwnerStore as _, SignalStore as _, TurnLedger as _};
 use agent_worker_testkit::{sid, tid};
 use std::time::Duration;
 
 use agent_worker::protocol::AgentEvent;
 use agent_worker::session::history::check;
 use agent_worker::session::{
-    Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, SessionStore, StoreError,
-    TurnOutcome, TurnStatus,
+    Claim, ContentBlock, DynamoConfig, DynamoStore, Lease, Message, Role, StoreError, TurnOutcome, TurnStatus,
 };
 use agent_worker_testkit::moto;
 use serde_json::json;

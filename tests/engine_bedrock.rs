@@ -3,6 +3,7 @@
 //! JSON, bad arguments, unknown, panicking, past their timeout). `engine_faults.rs` has the rest.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
 use agent_worker::protocol::AgentEvent;
 use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::session::history::check;
-use agent_worker::session::{ContentBlock, MemoryStore, Message, SessionStore};
+use agent_worker::session::{ContentBlock, MemoryStore, Message};
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
 use support::engine::*;

@@ -3,6 +3,7 @@
 //! stored history, a turn delivered twice.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use agent_worker::engine::{EngineConfig, StepContext, TurnPolicy};
 use agent_worker::protocol::conformance::CleanupProbe;
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, Scope, codes};
 use agent_worker::session::history::{INTERRUPTED_CALL, check};
-use agent_worker::session::{ContentBlock, MemoryStore, Message, Role, SessionStore};
+use agent_worker::session::{ContentBlock, MemoryStore, Message, Role};
 use agent_worker_testkit::{Frame, Reply, StreamScript, sid, tid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};

@@ -4,6 +4,7 @@
 //! underneath are real where they can be: an AWS SDK call and an HTTP request to a port nothing
 //! listens on.
 
+use agent_worker::session::HistoryStore as _;
 use std::collections::BTreeSet;
 use std::error::Error;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use agent_worker::hosts::agent_protocol::AgentProtocolClient;
 use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier, TokenError};
 use agent_worker::hosts::{AgentTurnPayload, TurnQueue};
 use agent_worker::protocol::{AgentFailure, CollectError, chain};
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionId, SessionStore as _, StoreError};
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionId, StoreError};
 use agent_worker::sinks::SinkError;
 
 /// An address nothing listens on: a call there is refused at once.

@@ -4,6 +4,7 @@
 //! case the session checker reads the whole table: no violation, nothing run twice, nothing lost.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, SignalStore as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeSet;
@@ -16,7 +17,7 @@ use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::session_audit::{Audit, audit};
 use agent_worker_testkit::{

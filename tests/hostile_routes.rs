@@ -5,11 +5,11 @@
 //! every refusal the table is read whole and must be as it was.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::time::Duration;
 
 use agent_worker::hosts::container::console::Console;
-use agent_worker::session::SessionStore;
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use reqwest::Method;
 use serde_json::{Value, json};

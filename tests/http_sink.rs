@@ -1,5 +1,6 @@
 //! The HTTP emit sink against a real HTTP receiver on 127.0.0.1.
 
+use agent_worker::session::TurnLedger as _;
 use agent_worker_testkit::{sid, tid};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,7 @@ use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{MemoryStore, SessionStore};
+use agent_worker::session::MemoryStore;
 use agent_worker::sinks::{HttpEmitSink, Sink, Sinks, TurnRef};
 use agent_worker_testkit::{BedrockStandIn, Reply};
 use axum::extract::State;

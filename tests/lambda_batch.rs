@@ -2,6 +2,7 @@
 //! stand-in, the real Lambda handler in between.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, TurnLedger as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
@@ -14,7 +15,7 @@ use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::protocol::conformance::{Case, Hanging, Pair, Rule, Subject, check};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope};
 use agent_worker::session::history::check as check_history;
-use agent_worker::session::{Claim, DynamoConfig, DynamoStore, Lease, SessionStore, TurnStatus};
+use agent_worker::session::{Claim, DynamoConfig, DynamoStore, Lease, TurnStatus};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};
 use futures_util::StreamExt;

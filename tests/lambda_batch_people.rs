@@ -3,6 +3,7 @@
 //! deleted.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, TurnLedger as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use agent_worker::hosts::lambda::{RedriveBackoff, Requeue, TurnHandler};
 use agent_worker::hosts::sqs_poller::{PollOptions, poll_queue};
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{Claim, Lease, SessionStore};
+use agent_worker::session::{Claim, Lease};
 use agent_worker::sinks::DynamoEventLog;
 use agent_worker_testkit::{Reply, moto};
 use serde_json::json;

@@ -4,6 +4,7 @@
 //! stand-in; the lines are caught where the function's log would take them.
 
 use crate::support;
+use agent_worker::session::SignalStore as _;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::metrics::{Metrics, MetricsConfig, MetricsOut, counted};
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause};
+use agent_worker::session::{DynamoConfig, DynamoStore, Stop, StopCause};
 use agent_worker::sinks::Sinks;
 use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};

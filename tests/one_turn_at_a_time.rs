@@ -5,12 +5,12 @@
 //! back for later and writes nothing; a turn that supersedes the running one replaces it.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, OwnerStore as _};
 
 use std::time::Duration;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::lambda::TurnHandler;
-use agent_worker::session::SessionStore;
 use agent_worker::sinks::Sinks;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, sid};
 use aws_lambda_events::event::sqs::SqsMessage;

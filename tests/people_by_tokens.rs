@@ -4,11 +4,11 @@
 //! test (RS256 as Cognito signs, and ES256), its tokens signed there, not by the verifier's crate.
 
 use crate::support;
+use agent_worker::session::OwnerStore as _;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
-use agent_worker::session::SessionStore as _;
 use agent_worker_testkit::{JwksStandIn, Reply, SigningKey, sid, unsigned_token};
 use serde_json::{Value, json};
 use support::container::{KEY, Server, changed, send, server_with_tokens, table};

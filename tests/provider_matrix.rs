@@ -5,6 +5,7 @@
 //! the output limit, a stream that breaks mid-answer.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use agent_worker_testkit::{sid, tid};
 use std::collections::HashMap;
@@ -17,7 +18,7 @@ use agent_worker::hosts::config::Configured;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::{AgentEvent, codes};
-use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, MemoryStore, SessionStore as _};
+use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, MemoryStore};
 use agent_worker::sinks::DynamoEventLog;
 use agent_worker_testkit::{Provider, STAND_IN_API_KEY, StandIn, moto};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};

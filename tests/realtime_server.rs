@@ -6,6 +6,7 @@
 //! realtime server on its stand-in.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use agent_worker::hosts::WorkerSettings;
 use agent_worker::hosts::config::{ConfigFile, Configured, Loader};
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope, codes};
-use agent_worker::session::{ApprovalStore as _, DynamoConfig, DynamoStore, SessionStore as _, StopCause};
+use agent_worker::session::{ApprovalStore as _, DynamoConfig, DynamoStore, StopCause};
 use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
 use agent_worker_testkit::{
     BedrockStandIn, REALTIME_KEY, RealtimeStandIn, Reply, StreamScript, moto, sid, tid,

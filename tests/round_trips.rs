@@ -4,6 +4,7 @@
 //! shorter than the event log's window, and more for one that streams past it.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, SignalStore as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::time::{Duration, SystemTime};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::AgentEvent;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause};
+use agent_worker::session::{DynamoConfig, DynamoStore, Stop, StopCause};
 use agent_worker::sinks::{DynamoEventLog, Sink, SinkError, Sinks, TurnRef, TurnSink};
 use agent_worker_testkit::meter::Meter;
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto};

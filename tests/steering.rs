@@ -4,6 +4,7 @@
 //! the command line, HTTP) are in `steering_hosts.rs`.
 
 use crate::support;
+use agent_worker::session::HistoryStore as _;
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::control::{SessionStatus, refusals};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope, SessionCommand, SessionControl as _};
-use agent_worker::session::{ContentBlock, SessionStore as _};
+use agent_worker::session::ContentBlock;
 use agent_worker_testkit::{BedrockStandIn, Reply};
 use futures_util::StreamExt as _;
 use support::steering::*;

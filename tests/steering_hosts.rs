@@ -3,6 +3,7 @@
 //! Bedrock stand-in.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, SignalStore as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use agent_worker::engine::EngineConfig;
 use agent_worker::protocol::AgentEvent;
 use agent_worker::protocol::control::refusals;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore as _};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::{Reply, moto};
 use serde_json::{Value, json};
 use support::steering::*;

@@ -14,8 +14,8 @@ use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::{Agent, AgentEvent, Prompt, Scope, codes};
 use agent_worker::session::history::check;
 use agent_worker::session::{
-    Claim, Lease, MemoryStore, Message, SessionStore, Stop, StopCause, StopOutcome, StoreError, TurnOutcome,
-    TurnRecord, TurnStatus,
+    Claim, HistoryStore, Lease, MemoryStore, Message, OwnerStore, SignalStore, Stop, StopCause, StopOutcome,
+    StoreError, TurnLedger, TurnOutcome, TurnRecord, TurnStatus,
 };
 use agent_worker::sinks::{Sink, SinkError, Sinks, TurnRef, TurnSink};
 use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript};
@@ -357,7 +357,7 @@ async fn a_redelivered_turn_that_was_superseded_does_nothing_at_all() {
 struct HangingWrites(MemoryStore);
 
 #[async_trait]
-impl SessionStore for HangingWrites {
+impl OwnerStore for HangingWrites {
     async fn claim_owner(
         &self,
         session: &agent_worker::session::SessionId,
@@ -366,12 +366,47 @@ impl SessionStore for HangingWrites {
     ) -> Result<agent_worker::session::OwnerCheck, StoreError> {
         self.0.claim_owner(session, turn_id, owner).await
     }
+
     async fn owner(
         &self,
         session: &agent_worker::session::SessionId,
     ) -> Result<Option<agent_worker::session::Owner>, StoreError> {
         self.0.owner(session).await
     }
+}
+
+#[async_trait]
+impl HistoryStore for HangingWrites {
+    async fn load_history(
+        &self,
+        session: &agent_worker::session::SessionId,
+    ) -> Result<Vec<Message>, StoreError> {
+        self.0.load_history(session).await
+    }
+}
+
+#[async_trait]
+impl SignalStore for HangingWrites {
+    async fn request_stop(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError> {
+        self.0.request_stop(session, turn_id, stop).await
+    }
+
+    async fn stop_requested(
+        &self,
+        session: &agent_worker::session::SessionId,
+        turn_id: &agent_worker::session::TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
+        self.0.stop_requested(session, turn_id).await
+    }
+}
+
+#[async_trait]
+impl TurnLedger for HangingWrites {
     async fn claim_turn(
         &self,
         session: &agent_worker::session::SessionId,
@@ -380,12 +415,7 @@ impl SessionStore for HangingWrites {
     ) -> Result<Claim, StoreError> {
         self.0.claim_turn(session, turn_id, lease).await
     }
-    async fn load_history(
-        &self,
-        session: &agent_worker::session::SessionId,
-    ) -> Result<Vec<Message>, StoreError> {
-        self.0.load_history(session).await
-    }
+
     async fn complete_turn(
         &self,
         session: &agent_worker::session::SessionId,
@@ -398,6 +428,7 @@ impl SessionStore for HangingWrites {
         }
         self.0.complete_turn(session, turn_id, messages, outcome).await
     }
+
     async fn release_turn(
         &self,
         session: &agent_worker::session::SessionId,
@@ -405,21 +436,7 @@ impl SessionStore for HangingWrites {
     ) -> Result<(), StoreError> {
         self.0.release_turn(session, turn_id).await
     }
-    async fn request_stop(
-        &self,
-        session: &agent_worker::session::SessionId,
-        turn_id: &agent_worker::session::TurnId,
-        stop: Stop,
-    ) -> Result<StopOutcome, StoreError> {
-        self.0.request_stop(session, turn_id, stop).await
-    }
-    async fn stop_requested(
-        &self,
-        session: &agent_worker::session::SessionId,
-        turn_id: &agent_worker::session::TurnId,
-    ) -> Result<Option<Stop>, StoreError> {
-        self.0.stop_requested(session, turn_id).await
-    }
+
     async fn turn(
         &self,
         session: &agent_worker::session::SessionId,

@@ -4,6 +4,7 @@
 //! process, the realtime server), approvals, and what a stop leaves of each call.
 
 use crate::support;
+use agent_worker::session::{HistoryStore as _, SignalStore as _};
 
 use agent_worker_testkit::{sid, tid};
 use std::sync::Arc;
@@ -12,8 +13,7 @@ use std::time::Duration;
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{Agent as _, AgentEvent, Prompt, Scope};
 use agent_worker::session::{
-    ActionAnswer, ActionAnswerStore, ActionAnswers, InputMode, MemoryStore, MessageInput, SessionStore, Stop,
-    StopCause,
+    ActionAnswer, ActionAnswerStore, ActionAnswers, InputMode, MemoryStore, MessageInput, Stop, StopCause,
 };
 use agent_worker_testkit::{BedrockStandIn, Reply};
 use futures_util::StreamExt as _;

@@ -2,10 +2,11 @@
 //! (1,000 conversations) and for reading back a 10,000-message conversation, with the metering
 //! interceptor of `storage`.
 
+use agent_worker::session::OwnerStore as _;
 use std::time::Instant;
 
 use agent_worker::conversations::Conversations;
-use agent_worker::session::{DynamoConfig, DynamoStore, Owner, SessionId, SessionStore, TurnId};
+use agent_worker::session::{DynamoConfig, DynamoStore, Owner, SessionId, TurnId};
 use agent_worker_testkit::moto;
 use serde_json::{Value, json};
 

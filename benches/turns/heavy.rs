@@ -3,10 +3,11 @@
 //! function's `MemorySize`: its peak resident memory (`VmHWM`, which is what Lambda's "Max
 //! Memory Used" follows for a custom runtime) and its CPU, beside a plain text turn's.
 
+use agent_worker::session::HistoryStore as _;
 use std::process::Stdio;
 
 use agent_worker::protocol::AttachmentRef;
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore};
+use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, StreamScript, files, moto};
 use serde_json::{Value, json};
 

@@ -2,10 +2,11 @@
 //! DynamoDB table, against the stand-in: every turn must be stored once, none lost, none run
 //! twice.
 
+use agent_worker::session::TurnLedger as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionId, SessionStore, TurnId, TurnStatus};
+use agent_worker::session::{DynamoConfig, DynamoStore, SessionId, TurnId, TurnStatus};
 use agent_worker_testkit::{BedrockStandIn, Reply, moto};
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use serde_json::{Value, json};

@@ -6,6 +6,7 @@
 //! stored messages must have ended, and every turn the caller says was accepted must have
 //! ended or be in the dead-letter queue.
 
+use agent_worker_core::session::HistoryStore as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -13,7 +14,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use agent_worker_aws::DynamoStore;
 use agent_worker_aws::dynamo::keys::{MESSAGE_PREFIX, META_SK};
 use agent_worker_core::session::history::check;
-use agent_worker_core::session::{SessionId, SessionStore, StoreError};
+use agent_worker_core::session::{SessionId, StoreError};
 
 /// What the checker found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,13 +2,14 @@
 //! session control plane (`steer`, `follow-up`, `abort`, `state`).
 
 use crate::failure::CliError;
+use agent_worker::session::{HistoryStore as _, SignalStore as _};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_worker::engine::StoreControl;
 use agent_worker::protocol::control::answer;
 use agent_worker::protocol::{SessionCommand, SessionControl};
-use agent_worker::session::{DynamoConfig, DynamoStore, SessionStore, Stop, StopCause, StopOutcome};
+use agent_worker::session::{DynamoConfig, DynamoStore, Stop, StopCause, StopOutcome};
 use agent_worker::session::{SessionId, TurnId};
 use agent_worker::sinks::DynamoEventLog;
 

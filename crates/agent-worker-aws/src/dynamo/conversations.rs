@@ -6,6 +6,7 @@
 //! messages, one of its approvals and at most one `GetItem` of a running turn, together. Neither
 //! grows with the conversation's length or the person's number of conversations.
 
+use agent_worker_core::session::{SignalStore as _, TurnLedger as _};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -15,8 +16,8 @@ use agent_worker_core::session::conversations::{
     owner_key, page_range,
 };
 use agent_worker_core::session::{
-    ApprovalStatus, ConversationError, ConversationStore, Owner, PendingApproval, SessionId, SessionStore,
-    Stop, StopCause, StopOutcome, StoreError, TurnId,
+    ApprovalStatus, ConversationError, ConversationStore, Owner, PendingApproval, SessionId, Stop, StopCause,
+    StopOutcome, StoreError, TurnId,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValue, WriteRequest};

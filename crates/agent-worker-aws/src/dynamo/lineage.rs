@@ -92,7 +92,7 @@ impl DynamoStore {
     }
 
     /// Starts `session` as a branch of `parent` at the point `hints` name (see
-    /// [`SessionStore::fork`](agent_worker_core::session::SessionStore::fork)): one conditional
+    /// [`HistoryStore::fork`](agent_worker_core::session::HistoryStore::fork)): one conditional
     /// write of its lineage and version, refused when it holds messages already.
     pub(super) async fn branch(
         &self,

@@ -1,13 +1,13 @@
 //! The unwritten end of each turn's event log in this process, shared by the log's writer
 //! ([`DynamoEventLog`](super::DynamoEventLog)) and the store's commit: a turn that says what it
-//! will say last ([`SessionStore::ending_next`]) has the log's queue and that terminal written in
+//! will say last ([`TurnLedger::ending_next`]) has the log's queue and that terminal written in
 //! its commit's own transaction, so the log's last window costs no request of its own.
 //!
 //! The commit takes the log's queue only when the log has been given every event the turn
 //! emitted before its terminal and is not writing: a host that handed the log fewer events, or
 //! other ones, leaves the log to write its end itself, as it always could.
 //!
-//! [`SessionStore::ending_next`]: agent_worker_core::session::SessionStore::ending_next
+//! [`TurnLedger::ending_next`]: agent_worker_core::session::TurnLedger::ending_next
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};

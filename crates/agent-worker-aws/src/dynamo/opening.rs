@@ -3,14 +3,14 @@
 //! it wrote: the claim a stop asked while the turn waited, the owner check the session's version,
 //! summary position and lineage); then the history, bounded by that version.
 
+use agent_worker_core::session::{SignalStore as _, TurnLedger as _};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, Lease, OpenTurn, Opened, SessionId, SessionStore, Stop, StoreError, TurnId, TurnOpening,
-    TurnRecord,
+    Claim, Lease, OpenTurn, Opened, SessionId, Stop, StoreError, TurnId, TurnOpening, TurnRecord,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
@@ -90,7 +90,7 @@ pub(super) struct Claimed {
 }
 
 impl DynamoStore {
-    /// The opening ([`SessionStore::open_turn`]): the claim and the owner check (or, for a turn
+    /// The opening ([`TurnLedger::open_turn`]): the claim and the owner check (or, for a turn
     /// of no one, a read of the meta item) sent together, then the history. A claim made beside
     /// a refused owner check is given up at once.
     pub(super) async fn open(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {

@@ -24,10 +24,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryView, Lease, Message, Opened, Owner,
-    OwnerCheck, SeenSignals, SessionId, SessionStore, SignalBoards, Stop, StopOutcome, StoreError,
-    StoredMessage, Summary, TurnCommand, TurnEnding, TurnId, TurnOpening, TurnOutcome, TurnRecord,
-    TurnSignals,
+    Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryStore, HistoryView, Lease, Message, Opened,
+    Owner, OwnerCheck, OwnerStore, SeenSignals, SessionId, SignalBoards, SignalStore, Stop, StopOutcome,
+    StoreError, StoredMessage, Summary, TurnCommand, TurnEnding, TurnId, TurnLedger, TurnOpening,
+    TurnOutcome, TurnRecord, TurnSignals,
 };
 
 use super::codec::*;
@@ -339,11 +339,7 @@ impl DynamoStore {
 }
 
 #[async_trait]
-impl SessionStore for DynamoStore {
-    fn max_message_bytes(&self) -> Option<usize> {
-        Some(MAX_MESSAGE_BYTES)
-    }
-
+impl OwnerStore for DynamoStore {
     fn max_id_bytes(&self) -> Option<usize> {
         Some(MAX_ID_BYTES)
     }
@@ -396,19 +392,13 @@ impl SessionStore for DynamoStore {
         self.run_holder(session).await
     }
 
-    async fn claim_turn(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        lease: Lease,
-    ) -> Result<Claim, StoreError> {
-        Ok(self.claim(session, turn_id, lease).await?.claim)
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
+        self.read_active_turn(session).await
     }
+}
 
-    async fn open_turn(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
-        self.open(opening).await
-    }
-
+#[async_trait]
+impl HistoryStore for DynamoStore {
     async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError> {
         // A deleted conversation's tombstone has no version: its history is empty.
         let meta = self.meta(session).await?;
@@ -457,53 +447,6 @@ impl SessionStore for DynamoStore {
         }
     }
 
-    async fn complete_turn(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-    ) -> Result<(), StoreError> {
-        self.complete(session, turn_id, messages, outcome, None).await
-    }
-
-    async fn complete_turn_seen(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-        seen: usize,
-    ) -> Result<(), StoreError> {
-        self.complete(session, turn_id, messages, outcome, Some(seen))
-            .await
-    }
-
-    async fn add_command(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        command: &TurnCommand,
-    ) -> Result<CommandOutcome, StoreError> {
-        self.add_turn_command(session, turn_id, command).await
-    }
-
-    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
-        self.read_signals(session, turn_id).await
-    }
-
-    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
-        self.signals.subscribe(session, turn_id, interval)
-    }
-
-    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
-        self.log_tails.announce(session, turn_id, ending);
-    }
-
-    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
-        self.read_active_turn(session).await
-    }
-
     async fn entries(
         &self,
         session: &SessionId,
@@ -523,6 +466,26 @@ impl SessionStore for DynamoStore {
         asking: Option<&Owner>,
     ) -> Result<ForkOutcome, StoreError> {
         self.branch(session, parent, hints, asking).await
+    }
+}
+
+#[async_trait]
+impl SignalStore for DynamoStore {
+    async fn add_command(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        self.add_turn_command(session, turn_id, command).await
+    }
+
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
+        self.read_signals(session, turn_id).await
+    }
+
+    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
+        self.signals.subscribe(session, turn_id, interval)
     }
 
     async fn request_stop(
@@ -564,6 +527,52 @@ impl SessionStore for DynamoStore {
             .await
             .map_err(|e| store_error("looking for a stop", e))?;
         Ok(out.item().and_then(decode_stop))
+    }
+}
+
+#[async_trait]
+impl TurnLedger for DynamoStore {
+    fn max_message_bytes(&self) -> Option<usize> {
+        Some(MAX_MESSAGE_BYTES)
+    }
+
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
+        Ok(self.claim(session, turn_id, lease).await?.claim)
+    }
+
+    async fn open_turn(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
+        self.open(opening).await
+    }
+
+    async fn complete_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, None).await
+    }
+
+    async fn complete_turn_seen(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, Some(seen))
+            .await
+    }
+
+    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
+        self.log_tails.announce(session, turn_id, ending);
     }
 
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {

@@ -136,7 +136,9 @@ impl Conversations {
 mod tests {
     use super::*;
     use crate::session::test_ids::{sid, tid};
-    use crate::session::{Lease, MemoryStore, Message, OwnerCheck, SessionStore, TurnOutcome};
+    use crate::session::{
+        Lease, MemoryStore, Message, OwnerCheck, OwnerStore, SignalStore, TurnLedger, TurnOutcome,
+    };
 
     async fn turn(store: &MemoryStore, owner: &Owner, session: &str, turn_id: &str) {
         let (session, turn_id) = (&sid(session), &tid(turn_id));

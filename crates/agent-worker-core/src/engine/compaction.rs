@@ -3,10 +3,10 @@
 //! summarized by the model and stored as the session's [`Summary`]. The recent turns stay word
 //! for word, and the cut is always at the start of a turn, so every tool call keeps its result.
 //!
-//! A turn reads the summary and the messages after it ([`SessionStore::load_view`]), never the
+//! A turn reads the summary and the messages after it ([`HistoryStore::load_view`]), never the
 //! whole session. Bedrock's "input is too long" answer compacts harder and retries once.
 //!
-//! [`SessionStore::load_view`]: crate::session::SessionStore::load_view
+//! [`HistoryStore::load_view`]: crate::session::HistoryStore::load_view
 
 use futures_util::StreamExt as _;
 use serde_json::Value;

@@ -204,7 +204,7 @@ async fn watch_source(
 /// The store's watch: reads the turn's stop and commands `interval` after the last read while
 /// the model streams; while it does not (a long tool call), the reads grow apart, doubling up to
 /// `idle`. The rounds read too, at each round boundary, and a read there puts this one off; so
-/// does a look the store's writes took for the turn ([`SessionStore::signals_seen`]: the
+/// does a look the store's writes took for the turn ([`SignalStore::signals_seen`]: the
 /// DynamoDB event log looks while it writes the streamed answer, so a streaming turn reads
 /// nothing), and a stop such a look saw is taken at once. It wakes at most once an `interval`
 /// (a timer, no request) and returns the stop once one is heard.

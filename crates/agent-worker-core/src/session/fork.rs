@@ -2,7 +2,7 @@
 //! begins with its parent's history up to a branch point, then goes its own way. The parent is
 //! never changed.
 
-/// What [`SessionStore::fork`](super::SessionStore::fork) did.
+/// What [`HistoryStore::fork`](super::HistoryStore::fork) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForkOutcome {
     /// The session now begins with the parent's first `upto` messages.

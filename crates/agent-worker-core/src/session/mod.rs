@@ -47,50 +47,10 @@ use async_trait::async_trait;
 
 pub use crate::protocol::{IdError, SessionId, TurnId, id_problem};
 
-/// Where a session's state lives, so that any worker can serve any turn (portable conformance).
-///
-/// The engine opens a turn with [`open_turn`](Self::open_turn) (the owner check, the claim, a
-/// stop asked while it waited and the history, at once), then, once the turn has ended, calls
-/// [`complete_turn`](Self::complete_turn) with every message the turn produced, or
-/// [`release_turn`](Self::release_turn) when it could store nothing.
-///
-/// ```
-/// use agent_worker_core::session::{Claim, Lease, MemoryStore, Message, SessionId, SessionStore, TurnId, TurnOutcome};
-/// use std::time::Duration;
-///
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let store = MemoryStore::new();
-/// let (s1, t1) = (SessionId::new("s1").unwrap(), TurnId::new("t1").unwrap());
-/// let lease = Lease(Duration::from_secs(60));
-/// assert_eq!(store.claim_turn(&s1, &t1, lease).await?, Claim::Claimed { reclaimed: false });
-/// let messages = [Message::user_text("hi"), Message::assistant_text("hello")];
-/// let outcome = TurnOutcome::Completed(None);
-/// store.complete_turn(&s1, &t1, &messages, &outcome).await?;
-/// // A redelivery of t1 does not run again.
-/// assert!(matches!(store.claim_turn(&s1, &t1, lease).await?, Claim::Done(_)));
-/// assert_eq!(store.load_history(&s1).await?.len(), 2);
-/// # Ok::<_, agent_worker_core::session::StoreError>(())
-/// # }).unwrap();
-/// ```
+/// Who a conversation belongs to, and its run (one turn of a conversation at a time, on every
+/// host): the role a route checks before it reads or writes anything, and a turn before it runs.
 #[async_trait]
-pub trait SessionStore: Send + Sync + fmt::Debug {
-    /// Claims `turn_id` for this worker for `lease`. A turn that ended is [`Claim::Done`]; one
-    /// another worker holds under a live lease is [`Claim::Running`]; one whose lease ran out
-    /// is claimed again.
-    async fn claim_turn(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        lease: Lease,
-    ) -> Result<Claim, StoreError>;
-
-    /// The largest message this store keeps, in bytes of its JSON (pictures that do not fit are
-    /// kept as a line saying so, and do not count); `None` when any size fits. A turn whose own
-    /// message is larger is refused before anything runs: run, it could not be stored.
-    fn max_message_bytes(&self) -> Option<usize> {
-        None
-    }
-
+pub trait OwnerStore: Send + Sync + fmt::Debug {
     /// Records `owner` as the person `session` belongs to, unless it belongs to someone
     /// already (then says who) or was deleted, and marks turn `turn_id` as its latest activity.
     /// One conditional write; a turn of someone else's conversation runs nothing.
@@ -121,7 +81,7 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     }
 
     /// Gives `session`'s run back, if turn `turn_id` holds it (a turn that will not run after
-    /// all). [`complete_turn`](Self::complete_turn) and [`release_turn`](Self::release_turn)
+    /// all). [`complete_turn`](TurnLedger::complete_turn) and [`release_turn`](TurnLedger::release_turn)
     /// give it back themselves.
     async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         let _ = (session, turn_id);
@@ -156,6 +116,17 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The turn of `session` that is running now, if the store knows it (a conversation with an
+    /// owner records its latest turn to start and to end).
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
+        let _ = session;
+        Ok(None)
+    }
+}
+
+/// A conversation's stored history: its messages, its summary, its branches.
+#[async_trait]
+pub trait HistoryStore: Send + Sync + fmt::Debug {
     /// The session's stored messages, oldest first, as they were written. Callers
     /// [`repair`](history::repair) them before use.
     async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError>;
@@ -175,93 +146,6 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     async fn save_summary(&self, session: &SessionId, summary: &Summary) -> Result<bool, StoreError> {
         let _ = (session, summary);
         Ok(false)
-    }
-
-    /// Appends `messages` to the session and marks the turn ended with `outcome`, together:
-    /// either both happen or neither does. Refuses a history that breaks an invariant.
-    async fn complete_turn(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-    ) -> Result<(), StoreError>;
-
-    /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
-    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError>;
-
-    /// Asks a turn to stop. It may not have started yet: it then sees the request when it does.
-    /// A turn that already ended is left as it is.
-    async fn request_stop(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        stop: Stop,
-    ) -> Result<StopOutcome, StoreError>;
-
-    /// The stop asked of a turn, if any: one cheap read.
-    async fn stop_requested(&self, session: &SessionId, turn_id: &TurnId)
-    -> Result<Option<Stop>, StoreError>;
-
-    /// The record of a turn that was claimed, if any.
-    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError>;
-
-    /// Adds `command` to running turn `turn_id`'s (see [`TurnCommand`]): kept after those
-    /// before it, and only while the turn runs and no stop was asked of it. A store that takes
-    /// no commands says so as a failure.
-    async fn add_command(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        command: &TurnCommand,
-    ) -> Result<CommandOutcome, StoreError> {
-        let _ = (session, turn_id, command);
-        Err(StoreError::Backend("this session store takes no commands".into()))
-    }
-
-    /// What a running turn has been sent, in one read: its stop and its commands. A store that
-    /// takes no commands reads the stop alone.
-    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
-        Ok(TurnSignals {
-            stop: self.stop_requested(session, turn_id).await?,
-            commands: Vec::new(),
-        })
-    }
-
-    /// The looks at a running turn's signals this store takes while it writes for the turn
-    /// (see [`SignalBoards`]), for its watch, which would read them `interval` after the last
-    /// look, to take instead of reading. `None` (the default): its writes take none, and the
-    /// watch reads [`turn_signals`](Self::turn_signals).
-    fn signals_seen(
-        &self,
-        _session: &SessionId,
-        _turn_id: &TurnId,
-        _interval: Duration,
-    ) -> Option<SeenSignals> {
-        None
-    }
-
-    /// Tells the store what turn `turn_id` says next, and last, if the commit that follows
-    /// ([`complete_turn`](Self::complete_turn) or [`complete_turn_seen`](Self::complete_turn_seen))
-    /// lands: see [`TurnEnding`]. It holds for that one commit, landed or not. A store that keeps
-    /// the turn's event log may write the log's end with the commit; the default keeps nothing.
-    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
-        let _ = (session, turn_id, ending);
-    }
-
-    /// [`complete_turn`](Self::complete_turn) for a turn that ran to its own end having seen
-    /// `seen` commands: refused with [`StoreError::CommandsPending`], nothing written, while the
-    /// turn has more, so that it runs them first.
-    async fn complete_turn_seen(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-        seen: usize,
-    ) -> Result<(), StoreError> {
-        let _ = seen;
-        self.complete_turn(session, turn_id, messages, outcome).await
     }
 
     /// Starts `session` as a branch of `parent`, once: when `session` holds no message yet
@@ -304,12 +188,119 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
             })
             .collect())
     }
+}
 
-    /// The turn of `session` that is running now, if the store knows it (a conversation with an
-    /// owner records its latest turn to start and to end).
-    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
-        let _ = session;
-        Ok(None)
+/// What is sent to a running turn from outside it: a stop, and commands (steering, follow-ups,
+/// an abort), read by the turn's watch.
+#[async_trait]
+pub trait SignalStore: Send + Sync + fmt::Debug {
+    /// Asks a turn to stop. It may not have started yet: it then sees the request when it does.
+    /// A turn that already ended is left as it is.
+    async fn request_stop(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError>;
+
+    /// The stop asked of a turn, if any: one cheap read.
+    async fn stop_requested(&self, session: &SessionId, turn_id: &TurnId)
+    -> Result<Option<Stop>, StoreError>;
+
+    /// Adds `command` to running turn `turn_id`'s (see [`TurnCommand`]): kept after those
+    /// before it, and only while the turn runs and no stop was asked of it. A store that takes
+    /// no commands says so as a failure.
+    async fn add_command(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        let _ = (session, turn_id, command);
+        Err(StoreError::Backend("this session store takes no commands".into()))
+    }
+
+    /// What a running turn has been sent, in one read: its stop and its commands. A store that
+    /// takes no commands reads the stop alone.
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
+        Ok(TurnSignals {
+            stop: self.stop_requested(session, turn_id).await?,
+            commands: Vec::new(),
+        })
+    }
+
+    /// The looks at a running turn's signals this store takes while it writes for the turn
+    /// (see [`SignalBoards`]), for its watch, which would read them `interval` after the last
+    /// look, to take instead of reading. `None` (the default): its writes take none, and the
+    /// watch reads [`turn_signals`](Self::turn_signals).
+    fn signals_seen(
+        &self,
+        _session: &SessionId,
+        _turn_id: &TurnId,
+        _interval: Duration,
+    ) -> Option<SeenSignals> {
+        None
+    }
+}
+
+/// A turn's claim and its commit: a turn runs once however often it is delivered, and what it
+/// produced is stored with its end, together. Its opening reads the other roles at once.
+#[async_trait]
+pub trait TurnLedger: OwnerStore + HistoryStore + SignalStore {
+    /// Claims `turn_id` for this worker for `lease`. A turn that ended is [`Claim::Done`]; one
+    /// another worker holds under a live lease is [`Claim::Running`]; one whose lease ran out
+    /// is claimed again.
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError>;
+
+    /// The largest message this store keeps, in bytes of its JSON (pictures that do not fit are
+    /// kept as a line saying so, and do not count); `None` when any size fits. A turn whose own
+    /// message is larger is refused before anything runs: run, it could not be stored.
+    fn max_message_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// Appends `messages` to the session and marks the turn ended with `outcome`, together:
+    /// either both happen or neither does. Refuses a history that breaks an invariant.
+    async fn complete_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError>;
+
+    /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError>;
+
+    /// The record of a turn that was claimed, if any.
+    async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError>;
+
+    /// Tells the store what turn `turn_id` says next, and last, if the commit that follows
+    /// ([`complete_turn`](Self::complete_turn) or [`complete_turn_seen`](Self::complete_turn_seen))
+    /// lands: see [`TurnEnding`]. It holds for that one commit, landed or not. A store that keeps
+    /// the turn's event log may write the log's end with the commit; the default keeps nothing.
+    fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
+        let _ = (session, turn_id, ending);
+    }
+
+    /// [`complete_turn`](Self::complete_turn) for a turn that ran to its own end having seen
+    /// `seen` commands: refused with [`StoreError::CommandsPending`], nothing written, while the
+    /// turn has more, so that it runs them first.
+    async fn complete_turn_seen(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        let _ = seen;
+        self.complete_turn(session, turn_id, messages, outcome).await
     }
 
     /// Everything a turn asks before its first model call, at once: the owner check (when
@@ -320,6 +311,38 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         opening::open_in_steps(self, opening).await
     }
 }
+
+/// Where a session's state lives, so that any worker can serve any turn (portable conformance).
+///
+/// The engine opens a turn with [`open_turn`](TurnLedger::open_turn) (the owner check, the claim, a
+/// stop asked while it waited and the history, at once), then, once the turn has ended, calls
+/// [`complete_turn`](TurnLedger::complete_turn) with every message the turn produced, or
+/// [`release_turn`](TurnLedger::release_turn) when it could store nothing.
+///
+/// ```
+/// use agent_worker_core::session::{Claim, HistoryStore, Lease, MemoryStore, Message, SessionId, TurnId, TurnLedger, TurnOutcome};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let (s1, t1) = (SessionId::new("s1").unwrap(), TurnId::new("t1").unwrap());
+/// let lease = Lease(Duration::from_secs(60));
+/// assert_eq!(store.claim_turn(&s1, &t1, lease).await?, Claim::Claimed { reclaimed: false });
+/// let messages = [Message::user_text("hi"), Message::assistant_text("hello")];
+/// let outcome = TurnOutcome::Completed(None);
+/// store.complete_turn(&s1, &t1, &messages, &outcome).await?;
+/// // A redelivery of t1 does not run again.
+/// assert!(matches!(store.claim_turn(&s1, &t1, lease).await?, Claim::Done(_)));
+/// assert_eq!(store.load_history(&s1).await?.len(), 2);
+/// # Ok::<_, agent_worker_core::session::StoreError>(())
+/// # }).unwrap();
+/// ```
+///
+/// Every store of sessions is the four roles ([`OwnerStore`], [`HistoryStore`], [`SignalStore`],
+/// [`TurnLedger`]), each small enough to implement by hand; a type that implements them is one.
+pub trait SessionStore: TurnLedger {}
+
+impl<T: TurnLedger + ?Sized> SessionStore for T {}
 
 /// Ids the unit tests name by literal.
 #[cfg(test)]

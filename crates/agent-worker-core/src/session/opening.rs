@@ -1,6 +1,6 @@
 //! A turn's opening: everything a turn asks of its store before the model is first called (the
 //! owner check, the claim, a stop asked while it waited, its history), asked at once so that a
-//! store can answer in as few round trips as it can ([`SessionStore::open_turn`]).
+//! store can answer in as few round trips as it can ([`TurnLedger::open_turn`](super::TurnLedger::open_turn)).
 
 use super::{
     Claim, HistoryView, Lease, Owner, OwnerCheck, SessionId, SessionStore, Stop, StoreError, TurnId,
@@ -20,7 +20,7 @@ pub struct TurnOpening<'a> {
     /// The lease the claim asks for.
     pub lease: Lease,
     /// Whether to read the history too. A turn that must first wait for others (the turns it
-    /// supersedes) reads it later, with [`SessionStore::load_view`].
+    /// supersedes) reads it later, with [`HistoryStore::load_view`](super::HistoryStore::load_view).
     pub read_history: bool,
 }
 
@@ -52,7 +52,7 @@ pub struct OpenTurn {
 }
 
 /// The opening one step after another: the owner check, the claim, a look for a stop, the
-/// history. What [`SessionStore::open_turn`] does unless a store does better.
+/// history. What [`TurnLedger::open_turn`](super::TurnLedger::open_turn) does unless a store does better.
 pub async fn open_in_steps<S: SessionStore + ?Sized>(
     store: &S,
     opening: TurnOpening<'_>,

@@ -3,7 +3,7 @@
 
 pub use crate::protocol::Owner;
 
-/// What [`SessionStore::claim_owner`](super::SessionStore::claim_owner) found.
+/// What [`OwnerStore::claim_owner`](super::OwnerStore::claim_owner) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OwnerCheck {
     /// The conversation had no owner; it has this one now (a new conversation, or one stored
@@ -18,7 +18,7 @@ pub enum OwnerCheck {
 }
 
 /// What a person's first act on a conversation found
-/// ([`SessionStore::claim_conversation`](super::SessionStore::claim_conversation)): whose it is,
+/// ([`OwnerStore::claim_conversation`](super::OwnerStore::claim_conversation)): whose it is,
 /// and the turn that held its run under a live lease when it was read (so that a host refusing a
 /// second turn needs no other read).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,12 +1,12 @@
 //! Looks at a running turn's signals that a store takes as a side effect of its other writes.
 //!
-//! A running turn watches for its stop and commands by reading them ([`SessionStore::turn_signals`],
+//! A running turn watches for its stop and commands by reading them ([`SignalStore::turn_signals`],
 //! once a second while the model streams). A store whose writes for the turn can carry a look at
 //! them at no extra request (the DynamoDB event log's, a condition on the turn's item in the same
 //! transaction) tells the turn's watch of each look on a board ([`SignalBoards`]), so that the
 //! watch reads only when no write has looked for it lately.
 //!
-//! [`SessionStore::turn_signals`]: super::SessionStore::turn_signals
+//! [`SignalStore::turn_signals`]: super::SignalStore::turn_signals
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -134,7 +134,7 @@ pub struct TurnRecord {
     pub stop: Option<Stop>,
 }
 
-/// The answer to [`SessionStore::claim_turn`](super::SessionStore::claim_turn).
+/// The answer to [`TurnLedger::claim_turn`](super::TurnLedger::claim_turn).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
     /// This worker now holds the turn and runs it. `reclaimed` is set when an earlier worker's

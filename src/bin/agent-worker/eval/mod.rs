@@ -11,6 +11,7 @@
 
 mod rules;
 
+use agent_worker::session::SignalStore as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_worker::engine::tools::{Effect, Tool, ToolSpec, examples, tool_fn};
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{AgentEvent, ApprovalDecision, Prompt, Scope, TurnOptions, chain};
-use agent_worker::session::{MemoryStore, SessionId, SessionStore as _, Stop, StopCause, TurnId};
+use agent_worker::session::{MemoryStore, SessionId, Stop, StopCause, TurnId};
 use agent_worker::{Agent as _, Failure};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};

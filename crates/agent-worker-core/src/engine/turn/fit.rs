@@ -1,7 +1,7 @@
 //! Tool results that fit the message that keeps them.
 //!
 //! A step's results are stored as one message, and a store keeps messages up to a size
-//! ([`SessionStore::max_message_bytes`](crate::session::SessionStore::max_message_bytes)). A
+//! ([`TurnLedger::max_message_bytes`](crate::session::TurnLedger::max_message_bytes)). A
 //! turn whose results do not fit would run its tools and then fail to store, and each retry would
 //! run them again. So before the results join the turn, the largest are cut down to a share of
 //! the room, each with a note the model reads; the model sees exactly what is stored.

@@ -215,7 +215,7 @@ fn owner_refusal(owner: Option<&Owner>, check: OwnerCheck) -> Option<Refusal> {
 }
 
 /// A new session that names a parent begins with the parent's history, once (see
-/// [`SessionStore::fork`]): only a parent of the same person (or of no one), and never the session
+/// [`HistoryStore::fork`]): only a parent of the same person (or of no one), and never the session
 /// itself. A session that already holds messages ignores it.
 pub(super) async fn branch(engine: &EngineInner, ask: &TurnAsk) -> Result<(), Refusal> {
     let Some(parent) = &ask.parent_session else {
@@ -266,7 +266,7 @@ pub(super) struct Opening {
     pub(super) history: Option<History>,
 }
 
-/// Opens the turn in one ask of the store ([`SessionStore::open_turn`]): the owner check (unless
+/// Opens the turn in one ask of the store ([`TurnLedger::open_turn`]): the owner check (unless
 /// `owner_checked`), the claim for `lease`, a stop asked while it waited (of the store, and
 /// beside it of the engine's [`StopSource`](crate::session::StopSource)), and its history when
 /// `read_history`. Someone else's conversation, a redelivery of a turn done, or one running
@@ -421,7 +421,7 @@ pub(super) struct CommandsPending;
 /// store; after that nothing of it is kept, and a late write cannot land (completion is
 /// conditional on `running`). A turn that ran to its own end says how many of its commands it
 /// has `seen`; when more wait, nothing is stored and [`CommandsPending`] says so. Within its
-/// time the turn tells the store its terminal first ([`SessionStore::ending_next`]), once the
+/// time the turn tells the store its terminal first ([`TurnLedger::ending_next`]), once the
 /// caller has taken every event before it (`out`), so that a store keeping the turn's log can
 /// write the log's end with the commit.
 pub(super) async fn store(

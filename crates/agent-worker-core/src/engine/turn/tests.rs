@@ -2,6 +2,7 @@
 //! records, and the terminal each refusal becomes.
 
 use crate::session::test_ids::{sid, tid};
+use crate::session::{SignalStore as _, TurnLedger as _};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use super::phases::{self, Refusal};
 use crate::engine::model::{Model, ModelEvent, ModelRequest, ModelStream, StopReason};
 use crate::engine::{Engine, EngineInner};
 use crate::protocol::{AgentEvent, Prompt, codes};
-use crate::session::{Lease, MemoryStore, SessionStore, Stop, StopCause, TurnOutcome, TurnStatus};
+use crate::session::{Lease, MemoryStore, Stop, StopCause, TurnOutcome, TurnStatus};
 
 #[derive(Debug)]
 struct Silent;

@@ -11,9 +11,9 @@ use super::fork::branch_point;
 use super::history::check;
 use super::{
     ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
-    ForkOutcome, HistoryView, Lease, Message, Owner, OwnerCheck, PendingApproval, SessionId, SessionStore,
-    Stop, StopOutcome, StoreError, Summary, TurnCommand, TurnId, TurnOutcome, TurnRecord, TurnSignals,
-    TurnStatus, command_fits,
+    ForkOutcome, HistoryStore, HistoryView, Lease, Message, Owner, OwnerCheck, OwnerStore, PendingApproval,
+    SessionId, SignalStore, Stop, StopOutcome, StoreError, Summary, TurnCommand, TurnId, TurnLedger,
+    TurnOutcome, TurnRecord, TurnSignals, TurnStatus, command_fits,
 };
 use crate::clock::now_ms;
 
@@ -133,7 +133,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl SessionStore for MemoryStore {
+impl OwnerStore for MemoryStore {
     async fn claim_owner(
         &self,
         session: &SessionId,
@@ -164,41 +164,55 @@ impl SessionStore for MemoryStore {
             .and_then(|data| data.owner.clone()))
     }
 
-    async fn claim_turn(
+    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
+        let sessions = self.lock()?;
+        Ok(sessions.get(session.as_str()).and_then(|d| {
+            d.turns
+                .iter()
+                .filter(|(_, t)| !t.status.is_done() && t.lease_until > SystemTime::now())
+                .map(|(id, _)| id.clone())
+                .next()
+        }))
+    }
+
+    async fn claim_run(
         &self,
         session: &SessionId,
         turn_id: &TurnId,
         lease: Lease,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Option<TurnId>, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;
         let data = sessions.entry(session.to_string()).or_default();
-        let lease_until = now + lease.0;
-        match data.turns.get_mut(turn_id.as_str()) {
-            Some(record) if record.status.is_done() => Ok(Claim::Done(record.clone())),
-            Some(record) if record.lease_until > now => Ok(Claim::Running(record.clone())),
-            Some(record) => {
-                record.lease_until = lease_until;
-                record.attempts += 1;
-                Ok(Claim::Claimed { reclaimed: true })
-            }
-            None => {
-                data.turns.insert(
-                    turn_id.clone(),
-                    TurnRecord {
-                        turn_id: turn_id.clone(),
-                        status: TurnStatus::Running,
-                        lease_until,
-                        attempts: 1,
-                        outcome: None,
-                        stop: None,
-                    },
-                );
-                Ok(Claim::Claimed { reclaimed: false })
+        match &data.run {
+            Some((holder, until)) if holder != turn_id && *until > now => Ok(Some(holder.clone())),
+            _ => {
+                data.run = Some((turn_id.clone(), now + lease.0));
+                Ok(None)
             }
         }
     }
 
+    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        if let Some(data) = self.lock()?.get_mut(session.as_str()) {
+            data.end_run(turn_id);
+        }
+        Ok(())
+    }
+
+    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
+        let now = SystemTime::now();
+        Ok(self
+            .lock()?
+            .get(session.as_str())
+            .and_then(|data| data.run.as_ref())
+            .filter(|(_, until)| *until > now)
+            .map(|(holder, _)| holder.clone()))
+    }
+}
+
+#[async_trait]
+impl HistoryStore for MemoryStore {
     async fn load_history(&self, session: &SessionId) -> Result<Vec<Message>, StoreError> {
         Ok(self
             .lock()?
@@ -233,67 +247,6 @@ impl SessionStore for MemoryStore {
         }
         data.summary = Some(summary.clone());
         Ok(true)
-    }
-
-    async fn complete_turn(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-    ) -> Result<(), StoreError> {
-        self.complete(session, turn_id, messages, outcome, None)
-    }
-
-    async fn complete_turn_seen(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        messages: &[Message],
-        outcome: &TurnOutcome,
-        seen: usize,
-    ) -> Result<(), StoreError> {
-        self.complete(session, turn_id, messages, outcome, Some(seen))
-    }
-
-    async fn add_command(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        command: &TurnCommand,
-    ) -> Result<CommandOutcome, StoreError> {
-        let mut sessions = self.lock()?;
-        let Some(data) = sessions.get_mut(session.as_str()) else {
-            return Ok(CommandOutcome::NotRunning);
-        };
-        // Under a live lease: a turn that gave up its claim, or whose worker is gone, takes nothing.
-        let running = data
-            .turns
-            .get(turn_id.as_str())
-            .is_some_and(|t| !t.status.is_done() && t.lease_until > SystemTime::now());
-        if !running || data.stops.contains_key(turn_id.as_str()) {
-            return Ok(CommandOutcome::NotRunning);
-        }
-        let commands = data.commands.entry(turn_id.to_string()).or_default();
-        let held = commands.iter().map(|c| c.text().len()).sum();
-        if !command_fits(held, command.text().len()) {
-            return Ok(CommandOutcome::Full);
-        }
-        commands.push(command.clone());
-        Ok(CommandOutcome::Accepted {
-            position: commands.len() - 1,
-        })
-    }
-
-    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
-        let sessions = self.lock()?;
-        let data = sessions.get(session.as_str());
-        Ok(TurnSignals {
-            stop: data.and_then(|d| d.stops.get(turn_id.as_str()).copied()),
-            commands: data
-                .and_then(|d| d.commands.get(turn_id.as_str()).cloned())
-                .unwrap_or_default(),
-        })
     }
 
     async fn fork(
@@ -361,65 +314,48 @@ impl SessionStore for MemoryStore {
             })
             .collect())
     }
+}
 
-    async fn active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
-        let sessions = self.lock()?;
-        Ok(sessions.get(session.as_str()).and_then(|d| {
-            d.turns
-                .iter()
-                .filter(|(_, t)| !t.status.is_done() && t.lease_until > SystemTime::now())
-                .map(|(id, _)| id.clone())
-                .next()
-        }))
-    }
-
-    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
-        let mut sessions = self.lock()?;
-        let Some(data) = sessions.get_mut(session.as_str()) else {
-            return Ok(());
-        };
-        if let Some(record) = data.turns.get_mut(turn_id.as_str())
-            && !record.status.is_done()
-        {
-            record.lease_until = SystemTime::UNIX_EPOCH;
-        }
-        data.end_run(turn_id);
-        Ok(())
-    }
-
-    async fn claim_run(
+#[async_trait]
+impl SignalStore for MemoryStore {
+    async fn add_command(
         &self,
         session: &SessionId,
         turn_id: &TurnId,
-        lease: Lease,
-    ) -> Result<Option<TurnId>, StoreError> {
-        let now = SystemTime::now();
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_string()).or_default();
-        match &data.run {
-            Some((holder, until)) if holder != turn_id && *until > now => Ok(Some(holder.clone())),
-            _ => {
-                data.run = Some((turn_id.clone(), now + lease.0));
-                Ok(None)
-            }
+        let Some(data) = sessions.get_mut(session.as_str()) else {
+            return Ok(CommandOutcome::NotRunning);
+        };
+        // Under a live lease: a turn that gave up its claim, or whose worker is gone, takes nothing.
+        let running = data
+            .turns
+            .get(turn_id.as_str())
+            .is_some_and(|t| !t.status.is_done() && t.lease_until > SystemTime::now());
+        if !running || data.stops.contains_key(turn_id.as_str()) {
+            return Ok(CommandOutcome::NotRunning);
         }
+        let commands = data.commands.entry(turn_id.to_string()).or_default();
+        let held = commands.iter().map(|c| c.text().len()).sum();
+        if !command_fits(held, command.text().len()) {
+            return Ok(CommandOutcome::Full);
+        }
+        commands.push(command.clone());
+        Ok(CommandOutcome::Accepted {
+            position: commands.len() - 1,
+        })
     }
 
-    async fn end_run(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
-        if let Some(data) = self.lock()?.get_mut(session.as_str()) {
-            data.end_run(turn_id);
-        }
-        Ok(())
-    }
-
-    async fn running_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
-        let now = SystemTime::now();
-        Ok(self
-            .lock()?
-            .get(session.as_str())
-            .and_then(|data| data.run.as_ref())
-            .filter(|(_, until)| *until > now)
-            .map(|(holder, _)| holder.clone()))
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
+        let sessions = self.lock()?;
+        let data = sessions.get(session.as_str());
+        Ok(TurnSignals {
+            stop: data.and_then(|d| d.stops.get(turn_id.as_str()).copied()),
+            commands: data
+                .and_then(|d| d.commands.get(turn_id.as_str()).cloned())
+                .unwrap_or_default(),
+        })
     }
 
     async fn request_stop(
@@ -450,6 +386,79 @@ impl SessionStore for MemoryStore {
             .lock()?
             .get(session.as_str())
             .and_then(|d| d.stops.get(turn_id.as_str()).copied()))
+    }
+}
+
+#[async_trait]
+impl TurnLedger for MemoryStore {
+    async fn claim_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        lease: Lease,
+    ) -> Result<Claim, StoreError> {
+        let now = SystemTime::now();
+        let mut sessions = self.lock()?;
+        let data = sessions.entry(session.to_string()).or_default();
+        let lease_until = now + lease.0;
+        match data.turns.get_mut(turn_id.as_str()) {
+            Some(record) if record.status.is_done() => Ok(Claim::Done(record.clone())),
+            Some(record) if record.lease_until > now => Ok(Claim::Running(record.clone())),
+            Some(record) => {
+                record.lease_until = lease_until;
+                record.attempts += 1;
+                Ok(Claim::Claimed { reclaimed: true })
+            }
+            None => {
+                data.turns.insert(
+                    turn_id.clone(),
+                    TurnRecord {
+                        turn_id: turn_id.clone(),
+                        status: TurnStatus::Running,
+                        lease_until,
+                        attempts: 1,
+                        outcome: None,
+                        stop: None,
+                    },
+                );
+                Ok(Claim::Claimed { reclaimed: false })
+            }
+        }
+    }
+
+    async fn complete_turn(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, None)
+    }
+
+    async fn complete_turn_seen(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        messages: &[Message],
+        outcome: &TurnOutcome,
+        seen: usize,
+    ) -> Result<(), StoreError> {
+        self.complete(session, turn_id, messages, outcome, Some(seen))
+    }
+
+    async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        let mut sessions = self.lock()?;
+        let Some(data) = sessions.get_mut(session.as_str()) else {
+            return Ok(());
+        };
+        if let Some(record) = data.turns.get_mut(turn_id.as_str())
+            && !record.status.is_done()
+        {
+            record.lease_until = SystemTime::UNIX_EPOCH;
+        }
+        data.end_run(turn_id);
+        Ok(())
     }
 
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
