@@ -68,7 +68,7 @@ pub mod agents {
 }
 
 /// Session state ([`agent_worker_core::session`]), with the DynamoDB store and the table's
-/// module ([`dynamo`]).
+/// module (`dynamo`).
 pub mod session {
     pub use agent_worker_aws::dynamo;
     pub use agent_worker_aws::dynamo::{DynamoConfig, DynamoStore};

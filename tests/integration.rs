@@ -2,6 +2,11 @@
 //! and one link instead of one per file. Each module is one area's tests (its own docs say
 //! which); a module that needs a feature is compiled only with it. Run one area with
 //! `cargo test --all-features --test integration <module>::`.
+//!
+//! A topic too large for one file is two modules (`engine_bedrock` and `engine_faults`,
+//! `agent_protocol` and `agent_protocol_serving`, `lambda_batch` and `lambda_batch_people`,
+//! `approvals` and `approvals_stored`, `config` and `config_secrets`); their shared helpers are
+//! modules of `tests/support/`.
 
 mod support;
 

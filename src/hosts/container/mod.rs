@@ -6,14 +6,18 @@
 //! | `GET /health` | status, running turns, capacity, model |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
-//! | `POST /turns/{turnId}/actions/{callId}?session=S&userId=U&accountId=A` with the tab's answer | a UI action answered by the person's tab: see [`actions`] (with [`ContainerHost::ui_answers`]) |
-//! | `POST /conversations/{id}/files?userId=U&accountId=A&name=N` with the file's bytes | a file the person attaches: see [`files`] (with [`ContainerHost::uploads`]) |
-//! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHost::job_reports`]) |
-//! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHost::conversations`]) |
+//! | `POST /turns/{turnId}/actions/{callId}?session=S&userId=U&accountId=A` with the tab's answer | a UI action answered by the person's tab: see [`actions`] (with [`ContainerHostBuilder::ui_answers`]) |
+//! | `POST /conversations/{id}/files?userId=U&accountId=A&name=N` with the file's bytes | a file the person attaches: see [`files`] (with [`ContainerHostBuilder::uploads`]) |
+//! | `POST /jobs/events` with `{"event", "payload"}` | the product's report of the event that settles a job: see [`jobs`] (with [`ContainerHostBuilder::job_reports`]) |
+//! | `GET /conversations…`, `GET` / `DELETE /conversations/{id}…` | a person's conversations: see [`conversations`] (with [`ContainerHostBuilder::conversations`]) |
 //! | `POST /sessions/{id}/commands?userId=U&accountId=A` with `{"type": "steer" \| "follow_up", "prompt"}` or `{"type": "abort"}`, `GET /sessions/{id}/state…`, `GET /sessions/{id}/entries?since=N…` | the session control plane and the durable history from a cursor: see [`sessions`] |
 //! | `GET /.well-known/agent-card.json`, `POST /a2a`, `/a2a/…`; `POST /agui`; `GET /ping`, `POST /invocations` | A2A (its JSON-RPC and HTTP+JSON bindings), AG-UI, AgentCore Runtime: see `a2a`, `agui`, `agentcore` |
 //!
-//! It holds no turn logic: every turn runs through the same [`TurnHandler`] the Lambda uses.
+//! It holds no turn logic: a host runs its turns through the same [`TurnHandler`] the Lambda
+//! uses ([`ContainerHost::builder`]), or sends them to the turns queue, whose worker runs them
+//! ([`ContainerHost::queued`]: `serve --queue-url`, the `api` function). Either way a
+//! [`ContainerHostBuilder`] is given everything the host serves besides turns before `build`;
+//! nothing is set on a host after it is built.
 //! [`serve`] stops accepting on shutdown (503), lets running turns finish for a grace period,
 //! then stops the rest through the stop path, so that they are stored and marked.
 
@@ -195,7 +199,7 @@ impl ContainerConfig {
     }
 }
 
-/// How a turn ended, for [`on_turn_end`](ContainerHost::on_turn_end).
+/// How a turn ended, for [`on_turn_end`](ContainerHostBuilder::on_turn_end).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnEnd {
     /// The session.

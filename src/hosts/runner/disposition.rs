@@ -1,4 +1,7 @@
 //! [`Disposition`]: what the queue should do with a record, given how its turn ended.
+//!
+//! The one place that says which failure codes are redeliveries: a host asks [`disposition`],
+//! and matches no code itself.
 
 use crate::protocol::{AgentEvent, codes};
 
@@ -7,8 +10,8 @@ use crate::protocol::{AgentEvent, codes};
 pub enum Disposition {
     /// Delete it: the turn ran, ran before, or cannot be helped by running again.
     Acknowledge(String),
-    /// Report it in `batchItemFailures`: it comes back soon (after its [`RedriveBackoff`] when
-    /// the handler has a [`Requeue`]), and after `maxReceiveCount` goes to the DLQ. The reason is
+    /// Report it in `batchItemFailures`: it comes back soon (after its [`RedriveBackoff`](crate::hosts::redrive::RedriveBackoff) when
+    /// the handler has a `Requeue`), and after `maxReceiveCount` goes to the DLQ. The reason is
     /// logged.
     Redrive(String),
     /// Report it in `batchItemFailures` and leave its visibility to the queue: the turn is

@@ -6,6 +6,9 @@
 //! feed it SQS batches (`TurnHandler::handle_batch`, feature `lambda`), whose
 //! records start only with the store margin plus the least turn time left before the batch's
 //! deadline (its start rule, `start.rs`).
+//!
+//! No Lambda type is in it, so the container host builds without the `lambda` feature
+//! (`make lint` checks `--lib --no-default-features --features container`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -69,7 +72,7 @@ impl TurnHandler {
 
     /// The handler for `agent` and `sinks` with `settings`' store margin, least turn time,
     /// metrics (written to standard output) and traces. A binary that reads a queue adds its
-    /// [`Requeue`]; with traces, it names the tools a span may show
+    /// `Requeue`; with traces, it names the tools a span may show
     /// ([`traced_tools`](Self::traced_tools)).
     pub fn from_settings(agent: Arc<dyn Agent>, sinks: Sinks, settings: &super::WorkerSettings) -> Self {
         let mut handler = Self::from_shared(agent, sinks)
