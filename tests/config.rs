@@ -13,7 +13,7 @@ use agent_worker::hosts::config::{Configured, Loader};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::DynamoEventLog;
-use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, moto, tid};
+use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, moto, sid, tid};
 use serde_json::json;
 use support::config_files::*;
 use support::{LogCapture, MODEL_ID};
@@ -387,7 +387,7 @@ async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that
     );
 
     let job = JobWait {
-        conversation: "conv-ada".into(),
+        conversation: sid("conv-ada"),
         completion: "report:ready".into(),
         failure: None,
         correlation: "reportId".into(),
@@ -569,7 +569,7 @@ async fn a_persons_token_reports_no_jobs_event() {
 
     // Ada's call waits for rep-1 (the table holds the job once it does).
     let job = JobWait {
-        conversation: "conv-ada".into(),
+        conversation: sid("conv-ada"),
         completion: "report:ready".into(),
         failure: Some("report:failed".into()),
         correlation: "reportId".into(),

@@ -343,7 +343,7 @@ async fn delete_leaves_no_item_of_the_conversation_and_its_turns_never_run_again
             .unwrap()
     );
     let log = DynamoEventLog::new(store.clone());
-    let mut sink = log.open(&TurnRef::new("gone", "t0"));
+    let mut sink = log.open(&TurnRef::new(sid("gone"), tid("t0")));
     for i in 0..40 {
         sink.event(&AgentEvent::text(format!("x{i}"))).await.unwrap();
         sink.event(&AgentEvent::usage(i, i)).await.unwrap();
@@ -586,7 +586,7 @@ async fn a_turns_log_writes_nothing_after_its_conversation_is_deleted() {
     let ann = Owner::new("ann", "acme");
     turn(&store, &ann, "gone", "t1", &exchange("q", "a")).await;
     let log = DynamoEventLog::new(store.clone());
-    let mut running = log.open(&TurnRef::new("gone", "t2"));
+    let mut running = log.open(&TurnRef::new(sid("gone"), tid("t2")));
     running
         .event(&AgentEvent::text("before the delete"))
         .await

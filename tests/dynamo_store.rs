@@ -237,7 +237,7 @@ async fn log_turn(
     events: &[AgentEvent],
 ) {
     use agent_worker::sinks::{Sink, TurnRef};
-    let mut sink = log.open(&TurnRef::new(session, turn_id));
+    let mut sink = log.open(&TurnRef::new(sid(session), tid(turn_id)));
     for event in events {
         sink.event(event).await.unwrap();
     }

@@ -563,7 +563,7 @@ async fn a_broken_stored_history_is_repaired_before_it_is_sent() {
     let store = MemoryStore::new();
     // A worker died mid-call: a toolUse with no result, and a stray empty message.
     store.put_raw_history(
-        "s1",
+        &sid("s1"),
         vec![
             Message::user_text("Book it"),
             Message::new(

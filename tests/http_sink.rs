@@ -54,7 +54,7 @@ async fn receiver(refuse: usize) -> (SocketAddr, Arc<Mutex<Received>>) {
 }
 
 fn turn() -> TurnRef {
-    TurnRef::new("conv-1", "turn-1")
+    TurnRef::new(sid("conv-1"), tid("turn-1"))
 }
 
 #[tokio::test]

@@ -249,7 +249,10 @@ async fn export_and_settle(
             .and_then(|c| c.conversation)
             .expect("the call named its conversation");
         assert_eq!(conversation, "desk-1");
-        let job = JobKey { conversation, id };
+        let job = JobKey {
+            conversation: sid(&conversation),
+            id,
+        };
         waiter.until_waited_for(&job).await;
         waiter.publish(&job, event, payload).unwrap();
     };

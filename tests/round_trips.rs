@@ -399,7 +399,7 @@ async fn a_reclaimed_turns_commit_leaves_its_log_to_go_on_after_the_earlier_run(
     let log = DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN);
     // What the earlier run logged before its worker went away.
     let earlier = [AgentEvent::text("I was saying"), AgentEvent::usage(1, 1)];
-    let mut sink = log.open(&TurnRef::new("c-again", "t0"));
+    let mut sink = log.open(&TurnRef::new(sid("c-again"), tid("t0")));
     for event in &earlier {
         sink.event(event).await.unwrap();
     }
@@ -437,7 +437,7 @@ async fn a_log_given_other_events_than_the_turns_writes_its_end_itself() {
     let (store, bedrock, engine) = metered_engine(&meter).await;
     let log = DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN);
     bedrock.push(Reply::text("Only part of me is logged."));
-    let mut sink = log.open(&TurnRef::new("c-part", "t0"));
+    let mut sink = log.open(&TurnRef::new(sid("c-part"), tid("t0")));
     meter.take();
     let mut events = engine.invoke(
         Scope::new("c-part".parse().unwrap()).with_turn_id(tid("t0")),

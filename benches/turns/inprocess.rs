@@ -2,7 +2,6 @@
 //! Protocol step over HTTP, a two-sided Standard Agents exchange, and the container host under
 //! load. A raw SDK ConverseStream call on the same stand-in is the baseline.
 
-use agent_worker_testkit::sid;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,7 @@ use agent_worker::engine::tools::examples;
 use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::protocol::{AgentExt, Prompt, Scope};
 use agent_worker::session::{MemoryStore, Message};
-use agent_worker_testkit::{BedrockStandIn, Reply};
+use agent_worker_testkit::{BedrockStandIn, Reply, sid};
 use aws_sdk_bedrockruntime::types::{ContentBlock, ConversationRole, Message as SdkMessage};
 
 const TURNS: usize = 400;
@@ -142,7 +141,7 @@ pub(crate) async fn run() {
     measure("text turn, 100-message history", |i| {
         bedrock.push(Reply::text("The answer is forty-two."));
         let session = format!("long-{i}");
-        store.put_raw_history(&session, history.clone());
+        store.put_raw_history(&sid(&session), history.clone());
         let agent = agent.clone();
         async move {
             let start = Instant::now();

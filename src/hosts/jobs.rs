@@ -72,7 +72,7 @@ impl JobReports {
         }
         let id = self.declarations.job_of(event, payload)?;
         let job = JobKey {
-            conversation: conversation.to_string(),
+            conversation: conversation.clone(),
             id,
         };
         self.events.record(&job, event, payload).await?;

@@ -199,7 +199,7 @@ impl TurnHandler {
         }
         let mut sinks = self.sinks.open(&TurnRef {
             socket_room: turn.socket_room.clone(),
-            ..TurnRef::new(turn.conversation_id.as_str(), turn.turn_id.as_str())
+            ..TurnRef::new(turn.conversation_id.clone(), turn.turn_id.clone())
         });
         let mut terminal = None;
         let mut next = Some(first);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SignalsSeen, StoreError, TurnCommand, TurnId, TurnSignals,
-    command_fits,
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SessionId, SignalsSeen, StoreError, TurnCommand, TurnId,
+    TurnSignals, command_fits,
 };
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
@@ -81,8 +81,8 @@ impl DynamoStore {
     /// gave up its claim, or whose worker is gone, takes nothing) and no stop was asked of it.
     pub(super) async fn add_turn_command(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         command: &TurnCommand,
     ) -> Result<CommandOutcome, StoreError> {
         let size = command.text().len();
@@ -132,8 +132,8 @@ impl DynamoStore {
     /// running. One read, made only after a refusal.
     async fn why_not_added(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         size: usize,
     ) -> Result<CommandOutcome, StoreError> {
         let out = self
@@ -157,7 +157,11 @@ impl DynamoStore {
 
     /// The turn's stop and commands: one consistent read. What it saw goes on the turn's board
     /// too, so that the event log's looks know the commands heard so far.
-    pub(super) async fn read_signals(&self, session: &str, turn_id: &str) -> Result<TurnSignals, StoreError> {
+    pub(super) async fn read_signals(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<TurnSignals, StoreError> {
         let at = Instant::now();
         let out = self
             .get_turn(session, turn_id)
@@ -189,8 +193,8 @@ impl DynamoStore {
     /// [`SignalBoards::look_due`]: agent_worker_core::session::SignalBoards::look_due
     pub(super) fn signals_look(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         until_next: Duration,
     ) -> Option<SignalsLook> {
         let known = self.signals.look_due(session, turn_id, until_next)?;
@@ -214,7 +218,7 @@ impl DynamoStore {
     /// Puts what a look saw on the turn's board: nothing new when its condition held; when it
     /// failed, what the turn's item held then (or, where the answer did not carry the item,
     /// what a read finds now).
-    pub(super) async fn looked(&self, session: &str, turn_id: &str, at: Instant, look: Look<'_>) {
+    pub(super) async fn looked(&self, session: &SessionId, turn_id: &TurnId, at: Instant, look: Look<'_>) {
         match look {
             Look::Held => self.signals.saw_unchanged(session, turn_id, at),
             Look::Failed(Some(item)) => match signals_of(item) {
@@ -231,7 +235,7 @@ impl DynamoStore {
 
     /// The running turn of `session`, from its meta item: the latest to start, when it is not
     /// the latest to end.
-    pub(super) async fn read_active_turn(&self, session: &str) -> Result<Option<TurnId>, StoreError> {
+    pub(super) async fn read_active_turn(&self, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let out = self
             .client()
             .get_item()

@@ -5,7 +5,7 @@ use agent_worker_core::Failure;
 use agent_worker_core::session::conversations::StoredMessage;
 use std::collections::HashMap;
 
-use agent_worker_core::session::{Message, StoreError, Summary};
+use agent_worker_core::session::{Message, StoreError, Summary, TurnId};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
@@ -131,7 +131,7 @@ fn stored_message(item: &HashMap<String, AttributeValue>) -> Result<StoredMessag
         .map_err(|e| StoreError::Corrupt(Failure::caused_by(format!("{sk} does not decode"), e)))?;
     Ok(StoredMessage {
         seq,
-        turn_id: get_s(item, "turnId").map(str::to_owned),
+        turn_id: get_s(item, "turnId").and_then(|turn| TurnId::new(turn).ok()),
         message,
     })
 }

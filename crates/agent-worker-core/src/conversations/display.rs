@@ -36,7 +36,7 @@ pub struct DisplayMessage {
     pub seq: u64,
     /// The turn that stored it, where known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+    pub turn_id: Option<crate::session::TurnId>,
     /// Who said it.
     pub role: Role,
     /// Its text (the model's reasoning is never shown).
@@ -229,7 +229,7 @@ mod tests {
     fn stored(seq: u64, message: Message) -> StoredMessage {
         StoredMessage {
             seq,
-            turn_id: Some("t1".into()),
+            turn_id: Some(crate::session::test_ids::tid("t1")),
             message,
         }
     }

@@ -43,7 +43,7 @@ pub enum ToolDecision {
 #[non_exhaustive]
 pub struct ToolPolicyContext<'a> {
     /// The session.
-    pub session: &'a str,
+    pub session: &'a SessionId,
     /// The person, when the caller named one.
     pub user_id: Option<&'a str>,
     /// The tool's declaration: its name, effect and destructive flag.

@@ -54,7 +54,7 @@ pub enum EngineEvent {
         /// The model's call: the tab answers it by this id.
         call_id: String,
         /// The turn that asks: a tab refuses a request of a turn that is no longer current.
-        turn_id: String,
+        turn_id: crate::session::TurnId,
         /// The surface.
         surface: String,
         /// The action.
@@ -72,7 +72,7 @@ pub enum EngineEvent {
         /// The model's call.
         call_id: String,
         /// The turn that asked.
-        turn_id: String,
+        turn_id: crate::session::TurnId,
         /// Why: `timeout`.
         reason: String,
     },

@@ -16,6 +16,8 @@ use tracing::subscriber::Interest;
 use tracing::{Dispatch, Event, Level, Metadata, Subscriber};
 use tracing_core::span::Current;
 
+use crate::session::{SessionId, TurnId};
+
 /// One log line of a turn.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -29,9 +31,9 @@ pub struct LogLine {
     /// Its other fields, as JSON.
     pub fields: Map<String, Value>,
     /// The turn's session.
-    pub session: String,
+    pub session: SessionId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: TurnId,
 }
 
 /// A sink for the turn's log lines: called on the turn's task, so it should hand the line on
@@ -51,13 +53,13 @@ pub(crate) struct Logging {
 impl Logging {
     /// The dispatcher a turn of `session` and `turn_id` runs under: the one in effect now,
     /// with every line at the level or above copied to the logger.
-    pub(crate) fn dispatch(&self, session: &str, turn_id: &str) -> Dispatch {
+    pub(crate) fn dispatch(&self, session: &SessionId, turn_id: &TurnId) -> Dispatch {
         let inner = tracing::dispatcher::get_default(Dispatch::clone);
         Dispatch::new(Tee {
             inner,
             logging: self.clone(),
-            session: session.to_owned(),
-            turn_id: turn_id.to_owned(),
+            session: session.clone(),
+            turn_id: turn_id.clone(),
         })
     }
 }
@@ -66,8 +68,8 @@ impl Logging {
 struct Tee {
     inner: Dispatch,
     logging: Logging,
-    session: String,
-    turn_id: String,
+    session: SessionId,
+    turn_id: TurnId,
 }
 
 impl Tee {
@@ -211,11 +213,17 @@ mod tests {
             logger: kept.clone(),
             level: Level::INFO,
         };
-        tracing::dispatcher::with_default(&logging.dispatch("conv-1", "t-1"), || {
-            tracing::info!(tool = "add", ms = 12_u64, "a call ended");
-            tracing::debug!("too fine for the logger");
-            tracing::warn!(retry = 2, "the model was throttled");
-        });
+        tracing::dispatcher::with_default(
+            &logging.dispatch(
+                &crate::session::test_ids::sid("conv-1"),
+                &crate::session::test_ids::tid("t-1"),
+            ),
+            || {
+                tracing::info!(tool = "add", ms = 12_u64, "a call ended");
+                tracing::debug!("too fine for the logger");
+                tracing::warn!(retry = 2, "the model was throttled");
+            },
+        );
         let lines = kept.0.lock().unwrap().clone();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[0].message, "a call ended");

@@ -70,7 +70,7 @@ use std::sync::Arc;
 use model::{CachePlan, ModelRequest, ToolChoice, ToolDescription};
 
 use crate::protocol::{Agent, EventStream, Prompt, Scope};
-use crate::session::{ApprovalStore, Message, SessionStore, StopSource};
+use crate::session::{ApprovalStore, Message, SessionId, SessionStore, StopSource, TurnId};
 
 /// The agent engine: an [`Agent`] whose turns run on a model with tools, with their state in a
 /// [`SessionStore`]. Cheap to clone; clones share everything.
@@ -293,7 +293,7 @@ impl EngineInner {
     /// this turn.
     fn ui_request(
         &self,
-        turn_id: &str,
+        turn_id: &TurnId,
         call_id: &str,
         name: &str,
         args: &serde_json::Value,
@@ -303,7 +303,7 @@ impl EngineInner {
         Some(
             EngineEvent::UiActionRequested {
                 call_id: call_id.to_owned(),
-                turn_id: turn_id.to_owned(),
+                turn_id: turn_id.clone(),
                 surface: target.surface.clone(),
                 action: target.action.clone(),
                 args: args.clone(),
@@ -315,12 +315,17 @@ impl EngineInner {
 
     /// The event that tells the tab its request for call `call_id` was withdrawn, when `name`
     /// is one of the turn's UI actions.
-    fn ui_withdrawn(&self, turn_id: &str, call_id: &str, name: &str) -> Option<crate::protocol::AgentEvent> {
+    fn ui_withdrawn(
+        &self,
+        turn_id: &TurnId,
+        call_id: &str,
+        name: &str,
+    ) -> Option<crate::protocol::AgentEvent> {
         self.ui_targets.get(name)?;
         Some(
             EngineEvent::UiActionWithdrawn {
                 call_id: call_id.to_owned(),
-                turn_id: turn_id.to_owned(),
+                turn_id: turn_id.clone(),
                 reason: "timeout".into(),
             }
             .into(),
@@ -330,7 +335,7 @@ impl EngineInner {
     /// What to do with a call of `name` with `args`.
     fn verdict(
         &self,
-        session: &str,
+        session: &SessionId,
         user_id: Option<&str>,
         name: &str,
         args: &serde_json::Value,

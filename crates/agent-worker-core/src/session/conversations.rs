@@ -80,7 +80,7 @@ pub struct StoredMessage {
     /// Its position in the conversation, from 0.
     pub seq: u64,
     /// The turn that stored it, where the store knows it.
-    pub turn_id: Option<String>,
+    pub turn_id: Option<super::TurnId>,
     /// The message.
     pub message: Message,
 }

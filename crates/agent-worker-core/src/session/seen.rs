@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::TurnSignals;
+use super::{SessionId, TurnId, TurnSignals};
 
 /// One look at a turn's signals: when it was taken (when the request that took it was sent, so
 /// never later than what it saw), and what it saw.
@@ -50,7 +50,7 @@ impl SeenSignals {
 /// A store keeps one and shares it between its clones; a board exists while its turn's watch
 /// holds a [`SeenSignals`], so a writer looks only for turns someone watches.
 #[derive(Debug, Clone, Default)]
-pub struct SignalBoards(Arc<Mutex<HashMap<(String, String), Board>>>);
+pub struct SignalBoards(Arc<Mutex<HashMap<(SessionId, TurnId), Board>>>);
 
 #[derive(Debug)]
 struct Board {
@@ -62,7 +62,12 @@ struct Board {
 impl SignalBoards {
     /// The board of `turn_id` of `session`, made if it is new, for a watch that reads its
     /// signals `interval` after the last look. Boards no watch holds any more are dropped here.
-    pub fn subscribe(&self, session: &str, turn_id: &str, interval: Duration) -> Option<SeenSignals> {
+    pub fn subscribe(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        interval: Duration,
+    ) -> Option<SeenSignals> {
         let mut boards = self.0.lock().ok()?;
         boards.retain(|_, board| board.looks.receiver_count() > 0);
         let board = boards
@@ -78,7 +83,7 @@ impl SignalBoards {
     /// should look at its signals with this write: the turn is watched, no stop is known, and
     /// the watch would read before that next write. Answers the commands known so far (a look
     /// sees a change when there are more).
-    pub fn look_due(&self, session: &str, turn_id: &str, until_next: Duration) -> Option<usize> {
+    pub fn look_due(&self, session: &SessionId, turn_id: &TurnId, until_next: Duration) -> Option<usize> {
         let boards = self.0.lock().ok()?;
         let board = boards.get(&(session.to_owned(), turn_id.to_owned()))?;
         if board.looks.receiver_count() == 0 {
@@ -94,7 +99,7 @@ impl SignalBoards {
 
     /// Records a look at `turn_id`'s signals that saw `signals`, when the turn is watched. An
     /// older look than the one kept is dropped.
-    pub fn saw(&self, session: &str, turn_id: &str, seen: SignalsSeen) {
+    pub fn saw(&self, session: &SessionId, turn_id: &TurnId, seen: SignalsSeen) {
         self.update(session, turn_id, |kept| {
             if kept.as_ref().is_none_or(|kept| kept.at <= seen.at) {
                 *kept = Some(seen);
@@ -106,7 +111,7 @@ impl SignalBoards {
     }
 
     /// Records a look sent `at` that saw nothing new: no stop, and no more commands than known.
-    pub fn saw_unchanged(&self, session: &str, turn_id: &str, at: Instant) {
+    pub fn saw_unchanged(&self, session: &SessionId, turn_id: &TurnId, at: Instant) {
         self.update(session, turn_id, |kept| match kept {
             Some(kept) if kept.at >= at => false,
             Some(kept) => {
@@ -123,7 +128,12 @@ impl SignalBoards {
         });
     }
 
-    fn update(&self, session: &str, turn_id: &str, change: impl FnOnce(&mut Option<SignalsSeen>) -> bool) {
+    fn update(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        change: impl FnOnce(&mut Option<SignalsSeen>) -> bool,
+    ) {
         let Ok(boards) = self.0.lock() else {
             return;
         };
@@ -136,6 +146,7 @@ impl SignalBoards {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::test_ids::{sid, tid};
     use crate::session::{Stop, StopCause, TurnCommand};
 
     const INTERVAL: Duration = Duration::from_secs(1);
@@ -147,17 +158,25 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_look_is_due_only_for_a_watched_turn_and_once_an_interval() {
         let boards = SignalBoards::default();
-        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "nobody watches t");
-        let mut watch = boards.subscribe("s", "t", INTERVAL).expect("a board");
-        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), Some(0));
+        assert_eq!(
+            boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT),
+            None,
+            "nobody watches t"
+        );
+        let mut watch = boards.subscribe(&sid("s"), &tid("t"), INTERVAL).expect("a board");
+        assert_eq!(boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT), Some(0));
 
-        boards.saw_unchanged("s", "t", Instant::now());
+        boards.saw_unchanged(&sid("s"), &tid("t"), Instant::now());
         watch.changed().await;
         assert_eq!(
             watch.latest().map(|seen| seen.signals),
             Some(TurnSignals::default())
         );
-        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "just looked");
+        assert_eq!(
+            boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT),
+            None,
+            "just looked"
+        );
 
         tokio::time::advance(EVERY).await;
         let signals = TurnSignals {
@@ -167,8 +186,8 @@ mod tests {
             }],
         };
         boards.saw(
-            "s",
-            "t",
+            &sid("s"),
+            &tid("t"),
             SignalsSeen {
                 at: Instant::now(),
                 signals: signals.clone(),
@@ -176,14 +195,14 @@ mod tests {
         );
         tokio::time::advance(EVERY).await;
         assert_eq!(
-            boards.look_due("s", "t", UNTIL_NEXT),
+            boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT),
             Some(1),
             "one command known"
         );
 
         boards.saw(
-            "s",
-            "t",
+            &sid("s"),
+            &tid("t"),
             SignalsSeen {
                 at: Instant::now(),
                 signals: TurnSignals {
@@ -194,19 +213,23 @@ mod tests {
         );
         tokio::time::advance(EVERY).await;
         assert_eq!(
-            boards.look_due("s", "t", UNTIL_NEXT),
+            boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT),
             None,
             "a stop is known: nothing left to look for"
         );
 
         drop(watch);
-        assert_eq!(boards.look_due("s", "t", UNTIL_NEXT), None, "the watch is gone");
+        assert_eq!(
+            boards.look_due(&sid("s"), &tid("t"), UNTIL_NEXT),
+            None,
+            "the watch is gone"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_older_look_never_replaces_a_newer_one() {
         let boards = SignalBoards::default();
-        let mut watch = boards.subscribe("s", "t", INTERVAL).expect("a board");
+        let mut watch = boards.subscribe(&sid("s"), &tid("t"), INTERVAL).expect("a board");
         let early = Instant::now();
         tokio::time::advance(EVERY).await;
         let stop = TurnSignals {
@@ -214,17 +237,17 @@ mod tests {
             commands: Vec::new(),
         };
         boards.saw(
-            "s",
-            "t",
+            &sid("s"),
+            &tid("t"),
             SignalsSeen {
                 at: Instant::now(),
                 signals: stop.clone(),
             },
         );
-        boards.saw_unchanged("s", "t", early);
+        boards.saw_unchanged(&sid("s"), &tid("t"), early);
         boards.saw(
-            "s",
-            "t",
+            &sid("s"),
+            &tid("t"),
             SignalsSeen {
                 at: early,
                 signals: TurnSignals::default(),

@@ -31,9 +31,9 @@ use crate::protocol::ErrorChain;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnRef {
     /// The session.
-    pub session: String,
+    pub session: crate::session::SessionId,
     /// The turn.
-    pub turn_id: String,
+    pub turn_id: crate::session::TurnId,
     /// The payload's `socketRoom`: where a realtime server routes the turn's events. It travels
     /// with every event a sink sends.
     pub socket_room: Option<String>,
@@ -41,10 +41,10 @@ pub struct TurnRef {
 
 impl TurnRef {
     /// `turn_id` of `session`, in no socket room.
-    pub fn new(session: impl Into<String>, turn_id: impl Into<String>) -> Self {
+    pub fn new(session: crate::session::SessionId, turn_id: crate::session::TurnId) -> Self {
         Self {
-            session: session.into(),
-            turn_id: turn_id.into(),
+            session,
+            turn_id,
             socket_room: None,
         }
     }

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::agents::thread::{SessionEnd, SessionStatus, Side};
 use crate::protocol::AgentEvent;
+use crate::session::SessionId;
 
 /// Where a session stands, as the runner tells it while it carries the session.
 #[derive(Debug, Clone)]
@@ -20,16 +21,19 @@ pub(super) enum SessionEvent<'a> {
     /// Another agent takes the thread (`handoff`, with `from`, `to`).
     Handoff { from: &'a str, to: &'a str },
     /// A parked parent resumes because `child` settled (`resuming`).
-    Resuming { session: &'a str, child: &'a str },
+    Resuming {
+        session: &'a SessionId,
+        child: &'a SessionId,
+    },
     /// The resumed parent settled (its status, with `session`, `end`).
     ParentSettled {
         status: SessionStatus,
-        session: &'a str,
+        session: &'a SessionId,
         end: Option<&'a SessionEnd>,
     },
     /// The resumed parent could not run (`interrupted`, with `details`, `code`).
     Interrupted {
-        session: &'a str,
+        session: &'a SessionId,
         details: &'a str,
         code: &'a str,
     },

@@ -13,8 +13,8 @@ use crate::protocol::{AgentEvent, Prompt, codes};
 use crate::session::history::repair;
 use crate::session::{
     Claim, ContentBlock, FailedOutcome, ForkOutcome, HistoryView, IdError, Lease, Message, Opened, Owner,
-    OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError, TurnEnding, TurnOpening, TurnOutcome,
-    TurnRecord,
+    OwnerCheck, Role, SessionStore, Stop, StopCause, StoreError, TurnEnding, TurnId, TurnOpening,
+    TurnOutcome, TurnRecord,
 };
 
 /// Why a turn ends before its rounds run.
@@ -44,7 +44,7 @@ pub(super) enum Refusal {
 
 impl Refusal {
     /// The terminal event of turn `turn_id` refused so.
-    pub(super) fn event(&self, turn_id: &str) -> AgentEvent {
+    pub(super) fn event(&self, turn_id: &TurnId) -> AgentEvent {
         match self {
             Self::InvalidPrompt(invalid) => {
                 AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT))

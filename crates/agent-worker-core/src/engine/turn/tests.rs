@@ -180,7 +180,7 @@ fn each_refusal_is_a_failed_terminal_with_its_code() {
         (Refusal::Superseded, codes::SUPERSEDED, false),
     ];
     for (refusal, code, retryable) in cases {
-        match refusal.event("t-9") {
+        match refusal.event(&tid("t-9")) {
             AgentEvent::Failed {
                 code: Some(got),
                 retryable: got_retryable,

@@ -63,7 +63,7 @@ impl ConversationStore for MemoryStore {
                     let at = usize::try_from(seq).ok()?;
                     Some(StoredMessage {
                         seq,
-                        turn_id: data.message_turns.get(at).filter(|t| !t.is_empty()).cloned(),
+                        turn_id: data.message_turns.get(at).cloned().flatten(),
                         message: data.messages.get(at)?.clone(),
                     })
                 })
@@ -111,8 +111,7 @@ impl ConversationStore for MemoryStore {
             };
             // The running turn sees its stop; whatever it then stores is refused.
             if let Some(turn) = &deleted.stopped_turn {
-                data.stops
-                    .insert(turn.to_string(), Stop::now(StopCause::UserStop));
+                data.stops.insert(turn.clone(), Stop::now(StopCause::UserStop));
             }
         }
         let mut approvals = self.approvals()?;

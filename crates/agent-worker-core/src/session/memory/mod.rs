@@ -26,7 +26,7 @@ mod conversations;
 /// portable. Clones share the same state.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
-    sessions: Arc<Mutex<HashMap<String, SessionData>>>,
+    sessions: Arc<Mutex<HashMap<SessionId, SessionData>>>,
     approvals: Arc<Mutex<Approvals>>,
 }
 
@@ -39,16 +39,16 @@ const POISONED: &str = "the in-memory store's lock was poisoned by a panic";
 struct SessionData {
     messages: Vec<Message>,
     /// The turn that stored each message, by position (shorter for raw histories).
-    message_turns: Vec<String>,
+    message_turns: Vec<Option<TurnId>>,
     /// When it last had a turn, in milliseconds since the Unix epoch.
     last_active: u64,
     /// Deleted by its owner: a tombstone, so that no turn of it runs again.
     deleted: bool,
     summary: Option<Summary>,
     turns: HashMap<TurnId, TurnRecord>,
-    stops: HashMap<String, Stop>,
+    stops: HashMap<TurnId, Stop>,
     /// The commands sent to each turn, in the order accepted.
-    commands: HashMap<String, Vec<TurnCommand>>,
+    commands: HashMap<TurnId, Vec<TurnCommand>>,
     owner: Option<Owner>,
     /// The turn that holds the conversation's run, and until when.
     run: Option<(TurnId, SystemTime)>,
@@ -58,12 +58,8 @@ struct SessionData {
 
 impl SessionData {
     /// Gives the run back, if `turn_id` holds it.
-    fn end_run(&mut self, turn_id: &str) {
-        if self
-            .run
-            .as_ref()
-            .is_some_and(|(holder, _)| holder.as_str() == turn_id)
-        {
+    fn end_run(&mut self, turn_id: &TurnId) {
+        if self.run.as_ref().is_some_and(|(holder, _)| holder == turn_id) {
             self.run = None;
         }
     }
@@ -78,15 +74,15 @@ impl MemoryStore {
     /// Stores a turn's end; with `seen`, only when the turn has no more commands than that.
     fn complete(
         &self,
-        session: &str,
-        turn_id: &str,
+        session: &SessionId,
+        turn_id: &TurnId,
         messages: &[Message],
         outcome: &TurnOutcome,
         seen: Option<usize>,
     ) -> Result<(), StoreError> {
         check(messages)?;
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_owned()).or_default();
+        let data = sessions.entry(session.clone()).or_default();
         if data.deleted {
             return Err(StoreError::Deleted(format!("turn {turn_id} was not stored")));
         }
@@ -102,16 +98,16 @@ impl MemoryStore {
         }
         record.status = outcome.status();
         record.outcome = Some(outcome.clone());
-        data.message_turns.resize(data.messages.len(), String::new());
+        data.message_turns.resize(data.messages.len(), None);
         data.messages.extend_from_slice(messages);
         data.message_turns
-            .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
+            .extend(std::iter::repeat_n(Some(turn_id.clone()), messages.len()));
         data.last_active = now_ms();
         data.end_run(turn_id);
         Ok(())
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, SessionData>>, StoreError> {
+    fn lock(&self) -> Result<MutexGuard<'_, HashMap<SessionId, SessionData>>, StoreError> {
         self.sessions
             .lock()
             .map_err(|_| StoreError::Backend(POISONED.into()))
@@ -125,9 +121,9 @@ impl MemoryStore {
 
     /// Writes `messages` as a session's history, unchecked: for tests that need older or
     /// broken data in the store.
-    pub fn put_raw_history(&self, session: &str, messages: Vec<Message>) {
+    pub fn put_raw_history(&self, session: &SessionId, messages: Vec<Message>) {
         if let Ok(mut sessions) = self.lock() {
-            sessions.entry(session.to_owned()).or_default().messages = messages;
+            sessions.entry(session.clone()).or_default().messages = messages;
         }
     }
 }
@@ -141,7 +137,7 @@ impl OwnerStore for MemoryStore {
         owner: &Owner,
     ) -> Result<OwnerCheck, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_string()).or_default();
+        let data = sessions.entry(session.clone()).or_default();
         if data.deleted {
             return Ok(OwnerCheck::Deleted);
         }
@@ -183,7 +179,7 @@ impl OwnerStore for MemoryStore {
     ) -> Result<Option<TurnId>, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_string()).or_default();
+        let data = sessions.entry(session.clone()).or_default();
         match &data.run {
             Some((holder, until)) if holder != turn_id && *until > now => Ok(Some(holder.clone())),
             _ => {
@@ -273,19 +269,14 @@ impl HistoryStore for MemoryStore {
             return Ok(ForkOutcome::NotOwner);
         }
         let turns: Vec<Option<&str>> = (0..from.messages.len())
-            .map(|i| {
-                from.message_turns
-                    .get(i)
-                    .map(String::as_str)
-                    .filter(|t| !t.is_empty())
-            })
+            .map(|i| from.message_turns.get(i).and_then(|t| t.as_deref()))
             .collect();
         let upto = branch_point(&turns, hints);
         // One process's memory: the branch holds a copy (DynamoDB's refers to the parent).
         let messages = from.messages[..upto].to_vec();
         let mut message_turns = from.message_turns.clone();
-        message_turns.resize(upto, String::new());
-        let child = sessions.entry(session.to_string()).or_default();
+        message_turns.resize(upto, None);
+        let child = sessions.entry(session.clone()).or_default();
         child.messages = messages;
         child.message_turns = message_turns;
         Ok(ForkOutcome::Forked { upto: upto as u64 })
@@ -309,7 +300,7 @@ impl HistoryStore for MemoryStore {
             .take(limit)
             .map(|(seq, message)| StoredMessage {
                 seq: seq as u64,
-                turn_id: data.message_turns.get(seq).filter(|t| !t.is_empty()).cloned(),
+                turn_id: data.message_turns.get(seq).cloned().flatten(),
                 message: message.clone(),
             })
             .collect())
@@ -336,7 +327,7 @@ impl SignalStore for MemoryStore {
         if !running || data.stops.contains_key(turn_id.as_str()) {
             return Ok(CommandOutcome::NotRunning);
         }
-        let commands = data.commands.entry(turn_id.to_string()).or_default();
+        let commands = data.commands.entry(turn_id.clone()).or_default();
         let held = commands.iter().map(|c| c.text().len()).sum();
         if !command_fits(held, command.text().len()) {
             return Ok(CommandOutcome::Full);
@@ -365,7 +356,7 @@ impl SignalStore for MemoryStore {
         stop: Stop,
     ) -> Result<StopOutcome, StoreError> {
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_string()).or_default();
+        let data = sessions.entry(session.clone()).or_default();
         if data
             .turns
             .get(turn_id.as_str())
@@ -373,7 +364,7 @@ impl SignalStore for MemoryStore {
         {
             return Ok(StopOutcome::AlreadyEnded);
         }
-        data.stops.entry(turn_id.to_string()).or_insert(stop);
+        data.stops.entry(turn_id.clone()).or_insert(stop);
         Ok(StopOutcome::Recorded)
     }
 
@@ -399,7 +390,7 @@ impl TurnLedger for MemoryStore {
     ) -> Result<Claim, StoreError> {
         let now = SystemTime::now();
         let mut sessions = self.lock()?;
-        let data = sessions.entry(session.to_string()).or_default();
+        let data = sessions.entry(session.clone()).or_default();
         let lease_until = now + lease.0;
         match data.turns.get_mut(turn_id.as_str()) {
             Some(record) if record.status.is_done() => Ok(Claim::Done(record.clone())),
@@ -499,7 +490,7 @@ impl ActionAnswerStore for MemoryStore {
         answer: &ActionAnswer,
     ) -> Result<bool, StoreError> {
         let mut sessions = self.lock()?;
-        let answers = &mut sessions.entry(session.to_string()).or_default().ui_answers;
+        let answers = &mut sessions.entry(session.clone()).or_default().ui_answers;
         let key = (turn_id.clone(), call_id.to_owned());
         let replaces = match answers.get(&key) {
             None => true,

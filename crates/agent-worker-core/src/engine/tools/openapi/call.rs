@@ -130,7 +130,12 @@ impl OperationTool {
         Ok(request)
     }
 
-    async fn settle(&self, binding: &Binding, answer: Value, conversation: &str) -> Result<Value, ToolError> {
+    async fn settle(
+        &self,
+        binding: &Binding,
+        answer: Value,
+        conversation: &crate::session::SessionId,
+    ) -> Result<Value, ToolError> {
         let id = match answer.get(&binding.id_field) {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(id)) => id.to_string(),
@@ -148,7 +153,7 @@ impl OperationTool {
             return Ok(json!({ "status": "dispatched", "id": id, "response": answer }));
         };
         let job = JobWait {
-            conversation: conversation.to_owned(),
+            conversation: conversation.clone(),
             completion: binding.completion.clone(),
             failure: binding.failure.clone(),
             correlation: binding.correlation.clone(),

@@ -99,7 +99,7 @@ impl EventDeclarations {
 pub struct JobKey {
     /// The conversation whose call started the job (the product hears it in
     /// [`CONVERSATION_HEADER`] with the call that starts it).
-    pub conversation: String,
+    pub conversation: crate::session::SessionId,
     /// The job's id, as the product's answer gave it.
     pub id: String,
 }
@@ -120,7 +120,7 @@ pub struct NoSuchJob(pub JobKey);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobWait {
     /// The conversation whose call started it.
-    pub conversation: String,
+    pub conversation: crate::session::SessionId,
     /// The completion event.
     pub completion: String,
     /// The failure event, if it has one.
@@ -282,7 +282,7 @@ mod tests {
 
     fn job(id: &str) -> JobWait {
         JobWait {
-            conversation: "conv-ada".into(),
+            conversation: crate::session::test_ids::sid("conv-ada"),
             completion: "report:ready".into(),
             failure: Some("report:failed".into()),
             correlation: "reportId".into(),
@@ -293,7 +293,7 @@ mod tests {
 
     fn key(conversation: &str, id: &str) -> JobKey {
         JobKey {
-            conversation: conversation.into(),
+            conversation: crate::session::test_ids::sid(conversation),
             id: id.into(),
         }
     }
