@@ -228,7 +228,7 @@ pub async fn theirs(
     conversation: &SessionId,
     acts: bool,
 ) -> Result<Option<TurnId>, HostError> {
-    let store = &host.inner.store;
+    let store = &host.store();
     let found = if acts {
         store
             .claim_conversation(conversation, person)
@@ -392,9 +392,7 @@ pub async fn authenticate(State(host): State<ContainerHost>, mut request: Reques
             request.extensions_mut().insert(authority);
             next.run(request).await
         }
-        Ok(None) => {
-            HostError::new(StatusCode::UNAUTHORIZED, host.inner.config.auth.missing()).into_response()
-        }
+        Ok(None) => HostError::new(StatusCode::UNAUTHORIZED, host.config().auth.missing()).into_response(),
         Err(refused) => refused.into_response(),
     }
 }
@@ -456,14 +454,14 @@ async fn authority(
     };
     // Claims API Gateway's authorizer verified: taken as they are.
     if let (ApiAuth::GatewayTokens(verifier), Some(VerifiedCaller::Claims(claims))) =
-        (&host.inner.config.auth, verified)
+        (&host.config().auth, verified)
     {
         return match verifier.caller_of(claims) {
             Ok(caller) => Ok(Some(Authority::of_token(caller))),
             Err(refused) => Err(HostError::new(StatusCode::UNAUTHORIZED, refused.to_string())),
         };
     }
-    match &host.inner.config.auth {
+    match &host.config().auth {
         ApiAuth::ApiKey(key) => {
             let given = headers.get("x-api-key").map(|v| v.as_bytes());
             if given.is_some_and(|given| key.matches(given)) {
@@ -500,7 +498,7 @@ async fn authority(
             }
         }
     }
-    let Some(console) = host.inner.console.as_ref() else {
+    let Some(console) = host.console() else {
         return Ok(None);
     };
     let given = headers

@@ -29,9 +29,7 @@ pub(super) async fn answer(
     body: Bytes,
 ) -> Result<Json<Value>, HostError> {
     let answers = host
-        .inner
-        .answers
-        .as_ref()
+        .ui_answers()
         .ok_or_else(|| HostError::not_found("this host takes no answers to UI actions"))?;
     if body.len() > MAX_ANSWER_BYTES {
         return Err(HostError::too_large(

@@ -80,7 +80,7 @@ fn unix_seconds() -> u64 {
 
 /// `GET /ping`.
 pub(super) async fn ping(State(host): State<ContainerHost>) -> Response {
-    let (busy, since) = host.inner.activity.now();
+    let (busy, since) = host.activity().now();
     axum::Json(json!({
         "status": if busy { "HealthyBusy" } else { "Healthy" },
         "time_of_last_update": since,

@@ -30,9 +30,7 @@ pub(super) struct PageQuery {
 }
 
 fn served(host: &ContainerHost) -> Result<Conversations, HostError> {
-    host.inner
-        .conversations
-        .as_ref()
+    host.conversations()
         .cloned()
         .ok_or_else(|| HostError::not_found("this host serves no conversations"))
 }

@@ -35,7 +35,7 @@ pub(super) async fn whole_body(State(host): State<ContainerHost>, request: Reque
     if axum::body::HttpBody::is_end_stream(request.body()) {
         return next.run(request).await;
     }
-    let limit = host.inner.config.body_limit;
+    let limit = host.config().body_limit;
     let path = request.uri().path().to_owned();
     let too_large = || {
         let message = format!("the body is larger than the {limit} bytes this server takes");

@@ -416,11 +416,10 @@ pub(super) enum Followed {
 /// log. Taken before a turn is started whose answer is streamed.
 pub(super) fn stream_place(host: &ContainerHost, person: &Owner) -> Result<StreamPlace, HostError> {
     let log = host
-        .inner
-        .log
-        .clone()
+        .event_log()
+        .cloned()
         .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
-    let followers = &host.inner.followers;
+    let followers = host.followers();
     let held = followers.hold(person)?;
     let Ok(permit) = followers.streams.clone().try_acquire_owned() else {
         return Err(HostError::unavailable(
@@ -444,10 +443,10 @@ pub(super) fn follow_turn(
     after: Option<u64>,
 ) -> impl Stream<Item = Followed> + Send + use<> {
     let pace = Pace {
-        poll: host.inner.config.event_poll,
-        start_wait: host.inner.config.event_start_wait,
+        poll: host.config().event_poll,
+        start_wait: host.config().event_start_wait,
     };
-    let reader = host.inner.followers.reader(&place.log, session, turn_id, pace);
+    let reader = host.followers().reader(&place.log, session, turn_id, pace);
     follow(reader, after, place)
 }
 

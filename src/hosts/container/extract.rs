@@ -100,7 +100,7 @@ impl FromRequest<ContainerHost> for TurnBody {
                         "body",
                         format!(
                             "the body is larger than the {} bytes a turn may be",
-                            host.inner.config.body_limit
+                            host.config().body_limit
                         ),
                     ),
                     status => HostError::new(status, rejection.body_text()),
@@ -157,7 +157,7 @@ fn admit(host: &ContainerHost, turn: AgentTurnPayload) -> Result<AgentTurnPayloa
             "a command goes to POST /sessions/{id}/commands, which answers whether the running turn took it",
         ));
     }
-    if let Some(limit) = host.inner.store.max_message_bytes()
+    if let Some(limit) = host.store().max_message_bytes()
         && turn.content.len() > limit
     {
         return Err(HostError::too_large(

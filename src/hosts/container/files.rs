@@ -60,9 +60,7 @@ pub(super) async fn upload(
     body: Bytes,
 ) -> Result<Response, HostError> {
     let files = host
-        .inner
-        .uploads
-        .as_ref()
+        .uploads()
         .ok_or_else(|| HostError::not_found("this host keeps no files (FILES_BUCKET or FILES_DIR)"))?;
     let name = shown_name(query.name.as_deref().unwrap_or_default());
     let media_type = headers

@@ -43,9 +43,7 @@ pub(super) async fn report(
         ));
     }
     let jobs = host
-        .inner
-        .jobs
-        .as_ref()
+        .job_reports()
         .ok_or_else(|| HostError::not_found("this host takes no job reports"))?;
     let conversation: SessionId = checked_id("conversationId", report.conversation_id)?;
     match jobs.report(&conversation, &report.event, &report.payload).await {

@@ -272,6 +272,85 @@ impl fmt::Debug for ContainerHost {
 }
 
 impl ContainerHost {
+    /// Where the host's sessions are stored.
+    fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.store
+    }
+
+    /// The host's settings.
+    fn config(&self) -> &ContainerConfig {
+        &self.inner.config
+    }
+
+    /// The readers of the turns' event logs, one per followed turn.
+    fn followers(&self) -> &events::Followers {
+        &self.inner.followers
+    }
+
+    /// Where files people attach go, when the host takes them.
+    fn uploads(&self) -> Option<&Arc<dyn crate::engine::attachments::FileUploads>> {
+        self.inner.uploads.as_ref()
+    }
+
+    /// A person's conversations, when the host serves them.
+    fn conversations(&self) -> Option<&crate::conversations::Conversations> {
+        self.inner.conversations.as_ref()
+    }
+
+    /// The console, when the host serves it.
+    fn console(&self) -> Option<&console::Console> {
+        self.inner.console.as_ref()
+    }
+
+    /// Whether turns run here now, and since when (AgentCore Runtime's `/ping`).
+    fn activity(&self) -> &agentcore::Activity {
+        &self.inner.activity
+    }
+
+    /// What the host does with the turns it accepts.
+    fn turns(&self) -> &Turns {
+        &self.inner.turns
+    }
+
+    /// Whether the host takes new turns (not shutting down).
+    fn accepting(&self) -> bool {
+        self.inner.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Tells the hook that a turn ended, when the host has one.
+    fn tell_turn_end(&self, end: TurnEnd) {
+        if let Some(hook) = self.inner.on_turn_end.as_ref() {
+            hook(end);
+        }
+    }
+
+    /// Wakes the shutdown's wait for the running turns: one has ended.
+    fn notify_idle(&self) {
+        self.inner.idle.notify_waiters();
+    }
+
+    /// The model turns run on here; `None` when they go to the queue.
+    fn model(&self) -> Option<&str> {
+        self.inner.model()
+    }
+
+    /// Where the tab's answers to UI actions are kept, when the host takes them.
+    fn ui_answers(&self) -> Option<&Arc<dyn crate::session::ActionAnswerStore>> {
+        self.inner.answers.as_ref()
+    }
+
+    /// The product's job reports, when the host takes them.
+    fn job_reports(&self) -> Option<&crate::hosts::jobs::JobReports> {
+        self.inner.jobs.as_ref()
+    }
+
+    /// The turns' event log, when the host has one.
+    fn event_log(&self) -> Option<&DynamoEventLog> {
+        self.inner.log.as_ref()
+    }
+}
+
+impl ContainerHost {
     /// A host that runs turns through `handler`, asks `store` to stop them, and streams their
     /// events from `log` (without one, `GET /turns/{id}/events` answers 404): its builder.
     pub fn builder(

@@ -54,7 +54,7 @@ pub(super) async fn command(
 ) -> Response {
     let result = match serde_json::from_slice::<SessionCommand>(&body) {
         Ok(command) => {
-            StoreControl::new(host.inner.store.clone())
+            StoreControl::new(host.store().clone())
                 .dispatch(&conversation.id, command)
                 .await
         }
@@ -84,7 +84,7 @@ pub(super) async fn entries(
             format!("limit must be from 1 to {}", ENTRIES.1),
         ));
     }
-    StoreControl::new(host.inner.store.clone())
+    StoreControl::new(host.store().clone())
         .entries(&conversation.id, page.since, limit)
         .await
         .map(|entries| Json(entries).into_response())
@@ -96,7 +96,7 @@ pub(super) async fn state(
     State(host): State<ContainerHost>,
     conversation: Owned,
 ) -> Result<Response, HostError> {
-    StoreControl::new(host.inner.store.clone())
+    StoreControl::new(host.store().clone())
         .state(&conversation.id)
         .await
         .map(|state| Json(state).into_response())

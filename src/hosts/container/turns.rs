@@ -1,7 +1,6 @@
 //! `POST /turns`: a turn accepted (202) once its person and conversation are checked, then run
 //! here through the runner, or sent to the turns queue when the host sends them there.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -59,7 +58,7 @@ pub(super) async fn start(
     turn: AgentTurnPayload,
 ) -> Result<Started, HostError> {
     let running = admit(host, person, &turn).await?;
-    match &host.inner.turns {
+    match host.turns() {
         Turns::Queue(queue) => {
             let sent = queue.send(&turn).await.map_err(|e| {
                 tracing::error!(error = %ErrorChain(&e), turn_id = %turn.turn_id, "the turn was not queued");
@@ -113,7 +112,7 @@ pub(super) async fn admit(
     person: &Owner,
     turn: &AgentTurnPayload,
 ) -> Result<Option<TurnId>, HostError> {
-    if !host.inner.accepting.load(Ordering::SeqCst) {
+    if !host.accepting() {
         return Err(HostError::unavailable("shutting down"));
     }
     // One turn of a conversation at a time: said here, before the turn is accepted (the owner
@@ -198,12 +197,7 @@ impl ContainerHost {
 
     /// Gives back the conversation's run `turn` took and will not use (no place for it).
     async fn give_run_back(&self, turn: &AgentTurnPayload) {
-        if let Err(e) = self
-            .inner
-            .store
-            .end_run(&turn.conversation_id, &turn.turn_id)
-            .await
-        {
+        if let Err(e) = self.store().end_run(&turn.conversation_id, &turn.turn_id).await {
             tracing::warn!(error = %e, turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
         }
     }
@@ -246,20 +240,12 @@ impl ContainerHost {
                 &end.terminal,
                 Some(AgentEvent::Failed { code: Some(code), .. }) if code == codes::TURN_IN_PROGRESS
             );
-            if !elsewhere
-                && let Err(e) = host
-                    .inner
-                    .store
-                    .end_run(&turn.conversation_id, &turn.turn_id)
-                    .await
-            {
+            if !elsewhere && let Err(e) = host.store().end_run(&turn.conversation_id, &turn.turn_id).await {
                 tracing::warn!(error = %ErrorChain(&e), turn_id = %turn.turn_id, "could not give the conversation's run back; its lease will");
             }
-            if let Some(hook) = host.inner.on_turn_end.as_ref() {
-                hook(end);
-            }
+            host.tell_turn_end(end);
             host.give_place_back(&turn.turn_id);
-            host.inner.idle.notify_waiters();
+            host.notify_idle();
         });
     }
 }

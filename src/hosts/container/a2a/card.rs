@@ -126,7 +126,7 @@ pub(in crate::hosts::container) async fn card(
     State(host): State<ContainerHost>,
     headers: HeaderMap,
 ) -> Response {
-    let config = &host.inner.config;
+    let config = &host.config();
     let interface = format!("{}{A2A_PATH}", base_url(config.public_url.as_ref(), &headers));
     let (schemes, requirement) = config.auth.a2a_security();
     axum::Json(json!({

@@ -46,7 +46,7 @@ impl Call<'_> {
         session: &SessionId,
         first: &TurnId,
     ) -> Result<(TurnId, u32), RpcError> {
-        let store = &self.host.inner.store;
+        let store = &self.host.store();
         let mut latest = (first.clone(), 0);
         for n in 1..=MAX_CHAIN {
             let Some(next) = chain_turn(first, n) else {

@@ -204,7 +204,7 @@ impl Call<'_> {
             let theirs = access::theirs(self.host, self.person, &session, false).await;
             return Ok(if theirs.is_ok() { vec![session] } else { Vec::new() });
         }
-        let Some(conversations) = self.host.inner.conversations.as_ref() else {
+        let Some(conversations) = self.host.conversations() else {
             return Ok(Vec::new());
         };
         let mut sessions = Vec::new();
@@ -307,8 +307,7 @@ impl Call<'_> {
     /// `session`'s stored messages, the first [`MESSAGES_READ`].
     async fn entries(&self, session: &SessionId) -> Result<Vec<StoredMessage>, RpcError> {
         self.host
-            .inner
-            .store
+            .store()
             .entries(session, 0, MESSAGES_READ)
             .await
             .map_err(|e| RpcError::internal(e.client_message()))
@@ -317,7 +316,7 @@ impl Call<'_> {
     /// The turns of `session`, newest first: those its stored messages name, then the one running.
     async fn turns_of(&self, session: &SessionId) -> Result<Vec<TurnId>, RpcError> {
         let entries = self.entries(session).await?;
-        let running = self.host.inner.store.active_turn(session).await.ok().flatten();
+        let running = self.host.store().active_turn(session).await.ok().flatten();
         let mut turns: Vec<TurnId> = Vec::new();
         for turn in entries
             .iter()

@@ -303,7 +303,7 @@ impl Call<'_> {
         access::theirs(self.host, self.person, &session, false)
             .await
             .map_err(|e| RpcError::of_host(&e))?;
-        match self.host.inner.store.turn(&session, &turn).await {
+        match self.host.store().turn(&session, &turn).await {
             Ok(Some(_)) => Ok((session, turn)),
             Ok(None) => Err(RpcError::task_not_found()),
             Err(e) => Err(RpcError::internal(e.client_message())),
@@ -314,9 +314,7 @@ impl Call<'_> {
     async fn progress(&self, session: &SessionId, turn: &TurnId) -> Result<Progress, RpcError> {
         let log = self
             .host
-            .inner
-            .log
-            .as_ref()
+            .event_log()
             .ok_or_else(|| RpcError::unsupported("this agent keeps no event log"))?;
         let events = log
             .read(session, turn, None)
@@ -346,8 +344,7 @@ impl Call<'_> {
             .collect();
         let entries = self
             .host
-            .inner
-            .store
+            .store()
             .entries(&session, 0, 1000)
             .await
             .map_err(|e| RpcError::internal(e.client_message()))?;
@@ -365,8 +362,7 @@ impl Call<'_> {
         let (turn, _) = self.latest_turn(&session, &first).await?;
         let asked = self
             .host
-            .inner
-            .store
+            .store()
             .request_stop(&session, &turn, Stop::now(StopCause::UserStop))
             .await
             .map_err(|e| RpcError::internal(e.client_message()))?;

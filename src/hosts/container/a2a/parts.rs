@@ -74,7 +74,7 @@ impl Call<'_> {
         if files.is_empty() {
             return Ok(Vec::new());
         }
-        let uploads = self.host.inner.uploads.as_ref().ok_or_else(|| {
+        let uploads = self.host.uploads().ok_or_else(|| {
             RpcError::unsupported(
                 "this agent keeps no files (FILES_BUCKET or FILES_DIR): send the words instead",
             )

@@ -189,14 +189,10 @@ pub(super) async fn answer(
         return Err(HostError::field("messages", "no answers"));
     };
     let store = host
-        .inner
-        .answers
-        .as_ref()
+        .ui_answers()
         .ok_or_else(|| HostError::not_found("this host takes no answers to the page's tools"))?;
     let log = host
-        .inner
-        .log
-        .as_ref()
+        .event_log()
         .ok_or_else(|| HostError::not_found("this worker keeps no event log"))?;
     let events = log.read(session, &turn, None).await.map_err(|e| {
         tracing::error!(error = %ErrorChain(&e), "reading a turn's events failed");

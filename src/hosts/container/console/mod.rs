@@ -125,6 +125,6 @@ pub(super) async fn config(State(host): State<ContainerHost>) -> Result<Json<Val
     Ok(Json(json!({
         "userId": console.user_id,
         "accountId": console.account_id,
-        "model": host.inner.model(),
+        "model": host.model(),
     })))
 }
