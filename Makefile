@@ -90,6 +90,8 @@ lint: $(MACHETE)
 	cargo check --locked -p agent-worker-contract
 	cargo check --locked -p agent-worker-core
 	cargo check --locked -p agent-worker-aws --all-features
+	cargo check --locked -p agent-worker-http
+	cargo check --locked -p agent-worker-agent-protocol
 	python3 scripts/module_cycles.py
 	python3 scripts/bench_front.py --check
 

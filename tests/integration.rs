@@ -1,7 +1,9 @@
 //! Every integration test of the root package, as the modules of one test binary: one build
 //! and one link instead of one per file. Each module is one area's tests (its own docs say
-//! which); a module that needs a feature is compiled only with it. Run one area with
-//! `cargo test --all-features --test integration <module>::`.
+//! which); a module whose test target required features before is gated on them here (the
+//! suite runs with every feature: `make test`). Run one area with
+//! `cargo test --all-features --test integration <module>::` (a filter is a substring:
+//! `faults::` takes `engine_faults::` too; `--skip` leaves one out).
 //!
 //! A topic too large for one file is two modules (`engine_bedrock` and `engine_faults`,
 //! `agent_protocol` and `agent_protocol_serving`, `lambda_batch` and `lambda_batch_people`,

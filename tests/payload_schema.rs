@@ -72,6 +72,24 @@ fn schema_and_decoder_agree_on_bodies_that_are_not_turns() {
     let mut wrong = minimal.clone();
     wrong["images"] = json!([{"mimeType": "image/png"}]);
     cases.push((wrong, false));
+    for (approval, valid) in [
+        (
+            json!({"approvalId": "ap-1", "decision": "approve", "token": "tok"}),
+            true,
+        ),
+        (json!({"approvalId": "ap-1", "decision": "decline"}), true),
+        (json!({"approvalId": 5, "decision": "approve"}), false),
+        (json!({"decision": "approve"}), false),
+        (json!({}), false),
+        (
+            json!({"approvalId": "ap-1", "decision": "approve", "token": 7}),
+            false,
+        ),
+    ] {
+        let mut deciding = minimal.clone();
+        deciding["approval"] = approval;
+        cases.push((deciding, valid));
+    }
     let mut with_image = minimal.clone();
     with_image["images"] = json!([{"mimeType": "image/png", "data": "iVBORw0KGgo="}]);
     cases.push((with_image, true));

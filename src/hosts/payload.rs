@@ -126,18 +126,9 @@ fn check_id(path: &str, id: &str) -> Result<(), PayloadError> {
     }
 }
 
-/// A typed id no longer than [`MAX_ID_BYTES`].
-fn check_fits(path: &str, id: &str) -> Result<(), PayloadError> {
-    match id.len() > MAX_ID_BYTES {
-        true => Err(id_error(
-            path,
-            &IdError::TooLong {
-                len: id.len(),
-                limit: MAX_ID_BYTES,
-            },
-        )),
-        false => Ok(()),
-    }
+/// Whether a typed id at `path` is no longer than [`MAX_ID_BYTES`] (its `fits`), named.
+fn check_fits(path: &str, fits: Result<(), IdError>) -> Result<(), PayloadError> {
+    fits.map_err(|problem| id_error(path, &problem))
 }
 
 fn id_error(path: &str, problem: &IdError) -> PayloadError {
@@ -222,16 +213,17 @@ impl AgentTurnPayload {
     /// what no store can key; the length is the stores' own limit, and the person's ids are
     /// checked as ids.
     pub fn checked(self) -> Result<Self, PayloadError> {
-        check_fits("turnId", &self.turn_id)?;
-        check_fits("conversationId", &self.conversation_id)?;
+        let limit = Some(MAX_ID_BYTES);
+        check_fits("turnId", self.turn_id.fits(limit))?;
+        check_fits("conversationId", self.conversation_id.fits(limit))?;
         for (path, value) in [("userId", &self.user_id), ("accountId", &self.account_id)] {
             check_id(path, value)?;
         }
         for (i, id) in self.supersedes.iter().enumerate() {
-            check_fits(&format!("supersedes[{i}]"), id)?;
+            check_fits(&format!("supersedes[{i}]"), id.fits(limit))?;
         }
         if let Some(parent) = &self.parent_session {
-            check_fits("parentSession", parent)?;
+            check_fits("parentSession", parent.fits(limit))?;
         }
         Ok(self)
     }

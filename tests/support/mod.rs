@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 //!
-//! Each test binary includes this module (`mod support;`) and uses some of it: what it does not
-//! use is dead there, and what it does is `pub` for the test's own module, not for another crate.
+//! A module of the one test binary (`tests/integration.rs`); each test module takes what it
+//! needs (`use crate::support;`), and what none takes is dead there.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod a2a;

@@ -67,7 +67,7 @@ pub(super) async fn key_required(
     }
 }
 
-/// A request head refused before it reached a route (`hosts::http_serve`), in the one error
+/// A request head refused before it reached a route (`agent_worker_http::serve`), in the one error
 /// shape.
 pub(super) fn refused_head(refused: &agent_worker_http::serve::RefusedHead) -> Response {
     let message = format!("{} ({})", refused.message, refused.field);

@@ -218,33 +218,23 @@ pub(crate) enum CommandArg {
 }
 
 pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
-    let payload = AgentTurnPayload {
-        turn_id: args.turn_id.unwrap_or_else(TurnId::random),
-        conversation_id: args.session,
-        user_id: args.user_id,
-        account_id: args.account_id,
-        content: args.text,
-        images: Vec::new(),
-        context: None,
-        attachments: Vec::new(),
-        approval: None,
-        supersedes: Vec::new(),
-        socket_room: None,
-        agent: None,
-        user_token: args.user_token.map(agent_worker::protocol::UserToken::new),
-        result_schema: args
-            .result_schema
-            .as_deref()
-            .map(crate::run::result_schema)
-            .transpose()?,
-        parent_session: None,
-        branch_hints: Vec::new(),
-        command: args.command.map(|command| match command {
-            CommandArg::Steer => PayloadCommand::Steer,
-            CommandArg::FollowUp => PayloadCommand::FollowUp,
-            CommandArg::Abort => PayloadCommand::Abort,
-        }),
-    };
+    let person = agent_worker::session::Owner::new(args.user_id, args.account_id);
+    let turn_id = args.turn_id.unwrap_or_else(TurnId::random);
+    let mut payload = AgentTurnPayload::new(turn_id, args.session, &person, args.text);
+    payload.user_token = args.user_token.map(agent_worker::protocol::UserToken::new);
+    payload.result_schema = args
+        .result_schema
+        .as_deref()
+        .map(crate::run::result_schema)
+        .transpose()?;
+    payload.command = args.command.map(|command| match command {
+        CommandArg::Steer => PayloadCommand::Steer,
+        CommandArg::FollowUp => PayloadCommand::FollowUp,
+        CommandArg::Abort => PayloadCommand::Abort,
+    });
+    let payload = payload
+        .checked()
+        .map_err(|e| CliError::usage(format!("the turn cannot be sent: {e}")))?;
     let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
     let sent = TurnQueue::new(sqs, &args.queue_url)
         .send(&payload)

@@ -93,6 +93,39 @@ fn is_kept(stored: &bool) -> bool {
     *stored
 }
 
+#[cfg(test)]
+mod outcome_tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_stored_before_the_typed_terminal_still_decode() {
+        let read = |text: &str| serde_json::from_str::<TurnOutcome>(text).unwrap();
+        assert_eq!(
+            read(r#"{"status":"completed","terminal":null}"#),
+            TurnOutcome::Completed(None)
+        );
+        assert_eq!(
+            read(r#"{"status":"completed","terminal":{"stopReason":"superseded","ran":false}}"#),
+            TurnOutcome::Completed(Some(
+                serde_json::json!({"stopReason": "superseded", "ran": false})
+            ))
+        );
+        assert_eq!(
+            read(
+                r#"{"status":"failed","terminal":{"details":"no","retryable":false,"code":"model_rejected"}}"#
+            ),
+            TurnOutcome::Failed(FailedOutcome::new("no", false, "model_rejected"))
+        );
+        let deadline =
+            read(r#"{"status":"failed","terminal":{"code":"turn_deadline_exceeded","stored":false}}"#);
+        let failed = deadline.failure().unwrap();
+        assert_eq!(
+            (failed.code.as_deref(), failed.stored, failed.details.as_str()),
+            (Some("turn_deadline_exceeded"), false, "")
+        );
+    }
+}
+
 impl FailedOutcome {
     /// A failure told as `details`, `retryable` or not, with `code`; what the turn did was stored.
     pub fn new(details: impl Into<String>, retryable: bool, code: impl Into<String>) -> Self {

@@ -172,7 +172,6 @@ fn outcome(name: &'static str, events: &[AgentEvent], failure: Option<String>) -
     }
 }
 
-/// What the turn's terminal says: its data, or why it failed.
 /// The id `text` names, or case `name` failed saying why (a run names its ids from a UUID, so
 /// they are ids).
 fn eval_id<T: std::str::FromStr<Err = agent_worker::session::IdError>>(
@@ -183,6 +182,7 @@ fn eval_id<T: std::str::FromStr<Err = agent_worker::session::IdError>>(
         .map_err(|e| outcome(name, &[], Some(format!("{text:?} is not an id: {e}"))))
 }
 
+/// What the turn's terminal says: its data, or why it failed.
 fn completed(events: &[AgentEvent]) -> Result<Value, String> {
     match events.last() {
         Some(AgentEvent::Completed { data }) => Ok(data.clone().unwrap_or(Value::Null)),

@@ -100,11 +100,16 @@ impl Call<'_> {
                     "task {task} has answered all the approvals one task may ask"
                 ))
             })?;
-        let text = |key: &str| asked.get(key).and_then(Value::as_str).unwrap_or_default();
+        let text = |key: &str| asked.get(key).and_then(Value::as_str).map(str::to_owned);
+        let approval_id = text("approvalId")
+            .ok_or_else(|| RpcError::internal(format!("task {task}'s approval names no approvalId")))?;
         let mut turn = AgentTurnPayload::new(next.clone(), session.clone(), self.person, "");
-        turn.approval = Some(match approve {
-            true => ApprovalDecision::approve(text("approvalId"), text("token")),
-            false => ApprovalDecision::decline(text("approvalId")),
+        turn.approval = Some(ApprovalDecision {
+            token: text("token").filter(|_| approve),
+            ..match approve {
+                true => ApprovalDecision::approve(approval_id, ""),
+                false => ApprovalDecision::decline(approval_id),
+            }
         });
         let refused = |e| RpcError::of_host(&e).in_context(&session);
         let turn = adapted_turn(self.host, turn).map_err(refused)?;

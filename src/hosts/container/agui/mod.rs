@@ -273,11 +273,12 @@ fn decision(entry: &ResumeEntry) -> ApprovalDecision {
         return ApprovalDecision::decline(entry.interrupt_id.clone());
     }
     ApprovalDecision {
+        approval_id: entry.interrupt_id.clone(),
+        decision: ApprovalDecision::APPROVE.to_owned(),
         token: payload
             .and_then(|p| p.get("token"))
             .and_then(Value::as_str)
             .map(str::to_owned),
-        ..ApprovalDecision::approve(entry.interrupt_id.clone(), "")
     }
 }
 

@@ -264,7 +264,6 @@ async fn run_phases(
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
-    // An id no store could key names no turn: there is nothing to replace.
     let superseded: Vec<TurnId> = supersedes.iter().filter(|id| *id != turn_id).cloned().collect();
     stop::supersede(
         engine.store.as_ref(),
