@@ -1,7 +1,10 @@
 //! [`EngineBuilder`]: an [`Engine`] put together, every part checked at `build`.
 
-#[allow(clippy::wildcard_imports)] // the engine's own module: its seams and types, by name there
-use super::*;
+use super::{
+    ApprovalSigner, ApprovalStore, Arc, Engine, EngineConfig, EngineError, EngineInner, FILES_ARE_DATA,
+    FileArea, Model, SessionStore, StopSource, Tool, ToolPolicy, ToolSource, Toolset, TurnLogger, TurnPolicy,
+    admitted, attachments, fmt, live_tools, logger, policy, result, ui,
+};
 
 /// Builds an [`Engine`]; a model and a store are required.
 #[derive(Default)]

@@ -84,11 +84,12 @@ pub struct FailedOutcome {
     pub stored: bool,
 }
 
+/// What a failed outcome read without `stored` says: it was (every outcome but one says so).
 fn kept() -> bool {
     true
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+/// Whether what a failed turn did was stored (serde's `skip_serializing_if` passes a reference).
 fn is_kept(stored: &bool) -> bool {
     *stored
 }
