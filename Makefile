@@ -80,13 +80,13 @@ lint: $(MACHETE)
 	cargo fmt --all --check
 	$(MACHETE) --skip-target-dir
 	cargo clippy --workspace --all-features --all-targets --locked -- -D warnings
-	# The builds users make: the function alone, the library bare, with the Lambda host alone, with
-	# the container host alone (no Lambda runtime in it), with the Agent Protocol server alone.
-	cargo check --locked --bin bootstrap --no-default-features --features lambda,s3
+	# The builds users make: the function alone, the library bare, each host's crate alone (the
+	# container host has no Lambda runtime in it; the runtime no server and no Lambda runtime).
+	cargo check --locked --bin bootstrap
 	cargo check --locked --lib --no-default-features
-	cargo check --locked --lib --no-default-features --features lambda
-	cargo check --locked --lib --no-default-features --features container
-	cargo check --locked --lib --no-default-features --features agent-protocol
+	cargo check --locked -p agent-worker-runtime --no-default-features
+	cargo check --locked -p agent-worker-container
+	cargo check --locked -p agent-worker-lambda
 	cargo check --locked -p agent-worker-contract
 	cargo check --locked -p agent-worker-core
 	cargo check --locked -p agent-worker-aws --all-features

@@ -21,6 +21,9 @@ CRATES = {
     "agent-worker-http": "crates/agent-worker-http/src",
     "agent-worker-agent-protocol": "crates/agent-worker-agent-protocol/src",
     "agent-worker-testkit": "crates/agent-worker-testkit/src",
+    "agent-worker-runtime": "crates/agent-worker-runtime/src",
+    "agent-worker-container": "crates/agent-worker-container/src",
+    "agent-worker-lambda": "crates/agent-worker-lambda/src",
 }
 
 

@@ -17,78 +17,55 @@ mod a2a_agents;
 mod a2a_edge;
 mod a2a_list;
 mod agent_definitions;
-#[cfg(feature = "agent-protocol")]
 mod agent_protocol;
 mod agent_protocol_key;
-#[cfg(feature = "agent-protocol")]
 mod agent_protocol_serving;
-#[cfg(feature = "agent-protocol")]
 mod agent_protocol_suite;
 mod agent_sessions;
 mod agent_subagents;
 mod agentcore;
 mod agui;
-#[cfg(all(feature = "api", feature = "s3"))]
+#[cfg(feature = "s3")]
 mod api_function;
-#[cfg(all(feature = "api", feature = "s3"))]
+#[cfg(feature = "s3")]
 mod api_function_streaming;
-#[cfg(feature = "lambda")]
 mod approvals;
-#[cfg(feature = "lambda")]
 mod approvals_stored;
 #[cfg(feature = "s3")]
 mod attachments;
 mod bedrock_fixtures;
-#[cfg(all(feature = "lambda", feature = "s3"))]
+#[cfg(feature = "s3")]
 mod bootstrap;
-#[cfg(all(feature = "cli", feature = "lambda", feature = "agent-protocol"))]
 mod cli;
 mod compaction;
 mod config;
 mod config_secrets;
 mod conformance;
 mod console;
-#[cfg(feature = "container")]
 mod container_http;
 mod container_queue;
 mod conversations;
-#[cfg(all(
-    feature = "cli",
-    feature = "lambda",
-    feature = "container",
-    feature = "agent-protocol"
-))]
 mod crash_recovery;
 mod dynamo_limits;
 mod dynamo_store;
 mod engine_bedrock;
 mod engine_faults;
-#[cfg(all(feature = "container", feature = "agent-protocol", feature = "lambda"))]
 mod error_chains;
-#[cfg(feature = "container")]
 mod error_shape;
 mod eval_live;
-#[cfg(feature = "lambda")]
 mod faults;
 mod fork;
 mod hostile_edge;
-#[cfg(feature = "agent-protocol")]
 mod hostile_input;
-#[cfg(feature = "container")]
 mod hostile_routes;
-#[cfg(feature = "lambda")]
 mod http_sink;
-#[cfg(feature = "lambda")]
 mod lambda_batch;
-#[cfg(feature = "lambda")]
 mod lambda_batch_people;
 mod mcp;
 mod metrics;
 mod middleware;
-#[cfg(all(feature = "lambda", feature = "container"))]
 mod one_turn_at_a_time;
 mod openapi_tools;
-#[cfg(feature = "lambda")]
 mod payload_schema;
 mod pdf_documents;
 mod people_by_tokens;
@@ -103,16 +80,13 @@ mod server_limits;
 mod skills;
 mod steering;
 mod steering_hosts;
-#[cfg(feature = "lambda")]
 mod stops;
 mod template;
 mod template_agentcore;
 mod template_api;
 mod template_deployments;
-#[cfg(all(feature = "api", feature = "otlp"))]
 mod template_settings;
 mod token_keys;
-#[cfg(feature = "otlp")]
 mod traces;
 mod turn_logger;
 mod turn_policy;

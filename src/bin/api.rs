@@ -1,6 +1,6 @@
 //! The product's HTTP API as a Lambda function behind a Function URL (response streaming), or
 //! behind API Gateway's HTTP API (`API_RESPONSES=buffered`): the
-//! same router `agent-worker serve` serves (`hosts::worker::WorkerBuilder::queued_host`), with every turn
+//! same router `agent-worker serve` serves (`hosts::container::ContainerHost::queued_serving`), with every turn
 //! sent to the turns queue (`TURNS_QUEUE_URL`) for the worker function to run, and a turn's live
 //! events streamed from the table.
 //!
@@ -16,7 +16,7 @@ use agent_worker::hosts::api::{
     API_RESPONSES, NO_MODEL, Responses, TURNS_QUEUE_URL, UnknownResponses, api_settings,
 };
 use agent_worker::hosts::config::CONFIG_ENV;
-use agent_worker::hosts::container::ContainerConfig;
+use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
 use agent_worker::hosts::{SettingsError, TurnQueue, WorkerSettings};
 use agent_worker::protocol::ErrorChain;
@@ -64,7 +64,9 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
     tracing::info!(table = %builder.settings().table, queue = %queue.url(), "agent worker API ready");
     // The API runs no turn: no agent is built, so no model client is made.
     Ok((
-        builder.queued_host(&configured, config, queue).build().router(),
+        ContainerHost::queued_serving(builder.served(&configured), config, queue)
+            .build()
+            .router(),
         responses,
     ))
 }

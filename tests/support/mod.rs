@@ -197,7 +197,6 @@ impl Sink for Recorder {
 
 /// Runs `records` as one batch through `handler`, with the invocation's `deadline`; the message
 /// ids the handler returned to the queue.
-#[cfg(feature = "lambda")]
 pub async fn run_batch(
     handler: &agent_worker::hosts::lambda::TurnHandler,
     records: Vec<aws_lambda_events::event::sqs::SqsMessage>,

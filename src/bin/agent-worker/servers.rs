@@ -215,7 +215,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         .queue_url
         .as_ref()
         .map(|url| agent_worker::hosts::TurnQueue::new(aws_sdk_sqs::Client::new(&worker.aws), url));
-    let host = worker.into_host(config, queue);
+    let host = agent_worker::hosts::container::ContainerHost::for_worker(worker, config, queue);
     let local = std::net::IpAddr::from([127, 0, 0, 1]);
     let any = std::net::IpAddr::from([0, 0, 0, 0]);
     let ip = args.host.unwrap_or(if args.console { local } else { any });

@@ -1,0 +1,172 @@
+//! Continuing a task: an approval's `INPUT_REQUIRED` answered by the next message that names
+//! the task (`taskId`), saying "approve" or "decline" (or a data part `{"decision": …}`).
+//!
+//! A task is a chain of turns of one conversation: the turn its first message ran, then one turn
+//! for each approval answered, named `<first>~<n>` ([`chain_turn`]). So any instance finds the
+//! task's latest turn from the table alone, and an approval is answered once: a second answer to
+//! the same question names the same turn, which runs once.
+
+use serde_json::Value;
+
+use super::task::{self, Ids, TaskState};
+use super::{Call, InMessage, RpcError, task_id};
+use crate::extract::adapted_turn;
+use crate::turns;
+use agent_worker_contract::ApprovalDecision;
+use agent_worker_core::session::{SessionId, TurnId};
+use agent_worker_runtime::AgentTurnPayload;
+
+/// The most turns one task runs: a task asks at most this many approvals.
+const MAX_CHAIN: u32 = 64;
+
+/// What joins a task's first turn and a later one's place in its chain (`<first>~<n>`): no
+/// message of a caller's may hold it in its id.
+pub(super) const CHAIN_JOIN: char = '~';
+
+/// The `n`th turn of the task whose first turn is `first` (`first` itself for 0).
+pub(super) fn chain_turn(first: &TurnId, n: u32) -> Option<TurnId> {
+    if n == 0 {
+        return Some(first.clone());
+    }
+    TurnId::new(format!("{first}{CHAIN_JOIN}{n}")).ok()
+}
+
+/// The first turn and the place of a turn of a chain (`None` for a first turn).
+pub(super) fn chain_place(turn: &str) -> Option<(&str, u32)> {
+    let (first, n) = turn.rsplit_once(CHAIN_JOIN)?;
+    let n: u32 = n.parse().ok().filter(|n| (1..=MAX_CHAIN).contains(n))?;
+    (!first.is_empty()).then_some((first, n))
+}
+
+impl Call<'_> {
+    /// The task's latest turn, and its place in the chain: the first turn, or the last one that
+    /// answered one of its approvals.
+    pub(super) async fn latest_turn(
+        &self,
+        session: &SessionId,
+        first: &TurnId,
+    ) -> Result<(TurnId, u32), RpcError> {
+        let store = &self.host.store();
+        let mut latest = (first.clone(), 0);
+        for n in 1..=MAX_CHAIN {
+            let Some(next) = chain_turn(first, n) else {
+                break;
+            };
+            match store.turn(session, &next).await {
+                Ok(Some(_)) => latest = (next, n),
+                Ok(None) => break,
+                Err(e) => return Err(RpcError::internal(e.client_message())),
+            }
+        }
+        Ok(latest)
+    }
+
+    /// Continues task `task` with `message`: the person's decision on the approval it waits for,
+    /// as the chain's next turn, started. Answers the task's ids, that turn, and the message as
+    /// the task's history holds it. A task not waiting for an approval takes no message.
+    pub(super) async fn continue_task(
+        &self,
+        message: InMessage,
+        task: &str,
+    ) -> Result<(Ids, TurnId, Vec<Value>), RpcError> {
+        let (session, first) = self.owned_task(task).await?;
+        if message
+            .context_id
+            .as_deref()
+            .is_some_and(|c| c != session.as_str())
+        {
+            return Err(RpcError::invalid_params(format!(
+                "contextId is not the context of task {task}"
+            )));
+        }
+        let (latest, place) = self.latest_turn(&session, &first).await?;
+        let progress = self.progress(&session, &latest).await?;
+        let state = progress.state();
+        let asked = progress
+            .approvals
+            .last()
+            .filter(|_| state == TaskState::InputRequired);
+        let Some(asked) = asked else {
+            return Err(RpcError::unsupported(format!(
+                "task {task} is {}: it takes a message only while it waits for an approval (TASK_STATE_INPUT_REQUIRED); send a new message in its context instead",
+                state.name()
+            )));
+        };
+        let approve = decision(&message.parts)?;
+        let next = chain_turn(&first, place + 1)
+            .filter(|_| place < MAX_CHAIN)
+            .ok_or_else(|| {
+                RpcError::unsupported(format!(
+                    "task {task} has answered all the approvals one task may ask"
+                ))
+            })?;
+        let text = |key: &str| asked.get(key).and_then(Value::as_str).map(str::to_owned);
+        let approval_id = text("approvalId")
+            .ok_or_else(|| RpcError::internal(format!("task {task}'s approval names no approvalId")))?;
+        let mut turn = AgentTurnPayload::new(next.clone(), session.clone(), self.person, "");
+        turn.approval = Some(ApprovalDecision {
+            token: text("token").filter(|_| approve),
+            ..match approve {
+                true => ApprovalDecision::approve(approval_id, ""),
+                false => ApprovalDecision::decline(approval_id),
+            }
+        });
+        let refused = |e| RpcError::of_host(&e).in_context(&session);
+        let turn = adapted_turn(self.host, turn).map_err(refused)?;
+        turns::start(self.host, self.person, turn)
+            .await
+            .map_err(refused)?;
+        let ids = Ids {
+            task: task_id(&session, &first),
+            context: session,
+        };
+        let history = vec![task::person_message(&message.message_id, message.parts, &ids)];
+        Ok((ids, next, history))
+    }
+}
+
+/// Whether a message's parts approve (`true`) or decline: a data part's `decision`
+/// (`approve`/`decline`), else its text, one word of yes or no.
+fn decision(parts: &[Value]) -> Result<bool, RpcError> {
+    let said = parts
+        .iter()
+        .find_map(|p| p.pointer("/data/decision").and_then(Value::as_str))
+        .or_else(|| parts.iter().find_map(|p| p.get("text").and_then(Value::as_str)))
+        .map(|words| words.trim().trim_end_matches(['.', '!']).to_ascii_lowercase());
+    match said.as_deref() {
+        Some("approve" | "approved" | "yes" | "y" | "ok") => Ok(true),
+        Some("decline" | "declined" | "no" | "n" | "deny" | "reject") => Ok(false),
+        _ => Err(RpcError::invalid_params(
+            "the task waits for an approval: answer \"approve\" or \"decline\" (text, or a data part {\"decision\": …})",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_worker_core::session::TurnId;
+    use serde_json::json;
+
+    #[test]
+    fn a_chain_names_its_turns_from_the_first_and_they_read_back() {
+        let first = TurnId::new("m-1").unwrap();
+        assert_eq!(chain_turn(&first, 0), Some(first.clone()));
+        let second = chain_turn(&first, 2).unwrap();
+        assert_eq!(second.as_str(), "m-1~2");
+        assert_eq!(chain_place(&second), Some(("m-1", 2)));
+        for plain in ["m-1", "a~b", "~3", "m~0", "m~65"] {
+            assert_eq!(chain_place(plain), None, "{plain}");
+        }
+    }
+
+    #[test]
+    fn a_decision_is_a_yes_or_a_no_and_anything_else_is_refused() {
+        let text = |t: &str| vec![json!({"text": t})];
+        assert!(decision(&text("Approve.")).unwrap());
+        assert!(!decision(&text(" no ")).unwrap());
+        assert!(decision(&[json!({"data": {"decision": "approve"}}), json!({"text": "no"})]).unwrap());
+        assert!(decision(&text("maybe later")).is_err());
+        assert!(decision(&[]).is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! An A2A task is a turn: its id names the conversation and the turn together (so any instance
+//! answers for any task, from the table alone), its state is how the turn stands, its artifact
+//! the turn's text (and its typed result), all read from the turn's logged events.
+
+use serde_json::{Value, json};
+
+use agent_worker_contract::AgentEvent;
+use agent_worker_core::session::{Role, SessionId, StoredMessage, TurnId};
+
+/// A task's id: the conversation (base64url) and the turn, joined by a dot.
+pub(super) fn task_id(session: &SessionId, turn: &TurnId) -> String {
+    super::super::joined_id::join(session, turn)
+}
+
+/// The conversation and the turn a task id names, if it names any.
+pub(super) fn parse_task_id(id: &str) -> Option<(SessionId, TurnId)> {
+    let (session, turn) = super::super::joined_id::split(id)?;
+    Some((SessionId::new(session).ok()?, TurnId::new(turn).ok()?))
+}
+
+/// A2A's task states, as the protocol's JSON names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TaskState {
+    Submitted,
+    Working,
+    Completed,
+    Failed,
+    Canceled,
+    InputRequired,
+}
+
+impl TaskState {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Submitted => "TASK_STATE_SUBMITTED",
+            Self::Working => "TASK_STATE_WORKING",
+            Self::Completed => "TASK_STATE_COMPLETED",
+            Self::Failed => "TASK_STATE_FAILED",
+            Self::Canceled => "TASK_STATE_CANCELED",
+            Self::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+        }
+    }
+
+    /// The state A2A's JSON names `name`, if it names one of these.
+    pub(super) fn named(name: &str) -> Option<Self> {
+        [
+            Self::Submitted,
+            Self::Working,
+            Self::Completed,
+            Self::Failed,
+            Self::Canceled,
+            Self::InputRequired,
+        ]
+        .into_iter()
+        .find(|state| state.name() == name)
+    }
+
+    /// Whether the task has ended for good.
+    pub(super) fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+
+    /// The state a turn's terminal event ends its task in.
+    pub(super) fn of_terminal(terminal: &AgentEvent) -> Self {
+        match terminal {
+            AgentEvent::Failed { .. } => Self::Failed,
+            AgentEvent::Completed { data } => {
+                match data
+                    .as_ref()
+                    .and_then(|d| d.get("stopReason"))
+                    .and_then(Value::as_str)
+                {
+                    Some("user_stop" | "superseded") => Self::Canceled,
+                    Some("approval_required") => Self::InputRequired,
+                    _ => Self::Completed,
+                }
+            }
+            _ => Self::Working,
+        }
+    }
+}
+
+/// What a turn's events say of its task so far.
+pub(super) use crate::events::Heard as Progress;
+
+impl Progress {
+    /// A task just submitted: nothing logged yet, and submitted now.
+    pub(super) fn submitted_now() -> Self {
+        Self {
+            submitted_at_ms: Some(agent_worker_core::clock::now_ms()),
+            ..Self::default()
+        }
+    }
+
+    /// The task's state, as the turn's events say it.
+    pub(super) fn state(&self) -> TaskState {
+        match &self.terminal {
+            Some(terminal) => TaskState::of_terminal(terminal),
+            None if self.started => TaskState::Working,
+            None => TaskState::Submitted,
+        }
+    }
+
+    /// When the task came to its state (epoch milliseconds), from the logged event that set it:
+    /// the terminal (or the wait that found it not started) for a final or waiting state, the
+    /// first event for `WORKING`, the submission for `SUBMITTED`; `None` where that is not known
+    /// (an event logged before the log kept the time, a task read before it logged anything).
+    pub(super) fn state_at_ms(&self) -> Option<u64> {
+        if self.terminal.is_some() || self.not_started {
+            self.ended_at_ms
+        } else if self.started {
+            self.started_at_ms
+        } else {
+            self.submitted_at_ms
+        }
+    }
+}
+
+/// The task's status: its state, a message from the agent where the state needs one (why it
+/// failed; what approval it waits for, and how to give it), and when it came to that state (the
+/// time of the logged event that set it, never the time of the read; left out when unknown).
+pub(super) fn status(state: TaskState, progress: &Progress, ids: &Ids) -> Value {
+    let mut status = json!({ "state": state.name() });
+    if let Some(at) = progress.state_at_ms() {
+        status["timestamp"] = json!(rfc3339(at));
+    }
+    if let Some(AgentEvent::Failed { details, .. }) = &progress.terminal {
+        status["message"] = agent_message(details, ids);
+    }
+    if state == TaskState::InputRequired
+        && let Some(asked) = progress.approvals.last()
+    {
+        let what = asked
+            .pointer("/preview/title")
+            .and_then(Value::as_str)
+            .or_else(|| asked.get("tool").and_then(Value::as_str))
+            .unwrap_or("a call");
+        let words = format!(
+            "This task waits for the person's approval: {what}. Answer it with a message on this task (its taskId) that says \"approve\" or \"decline\"."
+        );
+        let mut message = agent_message(&words, ids);
+        // What is asked, for a program: never the approval's token, which stays with the agent.
+        let field = |name: &str| asked.get(name).cloned().unwrap_or(Value::Null);
+        if let Some(parts) = message["parts"].as_array_mut() {
+            parts.push(json!({ "data": { "approval": {
+                "approvalId": field("approvalId"),
+                "tool": field("tool"),
+                "preview": field("preview"),
+                "expiresAt": field("expiresAt"),
+            }}, "mediaType": "application/json" }));
+        }
+        status["message"] = message;
+    }
+    status
+}
+
+/// The ids a task's objects carry.
+#[derive(Debug, Clone)]
+pub(super) struct Ids {
+    pub(super) task: String,
+    pub(super) context: SessionId,
+}
+
+/// The person's message `message_id` of `parts`, as a task's history holds it.
+pub(super) fn person_message(message_id: &str, parts: Vec<Value>, ids: &Ids) -> Value {
+    json!({
+        "messageId": message_id,
+        "contextId": ids.context,
+        "taskId": ids.task,
+        "role": "ROLE_USER",
+        "parts": parts,
+    })
+}
+
+/// A message of the agent's, of `text`.
+pub(super) fn agent_message(text: &str, ids: &Ids) -> Value {
+    json!({
+        "messageId": format!("{}-agent", ids.task),
+        "contextId": ids.context,
+        "taskId": ids.task,
+        "role": "ROLE_AGENT",
+        "parts": [{ "text": text }],
+    })
+}
+
+/// The task as A2A shows it: status, the answer as an artifact (the typed result as a second
+/// one), and `history` (the person's message, when known).
+pub(super) fn task(progress: &Progress, ids: &Ids, history: Vec<Value>) -> Value {
+    let state = progress.state();
+    let mut artifacts = Vec::new();
+    if !progress.text.is_empty() {
+        artifacts.push(json!({
+            "artifactId": answer_artifact_id(ids),
+            "name": "answer",
+            "parts": [{ "text": progress.text }],
+        }));
+    }
+    if let Some(AgentEvent::Completed { data: Some(data) }) = &progress.terminal
+        && let Some(result) = data.get("result").filter(|r| !r.is_null())
+    {
+        artifacts.push(json!({
+            "artifactId": format!("{}-result", ids.task),
+            "name": "result",
+            "parts": [{ "data": result, "mediaType": "application/json" }],
+        }));
+    }
+    let mut task = json!({
+        "id": ids.task,
+        "contextId": ids.context,
+        "status": status(state, progress, ids),
+    });
+    if !artifacts.is_empty() {
+        task["artifacts"] = json!(artifacts);
+    }
+    if !history.is_empty() {
+        task["history"] = json!(history);
+    }
+    task
+}
+
+/// The task's history: the messages of its turns (`turns`, in order) with words in them, the
+/// person's and the agent's, the last `limit` of them (all when not said; none for 0).
+pub(super) fn history(
+    entries: &[StoredMessage],
+    turns: &[TurnId],
+    ids: &Ids,
+    limit: Option<usize>,
+) -> Vec<Value> {
+    let mut messages: Vec<Value> = entries
+        .iter()
+        .filter(|entry| {
+            entry
+                .turn_id
+                .as_deref()
+                .is_some_and(|turn| turns.iter().any(|t| t.as_str() == turn))
+        })
+        .filter_map(|entry| {
+            let text = entry.message.text();
+            if text.trim().is_empty() {
+                return None;
+            }
+            let role = match entry.message.role {
+                Role::User => "ROLE_USER",
+                Role::Assistant => "ROLE_AGENT",
+            };
+            Some(json!({
+                "messageId": format!("{}-{}", ids.task, entry.seq),
+                "contextId": ids.context,
+                "taskId": ids.task,
+                "role": role,
+                "parts": [{ "text": text }],
+            }))
+        })
+        .collect();
+    if let Some(limit) = limit {
+        messages.drain(..messages.len().saturating_sub(limit));
+    }
+    messages
+}
+
+/// The id of the artifact that carries a task's answer.
+pub(super) fn answer_artifact_id(ids: &Ids) -> String {
+    format!("{}-answer", ids.task)
+}
+
+/// `at_ms` (epoch milliseconds) as RFC 3339 in UTC (A2A's timestamps).
+pub(super) fn rfc3339(at_ms: u64) -> String {
+    let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp_millis(at)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_id_names_its_conversation_and_turn_and_nothing_else_parses() {
+        let session = SessionId::new("conv/with.dots").unwrap();
+        let turn = TurnId::new("t-1").unwrap();
+        let id = task_id(&session, &turn);
+        assert_eq!(parse_task_id(&id), Some((session, turn)));
+        for bad in ["", "nodot", "!!.t", ".t", "Y29udg.", "AA.t"] {
+            assert_eq!(parse_task_id(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn states_follow_the_terminal() {
+        let completed = |reason: &str| AgentEvent::completed_with(json!({ "stopReason": reason }));
+        assert_eq!(
+            TaskState::of_terminal(&AgentEvent::completed()),
+            TaskState::Completed
+        );
+        assert_eq!(
+            TaskState::of_terminal(&completed("user_stop")),
+            TaskState::Canceled
+        );
+        assert_eq!(
+            TaskState::of_terminal(&completed("approval_required")),
+            TaskState::InputRequired
+        );
+        assert_eq!(
+            TaskState::of_terminal(&AgentEvent::failed("x", true, None)),
+            TaskState::Failed
+        );
+    }
+}
