@@ -133,27 +133,34 @@ impl ContainerHost {
         config: ContainerConfig,
         queue: Option<TurnQueue>,
     ) -> ContainerHostBuilder {
-        let store = Arc::new(worker.store.clone());
-        let log = Some(DynamoEventLog::new(worker.store.clone()));
-        let host = match queue {
-            Some(queue) => Self::queued(queue, store, log, config),
-            None => Self::builder(worker.handler, store, log, &worker.settings.model_id, config),
+        let turns = match queue {
+            Some(queue) => Turns::Queue(queue),
+            None => Turns::Run {
+                handler: worker.handler,
+                model: worker.settings.model_id,
+            },
         };
-        host.served(Served {
+        let served = Served {
             store: worker.store,
             conversations: worker.conversations,
             events: worker.events,
             uploads: worker.uploads,
-        })
+        };
+        Self::serving_worker(turns, served, config)
     }
 
     /// The product's HTTP API on what a worker that runs no turns serves
     /// ([`WorkerBuilder::served`](agent_worker_runtime::worker::WorkerBuilder::served)), with
     /// every turn sent to `queue`: the `api` function's host.
     pub fn queued_serving(served: Served, config: ContainerConfig, queue: TurnQueue) -> ContainerHostBuilder {
+        Self::serving_worker(Turns::Queue(queue), served, config)
+    }
+
+    /// A host doing `turns` on `served`'s store, whose event log it streams from.
+    fn serving_worker(turns: Turns, served: Served, config: ContainerConfig) -> ContainerHostBuilder {
         let store = Arc::new(served.store.clone());
         let log = Some(DynamoEventLog::new(served.store.clone()));
-        Self::queued(queue, store, log, config).served(served)
+        ContainerHostBuilder::serving(turns, store, log, config).served(served)
     }
 }
 
