@@ -32,6 +32,8 @@ mod api_function_streaming;
 mod approvals;
 mod approvals_stored;
 #[cfg(feature = "s3")]
+mod attachment_tools;
+#[cfg(feature = "s3")]
 mod attachments;
 mod bedrock_fixtures;
 #[cfg(feature = "s3")]
@@ -39,10 +41,12 @@ mod bootstrap;
 mod cli;
 mod compaction;
 mod config;
+mod config_jobs;
 mod config_secrets;
 mod conformance;
 mod console;
 mod container_http;
+mod container_people;
 mod container_queue;
 mod conversations;
 mod crash_recovery;
