@@ -29,11 +29,16 @@ TCK_TOOLS := $(TCK_VENV)/.installed
 A2A_TCK_DIR ?= ../shared/conformance/a2a-tck
 NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
 
-.PHONY: test test-browser test-a2a demo demo-tools demo-build lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
+.PHONY: test test-build test-browser test-a2a demo demo-tools demo-build lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
-test: $(PY_TOOLS) $(NODE_TOOLS)
+## The tools install while the tests build (`-j3`: cargo keeps its two jobs beside pip or npm).
+test:
+	$(MAKE) --no-print-directory -j3 $(PY_TOOLS) $(NODE_TOOLS) test-build
 	cargo test --workspace --all-features --locked
+
+test-build:
+	cargo test --workspace --all-features --locked --no-run
 
 ## test-a2a: the A2A TCK's mandatory category (a2aproject/a2a-tck at 410ba92, a plain copy at
 ## A2A_TCK_DIR, by default the project's ../shared/conformance/a2a-tck) against `serve` on local
@@ -59,7 +64,8 @@ eval-live: build
 ## demo: a turn sent through SQS, run by the real handler, stored in DynamoDB (moto + the stand-in).
 ## It builds only what it runs: the `agent-worker` command and the stand-ins (the same features as
 ## `build` and `make test`, so no dependency is built twice).
-demo: $(PY_TOOLS) demo-build
+demo:
+	$(MAKE) --no-print-directory -j3 $(PY_TOOLS) demo-build
 	scripts/demo.sh
 
 ## demo-tools: the fixture help desk's API as the agent's tools, by configuration alone.
