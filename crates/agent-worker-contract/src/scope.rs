@@ -117,7 +117,9 @@ pub struct TurnOptions {
     /// The turn's id ([`TURN_ID_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<TurnId>,
-    /// The person it is for ([`USER_ID_KEY`]).
+    /// The person it is for ([`USER_ID_KEY`]). Typed apart from the account: a scope may name
+    /// a person without one (a policy by person applies to it), while the owner of a
+    /// conversation is the pair, formed once where both are present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
     /// Their account ([`ACCOUNT_ID_KEY`]).

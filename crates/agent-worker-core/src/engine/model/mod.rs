@@ -178,6 +178,11 @@ impl ModelErrorKind {
 }
 
 /// A failed model call.
+///
+/// It keeps no `source`: its `message` is what the turn's client is told (redacted of ARNs and
+/// account ids), with the provider's own error rendered into it once, so a printed chain says
+/// each cause once. It is a value the engine clones into a retry's event and compares in tests,
+/// which a boxed source error would not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ModelError {
