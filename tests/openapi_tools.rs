@@ -90,6 +90,7 @@ async fn the_document_loads_into_tools_with_their_declarations() {
             "getTicket",
             "deleteTicket",
             "refundTicket",
+            "addNote",
             "getAuditLog",
             "exportReport"
         ]

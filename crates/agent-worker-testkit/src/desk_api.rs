@@ -47,12 +47,16 @@ pub struct DeskCall {
     pub assertion: Option<String>,
     /// `x-agent-conversation-id` (a call that starts a job names its conversation), if sent.
     pub conversation: Option<String>,
+    /// `Idempotency-Key`, if sent.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug)]
 struct Desk {
     permissions: HashMap<&'static str, Vec<&'static str>>,
     refunds: Mutex<Vec<Value>>,
+    /// The notes added, each with the idempotency key that added it (if any).
+    notes: Mutex<Vec<(Option<String>, Value)>>,
     calls: Mutex<Vec<DeskCall>>,
     queued: mpsc::UnboundedSender<String>,
     reports: Mutex<u32>,
@@ -88,6 +92,7 @@ impl DeskApi {
                 ("bo", vec!["tickets:read"]),
             ]),
             refunds: Mutex::new(Vec::new()),
+            notes: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
             queued: queued_tx,
             reports: Mutex::new(0),
@@ -96,6 +101,7 @@ impl DeskApi {
             .route("/tickets", get(list_tickets))
             .route("/tickets/{ticket_id}", get(get_ticket).delete(delete_ticket))
             .route("/tickets/{ticket_id}/refunds", post(refund_ticket))
+            .route("/tickets/{ticket_id}/notes", post(add_note))
             .route("/audit", get(audit_log))
             .route("/reports", post(export_report))
             .with_state(desk.clone());
@@ -116,6 +122,16 @@ impl DeskApi {
     /// The refunds it has made, in order.
     pub fn refunds(&self) -> Vec<Value> {
         lock(&self.desk.refunds).clone()
+    }
+
+    /// The notes it has added, in order. A request that repeats an earlier one's
+    /// `Idempotency-Key` adds none: it is answered with the note that key added, as a service
+    /// that takes keys does.
+    pub fn notes(&self) -> Vec<Value> {
+        lock(&self.desk.notes)
+            .iter()
+            .map(|(_, note)| note.clone())
+            .collect()
     }
 
     /// Every request it received, in order.
@@ -209,6 +225,17 @@ impl DeskApi {
                     "x-agent": { "expose": true, "effect": "transaction", "consequence": "The customer is paid back; this cannot be undone." },
                     "responses": { "201": { "description": "Refunded." } }
                 } },
+                "/tickets/{ticketId}/notes": { "post": {
+                    "operationId": "addNote",
+                    "summary": "Add a note to a ticket.",
+                    "parameters": [{ "$ref": "#/components/parameters/TicketId" }],
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                        "type": "object", "additionalProperties": false, "required": ["text"],
+                        "properties": { "text": { "type": "string" } }
+                    } } } },
+                    "x-agent": { "expose": true, "effect": "mutate" },
+                    "responses": { "201": { "description": "Added." } }
+                } },
                 "/audit": { "get": {
                     "operationId": "getAuditLog",
                     "summary": "Read the audit log.",
@@ -258,6 +285,7 @@ fn refusal(
         account: header("x-desk-account"),
         authorization,
         assertion: header("x-agent-assertion"),
+        idempotency_key: header("idempotency-key"),
         conversation: header("x-agent-conversation-id"),
     });
     let Some(granted) = user.as_deref().and_then(|u| desk.permissions.get(u)) else {
@@ -370,6 +398,37 @@ async fn refund_ticket(
     let refund = json!({ "id": format!("RF-{ticket_id}"), "ticketId": ticket_id, "amount": body["amount"], "reason": body["reason"] });
     lock(&desk.refunds).push(refund.clone());
     (StatusCode::CREATED, axum::Json(refund)).into_response()
+}
+
+async fn add_note(
+    State(desk): State<Arc<Desk>>,
+    Path(ticket_id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refusal(&desk, &method, &uri, &headers, "tickets:read") {
+        return refused;
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({ "error": "not JSON" })),
+        )
+            .into_response();
+    };
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut notes = lock(&desk.notes);
+    if let Some((_, note)) = notes.iter().find(|(k, _)| k.is_some() && *k == key) {
+        return (StatusCode::CREATED, axum::Json(note.clone())).into_response();
+    }
+    let note = json!({ "id": format!("N-{}", notes.len() + 1), "ticketId": ticket_id, "text": body["text"] });
+    notes.push((key, note.clone()));
+    (StatusCode::CREATED, axum::Json(note)).into_response()
 }
 
 async fn audit_log(State(desk): State<Arc<Desk>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {

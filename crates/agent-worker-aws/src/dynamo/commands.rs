@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SessionId, SignalsSeen, StoreError, TurnCommand, TurnId,
-    TurnSignals, command_fits,
+    CommandOutcome, MAX_QUEUED_COMMAND_BYTES, SeenSignals, SessionId, SignalStore, SignalsSeen, Stop,
+    StopOutcome, StoreError, TurnCommand, TurnId, TurnSignals, command_fits,
 };
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
@@ -254,5 +255,66 @@ impl DynamoStore {
                 .then(|| TurnId::new(active).ok())
                 .flatten()
         }))
+    }
+}
+
+#[async_trait]
+impl SignalStore for DynamoStore {
+    async fn add_command(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        command: &TurnCommand,
+    ) -> Result<CommandOutcome, StoreError> {
+        self.add_turn_command(session, turn_id, command).await
+    }
+
+    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
+        self.read_signals(session, turn_id).await
+    }
+
+    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
+        self.signals.subscribe(session, turn_id, interval)
+    }
+
+    async fn request_stop(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        stop: Stop,
+    ) -> Result<StopOutcome, StoreError> {
+        let reason = serde_json::to_value(stop.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let request = self.update_turn(session, turn_id)
+            .update_expression("SET stopReason = if_not_exists(stopReason, :reason), stopAt = if_not_exists(stopAt, :at), #exp = if_not_exists(#exp, :exp)")
+            .condition_expression("attribute_not_exists(#status) OR #status = :running")
+            .expression_attribute_names("#exp", EXPIRES_AT)
+            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":at", n(stop.at))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":exp", n(self.expires_at()));
+        let result = past_transactions(|| request.clone().send()).await;
+        match result {
+            Ok(_) => Ok(StopOutcome::Recorded),
+            Err(e) if is_conditional_failure(&e) => Ok(StopOutcome::AlreadyEnded),
+            Err(e) => Err(store_error("asking the turn to stop", e)),
+        }
+    }
+
+    async fn stop_requested(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Stop>, StoreError> {
+        let out = self
+            .get_turn(session, turn_id)
+            .projection_expression("stopReason, stopAt")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error("looking for a stop", e))?;
+        Ok(out.item().and_then(decode_stop))
     }
 }

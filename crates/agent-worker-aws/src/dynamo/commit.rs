@@ -82,7 +82,10 @@ impl DynamoStore {
                 .as_ref()
                 .and_then(|ending| self.log_tails.rider(session, turn_id, ending));
             match self.try_complete(commit, version, rider).await? {
-                Attempt::Stored => return Ok(()),
+                Attempt::Stored => {
+                    self.journals.forget(session, turn_id);
+                    return Ok(());
+                }
                 Attempt::LogRefused => {
                     ending = None;
                     guess = Some(version);

@@ -8,6 +8,7 @@
 //! | a turn record (with the stop asked of it, and the commands sent to it while it runs: `commands`, their bytes in `commandBytes`) | `session#<id>` | `turn#<turnId>` |
 //! | a Standard Agents session's thread record (versioned JSON in `doc`) | `session#<id>` | `thread` |
 //! | an event of a turn's log | `session#<id>` | `event#<turnId>#<seq, 8 digits>` |
+//! | a turn's journal: its last checkpoint, a message of it, a call's result (each names its turn in `turnId`; see the `journal` module) | `session#<id>` | `journal#<turnId>#step`, `journal#<turnId>#m#<n, 6 digits>`, `journal#<turnId>#call#<callId>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
 //! | a job a call of the conversation waits for, and the events the product reported for it (`events`: each event's payload as JSON, by name) | `session#<id>` | `job#<jobId>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |

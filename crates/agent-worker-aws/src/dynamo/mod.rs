@@ -20,6 +20,7 @@ mod documents;
 mod event_log;
 mod history;
 mod job_events;
+mod journal;
 pub mod keys;
 mod lineage;
 mod log_tail;

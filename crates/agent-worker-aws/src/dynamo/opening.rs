@@ -241,6 +241,7 @@ impl DynamoStore {
             .await;
         match claim {
             Ok(out) => {
+                self.journals.claimed(session, turn_id, &token);
                 return Ok(Claimed {
                     claim: Claim::Claimed { reclaimed: false },
                     stop: out.attributes().and_then(decode_stop),
@@ -258,6 +259,9 @@ impl DynamoStore {
             Claim::Claimed { .. } => self.stop_requested(session, turn_id).await?,
             _ => None,
         };
+        if let Claim::Claimed { .. } = claim {
+            self.journals.claimed(session, turn_id, &token);
+        }
         Ok(Claimed { claim, stop, token })
     }
 

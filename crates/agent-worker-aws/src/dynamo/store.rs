@@ -24,17 +24,17 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use agent_worker_core::clock::now_ms;
 use agent_worker_core::session::{
-    Claim, CommandOutcome, ConversationClaim, ForkOutcome, HistoryStore, HistoryView, Lease, Message, Opened,
-    Owner, OwnerCheck, OwnerStore, SeenSignals, SessionId, SignalBoards, SignalStore, Stop, StopOutcome,
-    StoreError, StoredMessage, Summary, TurnCommand, TurnEnding, TurnId, TurnLedger, TurnOpening,
-    TurnOutcome, TurnRecord, TurnSignals,
+    CallResult, Checkpoint, Claim, ConversationClaim, ForkOutcome, HistoryStore, HistoryView, Journal, Lease,
+    Message, Opened, Owner, OwnerCheck, OwnerStore, SessionId, SignalBoards, StoreError, StoredMessage,
+    Summary, TurnEnding, TurnId, TurnLedger, TurnOpening, TurnOutcome, TurnRecord,
 };
 
 use super::codec::*;
+use super::journal::OpenJournals;
 use super::keys::*;
 use super::log_tail::LogTails;
 use super::opening::{Meta, VersionHints};
-use super::sdk_error::{build_error, is_conditional_failure, past_transactions, store_error};
+use super::sdk_error::{build_error, is_conditional_failure, store_error};
 use super::transact::item_size;
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
@@ -89,6 +89,8 @@ pub struct DynamoStore {
     pub(super) signals: SignalBoards,
     /// The unwritten ends of the event logs open in this process, which a turn's commit may write.
     pub(super) log_tails: LogTails,
+    /// What this process knows of the journals of the turns it runs.
+    pub(super) journals: OpenJournals,
 }
 
 impl fmt::Debug for DynamoStore {
@@ -108,6 +110,7 @@ impl DynamoStore {
             versions: VersionHints::default(),
             signals: SignalBoards::default(),
             log_tails: LogTails::default(),
+            journals: OpenJournals::default(),
         }
     }
 
@@ -470,67 +473,6 @@ impl HistoryStore for DynamoStore {
 }
 
 #[async_trait]
-impl SignalStore for DynamoStore {
-    async fn add_command(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        command: &TurnCommand,
-    ) -> Result<CommandOutcome, StoreError> {
-        self.add_turn_command(session, turn_id, command).await
-    }
-
-    async fn turn_signals(&self, session: &SessionId, turn_id: &TurnId) -> Result<TurnSignals, StoreError> {
-        self.read_signals(session, turn_id).await
-    }
-
-    fn signals_seen(&self, session: &SessionId, turn_id: &TurnId, interval: Duration) -> Option<SeenSignals> {
-        self.signals.subscribe(session, turn_id, interval)
-    }
-
-    async fn request_stop(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-        stop: Stop,
-    ) -> Result<StopOutcome, StoreError> {
-        let reason = serde_json::to_value(stop.reason)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let request = self.update_turn(session, turn_id)
-            .update_expression("SET stopReason = if_not_exists(stopReason, :reason), stopAt = if_not_exists(stopAt, :at), #exp = if_not_exists(#exp, :exp)")
-            .condition_expression("attribute_not_exists(#status) OR #status = :running")
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_values(":reason", s(reason))
-            .expression_attribute_values(":at", n(stop.at))
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":exp", n(self.expires_at()));
-        let result = past_transactions(|| request.clone().send()).await;
-        match result {
-            Ok(_) => Ok(StopOutcome::Recorded),
-            Err(e) if is_conditional_failure(&e) => Ok(StopOutcome::AlreadyEnded),
-            Err(e) => Err(store_error("asking the turn to stop", e)),
-        }
-    }
-
-    async fn stop_requested(
-        &self,
-        session: &SessionId,
-        turn_id: &TurnId,
-    ) -> Result<Option<Stop>, StoreError> {
-        let out = self
-            .get_turn(session, turn_id)
-            .projection_expression("stopReason, stopAt")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| store_error("looking for a stop", e))?;
-        Ok(out.item().and_then(decode_stop))
-    }
-}
-
-#[async_trait]
 impl TurnLedger for DynamoStore {
     fn max_message_bytes(&self) -> Option<usize> {
         Some(MAX_MESSAGE_BYTES)
@@ -571,6 +513,36 @@ impl TurnLedger for DynamoStore {
             .await
     }
 
+    fn keeps_journal(&self) -> bool {
+        true
+    }
+
+    async fn write_checkpoint(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        self.checkpoint(session, turn_id, checkpoint).await
+    }
+
+    async fn record_result(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        result: &CallResult,
+    ) -> Result<(), StoreError> {
+        self.record_call(session, turn_id, result).await
+    }
+
+    async fn read_journal(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Journal>, StoreError> {
+        self.journal(session, turn_id).await
+    }
+
     fn ending_next(&self, session: &SessionId, turn_id: &TurnId, ending: TurnEnding) {
         self.log_tails.announce(session, turn_id, ending);
     }
@@ -581,6 +553,7 @@ impl TurnLedger for DynamoStore {
 
     async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         self.versions.forget(session, turn_id);
+        self.journals.forget(session, turn_id);
         let result = self
             .update_turn(session, turn_id)
             .update_expression("SET leaseUntil = :zero")

@@ -11,6 +11,7 @@ pub mod conversations;
 mod error;
 pub mod fork;
 pub mod history;
+pub mod journal;
 mod memory;
 mod message;
 pub mod opening;
@@ -26,6 +27,7 @@ pub use commands::{CommandOutcome, MAX_QUEUED_COMMAND_BYTES, TurnCommand, TurnSi
 pub use conversations::{ConversationError, ConversationStore, StoredMessage};
 pub use error::StoreError;
 pub use fork::ForkOutcome;
+pub use journal::{CallResult, Checkpoint, JOURNAL_VERSION, Journal, OpenStep, idempotency_key};
 pub use memory::MemoryStore;
 pub use message::{ContentBlock, InputMode, Message, MessageInput, Role};
 pub use opening::{OpenTurn, Opened, TurnOpening};
@@ -301,6 +303,47 @@ pub trait TurnLedger: OwnerStore + HistoryStore + SignalStore {
     ) -> Result<(), StoreError> {
         let _ = seen;
         self.complete_turn(session, turn_id, messages, outcome).await
+    }
+
+    /// Whether this store keeps turns' journals ([`journal`]): a turn writes one only then. The
+    /// default keeps none, and a turn whose worker died runs again from its start.
+    fn keeps_journal(&self) -> bool {
+        false
+    }
+
+    /// Writes `checkpoint` as turn `turn_id`'s journal, in place of the one before (and of the
+    /// results recorded after that), while the turn is running. The calls it is written for run
+    /// only once it is: a failure here means they do not run.
+    async fn write_checkpoint(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        let _ = (session, turn_id, checkpoint);
+        Err(StoreError::Backend("this session store keeps no journal".into()))
+    }
+
+    /// Adds the result of a call its last checkpoint started to turn `turn_id`'s journal.
+    async fn record_result(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        result: &CallResult,
+    ) -> Result<(), StoreError> {
+        let _ = (session, turn_id, result);
+        Err(StoreError::Backend("this session store keeps no journal".into()))
+    }
+
+    /// Turn `turn_id`'s journal: its last checkpoint and the results recorded after it. `None`
+    /// when it wrote none, or none this worker can read as its own ([`Journal::is_for`]).
+    async fn read_journal(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Journal>, StoreError> {
+        let _ = (session, turn_id);
+        Ok(None)
     }
 
     /// Everything a turn asks before its first model call, at once: the owner check (when

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, MetaObject, RequestMetaObject};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -269,12 +269,16 @@ fn spec_of(server: &str, listed: &rmcp::model::Tool, declared: Option<&McpToolDe
         if let Some(consequence) = &declared.consequence {
             spec = spec.consequence(consequence.clone());
         }
+        spec = spec.idempotent(declared.idempotent);
     }
     if let Some(title) = title {
         spec = spec.title(title);
     }
     spec.effect(effect).destructive(destructive)
 }
+
+/// The `_meta` key a call that changes something carries its idempotency key under.
+pub const IDEMPOTENCY_KEY_META: &str = "idempotencyKey";
 
 #[async_trait]
 impl Tool for McpTool {
@@ -293,7 +297,17 @@ impl Tool for McpTool {
             }
         };
         let server = &self.reach.server.name;
-        let params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        // A call that changes something carries its idempotency key, the same on every run of
+        // the turn: one sent again after its worker died can take effect once.
+        let reads = self.spec.effect == Effect::View && !self.spec.destructive;
+        if !reads && self.spec.idempotent {
+            let key = Value::String(ctx.idempotency_key());
+            params.meta = Some(RequestMetaObject(MetaObject(Map::from_iter([(
+                IDEMPOTENCY_KEY_META.to_owned(),
+                key,
+            )]))));
+        }
         let call = async {
             match &self.reach.server.person_token {
                 None => self.peer.call_tool(params).await.map_err(|e| chain(&e)),
@@ -399,12 +413,15 @@ mod tests {
             title: Some("Look".into()),
             consequence: None,
             destructive: false,
+            idempotent: false,
         };
         let declared_read = spec(None, Some(&declared));
         assert_eq!(
             (declared_read.effect, declared_read.title.as_deref()),
             (Effect::View, Some("Look"))
         );
+        // A server takes idempotency keys unless its declaration says not.
+        assert!(silent.idempotent && !declared_read.idempotent);
         let harmless = McpToolDeclaration {
             destructive: false,
             ..declared.clone()

@@ -31,7 +31,7 @@ use super::headers::{HeaderValue, SecretSource, TokenHeader};
 use agent_worker_core::engine::tools::{Effect, ToolSource};
 
 #[cfg(feature = "mcp")]
-pub use client::{DEFAULT_MCP_TIMEOUT, McpSource, McpTool};
+pub use client::{DEFAULT_MCP_TIMEOUT, IDEMPOTENCY_KEY_META, McpSource, McpTool};
 
 /// One MCP server: Streamable HTTP (`url`), or a local process over stdio (`command`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -139,7 +139,7 @@ pub enum McpError {
 }
 
 /// What the configuration declares of one MCP tool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct McpToolDeclaration {
     /// What calling it changes, where the server gives no hint.
@@ -151,6 +151,28 @@ pub struct McpToolDeclaration {
     /// It removes or replaces something the person made: every call needs approval.
     #[serde(default)]
     pub destructive: bool,
+    /// Whether the server takes the call's idempotency key (`_meta.idempotencyKey`), so that a
+    /// call that may have run before its worker died is sent again (the default); `false`: it
+    /// is not, and the model is told its outcome is unknown.
+    #[serde(default = "takes_keys")]
+    pub idempotent: bool,
+}
+
+/// What a declaration that says nothing of keys says: the server takes them.
+fn takes_keys() -> bool {
+    true
+}
+
+impl Default for McpToolDeclaration {
+    fn default() -> Self {
+        Self {
+            effect: None,
+            title: None,
+            consequence: None,
+            destructive: false,
+            idempotent: true,
+        }
+    }
 }
 
 /// Connects to `server` (its secret headers read through `secrets`) and lists its tools (those

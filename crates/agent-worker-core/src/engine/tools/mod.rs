@@ -88,6 +88,11 @@ pub struct ToolSpec {
     pub args_sensitive: bool,
     /// Its class, for the tool policy.
     pub class: ToolClass,
+    /// Whether its service takes the call's idempotency key ([`ToolContext::idempotency_key`]),
+    /// so that a call that may have run before its worker died can be sent again and take
+    /// effect once (the default). A tool that changes something and takes no key (`false`) is
+    /// never run again after such a death: the model is told its outcome is unknown.
+    pub idempotent: bool,
 }
 
 impl ToolSpec {
@@ -103,7 +108,16 @@ impl ToolSpec {
             consequence: None,
             args_sensitive: true,
             class: ToolClass::Backend,
+            idempotent: true,
         }
+    }
+
+    /// Says whether the tool's service takes the call's idempotency key (see
+    /// [`idempotent`](Self::idempotent)).
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
     }
 
     /// Sets the title shown in an approval's preview.
@@ -165,6 +179,16 @@ pub struct ToolContext {
     /// The person's own credential for the product's API, when the turn carried one: for the
     /// call's request to the product, never for a log, an event or the model.
     pub user_token: Option<crate::protocol::UserToken>,
+}
+
+impl ToolContext {
+    /// The call's idempotency key: the same on every run of the turn, a reclaimed one included,
+    /// and different for every call ([`idempotency_key`](crate::session::idempotency_key)). A
+    /// tool that changes something sends it where its service takes one, so that a call that
+    /// may have run before the turn's worker died takes effect once.
+    pub fn idempotency_key(&self) -> String {
+        crate::session::idempotency_key(&self.session, &self.turn_id, &self.call_id)
+    }
 }
 
 /// A tool's own failure; the model reads `message` (and `details`, when given).

@@ -2,12 +2,17 @@
 //!
 //! - [`phases`]: what happens around the rounds (admit, claim, the early stop look, history,
 //!   store), each phase returning a typed refusal; [`run_claimed`] says the terminal, once.
-//! - [`rounds`]: the model steps, their retries and tool calls, under the stop watch.
+//! - [`rounds`]: the model steps, their retries and tool calls, under the stop watch; [`calls`]:
+//!   each call a step makes, started, held or answered.
+//! - [`journal`]: the turn's journal, written before calls that change something, and a turn
+//!   claimed again resumed from it.
 //! - [`state`]: what the turn has produced so far.
 
+mod calls;
 mod commands;
 use crate::protocol::ErrorChain;
 mod fit;
+mod journal;
 mod phases;
 mod rounds;
 mod state;
@@ -73,6 +78,9 @@ enum Ending {
         retryable: bool,
         code: &'static str,
     },
+    /// The journal could not be written before calls that change something, which did not
+    /// run: nothing of the turn is stored, and it is given back for a redelivery to run.
+    Unjournaled(crate::session::StoreError),
 }
 
 impl Ending {
@@ -90,7 +98,7 @@ impl Ending {
                 reason: TurnStopReason::ApprovalRequired,
                 ..
             } => "(A call is waiting for the person's approval; it has not run.)",
-            Self::Failed { .. } => "(This turn failed here and was not finished.)",
+            Self::Failed { .. } | Self::Unjournaled(_) => "(This turn failed here and was not finished.)",
             _ => "(This turn ended here.)",
         }
     }
@@ -101,6 +109,20 @@ impl Ending {
     fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
         let mut fields = serde_json::Map::new();
         let (reason, stop_tools) = match self {
+            Self::Unjournaled(error) => {
+                let details = format!(
+                    "the turn's journal could not be written before a call that changes something; the call did not run: {}",
+                    error.client_message()
+                );
+                return (
+                    AgentEvent::failed(details.clone(), true, Some(crate::protocol::codes::STORE_FAILED)),
+                    TurnOutcome::Failed(FailedOutcome::new(
+                        details,
+                        true,
+                        crate::protocol::codes::STORE_FAILED,
+                    )),
+                );
+            }
             Self::Failed {
                 details,
                 retryable,
@@ -339,6 +361,23 @@ async fn run_phases(
         called: &[],
         all_tools: &all_tools,
     };
+    let mut ctx = ctx;
+    // A turn claimed again (its earlier worker died, or gave it back) goes on from its
+    // journal, if it wrote one: what it had done is not done again.
+    if opening.reclaimed && engine.store.keeps_journal() {
+        match engine.store.read_journal(session, turn_id).await {
+            Ok(Some(journal)) => {
+                let stopping = early_stop.is_some();
+                ctx.round = journal::resume(engine, &ctx, &mut turn, journal, stopping, out).await;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %ErrorChain(&e), "could not read the turn's journal");
+                release(engine, session, turn_id).await;
+                return Err(Refusal::HistoryUnreadable(e));
+            }
+        }
+    }
     let flag = stop::StopFlag::default();
     let started = tokio::time::Instant::now();
     let mut ending = match early_stop {
@@ -352,6 +391,10 @@ async fn run_phases(
         None => run_watched(engine, ctx, &mut turn, out, budget, &flag).await,
     };
     loop {
+        if let Ending::Unjournaled(_) = &ending {
+            release(engine, session, turn_id).await;
+            return Ok(ending.terminal(0).0);
+        }
         if let Ending::Stopped(stop) = &ending {
             stop::mark(&mut turn.messages, *stop);
         }

@@ -264,6 +264,9 @@ pub(super) struct Opening {
     pub(super) stop: Option<Stop>,
     /// Its history, when it was read with the claim.
     pub(super) history: Option<History>,
+    /// Whether it was claimed before (its earlier worker died, or gave it back): it may have a
+    /// journal to go on from.
+    pub(super) reclaimed: bool,
 }
 
 /// Opens the turn in one ask of the store ([`TurnLedger::open_turn`]): the owner check (unless
@@ -346,6 +349,7 @@ pub(super) async fn open(
     Ok(Opening {
         stop: before_start(engine, ask, open.stop.or(asked)).await?,
         history,
+        reclaimed: open.reclaimed,
     })
 }
 

@@ -5,26 +5,25 @@ use crate::session::{SessionId, TurnId};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use futures_util::stream::FuturesUnordered;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
-use crate::engine::approvals::{self, APPROVAL_REQUIRED, HeldCall, Verdict};
-use crate::engine::attachments;
+use crate::engine::approvals;
 use crate::engine::compaction::{self, Pressure};
 use crate::engine::model::ModelErrorKind;
 use crate::engine::model::{ModelError, ModelEvent, StopReason};
 use crate::engine::quiet::Quiet;
-use crate::engine::result::{RESULT_NUDGE, RESULT_TOOL};
+use crate::engine::result::RESULT_NUDGE;
 use crate::engine::retry::backoff;
 use crate::engine::stop::{self, StopFlag};
-use crate::engine::tools::{Effect, ToolContext, ToolOutcome};
+use crate::engine::tools::ToolOutcome;
 use crate::engine::turn_stream::Emitter;
 use crate::engine::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::redact;
 use crate::protocol::{AgentEvent, codes};
 use crate::session::{Message, Stop, StopCause};
 
+use super::calls::{Call, StepCalls, start_call};
 use super::state::TurnState;
 use super::{CUT_NOTICE, DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
 use crate::protocol::ErrorChain;
@@ -133,6 +132,9 @@ pub(super) struct StepEnd {
     pub(super) said: bool,
     /// The calls of tools that end the turn, in call order.
     pub(super) ending: Vec<serde_json::Value>,
+    /// Why the turn's journal could not be written before the step's calls that change
+    /// something: none of them ran.
+    pub(super) unjournaled: Option<crate::session::StoreError>,
 }
 
 pub(super) async fn run_rounds(
@@ -185,6 +187,10 @@ pub(super) async fn run_rounds(
             Err(ending) => return ending,
         };
         ctx.round += 1;
+        if let Some(error) = step.unjournaled {
+            turn.close_step();
+            return Ending::Unjournaled(error);
+        }
         if let Some(held) = turn.held.take() {
             turn.close_step();
             return match approvals::request(engine, ctx.session, ctx.user_id, ctx.turn_id, held, out).await {
@@ -380,173 +386,6 @@ pub fn is_throttled_retry(reason: &str) -> bool {
     reason.starts_with(THROTTLED_RETRY)
 }
 
-type RunningCall = std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutcome)> + Send>>;
-
-/// A step's tool calls: the reads, started as soon as their input is complete, and the calls
-/// that change something, held until the response ends. When one call of a response needs the
-/// person's approval, none of that response's calls that change something runs, the earlier
-/// ones included.
-#[derive(Default)]
-pub(super) struct StepCalls {
-    running: FuturesUnordered<RunningCall>,
-    held_back: Vec<(usize, RunningCall)>,
-}
-
-impl StepCalls {
-    /// Starts the calls held back, or, when a call of the response waits for approval, answers
-    /// each with why it did not run.
-    fn release(&mut self, turn: &mut TurnState, out: &Emitter) {
-        let held_back = std::mem::take(&mut self.held_back);
-        if turn.held.is_some() {
-            for (index, _) in held_back {
-                let not_run = ToolOutcome::error(
-                    "not run: another call of this response is waiting for the person's approval",
-                );
-                turn.finish_call(index, not_run, out);
-            }
-        } else {
-            self.running.extend(held_back.into_iter().map(|(_, call)| call));
-        }
-    }
-}
-
-/// A tool call as the model made it.
-pub(super) struct Call {
-    pub(super) id: String,
-    pub(super) name: String,
-    pub(super) input: String,
-}
-
-/// Records a call the model made, then starts it, holds it for the person's approval, or
-/// answers it with why it does not run. Returns the call when it ends the turn.
-pub(super) async fn start_call(
-    engine: &EngineInner,
-    ctx: &StepContext<'_>,
-    turn: &mut TurnState,
-    out: &Emitter,
-    flag: &StopFlag,
-    calls: &mut StepCalls,
-    call: Call,
-) -> Option<Value> {
-    let Call { id, name, input } = call;
-    let (index, parsed) = turn.add_call(id.clone(), name.clone(), &input, out);
-    if name == RESULT_TOOL
-        && let (Some(schema), Some(result)) = (&engine.result, &mut turn.result)
-    {
-        let outcome = result.take_call(schema, parsed);
-        turn.finish_call(index, outcome, out);
-        return None;
-    }
-    let args = match parsed {
-        Ok(args) => args,
-        Err(why) => {
-            turn.finish_call(index, ToolOutcome::error(why), out);
-            return None;
-        }
-    };
-    let ends = engine
-        .policy
-        .as_ref()
-        .is_some_and(|p| p.ends_turn(&name))
-        .then(|| json!({ "name": name, "input": args }));
-    // A call that had not started when the turn was stopped does not run.
-    if flag.get().is_some() {
-        let not_run = ToolOutcome::error("not run: the turn was stopped before this call started");
-        turn.finish_call(index, not_run, out);
-        return ends;
-    }
-    if turn.held.is_some() {
-        let not_run =
-            ToolOutcome::error("not run: another call of this response is waiting for the person's approval");
-        turn.finish_call(index, not_run, out);
-        return ends;
-    }
-    let reads_only = engine
-        .tools
-        .spec(&name)
-        .is_none_or(|spec| spec.effect == Effect::View && !spec.destructive);
-    let files = match engine.tools.spec(&name) {
-        Some(spec) => {
-            let area = engine.file_area.as_deref();
-            match attachments::check_file_inputs(area, ctx.session, &spec.input_schema, &args).await {
-                Ok(files) => files,
-                Err(why) => {
-                    turn.finish_call(index, ToolOutcome::error(why), out);
-                    return ends;
-                }
-            }
-        }
-        None => Vec::new(),
-    };
-    match engine.verdict(ctx.session, ctx.user_id, &name, &args) {
-        Verdict::Denied(reason) => turn.finish_call(index, ToolOutcome::error(format!("denied: {reason}")), out),
-        Verdict::NeedsApproval if engine.approvals.is_none() => turn.finish_call(
-            index,
-            ToolOutcome::failed(json!({
-                "error": "this call needs the person's approval, and this worker has no approval store to ask with; nothing was sent",
-                "code": APPROVAL_REQUIRED,
-            })),
-            out,
-        ),
-        Verdict::NeedsApproval => {
-            turn.held = Some(HeldCall {
-                call_id: id,
-                tool: name,
-                args,
-                files,
-            });
-            turn.finish_call(
-                index,
-                ToolOutcome::ok(json!({
-                    "status": "waiting_for_approval",
-                    "message": "This call waits for the person's approval. It has not run; do not assume it will."
-                })),
-                out,
-            );
-        }
-        Verdict::Run => {
-            let tools = engine.tools.clone();
-            let request = engine.ui_request(ctx.turn_id, &id, &name, &args, None);
-            let withdrawal = engine.ui_withdrawn(ctx.turn_id, &id, &name);
-            // A UI action ends by its own wait (with a last look); the tool timeout is a margin
-            // past it, not a cut before it.
-            let timeout = match request {
-                Some(_) => engine.config.ui_action_timeout + engine.config.tool_timeout,
-                None => engine.config.tool_timeout,
-            };
-            let out = out.clone();
-            let call_ctx = ToolContext {
-                session: ctx.session.clone(),
-                turn_id: ctx.turn_id.clone(),
-                call_id: id,
-                user_id: ctx.user_id.map(str::to_owned),
-                account_id: ctx.account_id.map(str::to_owned),
-                user_token: ctx.user_token.cloned(),
-            };
-            let call: RunningCall = Box::pin(async move {
-                // A UI action goes to the tab when it starts, not before.
-                if let Some(request) = request {
-                    out.emit(request);
-                }
-                let outcome = tools.run(&name, &args, call_ctx, timeout).await;
-                if let Some(withdrawal) = withdrawal
-                    && outcome.is_error
-                    && crate::engine::ui::oui::was_withdrawn(&outcome.content)
-                {
-                    out.emit(withdrawal);
-                }
-                (index, outcome)
-            });
-            if reads_only {
-                calls.running.push(call);
-            } else {
-                calls.held_back.push((index, call));
-            }
-        }
-    }
-    ends
-}
-
 /// One model response: streams its output, starts each read as soon as its input is complete
 /// and every other call once the response has ended (none, if one of them waits for approval),
 /// and waits for every call to end.
@@ -608,6 +447,7 @@ pub(super) async fn run_step(
     };
     drop(streaming);
     turn.flush_text(out);
+    let unjournaled = calls.journal(engine, ctx, turn, out).await;
     calls.release(turn, out);
     while let Some((index, outcome)) = calls.running.next().await {
         turn.finish_call(index, outcome, out);
@@ -617,5 +457,6 @@ pub(super) async fn run_step(
         called: !turn.step.calls.is_empty(),
         said: turn.step.said,
         ending,
+        unjournaled,
     })
 }

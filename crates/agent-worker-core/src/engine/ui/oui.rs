@@ -184,6 +184,8 @@ fn spec_of(surface: &OuiSurface, action: &OuiAction) -> ToolSpec {
     .class(ToolClass::Ui)
     .effect(action.effect.unwrap_or(Effect::Mutate))
     .destructive(action.confirm)
+    // A page's action takes no idempotency key: after its worker died it is not taken again.
+    .idempotent(false)
     .args_sensitive(action.args_sensitive.unwrap_or(true));
     if let Some(title) = &action.title {
         spec = spec.title(title.clone());

@@ -10,14 +10,15 @@ use super::conversations::StoredMessage;
 use super::fork::branch_point;
 use super::history::check;
 use super::{
-    ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, Claim, CommandOutcome,
-    ForkOutcome, HistoryStore, HistoryView, Lease, Message, Owner, OwnerCheck, OwnerStore, PendingApproval,
-    SessionId, SignalStore, Stop, StopOutcome, StoreError, Summary, TurnCommand, TurnId, TurnLedger,
-    TurnOutcome, TurnRecord, TurnSignals, TurnStatus, command_fits,
+    ActionAnswer, ActionAnswerStore, ActionAnswers, ApprovalStatus, ApprovalStore, CallResult, Checkpoint,
+    Claim, CommandOutcome, ForkOutcome, HistoryStore, HistoryView, Journal, Lease, Message, Owner,
+    OwnerCheck, OwnerStore, PendingApproval, SessionId, SignalStore, Stop, StopOutcome, StoreError, Summary,
+    TurnCommand, TurnId, TurnLedger, TurnOutcome, TurnRecord, TurnSignals, TurnStatus, command_fits,
 };
 use crate::clock::now_ms;
 
 mod conversations;
+mod journal;
 
 /// A session store held in memory: for tests, the command line and embedding.
 ///
@@ -54,6 +55,8 @@ struct SessionData {
     run: Option<(TurnId, SystemTime)>,
     /// What the tab answered to UI actions, by (turn, call).
     ui_answers: HashMap<(TurnId, String), ActionAnswer>,
+    /// Each turn's journal: its last checkpoint and the results recorded after it.
+    journals: HashMap<TurnId, (Checkpoint, Vec<CallResult>)>,
 }
 
 impl SessionData {
@@ -450,6 +453,36 @@ impl TurnLedger for MemoryStore {
         }
         data.end_run(turn_id);
         Ok(())
+    }
+
+    fn keeps_journal(&self) -> bool {
+        true
+    }
+
+    async fn write_checkpoint(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        self.checkpoint(session, turn_id, checkpoint)
+    }
+
+    async fn record_result(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+        result: &CallResult,
+    ) -> Result<(), StoreError> {
+        self.result(session, turn_id, result)
+    }
+
+    async fn read_journal(
+        &self,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Option<Journal>, StoreError> {
+        self.journal(session, turn_id)
     }
 
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {

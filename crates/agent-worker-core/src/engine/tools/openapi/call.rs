@@ -181,6 +181,10 @@ impl OperationTool {
     }
 }
 
+/// The header that carries a call's idempotency key
+/// ([`ToolContext::idempotency_key`](crate::engine::tools::ToolContext::idempotency_key)).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
 #[async_trait]
 impl Tool for OperationTool {
     fn spec(&self) -> &ToolSpec {
@@ -204,6 +208,20 @@ impl Tool for OperationTool {
                     self.spec.name
                 )));
             }
+        }
+        // A request that changes something carries the call's idempotency key, the same on
+        // every run of the turn: one sent again after its worker died takes effect once.
+        let changes = !matches!(
+            self.method,
+            reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::OPTIONS
+        );
+        if changes
+            && self.spec.idempotent
+            && !headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case(IDEMPOTENCY_KEY_HEADER))
+        {
+            headers.push((IDEMPOTENCY_KEY_HEADER.to_owned(), ctx.idempotency_key()));
         }
         if self.binding.is_some() {
             // The product names the conversation when it reports the job's event.

@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use call::IDEMPOTENCY_KEY_HEADER;
 pub use events::{
     CONVERSATION_HEADER, EventDeclaration, EventDeclarations, EventKind, EventWaiter, JobKey, JobWait,
     MAX_JOB_PAYLOAD_BYTES, MemoryEventWaiter, NoSuchJob, NotAJobEvent, Settled,
@@ -55,7 +56,14 @@ use super::Tool;
 /// How long a job is waited for when neither its binding nor its effect says.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
 
-const X_AGENT_KEYS: [&str; 5] = ["expose", "effect", "destructive", "consequence", "pa"];
+const X_AGENT_KEYS: [&str; 6] = [
+    "expose",
+    "effect",
+    "destructive",
+    "consequence",
+    "pa",
+    "idempotent",
+];
 
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "patch", "head", "options", "trace",

@@ -130,6 +130,15 @@ pub(super) fn build(
     }
     let flag = |key: &str| x_agent.get(key).and_then(Value::as_bool).unwrap_or(false);
     let (expose, pa, destructive) = (flag("expose"), flag("pa"), flag("destructive"));
+    // Whether the API takes `Idempotency-Key` on the operation: unless it says not, yes.
+    let idempotent = match x_agent.get("idempotent") {
+        None => true,
+        Some(Value::Bool(idempotent)) => *idempotent,
+        Some(_) => {
+            check.refuse("idempotent must be true or false");
+            true
+        }
+    };
     let effect = read_effect(x_agent.get("effect"), check);
     if let Some((effect, _)) = effect {
         if pa && effect != Effect::View {
@@ -256,7 +265,8 @@ pub(super) fn build(
     });
     let mut spec = ToolSpec::new(&name, description, input_schema)
         .effect(effect)
-        .destructive(destructive);
+        .destructive(destructive)
+        .idempotent(idempotent);
     if let Some(summary) = summary {
         spec = spec.title(summary);
     }

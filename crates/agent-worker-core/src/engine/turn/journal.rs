@@ -1,0 +1,189 @@
+//! The turn's journal on the engine's side (the journal itself: [`crate::session::journal`]): a
+//! checkpoint before the calls that change something start, each such call's result when it
+//! ends, and a reclaimed turn resumed from them.
+//!
+//! A resumed turn does not ask the model again for the rounds of its checkpoint, and does not
+//! run again a call that has a result. A call that had started and has none may have run: it is
+//! sent again with the same idempotency key when its tool takes one
+//! ([`ToolSpec::idempotent`](crate::engine::tools::ToolSpec)), and otherwise is not run again:
+//! the model is told its outcome is unknown ([`OUTCOME_UNKNOWN`]), and the history keeps it so.
+
+use std::sync::Arc;
+
+use crate::engine::tools::{ToolContext, ToolOutcome};
+use crate::engine::turn_stream::Emitter;
+use crate::engine::{EngineInner, StepContext};
+use crate::session::{
+    CallResult, Checkpoint, ContentBlock, JOURNAL_VERSION, Journal, OpenStep, SessionId, SessionStore,
+    StoreError, TurnId,
+};
+
+use super::state::{Step, TurnState};
+
+/// Kept for a call that may have run when the turn's worker stopped, whose tool takes no
+/// idempotency key: it is not run again.
+pub(crate) const OUTCOME_UNKNOWN: &str = "may have run, and its outcome is unknown: the worker running this turn stopped while the call ran, and this tool takes no idempotency key, so it was not run again. Check whether it took effect before calling it again.";
+
+/// Writes the turn's checkpoint before the step's calls at `started` (their places) run.
+pub(super) async fn checkpoint(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    turn: &TurnState,
+    started: &[usize],
+) -> Result<(), StoreError> {
+    let step = &turn.step;
+    let checkpoint = Checkpoint {
+        version: JOURNAL_VERSION,
+        turn_id: ctx.turn_id.clone(),
+        messages: turn.messages.clone(),
+        step: OpenStep {
+            answer: step.content.clone(),
+            calls: step.calls.clone(),
+            started: started
+                .iter()
+                .filter_map(|&i| step.calls.get(i).cloned())
+                .collect(),
+            results: step
+                .calls
+                .iter()
+                .zip(&step.results)
+                .filter_map(|(id, outcome)| outcome.as_ref().map(|o| result_of(id, o)))
+                .collect(),
+        },
+        round: ctx.round,
+        delivered: turn.delivered.iter().copied().collect(),
+    };
+    engine
+        .store
+        .write_checkpoint(ctx.session, ctx.turn_id, &checkpoint)
+        .await
+}
+
+/// Where a call that changes something records its result once it ends.
+#[derive(Clone)]
+pub(super) struct ResultRecorder {
+    store: Arc<dyn SessionStore>,
+    session: SessionId,
+    turn_id: TurnId,
+}
+
+impl ResultRecorder {
+    /// The recorder of `ctx`'s turn, when the engine's store keeps journals.
+    pub(super) fn of(engine: &EngineInner, ctx: &StepContext<'_>) -> Option<Self> {
+        engine.store.keeps_journal().then(|| Self {
+            store: engine.store.clone(),
+            session: ctx.session.clone(),
+            turn_id: ctx.turn_id.clone(),
+        })
+    }
+
+    /// Records call `call_id`'s `outcome`. A failure is logged: the call ran and the turn goes
+    /// on with its result; only a later death of the worker would find it without one.
+    pub(super) async fn record(&self, call_id: &str, outcome: &ToolOutcome) {
+        let result = result_of(call_id, outcome);
+        if let Err(e) = self
+            .store
+            .record_result(&self.session, &self.turn_id, &result)
+            .await
+        {
+            tracing::warn!(error = %crate::protocol::ErrorChain(&e), call = call_id, "could not record a call's result in the turn's journal");
+        }
+    }
+}
+
+fn result_of(call_id: &str, outcome: &ToolOutcome) -> CallResult {
+    CallResult {
+        call_id: call_id.to_owned(),
+        content: outcome.content.clone(),
+        is_error: outcome.is_error,
+    }
+}
+
+/// Resumes `turn` from `journal`: its messages, the commands it had given the model, and the
+/// answer whose calls ran, each call settled (its recorded result; run again, with the same
+/// idempotency key, when it is a read or its tool takes a key; else told as of unknown outcome,
+/// and so always when the turn is `stopping`). Returns the round the turn goes on from.
+pub(super) async fn resume(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    turn: &mut TurnState,
+    journal: Journal,
+    stopping: bool,
+    out: &Emitter,
+) -> u32 {
+    let Journal { checkpoint, results } = journal;
+    tracing::warn!(
+        round = checkpoint.round,
+        calls = checkpoint.step.calls.len(),
+        "resuming the turn from its journal: its earlier worker stopped"
+    );
+    turn.messages = checkpoint.messages;
+    turn.delivered = checkpoint.delivered.into_iter().collect();
+    let OpenStep {
+        answer,
+        calls,
+        started,
+        results: done,
+    } = checkpoint.step;
+    turn.step = Step {
+        results: vec![None; calls.len()],
+        content: answer,
+        calls,
+        said: true,
+    };
+    for result in done.into_iter().chain(results) {
+        if let Some(index) = turn.step.calls.iter().position(|id| *id == result.call_id) {
+            turn.step.results[index].get_or_insert_with(|| ToolOutcome {
+                is_error: result.is_error,
+                content: result.content,
+                shown: Vec::new(),
+            });
+        }
+    }
+    let recorder = ResultRecorder::of(engine, ctx);
+    for (index, id, name) in turn.open_calls() {
+        let was_started = started.contains(&id);
+        let spec = engine.tools.spec(&name);
+        let again = !stopping
+            && !engine.ui_targets.contains_key(&name)
+            && (!was_started || spec.is_some_and(|s| s.idempotent));
+        let outcome = match (again, input_of(&turn.step, &id)) {
+            (true, Some(input)) => {
+                tracing::info!(call = %id, tool = %name, "running a call again after its worker stopped");
+                let outcome = engine
+                    .tools
+                    .run(&name, &input, call_context(ctx, &id), engine.config.tool_timeout)
+                    .await;
+                if let (true, Some(recorder)) = (was_started, &recorder) {
+                    recorder.record(&id, &outcome).await;
+                }
+                outcome
+            }
+            _ if was_started => ToolOutcome::error(OUTCOME_UNKNOWN),
+            _ => ToolOutcome::error("not run: the turn was stopped before this call ran"),
+        };
+        turn.finish_call(index, outcome, out);
+    }
+    turn.close_step();
+    checkpoint.round + 1
+}
+
+/// The input call `id` of `step` was made with.
+fn input_of(step: &Step, id: &str) -> Option<serde_json::Value> {
+    step.content.iter().find_map(|block| match block {
+        ContentBlock::ToolUse { id: used, input, .. } if used == id => Some(input.clone()),
+        _ => None,
+    })
+}
+
+/// What call `call_id` of the turn knows of where it runs.
+pub(super) fn call_context(ctx: &StepContext<'_>, call_id: &str) -> ToolContext {
+    ToolContext {
+        session: ctx.session.clone(),
+        turn_id: ctx.turn_id.clone(),
+        call_id: call_id.to_owned(),
+        user_id: ctx.user_id.map(str::to_owned),
+        account_id: ctx.account_id.map(str::to_owned),
+        user_token: ctx.user_token.cloned(),
+    }
+}
