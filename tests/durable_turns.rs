@@ -291,6 +291,7 @@ fn checkpoint(turn: &str) -> Checkpoint {
         },
         round: 0,
         delivered: Vec::new(),
+        started_at_ms: 1,
     }
 }
 
@@ -408,4 +409,139 @@ async fn a_round_that_changes_something_costs_two_writes_more_than_a_read() {
     .collect();
     assert_eq!(counts.operations, expected);
     assert_eq!(desk.notes().len(), 1);
+}
+
+/// A turn longer than its invocation: the host's deadline (2 s here, for Lambda's 15 minutes)
+/// comes before the turn's own (60 s), so at the round boundary within the hand-over margin (the
+/// last quarter of the invocation here, after the tool's 1.5 s) the
+/// turn writes down where it is, gives up its lease, and the handler sends the queue its
+/// continuation (the same body, in a group of its own) and deletes the record. The next
+/// invocation takes the continuation and the turn goes on: the model is not asked again for the
+/// round done, the tool ran once, the turn is stored once, and its readers see one turn.
+#[tokio::test]
+async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
+    use agent_worker::hosts::lambda::TurnHandler;
+    use agent_worker::hosts::redrive::{RedriveBackoff, Requeue};
+    use agent_worker::sinks::{DynamoEventLog, Sinks};
+    use aws_lambda_events::event::sqs::SqsMessage;
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use std::time::{Duration, SystemTime};
+
+    let store = table().await;
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let runs = Arc::new(Mutex::new(0));
+    let counted = runs.clone();
+    let spec = ToolSpec::new("build_report", "Builds the report.", json!({"type": "object"}))
+        .effect(agent_worker::engine::tools::Effect::Mutate);
+    let slow = tool_fn(spec, move |_input: Value, _ctx| {
+        let counted = counted.clone();
+        async move {
+            *counted.lock().unwrap() += 1;
+            // The work takes most of the invocation.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            Ok::<Value, ToolError>(json!({"report": "R-1"}))
+        }
+    });
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+        .store(store.clone())
+        .tools(vec![Arc::new(slow) as Arc<dyn Tool>])
+        .config(agent_worker::engine::EngineConfig {
+            turn_deadline: Duration::from_secs(60),
+            hand_over_margin: Duration::from_secs(1),
+            ..support::config()
+        })
+        .build()
+        .unwrap();
+    let sqs = moto().sqs();
+    let queue = format!("long-{}.fifo", uuid::Uuid::new_v4().simple());
+    let url = sqs
+        .create_queue()
+        .queue_name(&queue)
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())))
+        .store_margin(Duration::from_millis(100))
+        .requeue(Requeue::new(sqs.clone(), RedriveBackoff::default()));
+    let body = json!({"turnId": "t1", "conversationId": "long-1", "userId": "ana", "accountId": "acme", "content": "Build the report."})
+        .to_string();
+    let record = |id: &str, body: &str, group: &str| {
+        let mut record = SqsMessage::default();
+        record.message_id = Some(id.to_owned());
+        record.body = Some(body.to_owned());
+        record
+            .attributes
+            .insert("MessageGroupId".into(), group.to_owned());
+        record.event_source_arn = Some(format!("arn:aws:sqs:us-east-1:123456789012:{queue}"));
+        support::lambda_batch::batch(vec![record])
+    };
+    let invocation = || Some(SystemTime::now() + Duration::from_secs(2));
+
+    bedrock.push(Reply::tool_call("tu-1", "build_report", "{}"));
+    let first = handler
+        .handle_batch(record("m-1", &body, "long-1"), invocation())
+        .await
+        .unwrap();
+    assert!(
+        first.batch_item_failures.is_empty(),
+        "the record is deleted, not redriven"
+    );
+    assert_eq!(*runs.lock().unwrap(), 1);
+    let received = sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let [continuation] = received.messages() else {
+        panic!("one continuation: {received:?}");
+    };
+    assert_eq!(continuation.body(), Some(body.as_str()));
+    let group = continuation.attributes().unwrap()[&MessageSystemAttributeName::MessageGroupId].clone();
+    assert_eq!(group, "long-1#continue");
+    let handed = store.turn(&sid("long-1"), &tid("t1")).await.unwrap().unwrap();
+    assert_eq!(
+        handed.status,
+        agent_worker::session::TurnStatus::Running,
+        "not ended: handed over"
+    );
+
+    bedrock.push(Reply::text("The report is R-1."));
+    let second = handler
+        .handle_batch(record("m-2", continuation.body().unwrap(), &group), invocation())
+        .await
+        .unwrap();
+    assert!(second.batch_item_failures.is_empty());
+    assert_eq!(*runs.lock().unwrap(), 1, "the tool ran once");
+    assert_eq!(
+        bedrock.requests().len(),
+        2,
+        "the model was asked once in each invocation"
+    );
+    let ended = store.turn(&sid("long-1"), &tid("t1")).await.unwrap().unwrap();
+    assert_eq!(
+        (ended.status, ended.attempts),
+        (agent_worker::session::TurnStatus::Completed, 2)
+    );
+    let history = store.load_history(&sid("long-1")).await.unwrap();
+    assert_eq!(history.len(), 4, "{history:#?}");
+    // Its readers see one turn: one terminal, the last, and no word of the hand-over.
+    let logged = DynamoEventLog::new(store.clone())
+        .read("long-1", "t1", None)
+        .await
+        .unwrap();
+    let terminals: Vec<_> = logged.iter().filter(|l| l.event.is_terminal()).collect();
+    assert_eq!(terminals.len(), 1, "{logged:#?}");
+    assert!(matches!(
+        logged.last().unwrap().event,
+        AgentEvent::Completed { .. }
+    ));
+    for (at, logged) in logged.iter().enumerate() {
+        assert_eq!(logged.seq, at as u64, "the positions go on without a gap");
+    }
 }

@@ -44,7 +44,7 @@ pub use ids::{IdError, SessionId, TurnId, id_problem, is_spoofing};
 pub use person::{ApprovalDecision, Owner};
 pub use redact::redact;
 pub use scope::{
-    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, DEADLINE_KEY, ImageRef,
-    PARENT_SESSION_KEY, Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, TURN_ID_KEY, TurnOptions,
+    ACCOUNT_ID_KEY, AGENT_KEY, APPROVAL_KEY, BRANCH_HINTS_KEY, CONTEXT_KEY, CONTINUABLE_KEY, DEADLINE_KEY,
+    ImageRef, PARENT_SESSION_KEY, Prompt, RESULT_SCHEMA_KEY, SUPERSEDES_KEY, Scope, TURN_ID_KEY, TurnOptions,
     USER_ID_KEY, UserToken,
 };

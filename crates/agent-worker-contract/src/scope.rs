@@ -95,6 +95,11 @@ pub const SUPERSEDES_KEY: &str = "supersedes";
 /// The extension key that carries the time by which the turn must have ended, in milliseconds
 /// since the Unix epoch (a host's own limit, such as a Lambda invocation's deadline).
 pub const DEADLINE_KEY: &str = "deadlineMs";
+/// The extension that says the host can run a turn on past its deadline (`continuable`): when
+/// the host's deadline ([`DEADLINE_KEY`]) comes before the turn's own, the engine writes down
+/// where the turn is and ends this part of it with [`codes::TURN_CONTINUES`](crate::codes::TURN_CONTINUES),
+/// and the host hands the turn back to its queue, to go on in its next run.
+pub const CONTINUABLE_KEY: &str = "continuable";
 /// The extension naming the person's account (`accountId`).
 pub const ACCOUNT_ID_KEY: &str = "accountId";
 /// The extension naming the agent definition a multi-agent runtime runs for the turn.
@@ -134,6 +139,9 @@ pub struct TurnOptions {
     /// When it must have ended, in milliseconds since the Unix epoch ([`DEADLINE_KEY`]).
     #[serde(default, rename = "deadlineMs", skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
+    /// Whether the host can run the turn on past its deadline ([`CONTINUABLE_KEY`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continuable: bool,
     /// The agent definition a multi-agent runtime runs for it ([`AGENT_KEY`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -170,6 +178,7 @@ impl TurnOptions {
             APPROVAL_KEY => self.approval = typed(value),
             SUPERSEDES_KEY => self.supersedes = typed(value).unwrap_or_default(),
             DEADLINE_KEY => self.deadline_ms = typed(value),
+            CONTINUABLE_KEY => self.continuable = typed(value).unwrap_or_default(),
             AGENT_KEY => self.agent = typed(value),
             PARENT_SESSION_KEY => self.parent_session = typed(value),
             BRANCH_HINTS_KEY => self.branch_hints = typed(value).unwrap_or_default(),

@@ -142,6 +142,7 @@ impl TurnHandler {
                 requeue.schedule(&soon).await;
             }
         }
+        let outcomes = self.send_continuations(&records, outcomes).await;
         let mut response = SqsBatchResponse::default();
         for (index, outcome) in outcomes {
             if outcome.is_redrive() {
@@ -156,6 +157,34 @@ impl TurnHandler {
             }
         }
         Ok(response)
+    }
+
+    /// Sends the continuation of each record whose turn goes on in the next run; a record whose
+    /// continuation cannot be sent is redriven instead (its next delivery goes on just the same).
+    async fn send_continuations(
+        &self,
+        records: &[SqsMessage],
+        outcomes: Vec<(usize, Disposition)>,
+    ) -> Vec<(usize, Disposition)> {
+        let mut sent = Vec::with_capacity(outcomes.len());
+        for (index, outcome) in outcomes {
+            let Disposition::Continue(why) = outcome else {
+                sent.push((index, outcome));
+                continue;
+            };
+            let outcome = match &self.requeue {
+                Some(requeue) => match requeue.continue_turn(&records[index]).await {
+                    Ok(()) => Disposition::Continue(why),
+                    Err(e) => {
+                        tracing::warn!(error = %agent_worker_contract::ErrorChain(&e), "could not send the turn's continuation; the record is redriven");
+                        Disposition::Redrive(format!("its continuation could not be sent: {e}"))
+                    }
+                },
+                None => Disposition::Redrive("no queue to send its continuation to".into()),
+            };
+            sent.push((index, outcome));
+        }
+        sent
     }
 
     async fn run_record(&self, record: &SqsMessage, decoded: &Decoded, start: &StartRule) -> Disposition {
@@ -184,6 +213,9 @@ impl TurnHandler {
                 let _entered = span.enter();
                 match &outcome {
                     Disposition::Acknowledge(why) => tracing::info!(outcome = %why, "record done"),
+                    Disposition::Continue(why) => {
+                        tracing::info!(outcome = %why, "the turn goes on in the next run")
+                    }
                     Disposition::Redrive(why) | Disposition::Defer(why) => {
                         tracing::warn!(reason = %why, "record returned to the queue")
                     }

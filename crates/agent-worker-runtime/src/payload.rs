@@ -238,6 +238,7 @@ impl AgentTurnPayload {
             approval: self.approval.clone(),
             supersedes: self.supersedes.clone(),
             deadline_ms: None,
+            continuable: false,
             agent: self.agent.clone(),
             parent_session: self.parent_session.clone(),
             // Hints mark a place in a parent's transcript: without a parent they mean nothing.

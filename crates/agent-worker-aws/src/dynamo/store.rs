@@ -552,6 +552,11 @@ impl TurnLedger for DynamoStore {
     }
 
     async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        self.hand_over_turn(session, turn_id).await?;
+        self.give_back_run(session, turn_id).await
+    }
+
+    async fn hand_over_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
         self.versions.forget(session, turn_id);
         self.journals.forget(session, turn_id);
         let result = self
@@ -563,10 +568,9 @@ impl TurnLedger for DynamoStore {
             .send()
             .await;
         match result {
-            Ok(_) => {}
-            Err(e) if is_conditional_failure(&e) => {}
-            Err(e) => return Err(store_error("releasing the turn", e)),
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional_failure(&e) => Ok(()),
+            Err(e) => Err(store_error("releasing the turn", e)),
         }
-        self.give_back_run(session, turn_id).await
     }
 }

@@ -50,6 +50,12 @@ pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
 pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(20);
 /// Time a turn's lease holds beyond its deadline, for storing what it produced.
 pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(60);
+/// The longest a turn may run, across every invocation of it: SQS's longest visibility timeout.
+pub const MAX_TURN_DEADLINE: Duration = Duration::from_secs(12 * 3600);
+/// How long before the host's deadline a turn that can go on past it hands itself over, by
+/// default: at the first round boundary within it (a model step and its calls are expected to
+/// fit in it).
+pub const DEFAULT_HAND_OVER_MARGIN: Duration = Duration::from_secs(60);
 /// How often a running turn looks for a stop request (one read each time).
 pub const DEFAULT_STOP_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How far apart a running turn's looks for a stop may grow while the model is not streaming
@@ -109,6 +115,11 @@ pub struct EngineConfig {
     pub retry_max_delay: Duration,
     /// Lease beyond the deadline.
     pub lease_margin: Duration,
+    /// How long before the host's deadline a turn the host can continue hands itself over, at
+    /// a round boundary (see [`CONTINUABLE_KEY`](crate::protocol::CONTINUABLE_KEY)); at most a
+    /// quarter of the host's time. The host's deadline must come more than this before the
+    /// turn's own for the turn to be continued at all.
+    pub hand_over_margin: Duration,
     /// How often a running turn looks for a stop while the model streams.
     pub stop_poll_interval: Duration,
     /// How far apart its looks may grow while the model is not streaming (at least
@@ -157,6 +168,7 @@ impl Default for EngineConfig {
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
             lease_margin: DEFAULT_LEASE_MARGIN,
+            hand_over_margin: DEFAULT_HAND_OVER_MARGIN,
             stop_poll_interval: DEFAULT_STOP_POLL_INTERVAL,
             stop_poll_idle: DEFAULT_STOP_POLL_IDLE,
             stop_grace: DEFAULT_STOP_GRACE,
@@ -213,6 +225,15 @@ impl EngineConfig {
         longer_than_zero("ui_answer_poll", self.ui_answer_poll)?;
         longer_than_zero("ui_action_timeout", self.ui_action_timeout)?;
         longer_than_zero("turn_deadline", self.turn_deadline)?;
+        if self.turn_deadline > MAX_TURN_DEADLINE {
+            return fail(
+                "turn_deadline",
+                format!(
+                    "at most {} hours (a turn goes on across invocations, each within the queue's visibility)",
+                    MAX_TURN_DEADLINE.as_secs() / 3600
+                ),
+            );
+        }
         longer_than_zero("first_chunk_timeout", self.first_chunk_timeout)?;
         longer_than_zero("chunk_timeout", self.chunk_timeout)?;
         if self.retries > 10 {

@@ -38,6 +38,10 @@ pub struct Checkpoint {
     /// The places of the commands sent to the turn that it had given the model.
     #[serde(default)]
     pub delivered: Vec<usize>,
+    /// When the turn first started, in milliseconds since the Unix epoch: its own deadline
+    /// counts from it, across every run of it (0: not known).
+    #[serde(default)]
+    pub started_at_ms: u64,
 }
 
 /// A model's answer whose calls were running.

@@ -279,6 +279,15 @@ pub trait TurnLedger: OwnerStore + HistoryStore + SignalStore {
     /// Gives up a claimed turn that stored nothing, so that a redelivery can run it at once.
     async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError>;
 
+    /// Hands a claimed turn that stored nothing over to its next run (a host that continues it
+    /// past its deadline): its lease is given up, so that the next run claims it at once, and
+    /// the conversation's run stays the turn's while its lease lasts, so that no other turn of
+    /// the conversation runs in between. The default gives both back
+    /// ([`release_turn`](Self::release_turn)).
+    async fn hand_over_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        self.release_turn(session, turn_id).await
+    }
+
     /// The record of a turn that was claimed, if any.
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError>;
 

@@ -17,6 +17,10 @@ pub enum Disposition {
     /// Report it in `batchItemFailures` and leave its visibility to the queue: the turn is
     /// running on another worker, which is to be given its time.
     Defer(String),
+    /// Delete it, and send the queue its continuation: the turn goes on in the next run
+    /// ([`codes::TURN_CONTINUES`]). When the continuation cannot be sent, the record is redriven
+    /// instead, and its next delivery goes on just the same.
+    Continue(String),
 }
 
 impl Disposition {
@@ -35,6 +39,7 @@ pub fn disposition(terminal: Option<&AgentEvent>) -> Disposition {
                 Disposition::Acknowledge("a duplicate delivery; nothing ran".into())
             }
             Some(codes::TURN_IN_PROGRESS) => Disposition::Defer(details.clone()),
+            Some(codes::TURN_CONTINUES) => Disposition::Continue(details.clone()),
             // What cannot run now, and what can never run: the queue keeps it, and its redrive
             // policy moves it to the dead-letter queue, where an operator sees it.
             Some(
@@ -69,6 +74,10 @@ mod tests {
         assert!(!redrives(&failed(codes::DUPLICATE_TURN, false)));
         assert!(redrives(&failed(codes::STORE_FAILED, true)));
         assert!(redrives(&failed(codes::TURN_IN_PROGRESS, true)));
+        assert!(matches!(
+            disposition(Some(&failed(codes::TURN_CONTINUES, true))),
+            Disposition::Continue(_)
+        ));
         assert!(matches!(
             disposition(Some(&failed(codes::TURN_IN_PROGRESS, true))),
             Disposition::Defer(_)

@@ -175,6 +175,9 @@ impl TurnHandler {
         if let Some(deadline) = deadline {
             scope = scope.with_deadline(deadline.checked_sub(self.store_margin).unwrap_or(deadline));
         }
+        // A handler that can send a turn's continuation to its queue lets a turn go on past the
+        // invocation's deadline.
+        scope.options.continuable = self.requeue.is_some();
         let mut events = self.agent.invoke(scope, turn.prompt());
         let Some(first) = events.next().await else {
             return TurnRun::ended(None);
@@ -194,6 +197,13 @@ impl TurnHandler {
         let mut terminal = None;
         let mut next = Some(first);
         while let Some(event) = next {
+            // A turn that goes on in the next run has not ended: its readers are not told.
+            if let AgentEvent::Failed { code: Some(code), .. } = &event
+                && code == codes::TURN_CONTINUES
+            {
+                terminal = Some(event);
+                break;
+            }
             sinks.event(&event).await;
             if event.is_terminal() {
                 terminal = Some(event);

@@ -9,7 +9,7 @@ use crate::engine::approvals::{APPROVAL_REQUIRED, HeldCall, Verdict};
 use crate::engine::attachments;
 use crate::engine::result::RESULT_TOOL;
 use crate::engine::stop::StopFlag;
-use crate::engine::tools::{Effect, ToolOutcome};
+use crate::engine::tools::ToolOutcome;
 use crate::engine::turn_stream::Emitter;
 use crate::engine::{EngineInner, StepContext};
 use crate::protocol::ErrorChain;
@@ -123,10 +123,7 @@ pub(super) async fn start_call(
         turn.finish_call(index, not_run, out);
         return ends;
     }
-    let reads_only = engine
-        .tools
-        .spec(&name)
-        .is_none_or(|spec| spec.effect == Effect::View && !spec.destructive);
+    let reads_only = !super::journal::changes_something(engine, &name);
     let files = match engine.tools.spec(&name) {
         Some(spec) => {
             let area = engine.file_area.as_deref();

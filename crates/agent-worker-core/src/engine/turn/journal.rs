@@ -50,8 +50,9 @@ pub(super) async fn checkpoint(
                 .filter_map(|(id, outcome)| outcome.as_ref().map(|o| result_of(id, o)))
                 .collect(),
         },
-        round: ctx.round,
+        round: turn.round,
         delivered: turn.delivered.iter().copied().collect(),
+        started_at_ms: turn.started_at_ms,
     };
     engine
         .store
@@ -119,6 +120,9 @@ pub(super) async fn resume(
     );
     turn.messages = checkpoint.messages;
     turn.delivered = checkpoint.delivered.into_iter().collect();
+    if checkpoint.started_at_ms > 0 {
+        turn.started_at_ms = checkpoint.started_at_ms;
+    }
     let OpenStep {
         answer,
         calls,
@@ -130,6 +134,7 @@ pub(super) async fn resume(
         content: answer,
         calls,
         said: true,
+        ended: true,
     };
     for result in done.into_iter().chain(results) {
         if let Some(index) = turn.step.calls.iter().position(|id| *id == result.call_id) {
@@ -166,6 +171,39 @@ pub(super) async fn resume(
     }
     turn.close_step();
     checkpoint.round + 1
+}
+
+/// Hands the turn over to the host's next run: writes down where it is (an answer still
+/// streaming is dropped, to be asked for again; an ended one's calls without a result that change
+/// something count as started), and gives up the turn's lease, keeping the conversation's run
+/// for the next run of it.
+pub(super) async fn hand_over(
+    engine: &EngineInner,
+    ctx: &StepContext<'_>,
+    turn: &mut TurnState,
+) -> Result<(), StoreError> {
+    if !turn.step.ended || turn.step.calls.is_empty() {
+        turn.discard_step();
+        turn.round = turn.round.saturating_sub(1);
+    }
+    let started: Vec<usize> = turn
+        .open_calls()
+        .into_iter()
+        .filter(|(_, _, name)| changes_something(engine, name))
+        .map(|(index, _, _)| index)
+        .collect();
+    checkpoint(engine, ctx, turn, &started).await?;
+    tracing::info!(round = turn.round, "handed the turn over to the host's next run");
+    engine.store.hand_over_turn(ctx.session, ctx.turn_id).await
+}
+
+/// Whether a call of tool `name` may change something: it is not a read (an unknown tool is
+/// answered as such, and runs nothing).
+pub(super) fn changes_something(engine: &EngineInner, name: &str) -> bool {
+    engine
+        .tools
+        .spec(name)
+        .is_some_and(|spec| spec.effect != crate::engine::tools::Effect::View || spec.destructive)
 }
 
 /// The input call `id` of `step` was made with.

@@ -81,6 +81,9 @@ enum Ending {
     /// The journal could not be written before calls that change something, which did not
     /// run: nothing of the turn is stored, and it is given back for a redelivery to run.
     Unjournaled(crate::session::StoreError),
+    /// The host's deadline came before the turn's own, and the host can continue the turn: it
+    /// is handed over to the host's next run.
+    Continues,
 }
 
 impl Ending {
@@ -98,7 +101,9 @@ impl Ending {
                 reason: TurnStopReason::ApprovalRequired,
                 ..
             } => "(A call is waiting for the person's approval; it has not run.)",
-            Self::Failed { .. } | Self::Unjournaled(_) => "(This turn failed here and was not finished.)",
+            Self::Failed { .. } | Self::Unjournaled(_) | Self::Continues => {
+                "(This turn failed here and was not finished.)"
+            }
             _ => "(This turn ended here.)",
         }
     }
@@ -109,6 +114,17 @@ impl Ending {
     fn terminal(self, file_tokens: u64) -> (AgentEvent, TurnOutcome) {
         let mut fields = serde_json::Map::new();
         let (reason, stop_tools) = match self {
+            Self::Continues => {
+                let details = "the turn goes on in the host's next run";
+                return (
+                    AgentEvent::failed(details, true, Some(crate::protocol::codes::TURN_CONTINUES)),
+                    TurnOutcome::Failed(FailedOutcome::new(
+                        details,
+                        true,
+                        crate::protocol::codes::TURN_CONTINUES,
+                    )),
+                );
+            }
             Self::Unjournaled(error) => {
                 let details = format!(
                     "the turn's journal could not be written before a call that changes something; the call did not run: {}",
@@ -167,13 +183,12 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
     let span =
         tracing::info_span!("turn", turn_id = %turn_id, session = %scope.session, model = engine.model.id());
     // The turn's time: the engine's own deadline, or the host's when that comes sooner.
-    let mut budget = engine.config.turn_deadline;
-    if let Some(host_deadline) = scope.deadline() {
-        let left = host_deadline
-            .duration_since(SystemTime::now())
-            .unwrap_or_default();
-        budget = budget.min(left);
-    }
+    let host_left = scope
+        .deadline()
+        .map(|deadline| deadline.duration_since(SystemTime::now()).unwrap_or_default());
+    let budget = host_left.map_or(engine.config.turn_deadline, |left| {
+        engine.config.turn_deadline.min(left)
+    });
     let options = scope.options;
     let ask = TurnAsk {
         session: scope.session,
@@ -188,6 +203,8 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         parent_session: options.parent_session,
         branch_hints: options.branch_hints,
         agent: options.agent,
+        host_left,
+        continuable: options.continuable,
     };
     // With a logger, the turn's lines are copied to it, with the turn's ids.
     let logging = engine
@@ -220,6 +237,10 @@ struct TurnAsk {
     branch_hints: Vec<String>,
     /// The agent the turn asks for (the scope's `agent`).
     agent: Option<String>,
+    /// The time left until the host's deadline, when it set one.
+    host_left: Option<Duration>,
+    /// Whether the host can continue the turn past its deadline (the scope's `continuable`).
+    continuable: bool,
 }
 
 /// Runs the claimed turn and emits its terminal: the one place a turn's end is said, whether a
@@ -283,6 +304,8 @@ async fn run_phases(
         parent_session: _,
         branch_hints: _,
         agent: _,
+        host_left,
+        continuable,
     } = ask;
     let config = &engine.config;
     // A turn that lists itself would wait for its own end: it replaces only others.
@@ -378,6 +401,23 @@ async fn run_phases(
             }
         }
     }
+    // The turn's own deadline counts from its first start, across every run of it; a host whose
+    // deadline comes first and that can continue the turn has it handed over before then.
+    let elapsed = crate::clock::now_ms().saturating_sub(turn.started_at_ms);
+    let own_left = config
+        .turn_deadline
+        .saturating_sub(Duration::from_millis(elapsed));
+    let budget = host_left.map_or(own_left, |left| own_left.min(left));
+    if let Some(left) = host_left
+        && *continuable
+        && *left + config.hand_over_margin < own_left
+        && engine.store.keeps_journal()
+    {
+        // Within the last quarter of the host's time, and no earlier than the margin before its
+        // end: a short host deadline still leaves the turn most of it.
+        let at = left.saturating_sub(config.hand_over_margin.min(*left / 4));
+        turn.hand_over_at = Some(tokio::time::Instant::now() + at);
+    }
     let flag = stop::StopFlag::default();
     let started = tokio::time::Instant::now();
     let mut ending = match early_stop {
@@ -394,6 +434,17 @@ async fn run_phases(
         if let Ending::Unjournaled(_) = &ending {
             release(engine, session, turn_id).await;
             return Ok(ending.terminal(0).0);
+        }
+        if let Ending::Continues = &ending {
+            match journal::hand_over(engine, &ctx, &mut turn).await {
+                Ok(()) => return Ok(ending.terminal(0).0),
+                Err(e) => {
+                    tracing::error!(error = %ErrorChain(&e), "could not hand the turn over; it ends at the host's deadline");
+                    turn.interrupt(out, "the turn reached its deadline");
+                    turn.notify(out, DEADLINE_NOTICE);
+                    ending = Ending::Stopped(Stop::now(crate::session::StopCause::Deadline));
+                }
+            }
         }
         if let Ending::Stopped(stop) = &ending {
             stop::mark(&mut turn.messages, *stop);

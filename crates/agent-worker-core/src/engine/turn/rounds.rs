@@ -69,6 +69,8 @@ pub(super) async fn run_watched(
     };
     match ended {
         Some(ending) => ending,
+        // The host's deadline, for a turn the host can continue: it is handed over as it stands.
+        None if flag.get().is_none() && turn.hand_over_at.is_some() => Ending::Continues,
         None => {
             let stop = flag.get().unwrap_or_else(|| Stop::now(StopCause::Deadline));
             let why = match stop.reason {
@@ -172,6 +174,7 @@ pub(super) async fn run_rounds(
             plan_less,
             force_result,
         );
+        turn.round = ctx.round;
         let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
             Ok(step) => step,
             // Bedrock said the input is too long: compact harder, once, and send the step again.
@@ -226,6 +229,12 @@ pub(super) async fn run_rounds(
         }
         if step.called {
             turn.close_step();
+            // Near the host's deadline, a turn it can continue hands itself over here, between
+            // rounds, rather than be cut in the middle of one.
+            if turn.hand_over_at.is_some_and(|at| Instant::now() >= at) {
+                turn.round = ctx.round;
+                return Ending::Continues;
+            }
             super::commands::steer_at_boundary(engine, ctx.session, ctx.turn_id, turn, out, flag).await;
             continue;
         }
@@ -447,6 +456,7 @@ pub(super) async fn run_step(
     };
     drop(streaming);
     turn.flush_text(out);
+    turn.step.ended = true;
     let unjournaled = calls.journal(engine, ctx, turn, out).await;
     calls.release(turn, out);
     while let Some((index, outcome)) = calls.running.next().await {

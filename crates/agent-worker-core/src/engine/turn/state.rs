@@ -24,6 +24,8 @@ pub(super) struct Step {
     pub(super) calls: Vec<String>,
     pub(super) results: Vec<Option<ToolOutcome>>,
     pub(super) said: bool,
+    /// The model's response has ended: its calls that change something were released.
+    pub(super) ended: bool,
 }
 
 impl Step {
@@ -60,6 +62,13 @@ pub(super) struct TurnState {
     pub(super) result: Option<crate::engine::result::ResultState>,
     /// The places of the commands sent to the turn that it has given the model.
     pub(super) delivered: std::collections::BTreeSet<usize>,
+    /// When the turn hands itself over to the host's next run, at a round boundary: set when the
+    /// host can continue it and its deadline comes before the turn's own.
+    pub(super) hand_over_at: Option<tokio::time::Instant>,
+    /// The round of the step under way, or of the next.
+    pub(super) round: u32,
+    /// When the turn first started (epoch milliseconds), across every run of it.
+    pub(super) started_at_ms: u64,
 }
 
 impl TurnState {
@@ -90,6 +99,9 @@ impl TurnState {
             additions: Vec::new(),
             result: None,
             delivered: std::collections::BTreeSet::new(),
+            hand_over_at: None,
+            round: 0,
+            started_at_ms: crate::clock::now_ms(),
         }
     }
 

@@ -53,6 +53,8 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         parent_session: None,
         branch_hints: Vec::new(),
         agent: None,
+        host_left: None,
+        continuable: false,
     }
 }
 

@@ -485,6 +485,18 @@ impl TurnLedger for MemoryStore {
         self.journal(session, turn_id)
     }
 
+    async fn hand_over_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        if let Some(record) = self
+            .lock()?
+            .get_mut(session.as_str())
+            .and_then(|data| data.turns.get_mut(turn_id.as_str()))
+            .filter(|record| !record.status.is_done())
+        {
+            record.lease_until = SystemTime::UNIX_EPOCH;
+        }
+        Ok(())
+    }
+
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         let sessions = self.lock()?;
         let Some(data) = sessions.get(session.as_str()) else {
