@@ -210,7 +210,10 @@ fn overrides_apply_and_bad_values_are_named() {
     );
     // A turn may go on across invocations for up to 12 hours, and no longer.
     assert_eq!(
-        with(("TURN_DEADLINE_MS", "43200000")).unwrap().engine.turn_deadline,
+        with(("TURN_DEADLINE_MS", "43200000"))
+            .unwrap()
+            .engine
+            .turn_deadline,
         Duration::from_secs(12 * 3600)
     );
     assert!(with(("TURN_DEADLINE_MS", "43200001")).is_err());
