@@ -427,3 +427,119 @@ async fn keys_come_from_secrets_manager_or_ssm_at_start_up() {
         "{said}"
     );
 }
+
+/// A turn longer than its invocation, through the function itself: a 4 s invocation (Lambda's
+/// 15 minutes, scaled down), a turn deadline of two minutes, and a note the desk takes 3.2 s to
+/// add.
+/// The function hands the turn over at the round boundary after the note, deletes the record,
+/// and sends the queue (moto's FIFO queue) its continuation; the next invocation, given that
+/// continuation, completes the turn. The desk added the note once, and heard of it once.
+#[tokio::test]
+async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocation() {
+    use agent_worker_testkit::DeskApi;
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+
+    let desk = DeskApi::start().await.unwrap();
+    desk.delay_notes(Duration::from_millis(3200));
+    let folder = crate::support::config_files::Folder::new();
+    let config = crate::support::config_files::desk_config(&folder, &desk);
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::tool_call(
+        "tu-1",
+        "addNote",
+        r#"{"ticketId":"T-1","text":"Called the customer back."}"#,
+    ));
+    bedrock.push(Reply::text("I added the note."));
+    let table = format!("bootstrap-long-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let sqs = moto().sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("{table}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = agent_worker_testkit::moto::queue_arn(&sqs, &url).await;
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env_clear()
+        .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), &table))
+        .env("AGENT_WORKER_CONFIG", &config)
+        .env("TURN_DEADLINE_MS", "120000")
+        .env("STORE_MARGIN_MS", "200")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the function starts");
+    let body = json!({"turnId": "t1", "conversationId": "desk-1", "userId": "ana", "accountId": "acme",
+        "userToken": DeskApi::token_of("ana"), "content": "Note on T-1 that I called the customer back."})
+    .to_string();
+    let event = |id: &str, body: &str, group: &str| {
+        json!({"Records": [{
+            "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
+            "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": group},
+            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            "eventSourceARN": arn, "awsRegion": "us-east-1"
+        }]})
+    };
+    let in_four_seconds = || {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        u64::try_from(now.as_millis()).unwrap() + 4000
+    };
+
+    api.invoke_with_deadline("req-1", event("m-1", &body, "desk-1"), in_four_seconds());
+    let first = answered(&mut api, &mut function, "req-1").await;
+    assert_eq!(first, json!({"batchItemFailures": []}), "the record is deleted");
+    let received = sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let [continuation] = received.messages() else {
+        panic!("one continuation in the queue: {received:?}");
+    };
+    assert_eq!(continuation.body(), Some(body.as_str()));
+    let group = &continuation.attributes().unwrap()[&MessageSystemAttributeName::MessageGroupId];
+    assert_eq!(group, "desk-1#continue");
+
+    api.invoke_with_deadline(
+        "req-2",
+        event("m-2", continuation.body().unwrap(), group),
+        in_four_seconds(),
+    );
+    let second = answered(&mut api, &mut function, "req-2").await;
+    assert_eq!(second, json!({"batchItemFailures": []}));
+    let record = store.turn(&sid("desk-1"), &tid("t1")).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.attempts),
+        (agent_worker::session::TurnStatus::Completed, 2)
+    );
+    assert_eq!(desk.notes().len(), 1);
+    let posts = desk.calls().into_iter().filter(|c| c.method == "POST").count();
+    assert_eq!(posts, 1, "the desk heard of the note once");
+    assert_eq!(bedrock.requests().len(), 2);
+    assert_eq!(store.load_history(&sid("desk-1")).await.unwrap().len(), 4);
+    function.kill().await.unwrap();
+}
+
+/// The function's answer to invocation `request`, within 30 s; a function that exits first fails
+/// the test.
+async fn answered(api: &mut LambdaRuntimeApi, function: &mut tokio::process::Child, request: &str) -> Value {
+    let answer = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::select! {
+            answer = api.answer() => answer.expect("an answer"),
+            status = function.wait() => panic!("the function exited: {status:?}"),
+        }
+    })
+    .await
+    .expect("the function answered within 30 s");
+    assert_eq!(answer.0, format!("{request}/response"));
+    answer.1
+}

@@ -57,6 +57,8 @@ struct Desk {
     refunds: Mutex<Vec<Value>>,
     /// The notes added, each with the idempotency key that added it (if any).
     notes: Mutex<Vec<(Option<String>, Value)>>,
+    /// How long adding a note takes, in milliseconds (a slow product API).
+    note_delay_ms: std::sync::atomic::AtomicU64,
     calls: Mutex<Vec<DeskCall>>,
     queued: mpsc::UnboundedSender<String>,
     reports: Mutex<u32>,
@@ -93,6 +95,7 @@ impl DeskApi {
             ]),
             refunds: Mutex::new(Vec::new()),
             notes: Mutex::new(Vec::new()),
+            note_delay_ms: std::sync::atomic::AtomicU64::new(0),
             calls: Mutex::new(Vec::new()),
             queued: queued_tx,
             reports: Mutex::new(0),
@@ -122,6 +125,14 @@ impl DeskApi {
     /// The refunds it has made, in order.
     pub fn refunds(&self) -> Vec<Value> {
         lock(&self.desk.refunds).clone()
+    }
+
+    /// Makes adding a note take `delay` from now on: a slow product API.
+    pub fn delay_notes(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.desk
+            .note_delay_ms
+            .store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The notes it has added, in order. A request that repeats an earlier one's
@@ -418,6 +429,10 @@ async fn add_note(
         )
             .into_response();
     };
+    let delay = desk.note_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
