@@ -17,8 +17,8 @@
 //! The base set is `service` and the dimensions the deployer adds ([`MetricsConfig::dimension`],
 //! such as `model` and `agent`). `outcome` is one of `completed`, `stopped` (by the person, a
 //! newer message or the deadline), `failed` (the client was told), `refused` (a turn that did
-//! not run: a duplicate, another person's conversation, ...) and `redriven` (back to the
-//! queue). A tool's `result` is `ok`, `error`, `timeout` or `approval` (it waits for the
+//! not run: a duplicate, another person's conversation, ...), `redriven` (back to the
+//! queue) and `continued` (longer than its invocation: it goes on in the next). A tool's `result` is `ok`, `error`, `timeout` or `approval` (it waits for the
 //! person). `QueueDelay` is written when the record says when it was sent (SQS's
 //! `SentTimestamp`). A record that ran no turn (one refused, not started, not a turn) has
 //! only its `Turns` line. Each line carries the turn's id and the SQS message's as properties,

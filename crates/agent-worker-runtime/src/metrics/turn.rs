@@ -26,6 +26,9 @@ pub enum TurnOutcome {
     Refused,
     /// Its message goes back to the queue (and, in the end, to the dead-letter queue).
     Redriven,
+    /// It goes on in the host's next run (it was longer than the invocation): its message's
+    /// continuation was sent to the queue.
+    Continued,
 }
 
 impl TurnOutcome {
@@ -37,6 +40,7 @@ impl TurnOutcome {
             Self::Failed => "failed",
             Self::Refused => "refused",
             Self::Redriven => "redriven",
+            Self::Continued => "continued",
         }
     }
 
@@ -47,6 +51,9 @@ impl TurnOutcome {
     pub fn of(terminal: Option<&AgentEvent>, redriven: bool) -> Self {
         match terminal {
             Some(AgentEvent::Failed { code: Some(code), .. }) if codes::never_ran(code) => Self::Refused,
+            Some(AgentEvent::Failed { code: Some(code), .. }) if code == codes::TURN_CONTINUES => {
+                Self::Continued
+            }
             _ if redriven => Self::Redriven,
             Some(AgentEvent::Completed { data }) => match TurnStopReason::of(data.as_ref()) {
                 Some(reason) if reason.is_stop() => Self::Stopped,
@@ -304,6 +311,10 @@ mod tests {
         assert_eq!(
             of(Some(&failed(codes::DUPLICATE_TURN)), false),
             TurnOutcome::Refused
+        );
+        assert_eq!(
+            of(Some(&failed(codes::TURN_CONTINUES)), false),
+            TurnOutcome::Continued
         );
         assert_eq!(
             of(Some(&failed(codes::TURN_IN_PROGRESS)), true),

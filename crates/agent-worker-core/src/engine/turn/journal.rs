@@ -145,6 +145,9 @@ pub(super) async fn resume(
             });
         }
     }
+    // The page's actions that were out: the tab's answer, if it gave one (then the action is
+    // kept as run), else as the seed says of an action taken and not answered.
+    super::ui_calls::last_look_at_ui_calls(engine, ctx.session, ctx.turn_id, turn, out).await;
     let recorder = ResultRecorder::of(engine, ctx);
     for (index, id, name) in turn.open_calls() {
         let was_started = started.contains(&id);

@@ -6,7 +6,8 @@
 //!   each call a step makes, started, held or answered.
 //! - [`journal`]: the turn's journal, written before calls that change something, and a turn
 //!   claimed again resumed from it.
-//! - [`state`]: what the turn has produced so far.
+//! - [`state`]: what the turn has produced so far; [`ui_calls`]: the last look at the page's
+//!   actions a cut-off turn had sent.
 
 mod calls;
 mod commands;
@@ -18,6 +19,7 @@ mod rounds;
 mod state;
 #[cfg(test)]
 mod tests;
+mod ui_calls;
 
 pub use rounds::is_throttled_retry;
 
