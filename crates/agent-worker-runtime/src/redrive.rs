@@ -208,7 +208,7 @@ mod requeue {
                 .event_source_arn
                 .as_deref()
                 .ok_or(ContinuationError::NoQueue)?;
-            let body = record.body.clone().ok_or(ContinuationError::NoBody)?;
+            let body = continuation_body(record.body.as_deref().ok_or(ContinuationError::NoBody)?);
             let url = self.queue_url(arn).await.map_err(ContinuationError::Queue)?;
             let mut send = self.sqs().send_message().queue_url(url).message_body(body);
             if let Some(group) = record.attributes.get("MessageGroupId") {
@@ -246,6 +246,19 @@ mod requeue {
                 urls.insert(arn.to_owned(), url.clone());
             }
             Ok(url)
+        }
+    }
+
+    /// The body of a record's continuation: the same turn, without the command a record may
+    /// carry (a steer or follow-up that ran as a turn of its own), which would otherwise be sent
+    /// to the running turn (itself) instead of running it.
+    pub(super) fn continuation_body(body: &str) -> String {
+        match serde_json::from_str::<serde_json::Value>(body) {
+            Ok(serde_json::Value::Object(mut fields)) => match fields.remove("command") {
+                Some(_) => serde_json::Value::Object(fields).to_string(),
+                None => body.to_owned(),
+            },
+            _ => body.to_owned(),
         }
     }
 
@@ -342,6 +355,17 @@ mod tests {
         assert!(QueueArn::parse("arn:aws:sns:eu-west-1:123456789012:topic").is_none());
         assert!(QueueArn::parse("turns").is_none());
         assert!(QueueArn::parse("arn:aws:sqs:eu-west-1::turns").is_none());
+    }
+
+    #[test]
+    fn a_continuation_carries_the_turn_without_its_command() {
+        use super::requeue::continuation_body;
+        let turn = r#"{"turnId":"t1","content":"Hi"}"#;
+        assert_eq!(continuation_body(turn), turn);
+        let steer = r#"{"turnId":"t1","content":"Hi","command":"steer"}"#;
+        let body: serde_json::Value = serde_json::from_str(&continuation_body(steer)).unwrap();
+        assert_eq!(body, serde_json::json!({"turnId": "t1", "content": "Hi"}));
+        assert_eq!(continuation_body("not json"), "not json");
     }
 
     #[test]

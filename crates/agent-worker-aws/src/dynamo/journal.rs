@@ -161,8 +161,8 @@ impl DynamoStore {
         {
             Ok(_) => Ok(()),
             // The first write is the check that the turn is still ours.
-            Err(e) if is_condition_reason(cancellation_reasons(&e).first()) => Err(StoreError::Backend(
-                format!("turn {turn_id} is no longer this worker's: its journal was not written").into(),
+            Err(e) if is_condition_reason(cancellation_reasons(&e).first()) => Err(StoreError::LostLease(
+                format!("turn {turn_id} is no longer this worker's: its journal was not written"),
             )),
             Err(e) => Err(store_error("writing the turn's journal", e)),
         }

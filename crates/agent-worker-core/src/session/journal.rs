@@ -33,7 +33,7 @@ pub struct Checkpoint {
     pub messages: Vec<Message>,
     /// The model's answer whose calls run.
     pub step: OpenStep,
-    /// The rounds the turn had taken before this answer's.
+    /// The round of the open answer, when it has calls; with none, the round to run next.
     pub round: u32,
     /// The places of the commands sent to the turn that it had given the model.
     #[serde(default)]

@@ -32,6 +32,16 @@ pub(super) async fn checkpoint(
     started: &[usize],
 ) -> Result<(), StoreError> {
     let step = &turn.step;
+    let results = step
+        .calls
+        .iter()
+        .zip(&step.results)
+        .filter_map(|(id, outcome)| outcome.as_ref().map(|o| result_of(id, o)))
+        .collect();
+    // The step is kept as one item: its results are cut to fit beside its answer, as the message
+    // that keeps them would cut them.
+    let answer_size = serde_json::to_string(&step.content).map_or(0, |json| json.len());
+    let room = turn.message_limit.map(|limit| limit.saturating_sub(answer_size));
     let checkpoint = Checkpoint {
         version: JOURNAL_VERSION,
         turn_id: ctx.turn_id.clone(),
@@ -43,12 +53,7 @@ pub(super) async fn checkpoint(
                 .iter()
                 .filter_map(|&i| step.calls.get(i).cloned())
                 .collect(),
-            results: step
-                .calls
-                .iter()
-                .zip(&step.results)
-                .filter_map(|(id, outcome)| outcome.as_ref().map(|o| result_of(id, o)))
-                .collect(),
+            results: fitted(results, room),
         },
         round: turn.round,
         delivered: turn.delivered.iter().copied().collect(),
@@ -66,6 +71,8 @@ pub(super) struct ResultRecorder {
     store: Arc<dyn SessionStore>,
     session: SessionId,
     turn_id: TurnId,
+    /// The largest message the store keeps: a result is cut to fit it, as its message would be.
+    limit: Option<usize>,
 }
 
 impl ResultRecorder {
@@ -75,13 +82,16 @@ impl ResultRecorder {
             store: engine.store.clone(),
             session: ctx.session.clone(),
             turn_id: ctx.turn_id.clone(),
+            limit: engine.store.max_message_bytes(),
         })
     }
 
     /// Records call `call_id`'s `outcome`. A failure is logged: the call ran and the turn goes
     /// on with its result; only a later death of the worker would find it without one.
     pub(super) async fn record(&self, call_id: &str, outcome: &ToolOutcome) {
-        let result = result_of(call_id, outcome);
+        let Some(result) = fitted(vec![result_of(call_id, outcome)], self.limit).pop() else {
+            return;
+        };
         if let Err(e) = self
             .store
             .record_result(&self.session, &self.turn_id, &result)
@@ -90,6 +100,37 @@ impl ResultRecorder {
             tracing::warn!(error = %crate::protocol::ErrorChain(&e), call = call_id, "could not record a call's result in the turn's journal");
         }
     }
+}
+
+/// `results`, cut (the largest first) to fit `room` bytes together, when there is a limit.
+fn fitted(results: Vec<CallResult>, room: Option<usize>) -> Vec<CallResult> {
+    let Some(room) = room else {
+        return results;
+    };
+    let mut blocks: Vec<ContentBlock> = results
+        .into_iter()
+        .map(|r| ContentBlock::ToolResult {
+            tool_use_id: r.call_id,
+            content: r.content,
+            is_error: r.is_error,
+        })
+        .collect();
+    super::fit::fit_results(&mut blocks, room);
+    blocks
+        .into_iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some(CallResult {
+                call_id: tool_use_id,
+                content,
+                is_error,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 fn result_of(call_id: &str, outcome: &ToolOutcome) -> CallResult {
@@ -172,8 +213,14 @@ pub(super) async fn resume(
         };
         turn.finish_call(index, outcome, out);
     }
+    // A step with calls took its round; a checkpoint without one names the round to run next.
+    let next = if turn.step.calls.is_empty() {
+        checkpoint.round
+    } else {
+        checkpoint.round.saturating_add(1)
+    };
     turn.close_step();
-    checkpoint.round + 1
+    next
 }
 
 /// Hands the turn over to the host's next run: writes down where it is (an answer still
@@ -185,9 +232,9 @@ pub(super) async fn hand_over(
     ctx: &StepContext<'_>,
     turn: &mut TurnState,
 ) -> Result<(), StoreError> {
+    // Dropped, the step's round is the next to run (a checkpoint with no calls says so).
     if !turn.step.ended || turn.step.calls.is_empty() {
         turn.discard_step();
-        turn.round = turn.round.saturating_sub(1);
     }
     let started: Vec<usize> = turn
         .open_calls()

@@ -39,7 +39,7 @@ use super::{EngineInner, StepContext, TurnStopReason};
 use crate::protocol::{AgentEvent, AttachmentRef, Prompt, Scope};
 use crate::session::history::repair;
 use crate::session::{
-    ContentBlock, FailedOutcome, Lease, Message, Role, SessionId, Stop, TurnId, TurnOutcome,
+    ContentBlock, FailedOutcome, Lease, Message, Role, SessionId, Stop, StoreError, TurnId, TurnOutcome,
 };
 
 use phases::Refusal;
@@ -205,7 +205,8 @@ pub(super) async fn run(engine: Arc<EngineInner>, scope: Scope, prompt: Prompt, 
         parent_session: options.parent_session,
         branch_hints: options.branch_hints,
         agent: options.agent,
-        host_left,
+        // Kept as a moment: the phases before the rounds take time of their own.
+        host_deadline: host_left.map(|left| tokio::time::Instant::now() + left),
         continuable: options.continuable,
     };
     // With a logger, the turn's lines are copied to it, with the turn's ids.
@@ -239,8 +240,8 @@ struct TurnAsk {
     branch_hints: Vec<String>,
     /// The agent the turn asks for (the scope's `agent`).
     agent: Option<String>,
-    /// The time left until the host's deadline, when it set one.
-    host_left: Option<Duration>,
+    /// The host's deadline, when it set one.
+    host_deadline: Option<tokio::time::Instant>,
     /// Whether the host can continue the turn past its deadline (the scope's `continuable`).
     continuable: bool,
 }
@@ -306,7 +307,7 @@ async fn run_phases(
         parent_session: _,
         branch_hints: _,
         agent: _,
-        host_left,
+        host_deadline,
         continuable,
     } = ask;
     let config = &engine.config;
@@ -409,15 +410,16 @@ async fn run_phases(
     let own_left = config
         .turn_deadline
         .saturating_sub(Duration::from_millis(elapsed));
+    let host_left = host_deadline.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
     let budget = host_left.map_or(own_left, |left| own_left.min(left));
     if let Some(left) = host_left
         && *continuable
-        && *left + config.hand_over_margin < own_left
+        && left + config.hand_over_margin < own_left
         && engine.store.keeps_journal()
     {
         // Within the last quarter of the host's time, and no earlier than the margin before its
         // end: a short host deadline still leaves the turn most of it.
-        let at = left.saturating_sub(config.hand_over_margin.min(*left / 4));
+        let at = left.saturating_sub(config.hand_over_margin.min(left / 4));
         turn.hand_over_at = Some(tokio::time::Instant::now() + at);
     }
     let flag = stop::StopFlag::default();
@@ -433,13 +435,17 @@ async fn run_phases(
         None => run_watched(engine, ctx, &mut turn, out, budget, &flag).await,
     };
     loop {
-        if let Ending::Unjournaled(_) = &ending {
+        if let Ending::Unjournaled(e) = &ending {
+            if let StoreError::LostLease(_) = e {
+                return Ok(lost(turn_id));
+            }
             release(engine, session, turn_id).await;
             return Ok(ending.terminal(0).0);
         }
         if let Ending::Continues = &ending {
             match journal::hand_over(engine, &ctx, &mut turn).await {
                 Ok(()) => return Ok(ending.terminal(0).0),
+                Err(StoreError::LostLease(_)) => return Ok(lost(turn_id)),
                 Err(e) => {
                     tracing::error!(error = %ErrorChain(&e), "could not hand the turn over; it ends at the host's deadline");
                     turn.interrupt(out, "the turn reached its deadline");
@@ -486,6 +492,17 @@ async fn run_phases(
             }
         }
     }
+}
+
+/// The terminal of a turn another worker took over while this one ran it (its lease ran out):
+/// nothing of this run is stored or given back, and the other worker ends the turn.
+fn lost(turn_id: &TurnId) -> AgentEvent {
+    tracing::warn!("another worker took the turn over; this run stores nothing");
+    AgentEvent::failed(
+        format!("turn {turn_id} was taken over by another worker; this run stored nothing"),
+        true,
+        Some(crate::protocol::codes::TURN_IN_PROGRESS),
+    )
 }
 
 /// Logs a store failure whole and gives what the client may be told of it.

@@ -110,9 +110,16 @@ pub(super) async fn run_rounds(
     let config = &engine.config;
     let mut plan_less = false;
     let mut retried_too_long = false;
+    let first_round = ctx.round;
     while ctx.round < config.max_rounds {
         if let Some(stop) = flag.get() {
             return Ending::Stopped(stop);
+        }
+        // Near the host's deadline, a turn it can continue hands itself over here, between
+        // rounds, rather than be cut in the middle of one; each run takes one round at least.
+        if ctx.round > first_round && turn.hand_over_at.is_some_and(|at| Instant::now() >= at) {
+            turn.round = ctx.round;
+            return Ending::Continues;
         }
         // What the turn's policy decides of this step (its prepareStep), given the calls so far.
         let called = turn.called();
@@ -190,12 +197,6 @@ pub(super) async fn run_rounds(
         }
         if step.called {
             turn.close_step();
-            // Near the host's deadline, a turn it can continue hands itself over here, between
-            // rounds, rather than be cut in the middle of one.
-            if turn.hand_over_at.is_some_and(|at| Instant::now() >= at) {
-                turn.round = ctx.round;
-                return Ending::Continues;
-            }
             super::commands::steer_at_boundary(engine, ctx.session, ctx.turn_id, turn, out, flag).await;
             continue;
         }

@@ -53,7 +53,7 @@ fn ask(session: &str, turn_id: &str) -> TurnAsk {
         parent_session: None,
         branch_hints: Vec::new(),
         agent: None,
-        host_left: None,
+        host_deadline: None,
         continuable: false,
     }
 }

@@ -58,6 +58,22 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// [`TurnLedger::hand_over_turn`](crate::session::TurnLedger::hand_over_turn): the turn's
+    /// lease given up, the conversation's run kept.
+    pub(super) fn hand_over(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
+        if let Some(record) = self
+            .lock()?
+            .get_mut(session.as_str())
+            .and_then(|data| data.turns.get_mut(turn_id.as_str()))
+            .filter(|record| !record.status.is_done())
+        {
+            record.lease_until = std::time::SystemTime::UNIX_EPOCH;
+        }
+        Ok(())
+    }
+}
+
 /// `session`'s data, while turn `turn_id` runs in it: a journal is written only then.
 fn running<'a>(
     sessions: &'a mut HashMap<SessionId, SessionData>,
@@ -71,5 +87,5 @@ fn running<'a>(
                 .get(turn_id.as_str())
                 .is_some_and(|record| record.status == TurnStatus::Running)
         })
-        .ok_or_else(|| StoreError::Backend(format!("turn {turn_id} is not running").into()))
+        .ok_or_else(|| StoreError::LostLease(format!("turn {turn_id} is not running")))
 }

@@ -486,15 +486,7 @@ impl TurnLedger for MemoryStore {
     }
 
     async fn hand_over_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
-        if let Some(record) = self
-            .lock()?
-            .get_mut(session.as_str())
-            .and_then(|data| data.turns.get_mut(turn_id.as_str()))
-            .filter(|record| !record.status.is_done())
-        {
-            record.lease_until = SystemTime::UNIX_EPOCH;
-        }
-        Ok(())
+        self.hand_over(session, turn_id)
     }
 
     async fn turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {

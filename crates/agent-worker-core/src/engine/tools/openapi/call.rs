@@ -211,10 +211,14 @@ impl Tool for OperationTool {
         }
         // A request that changes something carries the call's idempotency key, the same on
         // every run of the turn: one sent again after its worker died takes effect once.
-        let changes = !matches!(
-            self.method,
-            reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::OPTIONS
-        );
+        // A call that changes something by its declaration, whatever its method, or by its
+        // method.
+        let changes = self.spec.effect != super::super::Effect::View
+            || self.spec.destructive
+            || !matches!(
+                self.method,
+                reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::OPTIONS
+            );
         if changes
             && self.spec.idempotent
             && !headers
