@@ -431,9 +431,10 @@ async fn keys_come_from_secrets_manager_or_ssm_at_start_up() {
 /// A turn longer than its invocation, through the function itself: a 4 s invocation (Lambda's
 /// 15 minutes, scaled down), a turn deadline of two minutes, and a note the desk takes 3.2 s to
 /// add.
-/// The function hands the turn over at the round boundary after the note, deletes the record,
-/// and sends the queue (moto's FIFO queue) its continuation; the next invocation, given that
-/// continuation, completes the turn. The desk added the note once, and heard of it once.
+/// The function hands the turn over at the round boundary after the note, holds the record in
+/// flight (reported, its visibility extended) and sends the queue (moto's FIFO queue) its
+/// continuation; the next invocation, given that continuation, completes the turn and lets the
+/// first record go. The desk added the note once, and heard of it once.
 #[tokio::test]
 async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocation() {
     use agent_worker_testkit::DeskApi;
@@ -477,13 +478,19 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
     let body = json!({"turnId": "t1", "conversationId": "desk-1", "userId": "ana", "accountId": "acme",
         "userToken": DeskApi::token_of("ana"), "content": "Note on T-1 that I called the customer back."})
     .to_string();
-    let event = |id: &str, body: &str, group: &str| {
-        json!({"Records": [{
-            "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-            "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": group},
-            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-            "eventSourceARN": arn, "awsRegion": "us-east-1"
-        }]})
+    // The queue's next message, as Lambda hands it over.
+    let next = async || {
+        let received = sqs
+            .receive_message()
+            .queue_url(&url)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        let messages = received.messages.unwrap_or_default();
+        assert_eq!(messages.len(), 1, "one message: {messages:?}");
+        agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(&arn), Some("us-east-1"))
     };
     let in_four_seconds = || {
         let now = std::time::SystemTime::now()
@@ -491,31 +498,60 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
             .unwrap();
         u64::try_from(now.as_millis()).unwrap() + 4000
     };
-
-    api.invoke_with_deadline("req-1", event("m-1", &body, "desk-1"), in_four_seconds());
-    let first = answered(&mut api, &mut function, "req-1").await;
-    assert_eq!(first, json!({"batchItemFailures": []}), "the record is deleted");
-    let received = sqs
-        .receive_message()
+    sqs.send_message()
         .queue_url(&url)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_body(&body)
+        .message_group_id("desk-1")
+        .message_deduplication_id("t1")
         .send()
         .await
         .unwrap();
-    let [continuation] = received.messages() else {
-        panic!("one continuation in the queue: {received:?}");
-    };
-    assert_eq!(continuation.body(), Some(body.as_str()));
-    let group = &continuation.attributes().unwrap()[&MessageSystemAttributeName::MessageGroupId];
-    assert_eq!(group, "desk-1#continue");
+
+    let original = next().await;
+    let original_id = original.records[0].message_id.clone().unwrap();
+    api.invoke_with_deadline(
+        "req-1",
+        serde_json::to_value(&original).unwrap(),
+        in_four_seconds(),
+    );
+    let first = answered(&mut api, &mut function, "req-1").await;
+    assert_eq!(
+        first,
+        json!({"batchItemFailures": [{"itemIdentifier": original_id}]}),
+        "the first record is held in flight"
+    );
+    let continuation = next().await;
+    let record = &continuation.records[0];
+    assert_eq!(record.body.as_deref(), Some(body.as_str()));
+    assert_eq!(record.attributes["MessageGroupId"], "desk-1#continue");
+    let receipt = record.receipt_handle.clone().unwrap();
 
     api.invoke_with_deadline(
         "req-2",
-        event("m-2", continuation.body().unwrap(), group),
+        serde_json::to_value(&continuation).unwrap(),
         in_four_seconds(),
     );
     let second = answered(&mut api, &mut function, "req-2").await;
     assert_eq!(second, json!({"batchItemFailures": []}));
+    // Lambda deletes the continuation; the function let the first record go.
+    sqs.delete_message()
+        .queue_url(&url)
+        .receipt_handle(receipt)
+        .send()
+        .await
+        .unwrap();
+    let left = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        left.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
+        "0",
+        "nothing is held any more"
+    );
     let record = store.turn(&sid("desk-1"), &tid("t1")).await.unwrap().unwrap();
     assert_eq!(
         (record.status, record.attempts),

@@ -426,7 +426,6 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     use agent_worker::hosts::lambda::TurnHandler;
     use agent_worker::hosts::redrive::{RedriveBackoff, Requeue};
     use agent_worker::sinks::{DynamoEventLog, Sinks};
-    use aws_lambda_events::event::sqs::SqsMessage;
     use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
     use std::time::{Duration, SystemTime};
 
@@ -472,41 +471,70 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
         .requeue(Requeue::new(sqs.clone(), RedriveBackoff::default()));
     let body = json!({"turnId": "t1", "conversationId": "long-1", "userId": "ana", "accountId": "acme", "content": "Build the report."})
         .to_string();
-    let record = |id: &str, body: &str, group: &str| {
-        let mut record = SqsMessage::default();
-        record.message_id = Some(id.to_owned());
-        record.body = Some(body.to_owned());
-        record
-            .attributes
-            .insert("MessageGroupId".into(), group.to_owned());
-        record.event_source_arn = Some(format!("arn:aws:sqs:us-east-1:123456789012:{queue}"));
-        support::lambda_batch::batch(vec![record])
+    let arn = agent_worker_testkit::moto::queue_arn(&sqs, &url).await;
+    // The queue's next message, as Lambda hands it over.
+    let next = async || {
+        let received = sqs
+            .receive_message()
+            .queue_url(&url)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        let messages = received.messages.unwrap_or_default();
+        assert_eq!(messages.len(), 1, "one message: {messages:?}");
+        agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(&arn), Some("us-east-1"))
+    };
+    let in_flight = async || {
+        let attributes = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        let count = |name| attributes.attributes().unwrap()[&name].parse::<u64>().unwrap();
+        (
+            count(QueueAttributeName::ApproximateNumberOfMessages),
+            count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+        )
     };
     let invocation = || Some(SystemTime::now() + Duration::from_secs(2));
-
-    bedrock.push(Reply::tool_call("tu-1", "build_report", "{}"));
-    let first = handler
-        .handle_batch(record("m-1", &body, "long-1"), invocation())
-        .await
-        .unwrap();
-    assert!(
-        first.batch_item_failures.is_empty(),
-        "the record is deleted, not redriven"
-    );
-    assert_eq!(*runs.lock().unwrap(), 1);
-    let received = sqs
-        .receive_message()
+    sqs.send_message()
         .queue_url(&url)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_body(&body)
+        .message_group_id("long-1")
+        .message_deduplication_id("t1")
         .send()
         .await
         .unwrap();
-    let [continuation] = received.messages() else {
-        panic!("one continuation: {received:?}");
-    };
-    assert_eq!(continuation.body(), Some(body.as_str()));
-    let group = continuation.attributes().unwrap()[&MessageSystemAttributeName::MessageGroupId].clone();
-    assert_eq!(group, "long-1#continue");
+
+    bedrock.push(Reply::tool_call("tu-1", "build_report", "{}"));
+    let original = next().await;
+    let original_id = original.records[0].message_id.clone().unwrap();
+    let first = handler.handle_batch(original, invocation()).await.unwrap();
+    let reported: Vec<&str> = first
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(
+        reported,
+        [original_id.as_str()],
+        "the first record is held, not deleted"
+    );
+    assert_eq!(*runs.lock().unwrap(), 1);
+    assert_eq!(
+        in_flight().await,
+        (1, 1),
+        "the continuation waits; the first record is held"
+    );
+    let continuation = next().await;
+    let record = &continuation.records[0];
+    assert_eq!(record.body.as_deref(), Some(body.as_str()));
+    assert_eq!(record.attributes["MessageGroupId"], "long-1#continue");
     let handed = store.turn(&sid("long-1"), &tid("t1")).await.unwrap().unwrap();
     assert_eq!(
         handed.status,
@@ -515,10 +543,8 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     );
 
     bedrock.push(Reply::text("The report is R-1."));
-    let second = handler
-        .handle_batch(record("m-2", continuation.body().unwrap(), &group), invocation())
-        .await
-        .unwrap();
+    let receipt = record.receipt_handle.clone().unwrap();
+    let second = handler.handle_batch(continuation, invocation()).await.unwrap();
     assert!(second.batch_item_failures.is_empty());
     assert_eq!(*runs.lock().unwrap(), 1, "the tool ran once");
     assert_eq!(
@@ -547,6 +573,15 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     for (at, logged) in logged.iter().enumerate() {
         assert_eq!(logged.seq, at as u64, "the positions go on without a gap");
     }
+    // Lambda deletes the continuation it was given (it was not reported); the handler let the
+    // first record go.
+    sqs.delete_message()
+        .queue_url(&url)
+        .receipt_handle(receipt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_flight().await, (0, 0), "the turn's first record was let go");
 }
 
 /// A step whose read answers 500 KB beside a call that changes something: the journal keeps the

@@ -178,6 +178,16 @@ pub fn to_sqs_event(
                     .collect()
             })
             .unwrap_or_default();
+        // The message's own attributes, as Lambda gives them (a continuation names its turn's
+        // first record in one).
+        if let Some(attributes) = message.message_attributes() {
+            for (name, value) in attributes {
+                let mut attribute = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+                attribute.string_value = value.string_value().map(str::to_owned);
+                attribute.data_type = Some(value.data_type().to_owned());
+                record.message_attributes.insert(name.clone(), attribute);
+            }
+        }
         record.message_id = message.message_id;
         record.receipt_handle = message.receipt_handle;
         record.body = message.body;

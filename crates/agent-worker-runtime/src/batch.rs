@@ -39,6 +39,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use futures_util::future::join_all;
 use tracing::Instrument as _;
 
+use crate::continuation::{Continued, held_receipt};
 use crate::payload::AgentTurnPayload;
 use crate::redrive::Requeue;
 use crate::runner::{Delivery, Disposition, StartRule, TurnHandler};
@@ -132,6 +133,8 @@ impl TurnHandler {
             }
         });
         let outcomes: Vec<(usize, Disposition)> = join_all(runs).await.into_iter().flatten().collect();
+        // Continuations first: one that cannot be sent is redriven, and comes back soon.
+        let outcomes = self.send_continuations(&records, outcomes).await;
         if let Some(requeue) = &self.requeue {
             let soon: Vec<&SqsMessage> = outcomes
                 .iter()
@@ -142,7 +145,6 @@ impl TurnHandler {
                 requeue.schedule(&soon).await;
             }
         }
-        let outcomes = self.send_continuations(&records, outcomes).await;
         let mut response = SqsBatchResponse::default();
         for (index, outcome) in outcomes {
             if outcome.is_redrive() {
@@ -174,7 +176,11 @@ impl TurnHandler {
             };
             let outcome = match &self.requeue {
                 Some(requeue) => match requeue.continue_turn(&records[index]).await {
-                    Ok(()) => Disposition::Continue(why),
+                    // Reported, and so kept by the queue: it holds the conversation's group.
+                    Ok(Continued::Held) => {
+                        Disposition::Defer(format!("{why}; held in flight until the turn ends"))
+                    }
+                    Ok(Continued::Sent) => Disposition::Continue(why),
                     Err(e) => {
                         tracing::warn!(error = %agent_worker_contract::ErrorChain(&e), "could not send the turn's continuation; the record is redriven");
                         Disposition::Redrive(format!("its continuation could not be sent: {e}"))
@@ -183,6 +189,16 @@ impl TurnHandler {
                 None => Disposition::Redrive("no queue to send its continuation to".into()),
             };
             sent.push((index, outcome));
+        }
+        // A continuation whose turn has ended lets the turn's first record go.
+        if let Some(requeue) = &self.requeue {
+            for (index, outcome) in &sent {
+                if let Disposition::Acknowledge(_) = outcome
+                    && held_receipt(&records[*index]).is_some()
+                {
+                    requeue.release_held(&records[*index]).await;
+                }
+            }
         }
         sent
     }

@@ -24,6 +24,7 @@ mod aws_error;
 pub mod batch;
 pub mod blueprint;
 pub mod config;
+pub mod continuation;
 pub mod headers;
 pub mod jobs;
 pub mod mcp;

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-pub use requeue::{ContinuationError, QueueUrlError, Requeue};
+pub use requeue::{QueueUrlError, Requeue};
 
 /// The first delay of a redriven record when `REDRIVE_DELAY_MS` is not set.
 pub const DEFAULT_REDRIVE_DELAY: Duration = Duration::from_secs(5);
@@ -136,7 +136,7 @@ mod requeue {
             }
         }
 
-        fn sqs(&self) -> &Client {
+        pub(crate) fn sqs(&self) -> &Client {
             match &self.sqs {
                 SqsClient::Given(client) => client,
                 SqsClient::Lazy { config, client } => client.get_or_init(|| Client::new(config)),
@@ -199,35 +199,7 @@ mod requeue {
             }
         }
 
-        /// Sends the queue `record`'s continuation: the same turn, to go on in the next run. On a
-        /// FIFO queue it goes to a group of its own (the record's, `#continue`): the turn keeps
-        /// its conversation's run meanwhile, so the conversation's later turns wait for it, and
-        /// the continuation must not wait behind them.
-        pub async fn continue_turn(&self, record: &SqsMessage) -> Result<(), ContinuationError> {
-            let arn = record
-                .event_source_arn
-                .as_deref()
-                .ok_or(ContinuationError::NoQueue)?;
-            let body = continuation_body(record.body.as_deref().ok_or(ContinuationError::NoBody)?);
-            let url = self.queue_url(arn).await.map_err(ContinuationError::Queue)?;
-            let mut send = self.sqs().send_message().queue_url(url).message_body(body);
-            if let Some(group) = record.attributes.get("MessageGroupId") {
-                send = send
-                    .message_group_id(continuation_group(group))
-                    // A new id each continuation; the SDK's retries of this send share it.
-                    .message_deduplication_id(format!(
-                        "{:016x}{:016x}",
-                        fastrand::u64(..),
-                        fastrand::u64(..)
-                    ));
-            }
-            send.send()
-                .await
-                .map_err(|e| ContinuationError::Send(AwsError::new(e)))?;
-            Ok(())
-        }
-
-        async fn queue_url(&self, arn: &str) -> Result<String, QueueUrlError> {
+        pub(crate) async fn queue_url(&self, arn: &str) -> Result<String, QueueUrlError> {
             if let Some(url) = self.urls.lock().ok().and_then(|urls| urls.get(arn).cloned()) {
                 return Ok(url);
             }
@@ -247,48 +219,6 @@ mod requeue {
             }
             Ok(url)
         }
-    }
-
-    /// The body of a record's continuation: the same turn, without the command a record may
-    /// carry (a steer or follow-up that ran as a turn of its own), which would otherwise be sent
-    /// to the running turn (itself) instead of running it.
-    pub(super) fn continuation_body(body: &str) -> String {
-        match serde_json::from_str::<serde_json::Value>(body) {
-            Ok(serde_json::Value::Object(mut fields)) => match fields.remove("command") {
-                Some(_) => serde_json::Value::Object(fields).to_string(),
-                None => body.to_owned(),
-            },
-            _ => body.to_owned(),
-        }
-    }
-
-    /// The message group of a continuation of a record of `group`: within SQS's 128 characters.
-    pub(super) fn continuation_group(group: &str) -> String {
-        const SUFFIX: &str = "#continue";
-        let keep = group
-            .char_indices()
-            .map(|(at, c)| at + c.len_utf8())
-            .take_while(|&end| end + SUFFIX.len() <= 128)
-            .last()
-            .unwrap_or(0);
-        format!("{}{SUFFIX}", &group[..keep])
-    }
-
-    /// Why a turn's continuation was not sent.
-    #[derive(Debug, thiserror::Error)]
-    pub enum ContinuationError {
-        /// The record names no queue (`eventSourceARN`).
-        #[error("the record names no queue")]
-        NoQueue,
-        /// The record has no body.
-        #[error("the record has no body")]
-        NoBody,
-        /// Its queue could not be found.
-        #[error("its queue could not be found")]
-        Queue(#[source] QueueUrlError),
-        /// `SendMessage` failed.
-        #[error("SendMessage failed")]
-        Send(#[source] AwsError),
     }
 
     /// Why a redriven record's queue could not be found.
@@ -355,27 +285,6 @@ mod tests {
         assert!(QueueArn::parse("arn:aws:sns:eu-west-1:123456789012:topic").is_none());
         assert!(QueueArn::parse("turns").is_none());
         assert!(QueueArn::parse("arn:aws:sqs:eu-west-1::turns").is_none());
-    }
-
-    #[test]
-    fn a_continuation_carries_the_turn_without_its_command() {
-        use super::requeue::continuation_body;
-        let turn = r#"{"turnId":"t1","content":"Hi"}"#;
-        assert_eq!(continuation_body(turn), turn);
-        let steer = r#"{"turnId":"t1","content":"Hi","command":"steer"}"#;
-        let body: serde_json::Value = serde_json::from_str(&continuation_body(steer)).unwrap();
-        assert_eq!(body, serde_json::json!({"turnId": "t1", "content": "Hi"}));
-        assert_eq!(continuation_body("not json"), "not json");
-    }
-
-    #[test]
-    fn a_continuation_goes_to_a_group_of_its_own_within_the_limit() {
-        use super::requeue::continuation_group;
-        assert_eq!(continuation_group("conv-1"), "conv-1#continue");
-        let long = "g".repeat(128);
-        let group = continuation_group(&long);
-        assert_eq!(group.len(), 128);
-        assert!(group.ends_with("#continue"));
     }
 
     #[test]
