@@ -438,7 +438,7 @@ async fn keys_come_from_secrets_manager_or_ssm_at_start_up() {
 #[tokio::test]
 async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocation() {
     use agent_worker_testkit::DeskApi;
-    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use aws_sdk_sqs::types::QueueAttributeName;
 
     let desk = DeskApi::start().await.unwrap();
     desk.delay_notes(Duration::from_millis(3200));
@@ -478,20 +478,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
     let body = json!({"turnId": "t1", "conversationId": "desk-1", "userId": "ana", "accountId": "acme",
         "userToken": DeskApi::token_of("ana"), "content": "Note on T-1 that I called the customer back."})
     .to_string();
-    // The queue's next message, as Lambda hands it over.
-    let next = async || {
-        let received = sqs
-            .receive_message()
-            .queue_url(&url)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        let messages = received.messages.unwrap_or_default();
-        assert_eq!(messages.len(), 1, "one message: {messages:?}");
-        agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(&arn), Some("us-east-1"))
-    };
+    let next = async || crate::support::lambda_batch::next_message(&sqs, &url, &arn).await;
     let in_four_seconds = || {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

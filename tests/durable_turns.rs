@@ -203,11 +203,16 @@ async fn die_in_tool(engine: &Engine, store: &DynamoStore, heard: &mut mpsc::Unb
     store.release_turn(&sid("mail-1"), &tid("t1")).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_call_killed_while_it_ran_is_sent_again_with_the_same_key() {
+/// A turn whose `send_mail` call (of a tool that takes keys, or not) is killed while it runs,
+/// then delivered again and answered with `answer`: its store, the model, and the keys its calls
+/// carried, once it has completed.
+async fn killed_in_send_mail(
+    idempotent: bool,
+    answer: &str,
+) -> (DynamoStore, BedrockStandIn, Arc<Mutex<Vec<String>>>) {
     let store = table().await;
     let bedrock = BedrockStandIn::start().await.unwrap();
-    let (tool, keys, mut heard) = hanging_once(true);
+    let (tool, keys, mut heard) = hanging_once(idempotent);
     let engine = engine(&bedrock, &store, vec![tool]);
     bedrock.push(Reply::tool_call(
         "tu-1",
@@ -215,13 +220,18 @@ async fn a_call_killed_while_it_ran_is_sent_again_with_the_same_key() {
         r#"{"to":"ana@example.com"}"#,
     ));
     die_in_tool(&engine, &store, &mut heard).await;
-
-    bedrock.push(Reply::text("Sent."));
+    bedrock.push(Reply::text(answer));
     let events = run(&engine, "mail-1", "t1").await;
     assert!(
         matches!(support::terminal(&events), AgentEvent::Completed { .. }),
         "{events:?}"
     );
+    (store, bedrock, keys)
+}
+
+#[tokio::test]
+async fn a_call_killed_while_it_ran_is_sent_again_with_the_same_key() {
+    let (store, bedrock, keys) = killed_in_send_mail(true, "Sent.").await;
     let key = idempotency_key(&sid("mail-1"), &tid("t1"), "tu-1");
     assert_eq!(*keys.lock().unwrap(), [key.clone(), key], "twice, with one key");
     assert_eq!(
@@ -248,23 +258,7 @@ fn result_of(message: &Message) -> (bool, Value) {
 
 #[tokio::test]
 async fn a_call_whose_tool_takes_no_key_is_not_run_again_and_the_model_is_told() {
-    let store = table().await;
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    let (tool, keys, mut heard) = hanging_once(false);
-    let engine = engine(&bedrock, &store, vec![tool]);
-    bedrock.push(Reply::tool_call(
-        "tu-1",
-        "send_mail",
-        r#"{"to":"ana@example.com"}"#,
-    ));
-    die_in_tool(&engine, &store, &mut heard).await;
-
-    bedrock.push(Reply::text("I could not tell whether it was sent."));
-    let events = run(&engine, "mail-1", "t1").await;
-    assert!(
-        matches!(support::terminal(&events), AgentEvent::Completed { .. }),
-        "{events:?}"
-    );
+    let (store, bedrock, keys) = killed_in_send_mail(false, "I could not tell whether it was sent.").await;
     assert_eq!(keys.lock().unwrap().len(), 1, "run at most once");
     let told = bedrock.last_tool_result(1).unwrap();
     assert_eq!(told["toolUseId"], "tu-1");
@@ -426,7 +420,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     use agent_worker::hosts::lambda::TurnHandler;
     use agent_worker::hosts::redrive::{RedriveBackoff, Requeue};
     use agent_worker::sinks::{DynamoEventLog, Sinks};
-    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use aws_sdk_sqs::types::QueueAttributeName;
     use std::time::{Duration, SystemTime};
 
     let store = table().await;
@@ -472,20 +466,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     let body = json!({"turnId": "t1", "conversationId": "long-1", "userId": "ana", "accountId": "acme", "content": "Build the report."})
         .to_string();
     let arn = agent_worker_testkit::moto::queue_arn(&sqs, &url).await;
-    // The queue's next message, as Lambda hands it over.
-    let next = async || {
-        let received = sqs
-            .receive_message()
-            .queue_url(&url)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        let messages = received.messages.unwrap_or_default();
-        assert_eq!(messages.len(), 1, "one message: {messages:?}");
-        agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(&arn), Some("us-east-1"))
-    };
+    let next = async || support::lambda_batch::next_message(&sqs, &url, &arn).await;
     let in_flight = async || {
         let attributes = sqs
             .get_queue_attributes()

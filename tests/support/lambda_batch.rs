@@ -123,3 +123,20 @@ pub async fn dead_letters(sqs: &aws_sdk_sqs::Client, dlq: &str) -> Vec<String> {
         .filter_map(|m| m.body)
         .collect()
 }
+
+/// The queue's next message (one, and only one, is there), as Lambda hands it over: a batch of
+/// one record with its system and message attributes, from queue `arn`.
+pub async fn next_message(sqs: &aws_sdk_sqs::Client, url: &str, arn: &str) -> SqsEvent {
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
+    let received = sqs
+        .receive_message()
+        .queue_url(url)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap();
+    let messages = received.messages.unwrap_or_default();
+    assert_eq!(messages.len(), 1, "one message: {messages:?}");
+    agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(arn), Some("us-east-1"))
+}
