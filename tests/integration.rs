@@ -50,6 +50,7 @@ mod container_people;
 mod container_queue;
 mod conversations;
 mod crash_recovery;
+mod durable_continuations;
 mod durable_crashes;
 mod durable_turns;
 mod dynamo_limits;

@@ -152,7 +152,7 @@ pub(super) async fn resume(
     journal: Journal,
     stopping: bool,
     out: &Emitter,
-) -> u32 {
+) -> Resumed {
     let Journal { checkpoint, results } = journal;
     tracing::warn!(
         round = checkpoint.round,
@@ -214,13 +214,36 @@ pub(super) async fn resume(
         turn.finish_call(index, outcome, out);
     }
     // A step with calls took its round; a checkpoint without one names the round to run next.
-    let next = if turn.step.calls.is_empty() {
+    let round = if turn.step.calls.is_empty() {
         checkpoint.round
     } else {
         checkpoint.round.saturating_add(1)
     };
+    // The calls of tools that end the turn: the step ends it, as it would have.
+    let ending = turn
+        .step
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse { name, input, .. }
+                if engine.policy.as_ref().is_some_and(|p| p.ends_turn(name)) =>
+            {
+                Some(serde_json::json!({ "name": name, "input": input }))
+            }
+            _ => None,
+        })
+        .collect();
     turn.close_step();
-    next
+    Resumed { round, ending }
+}
+
+/// Where a resumed turn goes on.
+pub(super) struct Resumed {
+    /// The round to run next.
+    pub(super) round: u32,
+    /// The calls of tools that end the turn its journaled step made, in call order: when there
+    /// are any, the turn ends there.
+    pub(super) ending: Vec<serde_json::Value>,
 }
 
 /// Hands the turn over to the host's next run: writes down where it is (an answer still

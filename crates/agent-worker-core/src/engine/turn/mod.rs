@@ -388,13 +388,16 @@ async fn run_phases(
         all_tools: &all_tools,
     };
     let mut ctx = ctx;
+    let mut resumed_ending = Vec::new();
     // A turn claimed again (its earlier worker died, or gave it back) goes on from its
     // journal, if it wrote one: what it had done is not done again.
     if opening.reclaimed && engine.store.keeps_journal() {
         match engine.store.read_journal(session, turn_id).await {
             Ok(Some(journal)) => {
                 let stopping = early_stop.is_some();
-                ctx.round = journal::resume(engine, &ctx, &mut turn, journal, stopping, out).await;
+                let resumed = journal::resume(engine, &ctx, &mut turn, journal, stopping, out).await;
+                ctx.round = resumed.round;
+                resumed_ending = resumed.ending;
             }
             Ok(None) => {}
             Err(e) => {
@@ -432,6 +435,11 @@ async fn run_phases(
             );
             Ending::Stopped(stop)
         }
+        // The resumed step called a tool that ends the turn.
+        None if !resumed_ending.is_empty() => Ending::Ended {
+            reason: TurnStopReason::StopTool,
+            stop_tools: Some(Value::Array(resumed_ending)),
+        },
         None => run_watched(engine, ctx, &mut turn, out, budget, &flag).await,
     };
     loop {
@@ -488,6 +496,9 @@ async fn run_phases(
                     ));
                 }
                 let left = budget.saturating_sub(started.elapsed());
+                // A follow-up is a new request of the person's: it gets rounds of its own, a
+                // resumed turn's too.
+                let ctx = StepContext { round: 0, ..ctx };
                 ending = run_watched(engine, ctx, &mut turn, out, left, &flag).await;
             }
         }
