@@ -323,6 +323,13 @@ async fn a_journal_is_written_only_under_the_claim_and_read_only_as_its_own() {
     );
     assert!(first.write_checkpoint(&s, &t, &checkpoint("t")).await.is_err());
     second.record_result(&s, &t, &result).await.unwrap();
+    // Nor can it give the turn back: the new worker's lease stands.
+    first.release_turn(&s, &t).await.unwrap();
+    let record = second.turn(&s, &t).await.unwrap().unwrap();
+    assert!(
+        record.lease_until > std::time::SystemTime::now(),
+        "the old worker released the new one's claim"
+    );
     let journal = second.read_journal(&s, &t).await.unwrap().unwrap();
     assert_eq!(journal.checkpoint, checkpoint("t"));
     assert_eq!(journal.results, [result]);

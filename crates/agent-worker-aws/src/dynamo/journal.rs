@@ -87,10 +87,12 @@ impl OpenJournals {
         });
     }
 
-    /// Forgets `turn_id` (it ended, or was given up).
-    pub(super) fn forget(&self, session: &str, turn_id: &str) {
+    /// Forgets `turn_id` (it ended, or was given up), saying the token of this worker's claim of
+    /// it, when it knew one.
+    pub(super) fn forget(&self, session: &str, turn_id: &str) -> Option<String> {
         let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        open.remove(&(session.to_owned(), turn_id.to_owned()));
+        open.remove(&(session.to_owned(), turn_id.to_owned()))
+            .and_then(|journal| journal.token)
     }
 }
 

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 
 use super::DynamoStore;
 use super::codec::{get_n, get_s, n, s};
-use super::keys::{EXPIRES_AT, META_SK, RUN_TURN, RUN_UNTIL};
+use super::keys::{EXPIRES_AT, META_SK, RUN_TURN, RUN_UNTIL, WRITE_TOKEN};
 use super::owner::{META_TRIES, MetaAnswer, RUN_IS_FREE, changing, read_meta, refusal};
 use super::sdk_error::{is_conditional_failure, store_error};
 
@@ -72,6 +72,32 @@ impl DynamoStore {
             Ok(_) => Ok(()),
             Err(e) if is_conditional_failure(&e) => Ok(()),
             Err(e) => Err(store_error("giving the conversation's run back", e)),
+        }
+    }
+
+    /// Gives up this worker's lease of running turn `turn_id` (its lease set to 0, for the next
+    /// delivery to claim it at once): one conditional write, on this worker's claim when the
+    /// process knows its token. Says whether it was given up (not: the turn had ended, or another
+    /// worker's claim holds it).
+    pub(super) async fn give_up_lease(&self, session: &str, turn_id: &str) -> Result<bool, StoreError> {
+        self.versions.forget(session, turn_id);
+        let token = self.journals.forget(session, turn_id);
+        let mut update = self
+            .update_turn(session, turn_id)
+            .update_expression("SET leaseUntil = :zero")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":running", s("running"));
+        update = match token {
+            Some(token) => update
+                .condition_expression("#status = :running AND #token = :token")
+                .expression_attribute_names("#token", WRITE_TOKEN)
+                .expression_attribute_values(":token", s(token)),
+            None => update.condition_expression("#status = :running"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional_failure(&e) => Ok(false),
+            Err(e) => Err(store_error("releasing the turn", e)),
         }
     }
 

@@ -34,7 +34,7 @@ use super::journal::OpenJournals;
 use super::keys::*;
 use super::log_tail::LogTails;
 use super::opening::{Meta, VersionHints};
-use super::sdk_error::{build_error, is_conditional_failure, store_error};
+use super::sdk_error::{build_error, store_error};
 use super::transact::item_size;
 
 /// What the version bump and the turn's end add to the last transaction, generously: the
@@ -552,25 +552,14 @@ impl TurnLedger for DynamoStore {
     }
 
     async fn release_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
-        self.hand_over_turn(session, turn_id).await?;
-        self.give_back_run(session, turn_id).await
+        // A worker whose claim another took gives back neither the turn nor its run.
+        if self.give_up_lease(session, turn_id).await? {
+            self.give_back_run(session, turn_id).await?;
+        }
+        Ok(())
     }
 
     async fn hand_over_turn(&self, session: &SessionId, turn_id: &TurnId) -> Result<(), StoreError> {
-        self.versions.forget(session, turn_id);
-        self.journals.forget(session, turn_id);
-        let result = self
-            .update_turn(session, turn_id)
-            .update_expression("SET leaseUntil = :zero")
-            .condition_expression("#status = :running")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":running", s("running"))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_conditional_failure(&e) => Ok(()),
-            Err(e) => Err(store_error("releasing the turn", e)),
-        }
+        self.give_up_lease(session, turn_id).await.map(|_| ())
     }
 }
