@@ -428,9 +428,10 @@ async fn keys_come_from_secrets_manager_or_ssm_at_start_up() {
     );
 }
 
-/// A turn longer than its invocation, through the function itself: a 4 s invocation (Lambda's
-/// 15 minutes, scaled down), a turn deadline of two minutes, and a note the desk takes 3.2 s to
-/// add.
+/// A turn longer than its invocation, through the function itself: a 6 s invocation (Lambda's
+/// 15 minutes, scaled down), a turn deadline of two minutes, and a note the desk takes 4.6 s to
+/// add: past the hand-over (the invocation's last quarter), and more than a second before its
+/// deadline, whatever moto's pace.
 /// The function hands the turn over at the round boundary after the note, holds the record in
 /// flight (reported, its visibility extended) and sends the queue (moto's FIFO queue) its
 /// continuation; the next invocation, given that continuation, completes the turn and lets the
@@ -441,30 +442,17 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
     use aws_sdk_sqs::types::QueueAttributeName;
 
     let desk = DeskApi::start().await.unwrap();
-    desk.delay_notes(Duration::from_millis(3200));
+    desk.delay_notes(Duration::from_millis(4600));
     let folder = crate::support::config_files::Folder::new();
     let config = crate::support::config_files::desk_config(&folder, &desk);
     let bedrock = BedrockStandIn::start().await.unwrap();
-    bedrock.push(Reply::tool_call(
-        "tu-1",
-        "addNote",
-        r#"{"ticketId":"T-1","text":"Called the customer back."}"#,
-    ));
+    bedrock.push(crate::support::desk_note_call());
     bedrock.push(Reply::text("I added the note."));
     let table = format!("bootstrap-long-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
     store.create_table().await.unwrap();
     let sqs = moto().sqs();
-    let url = sqs
-        .create_queue()
-        .queue_name(format!("{table}.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = agent_worker_testkit::moto::queue_arn(&sqs, &url).await;
+    let (url, arn) = crate::support::lambda_batch::fifo_queue(&sqs, &table).await;
     let mut api = LambdaRuntimeApi::start().await.unwrap();
     let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
         .env_clear()
@@ -479,11 +467,11 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
         "userToken": DeskApi::token_of("ana"), "content": "Note on T-1 that I called the customer back."})
     .to_string();
     let next = async || crate::support::lambda_batch::next_message(&sqs, &url, &arn).await;
-    let in_four_seconds = || {
+    let in_six_seconds = || {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();
-        u64::try_from(now.as_millis()).unwrap() + 4000
+        u64::try_from(now.as_millis()).unwrap() + 6000
     };
     sqs.send_message()
         .queue_url(&url)
@@ -499,7 +487,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
     api.invoke_with_deadline(
         "req-1",
         serde_json::to_value(&original).unwrap(),
-        in_four_seconds(),
+        in_six_seconds(),
     );
     let first = answered(&mut api, &mut function, "req-1").await;
     assert_eq!(
@@ -516,7 +504,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_functions_next_invocat
     api.invoke_with_deadline(
         "req-2",
         serde_json::to_value(&continuation).unwrap(),
-        in_four_seconds(),
+        in_six_seconds(),
     );
     let second = answered(&mut api, &mut function, "req-2").await;
     assert_eq!(second, json!({"batchItemFailures": []}));

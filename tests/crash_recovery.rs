@@ -251,11 +251,7 @@ async fn a_worker_killed_after_its_call_ran_does_not_run_it_again() {
     let folder = crate::support::config_files::Folder::new();
     let config = crate::support::config_files::desk_config(&folder, &desk);
     let bedrock = BedrockStandIn::start().await.unwrap();
-    bedrock.push(Reply::tool_call(
-        "tu-1",
-        "addNote",
-        r#"{"ticketId":"T-1","text":"Called the customer back."}"#,
-    ));
+    bedrock.push(crate::support::desk_note_call());
     bedrock.push(StreamScript::new().open_text("I added").hang().into_reply());
     bedrock.push(Reply::text("I added the note."));
     let name = format!("resume-{}", uuid::Uuid::new_v4().simple());

@@ -21,13 +21,14 @@ async fn table() -> DynamoStore {
     store
 }
 
-/// A turn longer than its invocation: the host's deadline (2 s here, for Lambda's 15 minutes)
+/// A turn longer than its invocation: the host's deadline (5 s here, for Lambda's 15 minutes)
 /// comes before the turn's own (60 s), so at the round boundary within the hand-over margin (the
-/// last quarter of the invocation here, after the tool's 1.5 s) the
-/// turn writes down where it is, gives up its lease, and the handler sends the queue its
-/// continuation (the same body, in a group of its own) and deletes the record. The next
-/// invocation takes the continuation and the turn goes on: the model is not asked again for the
-/// round done, the tool ran once, the turn is stored once, and its readers see one turn.
+/// invocation's last quarter, here after the tool's 3.9 s, more than a second before the
+/// deadline whatever moto's pace) the turn writes down where it is and gives up its lease; the
+/// handler sends the queue its continuation (the same body, in a group of its own) and holds the
+/// first record in flight. The next invocation takes the continuation and the turn goes on: the
+/// model is not asked again for the round done, the tool ran once, the turn is stored once, its
+/// readers see one turn, and the first record is let go.
 #[tokio::test]
 async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
     use agent_worker::hosts::lambda::TurnHandler;
@@ -47,7 +48,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
         async move {
             *counted.lock().unwrap() += 1;
             // The work takes most of the invocation.
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            tokio::time::sleep(Duration::from_millis(3900)).await;
             Ok::<Value, ToolError>(json!({"report": "R-1"}))
         }
     });
@@ -63,22 +64,13 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
         .build()
         .unwrap();
     let sqs = moto().sqs();
-    let queue = format!("long-{}.fifo", uuid::Uuid::new_v4().simple());
-    let url = sqs
-        .create_queue()
-        .queue_name(&queue)
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let queue = format!("long-{}", uuid::Uuid::new_v4().simple());
+    let (url, arn) = support::lambda_batch::fifo_queue(&sqs, &queue).await;
     let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())))
         .store_margin(Duration::from_millis(100))
         .requeue(Requeue::new(sqs.clone(), RedriveBackoff::default()));
     let body = json!({"turnId": "t1", "conversationId": "long-1", "userId": "ana", "accountId": "acme", "content": "Build the report."})
         .to_string();
-    let arn = agent_worker_testkit::moto::queue_arn(&sqs, &url).await;
     let next = async || support::lambda_batch::next_message(&sqs, &url, &arn).await;
     let in_flight = async || {
         let attributes = sqs
@@ -95,7 +87,7 @@ async fn a_turn_longer_than_its_invocation_goes_on_in_the_next() {
             count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
         )
     };
-    let invocation = || Some(SystemTime::now() + Duration::from_secs(2));
+    let invocation = || Some(SystemTime::now() + Duration::from_secs(5));
     sqs.send_message()
         .queue_url(&url)
         .message_body(&body)

@@ -169,18 +169,18 @@ impl World {
             DuringTheCall => self.started.recv().await.unwrap(),
             BeforeItsResult | AfterItsResult => self.bedrock.requested(2).await,
             // What landed is seen in the table.
+            // What landed (its answer held back by the proxy) is seen in the table; within a
+            // minute, or the test fails rather than hangs.
             BeforeTheCall => {
-                while self.plain.read_journal(&s, &t).await.unwrap().is_none() {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                }
+                landed(async || self.plain.read_journal(&s, &t).await.unwrap().is_some()).await;
             }
-            DuringTheCommit => loop {
-                let record = self.plain.turn(&s, &t).await.unwrap();
-                if record.is_some_and(|r| r.status == TurnStatus::Completed) {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            },
+            DuringTheCommit => {
+                landed(async || {
+                    let record = self.plain.turn(&s, &t).await.unwrap();
+                    record.is_some_and(|r| r.status == TurnStatus::Completed)
+                })
+                .await;
+            }
         }
         running.abort();
         assert!(
@@ -193,6 +193,18 @@ impl World {
         }
         self.plain.release_turn(&s, &t).await.unwrap();
     }
+}
+
+/// Waits until `seen` says the write landed: looked at every 20 ms, for a minute at most.
+async fn landed(seen: impl AsyncFn() -> bool) {
+    let look = async {
+        while !seen().await {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), look)
+        .await
+        .expect("the write landed within a minute");
 }
 
 #[tokio::test]

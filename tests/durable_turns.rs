@@ -100,14 +100,6 @@ fn started(events: &[AgentEvent]) -> Vec<String> {
         .collect()
 }
 
-fn note_call() -> Reply {
-    Reply::tool_call(
-        "tu-1",
-        "addNote",
-        r#"{"ticketId":"T-1","text":"Called the customer back."}"#,
-    )
-}
-
 /// The worker dies after the note was added and its result written down, while the model is
 /// asked for its answer: the next run asks the model once, and the desk hears of the note once.
 #[tokio::test]
@@ -118,7 +110,7 @@ async fn a_turn_killed_after_its_tool_ran_completes_without_calling_it_again() {
         DeskApi::start().await.unwrap(),
     );
     let engine = engine(&bedrock, &store, desk_tools(&desk));
-    bedrock.push(note_call());
+    bedrock.push(support::desk_note_call());
     bedrock.push(StreamScript::new().open_text("I added").hang().into_reply());
     die_at(&engine, &bedrock, &store, "desk-1", "t1", 2).await;
     assert_eq!(desk.notes().len(), 1);
@@ -147,7 +139,7 @@ async fn a_turn_killed_after_its_tool_ran_completes_without_calling_it_again() {
         DeskApi::start().await.unwrap(),
     );
     let control = self::engine(&control_bedrock, &control_store, desk_tools(&control_desk));
-    control_bedrock.push(note_call());
+    control_bedrock.push(support::desk_note_call());
     control_bedrock.push(Reply::text("I added the note."));
     run(&control, "desk-1", "t1").await;
     let history = store.load_history(&sid("desk-1")).await.unwrap();
@@ -390,7 +382,7 @@ async fn a_round_that_changes_something_costs_two_writes_more_than_a_read() {
             .batch_item_failures
             .is_empty()
     );
-    bedrock.push(note_call());
+    bedrock.push(support::desk_note_call());
     bedrock.push(Reply::text("Noted."));
     meter.take();
     assert!(

@@ -140,3 +140,19 @@ pub async fn next_message(sqs: &aws_sdk_sqs::Client, url: &str, arn: &str) -> Sq
     assert_eq!(messages.len(), 1, "one message: {messages:?}");
     agent_worker::hosts::sqs_poller::to_sqs_event(messages, Some(arn), Some("us-east-1"))
 }
+
+/// A new FIFO queue on moto, named `name` (`.fifo` added): its URL and its ARN.
+pub async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = agent_worker_testkit::moto::queue_arn(sqs, &url).await;
+    (url, arn)
+}

@@ -213,3 +213,12 @@ pub async fn run_batch(
         .map(|f| f.item_identifier)
         .collect()
 }
+
+/// The model's call of the desk's `addNote` (call `tu-1`): a call that changes something.
+pub fn desk_note_call() -> agent_worker_testkit::Reply {
+    agent_worker_testkit::Reply::tool_call(
+        "tu-1",
+        "addNote",
+        r#"{"ticketId":"T-1","text":"Called the customer back."}"#,
+    )
+}

@@ -388,6 +388,15 @@ async fn delete_ticket(
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// The answer to a request whose body is not JSON.
+fn not_json() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({ "error": "not JSON" })),
+    )
+        .into_response()
+}
+
 async fn refund_ticket(
     State(desk): State<Arc<Desk>>,
     Path(ticket_id): Path<String>,
@@ -400,11 +409,7 @@ async fn refund_ticket(
         return refused;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({ "error": "not JSON" })),
-        )
-            .into_response();
+        return not_json();
     };
     let refund = json!({ "id": format!("RF-{ticket_id}"), "ticketId": ticket_id, "amount": body["amount"], "reason": body["reason"] });
     lock(&desk.refunds).push(refund.clone());
@@ -423,11 +428,7 @@ async fn add_note(
         return refused;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({ "error": "not JSON" })),
-        )
-            .into_response();
+        return not_json();
     };
     let delay = desk.note_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
     if delay > 0 {

@@ -87,6 +87,14 @@ impl OpenJournals {
         });
     }
 
+    /// The token of this worker's claim of `turn_id`, when the process knows it (read, not
+    /// kept: a turn this process never claimed leaves no entry).
+    fn token(&self, session: &str, turn_id: &str) -> Option<String> {
+        let open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        open.get(&(session.to_owned(), turn_id.to_owned()))
+            .and_then(|journal| journal.token.clone())
+    }
+
     /// Forgets `turn_id` (it ended, or was given up), saying the token of this worker's claim of
     /// it, when it knew one.
     pub(super) fn forget(&self, session: &str, turn_id: &str) -> Option<String> {
@@ -105,7 +113,7 @@ fn digest(json: &str) -> u64 {
 impl DynamoStore {
     /// The condition that turn `turn_id` is still this worker's: running, under its claim.
     fn still_ours(&self, session: &str, turn_id: &str) -> Result<TransactWriteItem, StoreError> {
-        let token = self.journals.with(session, turn_id, |open| open.token.clone());
+        let token = self.journals.token(session, turn_id);
         let mut check = ConditionCheck::builder()
             .table_name(self.table())
             .set_key(Some(self.key(session, turn_sk(turn_id))))
