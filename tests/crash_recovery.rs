@@ -29,7 +29,7 @@ fn seed() -> u64 {
         .unwrap_or_else(|| fastrand::u64(..))
 }
 
-fn worker(args: &[&str]) -> Command {
+pub(crate) fn worker(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
     command
         .args(args)
@@ -57,7 +57,7 @@ fn poller(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Child {
         .expect("the poller starts")
 }
 
-fn poller_command(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Command {
+pub(crate) fn poller_command(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Command {
     worker(&[
         "poll",
         "--queue-url",
@@ -69,7 +69,7 @@ fn poller_command(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Com
     ])
 }
 
-async fn in_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
+pub(crate) async fn in_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
     let attributes = sqs
         .get_queue_attributes()
         .queue_url(url)
@@ -236,99 +236,4 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
         audit.taken_over >= 1,
         "no kill landed inside a running turn (CRASH_SEED={seed}): the test proved nothing"
     );
-}
-
-/// `agent-worker poll` killed with SIGKILL after a turn's call changed something (a note added
-/// through the desk's API, from the configuration's OpenAPI tools) and while the model is asked
-/// for its answer; the next worker takes the turn over when its lease runs out and resumes it
-/// from its journal: the desk hears of the note once, and the turn ends completed, stored once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_killed_after_its_call_ran_does_not_run_it_again() {
-    use agent_worker::session::{HistoryStore as _, TurnLedger as _, idempotency_key};
-    use agent_worker_testkit::{DeskApi, Reply, sid, tid};
-
-    let desk = DeskApi::start().await.unwrap();
-    let folder = crate::support::config_files::Folder::new();
-    let config = crate::support::config_files::desk_config(&folder, &desk);
-    let bedrock = BedrockStandIn::start().await.unwrap();
-    bedrock.push(crate::support::desk_note_call());
-    bedrock.push(StreamScript::new().open_text("I added").hang().into_reply());
-    bedrock.push(Reply::text("I added the note."));
-    let name = format!("resume-{}", uuid::Uuid::new_v4().simple());
-    let setup = worker(&[
-        "setup",
-        "--table",
-        &name,
-        "--queue",
-        &name,
-        "--visibility-timeout",
-        "4",
-    ])
-    .stdout(Stdio::piped())
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        setup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    let created: Value = serde_json::from_slice(&setup.stdout).unwrap();
-    let queue_url = created["queueUrl"].as_str().unwrap().to_owned();
-    let body = json!({"turnId": "t1", "conversationId": "desk-1", "userId": "ana", "accountId": "acme",
-        "userToken": DeskApi::token_of("ana"), "content": "Note on T-1 that I called the customer back."});
-    let sqs = moto().sqs();
-    sqs.send_message()
-        .queue_url(&queue_url)
-        .message_body(body.to_string())
-        .message_group_id("desk-1")
-        .message_deduplication_id("t1")
-        .send()
-        .await
-        .unwrap();
-
-    let with_config = || {
-        let mut command = poller_command(&queue_url, &name, &bedrock);
-        command.env("AGENT_WORKER_CONFIG", &config);
-        command
-    };
-    let mut first = with_config().spawn().expect("the poller starts");
-    // The model is asked for its answer only once the note's result is written down.
-    tokio::time::timeout(Duration::from_secs(60), bedrock.requested(2))
-        .await
-        .expect("the first worker reached the model's answer");
-    first.kill().await.unwrap();
-    assert_eq!(desk.notes().len(), 1);
-
-    let mut second = with_config().spawn().expect("the poller starts");
-    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&name).unwrap());
-    let started = Instant::now();
-    while in_queue(&sqs, &queue_url).await > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the turn was not taken over"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    second.kill().await.unwrap();
-
-    let record = store.turn(&sid("desk-1"), &tid("t1")).await.unwrap().unwrap();
-    assert_eq!(
-        (record.status, record.attempts),
-        (agent_worker::session::TurnStatus::Completed, 2)
-    );
-    let posts: Vec<_> = desk.calls().into_iter().filter(|c| c.method == "POST").collect();
-    assert_eq!(posts.len(), 1, "the desk heard of the note once: {posts:?}");
-    let key = idempotency_key(&sid("desk-1"), &tid("t1"), "tu-1");
-    assert_eq!(posts[0].idempotency_key.as_deref(), Some(key.as_str()));
-    assert_eq!(
-        bedrock.requests().len(),
-        3,
-        "the model was asked once more, for its answer"
-    );
-    let history = store.load_history(&sid("desk-1")).await.unwrap();
-    assert_eq!(history.len(), 4, "{history:#?}");
-    let accepted = [("desk-1".to_owned(), "t1".to_owned())];
-    let audit = audit(&store, &accepted, &BTreeSet::new()).await.unwrap();
-    assert_eq!(audit.violations, Vec::<String>::new());
 }

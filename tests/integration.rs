@@ -52,6 +52,7 @@ mod conversations;
 mod crash_recovery;
 mod durable_continuations;
 mod durable_crashes;
+mod durable_poll_crashes;
 mod durable_turns;
 mod dynamo_limits;
 mod dynamo_store;
