@@ -1,8 +1,10 @@
-//! The crash matrix through `agent-worker poll`, the process: a turn whose call adds a note
-//! through the desk's API (an OpenAPI tool of the configuration, which sends `Idempotency-Key`)
-//! runs under a worker that talks to moto through a fault proxy, and the worker is killed with
-//! SIGKILL at each boundary of the turn. A second worker takes the message when it comes back
-//! and the dead worker's lease has run out. At every boundary the turn ends once, completed; the
+//! The crash matrix through the processes: a turn whose call adds a note through the desk's API
+//! (an OpenAPI tool of the configuration, which sends `Idempotency-Key`) runs under a worker that
+//! talks to moto through a fault proxy, and the worker is killed with SIGKILL at each boundary of
+//! the turn: `agent-worker poll`, and the Lambda function (`bootstrap` under the Runtime API
+//! stand-in, given the queue's message as Lambda would, killed as Lambda ends an invocation whose
+//! deadline ran out). A second worker takes the message when it comes back and the dead worker's
+//! lease has run out. At every boundary the turn ends once, completed; the
 //! desk heard of the note once, or twice with the same key, and added it once; the history passes
 //! the session checker; the turn's event log has no gap and one terminal, its last event.
 //! (`durable_crashes` runs the same matrix through the handler in process.)
@@ -18,7 +20,7 @@ use agent_worker::session::{
 use agent_worker::sinks::DynamoEventLog;
 use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
 use agent_worker_testkit::session_audit::audit;
-use agent_worker_testkit::{BedrockStandIn, DeskApi, Reply, StreamScript, moto, sid, tid};
+use agent_worker_testkit::{BedrockStandIn, DeskApi, LambdaRuntimeApi, Reply, StreamScript, moto, sid, tid};
 use serde_json::{Value, json};
 
 use crate::crash_recovery::{in_queue, poller_command, worker};
@@ -53,6 +55,15 @@ const BOUNDARIES: [Boundary; 7] = [
     Boundary::DuringTheCommit,
 ];
 
+/// The worker that runs the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// `agent-worker poll`.
+    Poll,
+    /// The Lambda function, `bootstrap`, under the Runtime API stand-in.
+    Function,
+}
+
 fn hanging() -> Reply {
     StreamScript::new().hang().into_reply()
 }
@@ -73,6 +84,7 @@ async fn until(what: &str, seen: impl AsyncFn() -> bool) {
 /// One case: its own table and FIFO queue (the message back 4 s after a worker died with it),
 /// model, desk and proxy.
 struct Case {
+    host: Host,
     boundary: Boundary,
     name: String,
     queue_url: String,
@@ -85,7 +97,7 @@ struct Case {
 }
 
 impl Case {
-    async fn new(boundary: Boundary) -> Self {
+    async fn new(host: Host, boundary: Boundary) -> Self {
         let desk = DeskApi::start().await.unwrap();
         let folder = support::config_files::Folder::new();
         let config = support::config_files::desk_config(&folder, &desk);
@@ -111,6 +123,7 @@ impl Case {
         let created: Value = serde_json::from_slice(&setup.stdout).unwrap();
         let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&name).unwrap());
         Self {
+            host,
             boundary,
             queue_url: created["queueUrl"].as_str().unwrap().to_owned(),
             name,
@@ -123,14 +136,70 @@ impl Case {
         }
     }
 
-    /// A worker with the desk's configuration; talking to moto through the proxy when `proxied`.
-    fn worker(&self, proxied: bool) -> tokio::process::Child {
-        let mut command = poller_command(&self.queue_url, &self.name, &self.bedrock);
-        command.env("AGENT_WORKER_CONFIG", &self.config);
-        if proxied {
-            command.env("AWS_ENDPOINT_URL", self.proxy.endpoint_url());
+    /// A worker with the desk's configuration, talking to moto through the proxy when `proxied`;
+    /// a function comes with its Runtime API.
+    async fn worker(&self, proxied: bool) -> (tokio::process::Child, Option<LambdaRuntimeApi>) {
+        let aws = if proxied {
+            self.proxy.endpoint_url()
+        } else {
+            moto().endpoint().to_owned()
+        };
+        match self.host {
+            Host::Poll => {
+                let mut command = poller_command(&self.queue_url, &self.name, &self.bedrock);
+                command
+                    .env("AGENT_WORKER_CONFIG", &self.config)
+                    .env("AWS_ENDPOINT_URL", &aws);
+                (command.spawn().expect("the poller starts"), None)
+            }
+            Host::Function => {
+                let api = LambdaRuntimeApi::start().await.unwrap();
+                let function = tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+                    .env_clear()
+                    .envs(api.function_environment(&self.bedrock.endpoint_url(), &aws, &self.name))
+                    .env("AGENT_WORKER_CONFIG", &self.config)
+                    // The turn's own deadline not so far past the invocation's that it would hand
+                    // itself over; the store's margin and the lease's small, as for the poller.
+                    .env("TURN_DEADLINE_MS", "30000")
+                    .env("STORE_MARGIN_MS", "200")
+                    .env("LEASE_MARGIN_MS", "500")
+                    .kill_on_drop(true)
+                    .spawn()
+                    .expect("the function starts");
+                (function, Some(api))
+            }
         }
-        command.spawn().expect("the poller starts")
+    }
+
+    /// The queue's message, once it is there (within a minute), as Lambda hands it over.
+    async fn delivered(&self) -> aws_lambda_events::event::sqs::SqsEvent {
+        let sqs = moto().sqs();
+        let arn = agent_worker_testkit::moto::queue_arn(&sqs, &self.queue_url).await;
+        let started = Instant::now();
+        loop {
+            let received = sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            let messages = received.messages.unwrap_or_default();
+            if !messages.is_empty() {
+                return agent_worker::hosts::sqs_poller::to_sqs_event(
+                    messages,
+                    Some(&arn),
+                    Some("us-east-1"),
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{:?}: the message came back",
+                self.boundary
+            );
+        }
     }
 
     /// Sends the turn, runs the first worker until the boundary, and kills it there.
@@ -181,7 +250,11 @@ impl Case {
             .send()
             .await
             .unwrap();
-        let mut first = self.worker(true);
+        let (mut first, mut api) = self.worker(true).await;
+        if let Some(api) = &mut api {
+            let batch = self.delivered().await;
+            api.invoke_with_deadline("req-1", serde_json::to_value(&batch).unwrap(), in_ms(8000));
+        }
         let (s, t) = (sid("desk-1"), tid("t1"));
         let reached = async {
             match self.boundary {
@@ -213,6 +286,7 @@ impl Case {
             .await
             .unwrap_or_else(|_| panic!("{:?}: the first worker reached the boundary", self.boundary));
         first.kill().await.unwrap();
+        drop(api);
         self.proxy.clear();
         self.desk.delay_notes(Duration::ZERO);
         if self.boundary == DuringTheStream {
@@ -235,12 +309,40 @@ impl Case {
         }
     }
 
-    /// Runs a second worker until the queue is empty.
+    /// Runs a second worker until the queue is empty: a poller, or a function given the message
+    /// each time it comes back until its answer reports nothing (then deleted, as Lambda does).
     async fn take_over(&self) {
         self.second_replies();
-        let mut second = self.worker(false);
+        let (mut second, api) = self.worker(false).await;
         let sqs = moto().sqs();
         let started = Instant::now();
+        if let Some(mut api) = api {
+            for attempt in 2.. {
+                let batch = self.delivered().await;
+                let receipt = batch.records[0].receipt_handle.clone().unwrap();
+                let request = format!("req-{attempt}");
+                api.invoke_with_deadline(&request, serde_json::to_value(&batch).unwrap(), in_ms(20_000));
+                let (what, answer) = tokio::time::timeout(Duration::from_secs(30), api.answer())
+                    .await
+                    .expect("the function answered within 30 s")
+                    .expect("an answer");
+                assert_eq!(what, format!("{request}/response"), "{answer}");
+                if answer == json!({"batchItemFailures": []}) {
+                    sqs.delete_message()
+                        .queue_url(&self.queue_url)
+                        .receipt_handle(receipt)
+                        .send()
+                        .await
+                        .unwrap();
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{:?}: the turn was not taken over: {answer}",
+                    self.boundary
+                );
+            }
+        }
         while in_queue(&sqs, &self.queue_url).await > 0 {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
@@ -253,7 +355,7 @@ impl Case {
     }
 
     async fn check(&self) {
-        let boundary = self.boundary;
+        let (host, boundary) = (self.host, self.boundary);
         let (s, t) = (sid("desk-1"), tid("t1"));
         let record = self.store.turn(&s, &t).await.unwrap().unwrap();
         assert_eq!(record.status, TurnStatus::Completed, "{boundary:?}");
@@ -302,16 +404,36 @@ impl Case {
             matches!(logged.last().unwrap().event, AgentEvent::Completed { .. }),
             "{boundary:?}: {logged:#?}"
         );
-        println!("poll crash matrix: {boundary:?}: completed once, {sent} request(s) with one key, one note");
+        println!(
+            "crash matrix through {host:?}: {boundary:?}: completed once, {sent} request(s) with one key, one note"
+        );
+    }
+}
+
+/// Epoch milliseconds `ms` from now: an invocation's deadline.
+fn in_ms(ms: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(now.as_millis()).unwrap() + ms
+}
+
+async fn matrix(host: Host) {
+    for boundary in BOUNDARIES {
+        let case = Case::new(host, boundary).await;
+        case.kill_at_the_boundary().await;
+        case.take_over().await;
+        case.check().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poll_killed_at_any_boundary_ends_the_turn_once_and_adds_the_note_once() {
-    for boundary in BOUNDARIES {
-        let case = Case::new(boundary).await;
-        case.kill_at_the_boundary().await;
-        case.take_over().await;
-        case.check().await;
-    }
+    matrix(Host::Poll).await;
+}
+
+#[cfg(feature = "s3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_function_killed_at_any_boundary_ends_the_turn_once_and_adds_the_note_once() {
+    matrix(Host::Function).await;
 }
