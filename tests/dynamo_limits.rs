@@ -195,3 +195,110 @@ async fn ids_longer_than_the_table_keys_are_refused_before_anything_is_written()
         .unwrap();
     assert_eq!(scan.count(), 0, "items were written: {:?}", scan.items());
 }
+
+/// Every item of `table`, measured as DynamoDB measures it: its attributes' names and values.
+async fn item_sizes(table: &str) -> Vec<(String, usize)> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let size = |value: &AttributeValue| match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => n.len(),
+        AttributeValue::B(b) => b.as_ref().len(),
+        other => format!("{other:?}").len(),
+    };
+    let mut pages = moto()
+        .dynamodb()
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send();
+    let mut sizes = Vec::new();
+    while let Some(item) = pages.next().await {
+        let item = item.unwrap();
+        let sk = item
+            .get("sk")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default();
+        sizes.push((
+            sk,
+            item.iter().map(|(name, value)| name.len() + size(value)).sum(),
+        ));
+    }
+    sizes
+}
+
+/// A read whose result is larger than an item holds, through the handler the Lambda function
+/// runs, with its event log: the `tool_ended` event carries the result, and each of the log's
+/// items, like each message's, is kept under DynamoDB's 400 KB (the event's content cut, saying
+/// so). Each turn completes, stored once, and the tool ran once.
+#[tokio::test]
+async fn results_of_399_kb_to_20_mb_complete_their_turns_and_every_item_fits() {
+    use agent_worker::hosts::AgentTurnPayload;
+    use agent_worker::hosts::lambda::TurnHandler;
+    use agent_worker::sinks::{DynamoEventLog, Sinks};
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = store().await;
+    let handler = TurnHandler::new(
+        engine(&bedrock, &store),
+        Sinks::new().with(DynamoEventLog::new(store.clone())),
+    );
+    let sizes = [399_000, 400_000, 1_500_000, 20_000_000];
+    for (i, bytes) in sizes.into_iter().enumerate() {
+        let (session, turn) = (format!("big-{i}"), format!("t{i}"));
+        bedrock.push(Reply::tool_call(
+            "c1",
+            "fetch",
+            &format!(r#"{{"bytes": {bytes}}}"#),
+        ));
+        bedrock.push(Reply::text("Read it."));
+        let body = json!({"turnId": turn, "conversationId": session, "userId": "u", "accountId": "a", "content": "Fetch the report."});
+        let payload = AgentTurnPayload::decode(&body.to_string()).unwrap();
+        let run = handler.run_turn_to_end(&payload, None).await;
+        assert_eq!(
+            run.terminal,
+            Some(AgentEvent::completed()),
+            "{bytes} bytes: the turn completed"
+        );
+        let history = store.load_history(&sid(&session)).await.unwrap();
+        check(&history).unwrap();
+        assert_eq!(history.len(), 4, "{bytes} bytes: stored once");
+        let logged = DynamoEventLog::new(store.clone())
+            .read(&session, &turn, None)
+            .await
+            .unwrap();
+        let ended = logged
+            .iter()
+            .find_map(|l| match &l.event {
+                AgentEvent::ToolEnded { content, .. } => Some(content.to_string()),
+                _ => None,
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{bytes} bytes: the call's end is not in the log: {:?}",
+                    logged
+                        .iter()
+                        .map(|l| (l.seq, serde_json::to_string(&l.event).unwrap().len()))
+                        .collect::<Vec<_>>()
+                )
+            });
+        assert!(
+            ended.len() < 400 * 1024,
+            "{bytes} bytes: an event of {} bytes",
+            ended.len()
+        );
+        assert!(
+            matches!(logged.last().unwrap().event, AgentEvent::Completed { .. }),
+            "{bytes} bytes: the log ends with the terminal"
+        );
+    }
+    assert_eq!(
+        bedrock.pending_replies(),
+        0,
+        "each tool ran once, each answer asked for"
+    );
+    for (sk, size) in item_sizes(store.table()).await {
+        assert!(size < 400 * 1024, "item {sk} is {size} bytes");
+    }
+}

@@ -15,6 +15,7 @@ use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 use super::DynamoStore;
 use super::codec::write_token;
 use super::commands::{Look, SignalsLook};
+use super::event_fit::{MAX_EVENT_BYTES, event_json};
 use super::keys::{
     EXPIRES_AT, LOGGED_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk,
 };
@@ -241,7 +242,7 @@ impl TurnLog {
         loop {
             let batch: Vec<AgentEvent> = {
                 let mut tail = self.tail();
-                let count = tail.pending.len().min(EVENTS_PER_WRITE);
+                let count = events_that_fit(tail.pending.front(tail.pending.len().min(EVENTS_PER_WRITE)));
                 if count == 0 {
                     break;
                 }
@@ -449,8 +450,8 @@ pub(super) fn event_item(
     seq: u64,
     token: &str,
 ) -> Result<HashMap<String, AttributeValue>, SinkError> {
-    let json =
-        serde_json::to_string(event).map_err(|e| SinkError::caused_by("an event does not encode", e))?;
+    let json = event_json(event, MAX_EVENT_BYTES)
+        .map_err(|e| SinkError::caused_by("an event does not encode", e))?;
     Ok(HashMap::from([
         (PK.to_owned(), AttributeValue::S(session_pk(session))),
         (SK.to_owned(), AttributeValue::S(event_sk(turn_id, seq))),
@@ -467,6 +468,27 @@ pub(super) fn event_item(
 
 /// Events written together, at most: one transaction's worth of small items.
 const EVENTS_PER_WRITE: usize = 25;
+
+/// How many of `events` (at least one, if there are any) one transaction of the log holds by
+/// their size: each as large as its item may be, at most ([`MAX_EVENT_BYTES`]), and an item's
+/// keys and attributes beside it.
+fn events_that_fit<'a>(events: impl Iterator<Item = &'a AgentEvent>) -> usize {
+    const ITEM_ROOM: usize = 512;
+    let mut bytes = 0;
+    let mut count = 0;
+    for event in events {
+        let size = match event {
+            AgentEvent::Text { delta } | AgentEvent::Thinking { delta } => delta.len() + 64,
+            other => serde_json::to_string(other).map_or(MAX_EVENT_BYTES, |json| json.len()),
+        };
+        bytes += size.min(MAX_EVENT_BYTES) + ITEM_ROOM;
+        if count > 0 && bytes > super::transact::MAX_TRANSACTION_BYTES {
+            break;
+        }
+        count += 1;
+    }
+    count
+}
 
 /// Why events were not written.
 #[derive(Debug)]

@@ -1,0 +1,187 @@
+//! An event's JSON cut to fit one item of the turn's event log: DynamoDB refuses an item over
+//! 400 KB, and a `tool_ended` carrying a large result (or a `tool_started` with large arguments)
+//! would otherwise make every write of the log fail, and its turn with it.
+//!
+//! The longest strings are cut first, each ending with a note that says how large the event was;
+//! a value with no long string (a large array of numbers) is replaced by the note. What is left
+//! decodes as the same kind of event, with the same ids.
+
+use serde_json::Value;
+
+use agent_worker_core::protocol::AgentEvent;
+
+use super::codec::MAX_MESSAGE_BYTES;
+
+/// The largest event JSON an item of the log holds: a message's limit, under DynamoDB's 400 KB
+/// with room for the item's keys and attributes.
+pub(super) const MAX_EVENT_BYTES: usize = MAX_MESSAGE_BYTES;
+
+/// A string no longer than this is not cut (the note would not make it shorter).
+const SHORTEST_CUT: usize = 1024;
+
+/// `event`'s JSON: whole when it is at most `max` bytes, else cut to fit them.
+pub(super) fn event_json(event: &AgentEvent, max: usize) -> Result<String, serde_json::Error> {
+    let json = serde_json::to_string(event)?;
+    if json.len() <= max {
+        return Ok(json);
+    }
+    let note = format!(
+        " … [cut: this event was {} bytes, more than the {max} bytes one item of the turn's event log holds]",
+        json.len()
+    );
+    let mut value: Value = serde_json::from_str(&json)?;
+    drop(json);
+    loop {
+        let json = serde_json::to_string(&value)?;
+        if json.len() <= max {
+            return Ok(json);
+        }
+        let over = json.len() - max;
+        drop(json);
+        let cut = match longest_string(&mut value) {
+            Some(text) if text.len() > SHORTEST_CUT => {
+                cut_string(text, over + note.len(), &note);
+                true
+            }
+            _ => replace_largest_field(&mut value, &note),
+        };
+        if !cut {
+            // Nothing left to cut: only the event's short fields remain, and they fit.
+            return serde_json::to_string(&value);
+        }
+    }
+}
+
+/// Cuts `by` bytes off the end of `text` (at a character's boundary) and appends `note`.
+fn cut_string(text: &mut String, by: usize, note: &str) {
+    let mut keep = text.len().saturating_sub(by);
+    while !text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    text.truncate(keep);
+    text.push_str(note);
+}
+
+/// The longest string anywhere in `value` (an object's keys aside).
+fn longest_string(value: &mut Value) -> Option<&mut String> {
+    match value {
+        Value::String(text) => Some(text),
+        Value::Array(items) => items
+            .iter_mut()
+            .filter_map(longest_string)
+            .max_by_key(|text| text.len()),
+        Value::Object(fields) => fields
+            .values_mut()
+            .filter_map(longest_string)
+            .max_by_key(|text| text.len()),
+        _ => None,
+    }
+}
+
+/// Replaces the largest of the event's fields (its `type` aside, and those already replaced)
+/// with `note`; `false` when there is none.
+fn replace_largest_field(value: &mut Value, note: &str) -> bool {
+    let Value::Object(fields) = value else {
+        return false;
+    };
+    let largest = fields
+        .iter()
+        .filter(|(name, field)| *name != "type" && field.as_str() != Some(note))
+        .map(|(name, field)| (name.clone(), serde_json::to_string(field).map_or(0, |j| j.len())))
+        .max_by_key(|(_, size)| *size);
+    match largest {
+        Some((name, _)) => {
+            fields.insert(name, Value::String(note.to_owned()));
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ended(content: Value) -> AgentEvent {
+        AgentEvent::ToolEnded {
+            id: "c1".into(),
+            is_error: false,
+            content,
+        }
+    }
+
+    fn fitted(event: &AgentEvent, max: usize) -> (String, AgentEvent) {
+        let json = event_json(event, max).unwrap();
+        assert!(json.len() <= max, "{} bytes past {max}", json.len());
+        let decoded = serde_json::from_str(&json).expect("still an event");
+        (json, decoded)
+    }
+
+    #[test]
+    fn an_event_that_fits_is_kept_whole() {
+        let event = ended(json!({"data": "x".repeat(1000)}));
+        assert_eq!(
+            event_json(&event, 2000).unwrap(),
+            serde_json::to_string(&event).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_large_result_is_cut_with_a_note_and_keeps_its_call() {
+        let event = ended(json!({"data": "x".repeat(500_000), "status": "ok"}));
+        let (json, decoded) = fitted(&event, MAX_EVENT_BYTES);
+        let AgentEvent::ToolEnded { id, content, .. } = decoded else {
+            panic!("{json}")
+        };
+        assert_eq!(id, "c1");
+        assert_eq!(content["status"], "ok");
+        let data = content["data"].as_str().unwrap();
+        assert!(data.starts_with("xxxx"));
+        assert!(
+            data.ends_with("one item of the turn's event log holds]"),
+            "{}",
+            &data[data.len() - 200..]
+        );
+        assert!(
+            data.contains("this event was 500"),
+            "the note says how large it was"
+        );
+        assert!(
+            json.len() > MAX_EVENT_BYTES - 1024,
+            "cut no more than needed: {}",
+            json.len()
+        );
+    }
+
+    #[test]
+    fn text_that_escapes_and_spans_characters_is_cut_on_a_boundary() {
+        let event = AgentEvent::ToolStarted {
+            id: "c1".into(),
+            name: "write".into(),
+            args: json!({"body": "é\n\"".repeat(200_000)}),
+        };
+        let (_, decoded) = fitted(&event, 100_000);
+        assert!(matches!(decoded, AgentEvent::ToolStarted { ref name, .. } if name == "write"));
+    }
+
+    #[test]
+    fn many_strings_are_each_cut_until_the_event_fits() {
+        let parts: Vec<Value> = (0..40).map(|_| Value::String("y".repeat(20_000))).collect();
+        let (_, decoded) = fitted(&ended(Value::Array(parts)), 100_000);
+        assert!(matches!(decoded, AgentEvent::ToolEnded { .. }));
+    }
+
+    #[test]
+    fn a_value_without_long_strings_is_replaced_by_the_note() {
+        let numbers: Vec<u64> = (0..100_000).collect();
+        let (json, decoded) = fitted(&ended(json!({ "rows": numbers })), 10_000);
+        let AgentEvent::ToolEnded { content, .. } = decoded else {
+            panic!("{json}")
+        };
+        assert!(
+            content.as_str().unwrap().contains("[cut: this event was"),
+            "{content}"
+        );
+    }
+}
