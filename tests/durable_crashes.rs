@@ -38,7 +38,8 @@ enum Boundary {
     DuringTheCall,
     /// The call ended, its result not written down (the write refused).
     BeforeItsResult,
-    /// The call's result written down, the model asked for its answer.
+    /// The call's result written down (with the event log's window after it), the model asked
+    /// for its answer.
     AfterItsResult,
     /// The turn's commit landed, its answer lost.
     DuringTheCommit,
@@ -167,7 +168,15 @@ impl World {
             AfterTheClaim => self.bedrock.requested(1).await,
             DuringTheStream => self.bedrock.holding(1).await,
             DuringTheCall => self.started.recv().await.unwrap(),
-            BeforeItsResult | AfterItsResult => self.bedrock.requested(2).await,
+            BeforeItsResult => self.bedrock.requested(2).await,
+            // The result rides on the log's next window, written within its 250 ms.
+            AfterItsResult => {
+                landed(async || {
+                    let journal = self.plain.read_journal(&s, &t).await.unwrap();
+                    journal.is_some_and(|j| j.results.iter().any(|r| r.call_id == "tu-1"))
+                })
+                .await;
+            }
             // What landed is seen in the table.
             // What landed (its answer held back by the proxy) is seen in the table; within a
             // minute, or the test fails rather than hangs.

@@ -39,7 +39,8 @@ enum Boundary {
     DuringTheCall,
     /// The note added, its result not written down (the write refused).
     BeforeItsResult,
-    /// The note's result written down, the model asked for its answer.
+    /// The note's result written down (with the event log's window after it), the model asked
+    /// for its answer.
     AfterItsResult,
     /// The turn's commit landed, its answer held back.
     DuringTheCommit,
@@ -272,7 +273,15 @@ impl Case {
                     })
                     .await;
                 }
-                BeforeItsResult | AfterItsResult => self.bedrock.requested(2).await,
+                BeforeItsResult => self.bedrock.requested(2).await,
+                // The result rides on the log's next window, written within its 250 ms.
+                AfterItsResult => {
+                    until("the result landed", async || {
+                        let journal = self.store.read_journal(&s, &t).await.unwrap();
+                        journal.is_some_and(|j| j.results.iter().any(|r| r.call_id == "tu-1"))
+                    })
+                    .await;
+                }
                 DuringTheCommit => {
                     until("the commit landed", async || {
                         let record = self.store.turn(&s, &t).await.unwrap();

@@ -342,11 +342,79 @@ async fn a_journal_is_written_only_under_the_claim_and_read_only_as_its_own() {
     assert!(second.read_journal(&s, &tid("u")).await.unwrap().is_none());
 }
 
-/// What the journal costs, counted on the wire: a round whose call changes something writes a
-/// checkpoint before the call and its result after it, two `TransactWriteItems` more than a
-/// read's round (five requests, `round_trips`), and nothing else.
+/// A result handed to the turn's event log ([`TurnLedger::record_result_later`]) is recorded with
+/// the log's next write while the turn is this worker's; once another worker took the turn, the
+/// log's write carries the events alone. A turn with no log open in the process hands nothing.
 #[tokio::test]
-async fn a_round_that_changes_something_costs_two_writes_more_than_a_read() {
+async fn a_result_riding_on_the_logs_write_lands_only_under_the_claim() {
+    use agent_worker::protocol::AgentEvent;
+    use agent_worker::sinks::{DynamoEventLog, Sink as _, TurnRef};
+
+    let table = table().await;
+    let config = DynamoConfig::new(table.table()).unwrap();
+    let (first, second) = (
+        DynamoStore::new(moto().dynamodb(), config.clone()),
+        DynamoStore::new(moto().dynamodb(), config),
+    );
+    let (s, t) = (sid("ride-1"), tid("t"));
+    first
+        .claim_turn(&s, &t, Lease(std::time::Duration::ZERO))
+        .await
+        .unwrap();
+    first.write_checkpoint(&s, &t, &checkpoint("t")).await.unwrap();
+    let result = |id: &str| CallResult {
+        call_id: id.into(),
+        content: json!({"ok": id}),
+        is_error: false,
+    };
+    let ended = |id: &str| AgentEvent::ToolEnded {
+        id: id.into(),
+        is_error: false,
+        content: json!({"ok": id}),
+    };
+    assert!(
+        !first.record_result_later(&s, &t, &result("c0")),
+        "no log of the turn is open: nothing comes to ride on"
+    );
+    let log = DynamoEventLog::new(first.clone());
+    let mut sink = log.open(&TurnRef::new(s.clone(), t.clone()));
+    assert!(first.record_result_later(&s, &t, &result("c1")));
+    assert!(
+        first.read_journal(&s, &t).await.unwrap().unwrap().results.is_empty(),
+        "handed over, not written"
+    );
+    sink.event(&ended("c1")).await.unwrap();
+    sink.flush().await.unwrap();
+    let journal = first.read_journal(&s, &t).await.unwrap().unwrap();
+    assert_eq!(journal.results, [result("c1")], "written with the log's window");
+
+    second
+        .claim_turn(&s, &t, Lease(std::time::Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(first.record_result_later(&s, &t, &result("c2")));
+    sink.event(&ended("c2")).await.unwrap();
+    sink.flush().await.unwrap();
+    let logged = log.read(&s, &t, None).await.unwrap();
+    assert_eq!(
+        logged.iter().map(|l| l.event.clone()).collect::<Vec<_>>(),
+        [ended("c1"), ended("c2")],
+        "the events are written either way"
+    );
+    let journal = second.read_journal(&s, &t).await.unwrap().unwrap();
+    assert_eq!(
+        journal.results,
+        [result("c1")],
+        "the old worker's result rode along after the turn was taken"
+    );
+}
+
+/// What the journal costs, counted on the wire: a round whose call changes something writes a
+/// checkpoint before the call, one `TransactWriteItems` more than a read's round (five requests,
+/// `round_trips`); its result (its tool takes keys) rides on the turn's next write, here the
+/// commit (the log gathering past the turn's end), and costs nothing more.
+#[tokio::test]
+async fn a_round_that_changes_something_costs_one_write_more_than_a_read() {
     use agent_worker::hosts::lambda::TurnHandler;
     use agent_worker::sinks::{DynamoEventLog, Sinks};
     use agent_worker_testkit::meter::Meter;
@@ -398,7 +466,7 @@ async fn a_round_that_changes_something_costs_two_writes_more_than_a_read() {
         ("UpdateItem", 2),
         ("Query", 1),
         ("GetItem", 1),
-        ("TransactWriteItems", 3),
+        ("TransactWriteItems", 2),
     ]
     .into_iter()
     .map(|(operation, n)| (operation.to_owned(), n))

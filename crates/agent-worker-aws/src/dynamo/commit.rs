@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem, Update};
 
 use super::DynamoStore;
 use super::codec::{n, s, status_name, write_token};
-use super::event_log::event_item;
+use super::event_items::event_item;
 use super::keys::{
     COMMANDS, ENDED_TURN, EXPIRES_AT, LAST_ACTIVE_AT, META_SK, RUN_TURN, RUN_UNTIL, WRITE_TOKEN, turn_sk,
 };

@@ -8,19 +8,18 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 
-use agent_worker_core::clock::now_ms;
 use agent_worker_core::protocol::AgentEvent;
+use agent_worker_core::session::CallResult;
 use agent_worker_core::sinks::{Sink, SinkError, TurnRef, TurnSink};
 
 use super::DynamoStore;
 use super::codec::write_token;
 use super::commands::{Look, SignalsLook};
-use super::event_fit::{MAX_EVENT_BYTES, event_json};
-use super::keys::{
-    EXPIRES_AT, LOGGED_AT, PK, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk,
-};
+use super::event_items::{EVENTS_PER_WRITE, event_item, events_that_fit, riding};
+use super::keys::{LOGGED_AT, SK, WRITE_TOKEN, event_prefix, event_sk, is_event_of, session_pk};
 use super::log_tail::{Tail, lock};
 use super::sdk_error::{cancellation_reasons, is_condition_reason};
+use super::transact::MAX_TRANSACTION_BYTES;
 
 /// Consecutive text (or thinking) deltas are merged into one event of at most this many bytes.
 pub const TEXT_COALESCE_BYTES: usize = 2048;
@@ -240,9 +239,12 @@ impl TurnLog {
     /// fails; then what is left waits a window before it is tried again.
     async fn drain(&mut self) -> Result<(), SinkError> {
         loop {
-            let batch: Vec<AgentEvent> = {
+            let (batch, results): (Vec<AgentEvent>, Vec<CallResult>) = {
                 let mut tail = self.tail();
-                let count = events_that_fit(tail.pending.front(tail.pending.len().min(EVENTS_PER_WRITE)));
+                let (results, bytes) = riding(&tail.results);
+                let room = MAX_TRANSACTION_BYTES.saturating_sub(bytes);
+                let queued = tail.pending.len().min(EVENTS_PER_WRITE);
+                let count = events_that_fit(tail.pending.front(queued), room);
                 if count == 0 {
                     break;
                 }
@@ -253,9 +255,12 @@ impl TurnLog {
                     return Ok(());
                 }
                 tail.writing = true;
-                tail.pending.front(count).cloned().collect()
+                (
+                    tail.pending.front(count).cloned().collect(),
+                    tail.results[..results].to_vec(),
+                )
             };
-            let written = self.write(&batch).await;
+            let written = self.write(&batch, &results).await;
             let mut tail = self.tail();
             tail.writing = false;
             if let Err(PutError::Deleted) = written {
@@ -278,6 +283,8 @@ impl TurnLog {
                 ));
             }
             tail.pending.discard(batch.len());
+            // Recorded with the events, or not this worker's turn any more: gone either way.
+            tail.results.drain(..results.len());
         }
         self.since = None;
         if self.dropped > 0 {
@@ -293,16 +300,16 @@ impl TurnLog {
     /// to position 0 only if nothing is there: a turn that ran before (a reclaimed one) finds
     /// the last position it logged then and goes on after it, so a first run reads nothing
     /// first.
-    async fn write(&mut self, events: &[AgentEvent]) -> Result<(), PutError> {
+    async fn write(&mut self, events: &[AgentEvent], results: &[CallResult]) -> Result<(), PutError> {
         // Each write's items carry a token of their own: when the SDK retries a first write
         // whose answer was lost, the retry finds the position taken, and the token tells that
         // it was by this very write.
         let token = write_token();
         let next = self.tail().next;
         if let Some(seq) = next {
-            return self.put(events, seq, false, &token).await;
+            return self.put(events, results, seq, false, &token).await;
         }
-        match self.put(events, 0, true, &token).await {
+        match self.put(events, results, 0, true, &token).await {
             Err(PutError::Taken) => match self.log.last_seq(&self.turn).await? {
                 Some((last, Some(landed))) if landed == token => {
                     self.tail().next = Some(last + 1);
@@ -310,21 +317,24 @@ impl TurnLog {
                 }
                 last => {
                     let seq = last.map_or(0, |(seq, _)| seq + 1);
-                    self.put(events, seq, false, &token).await
+                    self.put(events, results, seq, false, &token).await
                 }
             },
             other => other,
         }
     }
 
-    /// One write of `events` from position `seq`: a transaction ([`TurnLog::send`]), so that a
-    /// reader following the log sees all of them or none (never a later one without those
+    /// One write of `events` from position `seq`: a transaction ([`TurnLog::transact`]), so that
+    /// a reader following the log sees all of them or none (never a later one without those
     /// before it). With `first`, position `seq` must be free. When the turn's watch is due
     /// a look at its signals, the write is a transaction that takes it ([`DynamoStore::signals_look`]):
-    /// the stop and commands are heard at no extra request while the log is written.
+    /// the stop and commands are heard at no extra request while the log is written. `results`
+    /// handed to the log ride along into the turn's journal while the turn is this worker's;
+    /// when it is not, the events go without them.
     async fn put(
         &mut self,
         events: &[AgentEvent],
+        results: &[CallResult],
         seq: u64,
         first: bool,
         token: &str,
@@ -336,40 +346,37 @@ impl TurnLog {
             .map(|(event, seq)| event_item(store, session, turn_id, event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
-        let look = self
-            .log
-            .store
-            .signals_look(&self.turn.session, &self.turn.turn_id, self.log.look_ahead);
-        match self.send(&items, first, look, seq, last).await {
-            // Only the look failed: the events go again, without it.
-            Err(PutError::Looked) => self.send(&items, first, None, seq, last).await,
-            other => other,
+        let mut look =
+            self.log
+                .store
+                .signals_look(&self.turn.session, &self.turn.turn_id, self.log.look_ahead);
+        let mut results = results;
+        loop {
+            match self
+                .transact(&items, first, look.take(), results, seq, last)
+                .await
+            {
+                // Only the look failed: the events go again, without it.
+                Err(PutError::Looked) => {}
+                // The turn is not this worker's: the events go again, without its results.
+                Err(PutError::NotOurs) => results = &[],
+                other => break other,
+            }
         }?;
         self.tail().next = Some(last + 1);
         Ok(())
     }
 
-    /// One write of `items`: always a transaction, which also checks that the conversation
-    /// was not deleted ([`DynamoStore::not_deleted`]), so that no event of a deleted
-    /// conversation is written after its tombstone, whatever its turn is still doing.
-    async fn send(
-        &self,
-        items: &[HashMap<String, AttributeValue>],
-        first: bool,
-        look: Option<SignalsLook>,
-        seq: u64,
-        last: u64,
-    ) -> Result<(), PutError> {
-        self.transact(items, first, look, seq, last).await
-    }
-
     /// Events together, in one transaction with the check that the conversation was not
-    /// deleted, and the look at the turn's signals when one is due.
+    /// deleted (so that no event of a deleted conversation is written after its tombstone,
+    /// whatever its turn is still doing), the look at the turn's signals when one is due, and the
+    /// results riding along with the check that the turn is still this worker's.
     async fn transact(
         &self,
         items: &[HashMap<String, AttributeValue>],
         first: bool,
         look: Option<SignalsLook>,
+        results: &[CallResult],
         seq: u64,
         last: u64,
     ) -> Result<(), PutError> {
@@ -402,6 +409,13 @@ impl TurnLog {
                 .not_deleted(session)
                 .map_err(|e| SinkError::caused_by("the tombstone check does not build", e))?,
         );
+        let fence_at = writes.len();
+        if !results.is_empty() {
+            let riding = store
+                .result_writes(session, turn_id, results)
+                .map_err(|e| SinkError::caused_by("a call's result does not build", e))?;
+            writes.extend(riding);
+        }
         match store
             .client()
             .transact_write_items()
@@ -428,6 +442,8 @@ impl TurnLog {
                     .any(|r| r.code().is_some_and(|code| code != "None"));
                 if is_condition_reason(reasons.get(tombstone_at)) {
                     Err(PutError::Deleted)
+                } else if !results.is_empty() && is_condition_reason(reasons.get(fence_at)) {
+                    Err(PutError::NotOurs)
                 } else if look_failed && !events_failed {
                     Err(PutError::Looked)
                 } else if first && e.code() == Some("TransactionCanceledException") {
@@ -440,56 +456,6 @@ impl TurnLog {
     }
 }
 
-/// The item of `event` at position `seq` of turn `turn_id`'s log, written with `token`: the
-/// log's own writes and the commit that writes the log's end make them alike.
-pub(super) fn event_item(
-    store: &DynamoStore,
-    session: &str,
-    turn_id: &str,
-    event: &AgentEvent,
-    seq: u64,
-    token: &str,
-) -> Result<HashMap<String, AttributeValue>, SinkError> {
-    let json = event_json(event, MAX_EVENT_BYTES)
-        .map_err(|e| SinkError::caused_by("an event does not encode", e))?;
-    Ok(HashMap::from([
-        (PK.to_owned(), AttributeValue::S(session_pk(session))),
-        (SK.to_owned(), AttributeValue::S(event_sk(turn_id, seq))),
-        ("seq".to_owned(), AttributeValue::N(seq.to_string())),
-        ("event".to_owned(), AttributeValue::S(json)),
-        (LOGGED_AT.to_owned(), AttributeValue::N(now_ms().to_string())),
-        (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
-        (
-            EXPIRES_AT.to_owned(),
-            AttributeValue::N(store.expires_at().to_string()),
-        ),
-    ]))
-}
-
-/// Events written together, at most: one transaction's worth of small items.
-const EVENTS_PER_WRITE: usize = 25;
-
-/// How many of `events` (at least one, if there are any) one transaction of the log holds by
-/// their size: each as large as its item may be, at most ([`MAX_EVENT_BYTES`]), and an item's
-/// keys and attributes beside it.
-fn events_that_fit<'a>(events: impl Iterator<Item = &'a AgentEvent>) -> usize {
-    const ITEM_ROOM: usize = 512;
-    let mut bytes = 0;
-    let mut count = 0;
-    for event in events {
-        let size = match event {
-            AgentEvent::Text { delta } | AgentEvent::Thinking { delta } => delta.len() + 64,
-            other => serde_json::to_string(other).map_or(MAX_EVENT_BYTES, |json| json.len()),
-        };
-        bytes += size.min(MAX_EVENT_BYTES) + ITEM_ROOM;
-        if count > 0 && bytes > super::transact::MAX_TRANSACTION_BYTES {
-            break;
-        }
-        count += 1;
-    }
-    count
-}
-
 /// Why events were not written.
 #[derive(Debug)]
 enum PutError {
@@ -500,6 +466,8 @@ enum PutError {
     Looked,
     /// The conversation was deleted: nothing of it is written any more.
     Deleted,
+    /// The turn is no longer this worker's: the results riding along are not written.
+    NotOurs,
     /// The write failed.
     Failed(SinkError),
 }
@@ -516,6 +484,9 @@ impl From<PutError> for SinkError {
             PutError::Taken => SinkError::new("the event log's first position was taken twice"),
             PutError::Looked => SinkError::new("the turn's signals changed while its events were written"),
             PutError::Deleted => SinkError::new("the conversation was deleted; its events are not written"),
+            PutError::NotOurs => {
+                SinkError::new("the turn is no longer this worker's; its calls' results were not written")
+            }
             PutError::Failed(e) => e,
         }
     }

@@ -228,10 +228,42 @@ impl DynamoStore {
         turn_id: &TurnId,
         result: &CallResult,
     ) -> Result<(), StoreError> {
+        let item = self.result_item(session, turn_id, result)?;
+        self.write_journal_items(session, turn_id, vec![item]).await
+    }
+
+    fn result_item(
+        &self,
+        session: &str,
+        turn_id: &str,
+        result: &CallResult,
+    ) -> Result<HashMap<String, AttributeValue>, StoreError> {
         let body = serde_json::to_string(result)
             .map_err(|e| StoreError::Corrupt(Failure::caused_by("a call's result does not encode", e)))?;
-        let item = self.journal_item(session, turn_id, call_sk(turn_id, &result.call_id), body);
-        self.write_journal_items(session, turn_id, vec![item]).await
+        Ok(self.journal_item(session, turn_id, call_sk(turn_id, &result.call_id), body))
+    }
+
+    /// The writes that record `results` in turn `turn_id`'s journal within another write of the
+    /// turn (its event log's, [`TurnLedger::record_result_later`]): first the check that the turn
+    /// is still this worker's, then an item per result.
+    ///
+    /// [`TurnLedger::record_result_later`]: agent_worker_core::session::TurnLedger::record_result_later
+    pub(super) fn result_writes(
+        &self,
+        session: &str,
+        turn_id: &str,
+        results: &[CallResult],
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let mut writes = vec![self.still_ours(session, turn_id)?];
+        for result in results {
+            let put = Put::builder()
+                .table_name(self.table())
+                .set_item(Some(self.result_item(session, turn_id, result)?))
+                .build()
+                .map_err(build_error)?;
+            writes.push(TransactWriteItem::builder().put(put).build());
+        }
+        Ok(writes)
     }
 
     /// [`TurnLedger::read_journal`](agent_worker_core::session::TurnLedger::read_journal): one

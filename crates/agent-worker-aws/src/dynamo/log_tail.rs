@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use agent_worker_core::protocol::AgentEvent;
-use agent_worker_core::session::TurnEnding;
+use agent_worker_core::session::{CallResult, TurnEnding};
 use agent_worker_core::sinks::PendingEvents;
 
 /// The tails of the turns whose logs are open in this process. A store keeps one and shares it
@@ -42,6 +42,11 @@ pub(crate) struct Tail {
     pub(crate) written_terminal: Option<AgentEvent>,
     /// What the turn said it says last, for its next commit.
     ending: Option<TurnEnding>,
+    /// Results of the turn's calls handed to the log's next write, to record in the turn's
+    /// journal with it ([`TurnLedger::record_result_later`]), oldest first.
+    ///
+    /// [`TurnLedger::record_result_later`]: agent_worker_core::session::TurnLedger::record_result_later
+    pub(crate) results: Vec<CallResult>,
 }
 
 /// What a commit writes of a turn's log: the events from position `seq` on, the terminal last.
@@ -85,6 +90,7 @@ impl LogTails {
             committing: false,
             written_terminal: None,
             ending: None,
+            results: Vec::new(),
         }));
         let mut tails = self.tails();
         tails.retain(|_, held| held.strong_count() > 0);
@@ -97,6 +103,20 @@ impl LogTails {
         if let Some(tail) = self.find(session, turn_id) {
             lock(&tail).ending = Some(ending);
         }
+    }
+
+    /// Hands `result` to the next write of `turn_id`'s log: `false` when no log of the turn is
+    /// open here, or it has written its end.
+    pub(crate) fn hand_result(&self, session: &str, turn_id: &str, result: CallResult) -> bool {
+        let Some(tail) = self.find(session, turn_id) else {
+            return false;
+        };
+        let mut held = lock(&tail);
+        if held.written_terminal.is_some() {
+            return false;
+        }
+        held.results.push(result);
+        true
     }
 
     /// What `turn_id` said it says last, taken for the commit under way.

@@ -17,7 +17,7 @@ mod commands;
 mod commit;
 mod conversations;
 mod documents;
-mod event_fit;
+mod event_items;
 mod event_log;
 mod history;
 mod job_events;

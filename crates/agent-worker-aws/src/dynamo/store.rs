@@ -535,6 +535,10 @@ impl TurnLedger for DynamoStore {
         self.record_call(session, turn_id, result).await
     }
 
+    fn record_result_later(&self, session: &SessionId, turn_id: &TurnId, result: &CallResult) -> bool {
+        self.log_tails.hand_result(session, turn_id, result.clone())
+    }
+
     async fn read_journal(
         &self,
         session: &SessionId,

@@ -344,6 +344,17 @@ pub trait TurnLedger: OwnerStore + HistoryStore + SignalStore {
         Err(StoreError::Backend("this session store keeps no journal".into()))
     }
 
+    /// Hands the result of a call its last checkpoint started to the next write this process
+    /// makes of turn `turn_id` anyway (its event log's next window), to be recorded with it:
+    /// `false` when none is coming (no log of the turn open here), and the caller records it at
+    /// once. A result handed over is lost if the worker dies before that write: the call is then
+    /// run again, with the same idempotency key, so only a call whose tool takes keys hands
+    /// its result over. The default hands nothing over.
+    fn record_result_later(&self, session: &SessionId, turn_id: &TurnId, result: &CallResult) -> bool {
+        let _ = (session, turn_id, result);
+        false
+    }
+
     /// Turn `turn_id`'s journal: its last checkpoint and the results recorded after it. `None`
     /// when it wrote none, or none this worker can read as its own ([`Journal::is_for`]).
     async fn read_journal(

@@ -182,6 +182,7 @@ pub(super) async fn start_call(
             } else {
                 super::journal::ResultRecorder::of(engine, ctx)
             };
+            let takes_keys = super::journal::takes_keys(engine, &name);
             let call: RunningCall = Box::pin(async move {
                 // A UI action goes to the tab when it starts, not before.
                 if let Some(request) = request {
@@ -189,7 +190,7 @@ pub(super) async fn start_call(
                 }
                 let outcome = tools.run(&name, &args, call_ctx, timeout).await;
                 if let Some(recorder) = recorder {
-                    recorder.record(&id, &outcome).await;
+                    recorder.record(&id, &outcome, takes_keys).await;
                 }
                 if let Some(withdrawal) = withdrawal
                     && outcome.is_error

@@ -86,12 +86,22 @@ impl ResultRecorder {
         })
     }
 
-    /// Records call `call_id`'s `outcome`. A failure is logged: the call ran and the turn goes
-    /// on with its result; only a later death of the worker would find it without one.
-    pub(super) async fn record(&self, call_id: &str, outcome: &ToolOutcome) {
+    /// Records call `call_id`'s `outcome`: with the turn's next write (its event log's next
+    /// window) when the call's tool `takes_keys` and the store has such a write coming (a death
+    /// of the worker before it runs the call again, with its key), else at once. A failure is
+    /// logged: the call ran and the turn goes on with its result; only a later death of the
+    /// worker would find it without one.
+    pub(super) async fn record(&self, call_id: &str, outcome: &ToolOutcome, takes_keys: bool) {
         let Some(result) = fitted(vec![result_of(call_id, outcome)], self.limit).pop() else {
             return;
         };
+        if takes_keys
+            && self
+                .store
+                .record_result_later(&self.session, &self.turn_id, &result)
+        {
+            return;
+        }
         if let Err(e) = self
             .store
             .record_result(&self.session, &self.turn_id, &result)
@@ -192,10 +202,8 @@ pub(super) async fn resume(
     let recorder = ResultRecorder::of(engine, ctx);
     for (index, id, name) in turn.open_calls() {
         let was_started = started.contains(&id);
-        let spec = engine.tools.spec(&name);
-        let again = !stopping
-            && !engine.ui_targets.contains_key(&name)
-            && (!was_started || spec.is_some_and(|s| s.idempotent));
+        let keyed = takes_keys(engine, &name);
+        let again = !stopping && (!was_started || keyed);
         let outcome = match (again, input_of(&turn.step, &id)) {
             (true, Some(input)) => {
                 tracing::info!(call = %id, tool = %name, "running a call again after its worker stopped");
@@ -204,7 +212,7 @@ pub(super) async fn resume(
                     .run(&name, &input, call_context(ctx, &id), engine.config.tool_timeout)
                     .await;
                 if let (true, Some(recorder)) = (was_started, &recorder) {
-                    recorder.record(&id, &outcome).await;
+                    recorder.record(&id, &outcome, keyed).await;
                 }
                 outcome
             }
@@ -277,6 +285,12 @@ pub(super) fn changes_something(engine: &EngineInner, name: &str) -> bool {
         .tools
         .spec(name)
         .is_some_and(|spec| spec.effect != crate::engine::tools::Effect::View || spec.destructive)
+}
+
+/// Whether a call of tool `name` takes an idempotency key: run again after its worker died, it
+/// takes effect once. A page's action does not.
+pub(super) fn takes_keys(engine: &EngineInner, name: &str) -> bool {
+    !engine.ui_targets.contains_key(name) && engine.tools.spec(name).is_some_and(|spec| spec.idempotent)
 }
 
 /// The input call `id` of `step` was made with.

@@ -1,16 +1,25 @@
-//! An event's JSON cut to fit one item of the turn's event log: DynamoDB refuses an item over
-//! 400 KB, and a `tool_ended` carrying a large result (or a `tool_started` with large arguments)
-//! would otherwise make every write of the log fail, and its turn with it.
+//! The items of a turn's event log: one per event, its JSON cut to fit one item, and as many in
+//! one write as a transaction holds.
 //!
-//! The longest strings are cut first, each ending with a note that says how large the event was;
-//! a value with no long string (a large array of numbers) is replaced by the note. What is left
-//! decodes as the same kind of event, with the same ids.
+//! DynamoDB refuses an item over 400 KB, and a `tool_ended` carrying a large result (or a
+//! `tool_started` with large arguments) would otherwise make every write of the log fail, and its
+//! turn with it. The longest strings are cut first, each ending with a note that says how large
+//! the event was; a value with no long string (a large array of numbers) is replaced by the note.
+//! What is left decodes as the same kind of event, with the same ids.
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
 
+use agent_worker_core::clock::now_ms;
 use agent_worker_core::protocol::AgentEvent;
+use agent_worker_core::session::CallResult;
+use agent_worker_core::sinks::SinkError;
 
+use super::DynamoStore;
 use super::codec::MAX_MESSAGE_BYTES;
+use super::keys::{EXPIRES_AT, LOGGED_AT, PK, SK, WRITE_TOKEN, event_sk, session_pk};
 
 /// The largest event JSON an item of the log holds: a message's limit, under DynamoDB's 400 KB
 /// with room for the item's keys and attributes.
@@ -50,6 +59,80 @@ pub(super) fn event_json(event: &AgentEvent, max: usize) -> Result<String, serde
             return serde_json::to_string(&value);
         }
     }
+}
+
+/// The item of `event` at position `seq` of turn `turn_id`'s log, written with `token`: the
+/// log's own writes and the commit that writes the log's end make them alike.
+pub(super) fn event_item(
+    store: &DynamoStore,
+    session: &str,
+    turn_id: &str,
+    event: &AgentEvent,
+    seq: u64,
+    token: &str,
+) -> Result<HashMap<String, AttributeValue>, SinkError> {
+    let json = event_json(event, MAX_EVENT_BYTES)
+        .map_err(|e| SinkError::caused_by("an event does not encode", e))?;
+    Ok(HashMap::from([
+        (PK.to_owned(), AttributeValue::S(session_pk(session))),
+        (SK.to_owned(), AttributeValue::S(event_sk(turn_id, seq))),
+        ("seq".to_owned(), AttributeValue::N(seq.to_string())),
+        ("event".to_owned(), AttributeValue::S(json)),
+        (LOGGED_AT.to_owned(), AttributeValue::N(now_ms().to_string())),
+        (WRITE_TOKEN.to_owned(), AttributeValue::S(token.to_owned())),
+        (
+            EXPIRES_AT.to_owned(),
+            AttributeValue::N(store.expires_at().to_string()),
+        ),
+    ]))
+}
+
+/// Events written together, at most: one transaction's worth of small items.
+pub(super) const EVENTS_PER_WRITE: usize = 25;
+
+/// Room an event's item takes beside its JSON: its keys and attributes.
+const ITEM_ROOM: usize = 512;
+
+/// How many of `events` (at least one, if there are any) one write of the log holds in `room`
+/// bytes: each as large as its item may be at most ([`MAX_EVENT_BYTES`]), with its keys and
+/// attributes.
+pub(super) fn events_that_fit<'a>(events: impl Iterator<Item = &'a AgentEvent>, room: usize) -> usize {
+    let mut bytes = 0;
+    let mut count = 0;
+    for event in events {
+        let size = match event {
+            AgentEvent::Text { delta } | AgentEvent::Thinking { delta } => delta.len() + 64,
+            other => serde_json::to_string(other).map_or(MAX_EVENT_BYTES, |json| json.len()),
+        };
+        bytes += size.min(MAX_EVENT_BYTES) + ITEM_ROOM;
+        if count > 0 && bytes > room {
+            break;
+        }
+        count += 1;
+    }
+    count
+}
+
+/// The most results of a turn's calls one write of the log carries into the journal.
+const RESULTS_PER_WRITE: usize = 10;
+
+/// The most bytes of results one write of the log carries.
+const RESULT_BYTES_PER_WRITE: usize = 1024 * 1024;
+
+/// How many of `results` (each already cut to fit an item) the log's next write carries, from
+/// the oldest, and their bytes.
+pub(super) fn riding(results: &[CallResult]) -> (usize, usize) {
+    let mut bytes = 0;
+    let mut count = 0;
+    for result in results.iter().take(RESULTS_PER_WRITE) {
+        let size = serde_json::to_string(result).map_or(MAX_EVENT_BYTES, |json| json.len()) + ITEM_ROOM;
+        if count > 0 && bytes + size > RESULT_BYTES_PER_WRITE {
+            break;
+        }
+        bytes += size;
+        count += 1;
+    }
+    (count, bytes)
 }
 
 /// Cuts `by` bytes off the end of `text` (at a character's boundary) and appends `note`.
