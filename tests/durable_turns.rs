@@ -380,7 +380,13 @@ async fn a_result_riding_on_the_logs_write_lands_only_under_the_claim() {
     let mut sink = log.open(&TurnRef::new(s.clone(), t.clone()));
     assert!(first.record_result_later(&s, &t, &result("c1")));
     assert!(
-        first.read_journal(&s, &t).await.unwrap().unwrap().results.is_empty(),
+        first
+            .read_journal(&s, &t)
+            .await
+            .unwrap()
+            .unwrap()
+            .results
+            .is_empty(),
         "handed over, not written"
     );
     sink.event(&ended("c1")).await.unwrap();

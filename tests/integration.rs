@@ -86,6 +86,7 @@ mod round_trips;
 mod secrets;
 mod server_limits;
 mod skills;
+mod spending;
 mod steering;
 mod steering_hosts;
 mod stops;

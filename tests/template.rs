@@ -169,6 +169,7 @@ fn every_feature_is_deployable_by_parameters() {
         ("UI_ANSWERS", "UiAnswers"),
         ("APPROVAL_STORE", "ApprovalStore"),
         ("MAX_ROUNDS", "MaxRounds"),
+        ("MAX_REPEAT_CALLS", "MaxRepeatCalls"),
         ("MAX_TOKENS", "MaxTokens"),
         ("TEMPERATURE", "Temperature"),
         ("TOOL_TIMEOUT_MS", "ToolTimeoutMs"),

@@ -237,6 +237,11 @@ fn each_tuning_parameter_keeps_the_default_its_description_names() {
     let t = template();
     let tuning = [
         ("MaxRounds", "MAX_ROUNDS", DEFAULT_MAX_ROUNDS.to_string()),
+        (
+            "MaxRepeatCalls",
+            "MAX_REPEAT_CALLS",
+            DEFAULT_MAX_REPEAT_CALLS.to_string(),
+        ),
         ("MaxTokens", "MAX_TOKENS", DEFAULT_MAX_TOKENS.to_string()),
         ("Temperature", "TEMPERATURE", DEFAULT_TEMPERATURE.to_string()),
         (

@@ -26,6 +26,8 @@ pub const DEFAULT_CONVERSATION_FILE_TOKENS: u64 = 300_000;
 
 /// How many model rounds one turn may take.
 pub const DEFAULT_MAX_ROUNDS: u32 = 12;
+/// How many times one turn may call the same tool with the same arguments.
+pub const DEFAULT_MAX_REPEAT_CALLS: u32 = 5;
 /// The output tokens one model response may use, reasoning included.
 pub const DEFAULT_MAX_TOKENS: u32 = 32_000;
 /// The model's sampling temperature.
@@ -93,6 +95,9 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct EngineConfig {
     /// Model rounds per turn; the turn completes with `stopReason: "max_rounds"` after them.
     pub max_rounds: u32,
+    /// Calls of one tool with the same arguments per turn; the model asking for one more ends
+    /// the turn with `stopReason: "repeated_call"` (a model in a loop). 0: no limit.
+    pub max_repeat_calls: u32,
     /// Output tokens per model response.
     pub max_tokens: u32,
     /// Sampling temperature, 0 to 1.
@@ -157,6 +162,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             max_rounds: DEFAULT_MAX_ROUNDS,
+            max_repeat_calls: DEFAULT_MAX_REPEAT_CALLS,
             max_tokens: DEFAULT_MAX_TOKENS,
             temperature: DEFAULT_TEMPERATURE,
             forced_tool_choice: DEFAULT_FORCED_TOOL_CHOICE,

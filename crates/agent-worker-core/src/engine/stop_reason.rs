@@ -25,6 +25,9 @@ pub enum TurnStopReason {
     OutputLimit,
     /// The tool loop ran out of rounds.
     MaxRounds,
+    /// The model asked for the same call (a tool and its arguments) more times than a turn
+    /// may make it: a loop.
+    RepeatedCall,
     /// A guardrail intervened.
     GuardrailIntervened,
     /// The content filter stopped the answer.
@@ -42,6 +45,7 @@ impl TurnStopReason {
             Self::StopTool => "stop_tool",
             Self::OutputLimit => "output_limit",
             Self::MaxRounds => "max_rounds",
+            Self::RepeatedCall => "repeated_call",
             Self::GuardrailIntervened => "guardrail_intervened",
             Self::ContentFiltered => "content_filtered",
         }

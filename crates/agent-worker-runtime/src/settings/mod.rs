@@ -25,7 +25,7 @@
 //! | `FILES_DIR` | no | instead of `FILES_BUCKET`: a local folder of the files people attach (a container with a volume, local runs) |
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
-//! | `MAX_ROUNDS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `UI_ACTION_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
+//! | `MAX_ROUNDS`, `MAX_REPEAT_CALLS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `UI_ACTION_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
 //! | `STOP_GRACE_MS` | no | how long an answer already on its way is still waited for once a stop is seen (2000) |
 //! | `TURN_FILE_TOKENS`, `CONVERSATION_FILE_TOKENS` | no | the tokens the files given to the model may carry in one step, and over a conversation (30000, 300000): past them, the costliest file goes as its reference line |
 //! | `MODEL_FIRST_CHUNK_TIMEOUT_MS`, `MODEL_CHUNK_TIMEOUT_MS` | no | how long a model's stream may stay silent before its first event, and between two (60000, 30000) |
@@ -53,7 +53,7 @@ use agent_worker_core::engine::{ApprovalSigner, EngineConfig};
 /// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
 /// settings: `TRACE_SETTINGS`. What sets a worker's values from a
 /// list of its own (`template.yaml`'s functions) is checked against this one.
-pub const WORKER_SETTINGS: [&str; 46] = [
+pub const WORKER_SETTINGS: [&str; 47] = [
     "TABLE_NAME",
     "MODEL_ID",
     "MODEL_PROVIDER",
@@ -78,6 +78,7 @@ pub const WORKER_SETTINGS: [&str; 46] = [
     "PROMPT_CACHING",
     "ATTACHMENT_TOOLS",
     "MAX_ROUNDS",
+    "MAX_REPEAT_CALLS",
     "MAX_TOKENS",
     "TEMPERATURE",
     "FORCED_TOOL_CHOICE",
@@ -426,6 +427,7 @@ impl WorkerSettings {
         };
         let mut engine = EngineConfig::default();
         parsed(&get, "MAX_ROUNDS", &mut engine.max_rounds)?;
+        parsed(&get, "MAX_REPEAT_CALLS", &mut engine.max_repeat_calls)?;
         parsed(&get, "MAX_TOKENS", &mut engine.max_tokens)?;
         parsed(&get, "TEMPERATURE", &mut engine.temperature)?;
         parsed(&get, "FORCED_TOOL_CHOICE", &mut engine.forced_tool_choice)?;

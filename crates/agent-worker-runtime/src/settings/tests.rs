@@ -120,6 +120,10 @@ fn overrides_apply_and_bad_values_are_named() {
         settings(&pairs)
     };
     assert_eq!(with(("MAX_ROUNDS", "4")).unwrap().engine.max_rounds, 4);
+    assert_eq!(
+        with(("MAX_REPEAT_CALLS", "0")).unwrap().engine.max_repeat_calls,
+        0
+    );
     let ms = Duration::from_millis;
     assert_eq!(
         with(("MODEL_CHUNK_TIMEOUT_MS", "250"))

@@ -111,6 +111,18 @@ pub(super) async fn start_call(
         .as_ref()
         .is_some_and(|p| p.ends_turn(&name))
         .then(|| json!({ "name": name, "input": args }));
+    // A model in a loop: the same call once more than a turn may make it does not run, and the
+    // turn ends after this step.
+    let most = engine.config.max_repeat_calls as usize;
+    if most > 0 && turn.same_calls(&name, &args) > most {
+        tracing::warn!(tool = %name, times = most, "the model asked for the same call once more than a turn may make it; the turn ends");
+        let not_run = ToolOutcome::error(format!(
+            "not run: `{name}` was already called {most} times in this turn with these same arguments; the turn stops here"
+        ));
+        turn.finish_call(index, not_run, out);
+        turn.repeated = Some(name);
+        return ends;
+    }
     // A call that had not started when the turn was stopped does not run.
     if flag.get().is_some() {
         let not_run = ToolOutcome::error("not run: the turn was stopped before this call started");

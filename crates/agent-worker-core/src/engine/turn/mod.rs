@@ -55,6 +55,9 @@ pub(crate) const OUTPUT_LIMIT_NOTICE: &str =
 /// Told to the person when the tool loop ran out of rounds.
 pub(crate) const MAX_ROUNDS_NOTICE: &str =
     "\n\n(I stopped after the most tool rounds one turn may take, before finishing. Ask me to continue.)";
+/// Told to the person (and, in the history, the model) when the model asked for the same call
+/// more times than a turn may make it.
+pub(crate) const REPEATED_CALL_NOTICE: &str = "\n\n(I stopped: I kept calling the same tool with the same arguments, which looked like a loop. Tell me how to go on.)";
 /// Told to the person when the model's answer was cut in the middle.
 pub(crate) const CUT_NOTICE: &str =
     "\n\n(My answer was cut off here: the connection to the model broke. Ask me to continue.)";

@@ -24,7 +24,9 @@ use crate::session::{Message, Stop, StopCause};
 use super::calls::{Call, StepCalls, start_call};
 use super::state::TurnState;
 use super::ui_calls::last_look_at_ui_calls;
-use super::{CUT_NOTICE, DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE};
+use super::{
+    CUT_NOTICE, DEADLINE_NOTICE, Ending, MAX_ROUNDS_NOTICE, OUTPUT_LIMIT_NOTICE, REPEATED_CALL_NOTICE,
+};
 use crate::protocol::ErrorChain;
 
 /// Runs the rounds under the deadline while looking for a stop. A stop seen lets the answer on
@@ -179,6 +181,11 @@ pub(super) async fn run_rounds(
                 reason: TurnStopReason::StopTool,
                 stop_tools: Some(json!(step.ending)),
             };
+        }
+        if turn.repeated.is_some() {
+            turn.close_step();
+            turn.notify(out, REPEATED_CALL_NOTICE);
+            return Ending::stop(TurnStopReason::RepeatedCall);
         }
         if let Some(result) = &mut turn.result {
             if result.value.is_some() {

@@ -69,6 +69,9 @@ pub(super) struct TurnState {
     pub(super) round: u32,
     /// When the turn first started (epoch milliseconds), across every run of it.
     pub(super) started_at_ms: u64,
+    /// The tool the model asked for once more with the same arguments than a turn may: the
+    /// turn ends after this step.
+    pub(super) repeated: Option<String>,
 }
 
 impl TurnState {
@@ -82,6 +85,18 @@ impl TurnState {
                 _ => None,
             })
             .collect()
+    }
+
+    /// How many calls of this turn, the step's included, were to `name` with `args`.
+    pub(super) fn same_calls(&self, name: &str, args: &Value) -> usize {
+        self.messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .chain(&self.step.content)
+            .filter(|block| {
+                matches!(block, ContentBlock::ToolUse { name: called, input, .. } if called == name && input == args)
+            })
+            .count()
     }
 
     pub(super) fn new(history: History, user: Message) -> Self {
@@ -102,6 +117,7 @@ impl TurnState {
             hand_over_at: None,
             round: 0,
             started_at_ms: crate::clock::now_ms(),
+            repeated: None,
         }
     }
 
