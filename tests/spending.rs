@@ -108,3 +108,230 @@ async fn a_model_asking_for_the_same_call_again_and_again_is_stopped_after_the_f
     let request = bedrock.requests().last().unwrap().body["messages"].to_string();
     assert!(request.contains("looked like a loop"), "{request}");
 }
+
+mod budgets {
+    use super::*;
+    use agent_worker::engine::spending::{Budgets, Ledger, Prices, SpendLedger, Spending};
+    use agent_worker::protocol::codes;
+    use agent_worker_testkit::StreamScript;
+    use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
+    use agent_worker_testkit::moto::dynamodb_client;
+
+    /// A reply whose stream waits, its text sent, until the stand-in releases it.
+    fn held() -> Reply {
+        StreamScript::new()
+            .text("Here it is.", 1)
+            .hold()
+            .stop("end_turn")
+            .usage(12, 8)
+            .into_reply()
+    }
+
+    /// What `Reply::text`'s usage (12 in, 8 out) costs on the default price of the model.
+    const TEXT_COST: u64 = 12 * 3 + 8 * 15;
+
+    /// A worker on `store` under `budgets`: each model call reserves about 15,000 micro-dollars
+    /// (its 1,000 output tokens at $15 a million, and its input).
+    fn worker(bedrock: &BedrockStandIn, store: &DynamoStore, budgets: Budgets) -> TurnHandler {
+        let ledger: Arc<dyn SpendLedger> = Arc::new(store.clone());
+        let engine = Engine::builder()
+            .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+            .store(store.clone())
+            .config(EngineConfig {
+                max_tokens: 1000,
+                ..support::config()
+            })
+            .spending(Spending::new(Prices::default(), budgets, Some(ledger)).unwrap())
+            .build()
+            .unwrap();
+        TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())))
+    }
+
+    fn turn_of(conversation: &str, turn: &str) -> AgentTurnPayload {
+        let body = json!({"turnId": turn, "conversationId": conversation, "userId": "ana", "accountId": "acme", "content": "What is due today?"});
+        AgentTurnPayload::decode(&body.to_string()).unwrap()
+    }
+
+    fn ana_today() -> Ledger {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let day = chrono::DateTime::from_timestamp(now.as_secs() as i64, 0)
+            .unwrap()
+            .format("%Y-%m-%d")
+            .to_string();
+        Ledger::PersonDay {
+            account: Some("acme".into()),
+            user: "ana".into(),
+            day,
+        }
+    }
+
+    /// Two workers run two of one person's turns at once, with room in her daily budget for one
+    /// call: one call is reserved and made, the other turn ends `budget_exceeded` before its
+    /// model call (the stand-in heard one request), not redriven, saying which budget and when
+    /// it refills. The ledger then holds what the one call cost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_turns_racing_for_the_last_of_a_budget_make_one_model_call() {
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let store = store().await;
+        let budgets = Budgets {
+            person_per_day: Some(25_000),
+            ..Budgets::default()
+        };
+        let other = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(store.table()).unwrap());
+        let (first, second) = (
+            Arc::new(worker(&bedrock, &store, budgets)),
+            Arc::new(worker(&bedrock, &other, budgets)),
+        );
+        bedrock.push(held());
+        let mut a = tokio::spawn(async move { first.run_turn_to_end(&turn_of("c-a", "t1"), None).await });
+        let mut b = tokio::spawn(async move { second.run_turn_to_end(&turn_of("c-b", "t1"), None).await });
+        bedrock.holding(1).await;
+        // The other turn ends while the first one's call is held.
+        let (refused, winner) = tokio::select! {
+            run = &mut a => (run.unwrap(), b),
+            run = &mut b => (run.unwrap(), a),
+        };
+        let Some(AgentEvent::Failed {
+            details,
+            retryable,
+            code,
+        }) = refused.terminal
+        else {
+            panic!("not refused: {:?}", refused.terminal)
+        };
+        assert_eq!(code.as_deref(), Some(codes::BUDGET_EXCEEDED));
+        assert!(!retryable, "not redriven");
+        assert!(details.contains("ana's daily budget of $0.03"), "{details}");
+        assert!(details.contains("refills at 00:00 UTC"), "{details}");
+        assert_eq!(bedrock.requests().len(), 1, "one model call was made");
+        bedrock.release();
+        assert_eq!(winner.await.unwrap().terminal, Some(AgentEvent::completed()));
+        assert_eq!(store.spent(&ana_today()).await.unwrap(), TEXT_COST);
+    }
+
+    /// A settlement whose answer was lost (the write landed, the SDK sends it again) is counted
+    /// once; a conversation's budget is kept across its turns, and a turn that would pass it is
+    /// refused before its model call, saying so, its ledger untouched.
+    #[tokio::test]
+    async fn a_ledger_counts_a_lost_answer_once_and_keeps_a_conversation_within_its_budget() {
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let plain = store().await;
+        let proxy = FaultProxy::in_front_of(moto().endpoint()).await.unwrap();
+        let store = DynamoStore::new(
+            dynamodb_client(&proxy.endpoint_url()),
+            DynamoConfig::new(plain.table()).unwrap(),
+        );
+        let budgets = Budgets {
+            conversation: Some(16_000),
+            ..Budgets::default()
+        };
+        let handler = worker(&bedrock, &store, budgets);
+        let settlement = Match::target("TransactWriteItems").and(Match::body("ADD #spent"));
+        proxy.inject(Rule::new(settlement, Fault::LoseResponse).times(1));
+        // 1,000 tokens in and 500 out: $0.0105.
+        let costly = StreamScript::new()
+            .text("Two invoices.", 1)
+            .stop("end_turn")
+            .usage(1000, 500)
+            .into_reply();
+        bedrock.push(costly);
+        let run = handler.run_turn_to_end(&turn_of("c-1", "t1"), None).await;
+        assert_eq!(run.terminal, Some(AgentEvent::completed()));
+        assert_eq!(proxy.injected().len(), 1, "the settlement's answer was lost once");
+        let conversation = Ledger::Conversation(sid("c-1"));
+        assert_eq!(plain.spent(&conversation).await.unwrap(), 10_500, "counted once");
+
+        // The next call may cost about $0.015 more: past the conversation's $0.016.
+        let refused = handler.run_turn_to_end(&turn_of("c-1", "t2"), None).await;
+        let Some(AgentEvent::Failed { details, code, .. }) = refused.terminal else {
+            panic!("not refused: {:?}", refused.terminal)
+        };
+        assert_eq!(code.as_deref(), Some(codes::BUDGET_EXCEEDED));
+        assert!(
+            details.contains("the conversation's budget of $0.02"),
+            "{details}"
+        );
+        assert!(details.contains("$0.01 is spent"), "{details}");
+        assert!(details.contains("does not refill"), "{details}");
+        assert_eq!(bedrock.requests().len(), 1, "no model call for the refused turn");
+        assert_eq!(plain.spent(&conversation).await.unwrap(), 10_500, "untouched");
+        // Another conversation of hers has its own.
+        bedrock.push(Reply::text("None."));
+        let other = handler.run_turn_to_end(&turn_of("c-2", "t1"), None).await;
+        assert_eq!(other.terminal, Some(AgentEvent::completed()));
+    }
+}
+
+/// Through the Lambda function (`bootstrap` under the Runtime API stand-in), budgets from its
+/// settings: a model without a price under a budget stops the start, named; and a conversation's
+/// budget smaller than one call's most ends the turn `budget_exceeded` before any model call,
+/// not redriven.
+#[cfg(feature = "s3")]
+#[tokio::test]
+async fn the_functions_budgets_come_from_its_settings() {
+    use agent_worker_testkit::LambdaRuntimeApi;
+    use std::time::Duration;
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = store().await;
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let function = |api: &LambdaRuntimeApi, extra: &[(&str, &str)]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+            .env_clear()
+            .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), store.table()))
+            .envs(extra.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the function starts")
+    };
+    let unpriced = function(
+        &api,
+        &[("MODEL_ID", "mistral.large-2407-v1:0"), ("TURN_BUDGET_USD", "1")],
+    );
+    let exited = tokio::time::timeout(Duration::from_secs(60), unpriced.wait_with_output())
+        .await
+        .expect("the function stopped at start-up")
+        .unwrap();
+    assert!(!exited.status.success());
+    let said = String::from_utf8_lossy(&exited.stderr);
+    assert!(
+        said.contains("MODEL_ID") && said.contains("mistral.large-2407-v1:0 has no price"),
+        "{said}"
+    );
+
+    let mut api = LambdaRuntimeApi::start().await.unwrap();
+    let body = json!({"turnId": "t1", "conversationId": "c-1", "userId": "ana", "accountId": "acme", "content": "Hi"});
+    let record = json!({
+        "messageId": "m-1", "receiptHandle": "rh-1", "body": body.to_string(),
+        "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": "c-1"},
+        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:turns.fifo", "awsRegion": "us-east-1"
+    });
+    api.invoke("req-1", json!({"Records": [record]}));
+    let mut running = function(
+        &api,
+        &[("CONVERSATION_BUDGET_USD", "0.001"), ("MAX_TOKENS", "1000")],
+    );
+    let (what, answer) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::select! {
+            answer = api.answer() => answer.expect("an answer"),
+            status = running.wait() => panic!("the function exited: {status:?}"),
+        }
+    })
+    .await
+    .expect("the function answered within a minute");
+    assert_eq!(what, "req-1/response");
+    assert_eq!(answer, json!({"batchItemFailures": []}), "not redriven");
+    assert!(bedrock.requests().is_empty(), "no model call was made");
+    let record = store.turn(&sid("c-1"), &tid("t1")).await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Failed);
+    let outcome = serde_json::to_string(&record.outcome).unwrap();
+    assert!(
+        outcome.contains("budget_exceeded") && outcome.contains("conversation's budget"),
+        "{outcome}"
+    );
+    running.kill().await.unwrap();
+}

@@ -19,6 +19,7 @@ use crate::config::{Configured, NoSystemPrompt};
 use agent_worker_core::agents::{AgentRuntimeBuilder, ModelSource, ThreadStore};
 use agent_worker_core::engine::attachments::FileArea;
 use agent_worker_core::engine::model::Model;
+use agent_worker_core::engine::spending::Spending;
 use agent_worker_core::engine::tools::{Tool, examples};
 use agent_worker_core::engine::{
     ApprovalSigner, Engine, EngineBuilder, EngineConfig, EngineError, ToolClass,
@@ -62,6 +63,7 @@ pub struct Blueprint<S> {
     attachment_tools: bool,
     engine: EngineConfig,
     prompt_required: bool,
+    spending: Option<Spending>,
 }
 
 impl<S> std::fmt::Debug for Blueprint<S> {
@@ -95,6 +97,7 @@ where
             attachment_tools: false,
             engine: EngineConfig::default(),
             prompt_required: false,
+            spending: None,
         }
     }
 
@@ -160,6 +163,13 @@ where
         self
     }
 
+    /// What model calls are reserved against: prices, budgets and their ledger.
+    #[must_use]
+    pub fn spending(mut self, spending: Option<Spending>) -> Self {
+        self.spending = spending;
+        self
+    }
+
     /// The engine's settings.
     #[must_use]
     pub fn engine_config(mut self, config: EngineConfig) -> Self {
@@ -196,6 +206,9 @@ where
         }
         if let Some(area) = &self.file_area {
             builder = builder.file_area(area.clone());
+        }
+        if let Some(spending) = &self.spending {
+            builder = builder.spending(spending.clone());
         }
         builder
     }

@@ -29,6 +29,7 @@ mod opening;
 mod owner;
 mod run;
 mod sdk_error;
+mod spending;
 mod store;
 mod table;
 mod thread;

@@ -3,7 +3,7 @@
 use super::{
     ApprovalSigner, ApprovalStore, Arc, Engine, EngineConfig, EngineError, EngineInner, FILES_ARE_DATA,
     FileArea, Model, SessionStore, StopSource, Tool, ToolPolicy, ToolSource, Toolset, TurnLogger, TurnPolicy,
-    admitted, attachments, fmt, live_tools, logger, policy, result, ui,
+    admitted, attachments, fmt, live_tools, logger, policy, result, spending, ui,
 };
 
 /// Builds an [`Engine`]; a model and a store are required.
@@ -24,6 +24,7 @@ pub struct EngineBuilder {
     result_schema: Option<serde_json::Value>,
     pdf_as_document: bool,
     logging: Option<logger::Logging>,
+    spending: Option<spending::Spending>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -194,11 +195,22 @@ impl EngineBuilder {
         self
     }
 
+    /// What model calls are reserved against, and settled in: the prices, the budgets and their
+    /// ledger ([`spending`]). Without it nothing is counted but the tokens.
+    #[must_use]
+    pub fn spending(mut self, spending: spending::Spending) -> Self {
+        self.spending = Some(spending);
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
         let store = self.store.ok_or(EngineError::Missing("store"))?;
         self.config.validate()?;
+        if let Some(spending) = &self.spending {
+            spending.check_model(model.id())?;
+        }
         let result = self
             .result_schema
             .map(result::ResultSchema::new)
@@ -235,6 +247,7 @@ impl EngineBuilder {
             result,
             pdf_as_document: self.pdf_as_document,
             logging: self.logging,
+            spending: self.spending,
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(

@@ -18,4 +18,7 @@ pub enum EngineError {
     /// The result schema cannot be used.
     #[error(transparent)]
     Result(#[from] super::result::BadResultSchema),
+    /// Spending cannot be counted for the model.
+    #[error(transparent)]
+    Spending(#[from] super::spending::SpendingError),
 }

@@ -37,6 +37,7 @@ mod prompt;
 mod quiet;
 pub mod result;
 mod retry;
+pub mod spending;
 mod stop;
 mod stop_reason;
 mod think_tags;
@@ -134,6 +135,8 @@ struct EngineInner {
     pdf_as_document: bool,
     /// Where the turn's log lines are copied, beside `tracing`.
     logging: Option<logger::Logging>,
+    /// The prices and budgets model calls are reserved against.
+    spending: Option<spending::Spending>,
 }
 
 impl fmt::Debug for Engine {

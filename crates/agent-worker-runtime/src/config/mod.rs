@@ -67,7 +67,9 @@ mod load;
 mod policy;
 mod prompt;
 mod skills;
+mod spending;
 mod turns;
+pub use spending::{Amount, BudgetsFile, Daily};
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -142,6 +144,12 @@ pub struct ConfigFile {
     /// PDFs go to the model as document blocks it reads itself, where it takes them.
     #[serde(default)]
     pub pdf_as_document: bool,
+    /// Models' prices, US dollars per million tokens, over the defaults.
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, agent_worker_core::engine::spending::Price>,
+    /// What a turn, a conversation, a person and an account may spend.
+    #[serde(default)]
+    pub budgets: spending::BudgetsFile,
 }
 
 /// A tool class, as the file names it.
@@ -282,6 +290,10 @@ pub struct Configured {
     pub prompt_additions: Option<String>,
     /// PDFs as document blocks (`pdfAsDocument`).
     pub pdf_as_document: bool,
+    /// The models' prices (`prices`, over the defaults).
+    pub prices: agent_worker_core::engine::spending::Prices,
+    /// Its budgets (`budgets`).
+    pub budgets: agent_worker_core::engine::spending::Budgets,
     /// Whether it was read from a file (the default, no file, gives nothing and requires nothing).
     pub from_file: bool,
 }
@@ -558,6 +570,8 @@ impl Configured {
                 problems.extend(why);
                 None
             });
+        let prices = spending::prices(&file.prices, &mut problems);
+        let budgets = file.budgets.budgets(&mut problems);
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -577,6 +591,8 @@ impl Configured {
             skills,
             prompt_additions,
             pdf_as_document: file.pdf_as_document,
+            prices,
+            budgets,
             from_file: true,
         })
     }

@@ -150,6 +150,28 @@ impl WorkerSettings {
             .map(|dir| Arc::new(agent_worker_core::engine::attachments::LocalFileArea::new(dir)) as Arc<_>)
     }
 
+    /// What model calls are reserved against: the configuration's prices, its budgets with
+    /// these settings' over them, kept in `store`; `None` without a budget. A model without a
+    /// price under a budget is refused here, named.
+    fn spending(
+        &self,
+        store: &DynamoStore,
+        configured: &Configured,
+    ) -> Result<Option<agent_worker_core::engine::spending::Spending>, SettingsError> {
+        use agent_worker_core::engine::spending::{SpendLedger, Spending};
+        let budgets = self.budgets.over(configured.budgets);
+        if !budgets.any() {
+            return Ok(None);
+        }
+        let ledger: Arc<dyn SpendLedger> = Arc::new(store.clone());
+        let spending = Spending::new(configured.prices.clone(), budgets, Some(ledger))
+            .map_err(|e| error("TURN_BUDGET_USD", e.to_string()))?;
+        spending
+            .check_model(&self.model_id)
+            .map_err(|e| error("MODEL_ID", e.to_string()))?;
+        Ok(Some(spending))
+    }
+
     /// The agent these settings describe, on `store` ([`Blueprint`]): one way for the engine
     /// and for every Standard Agents side.
     fn blueprint(
@@ -172,6 +194,7 @@ impl WorkerSettings {
             .map(|secret| ApprovalSigner::new(secret.as_bytes()))
             .transpose()
             .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
+        let spending = self.spending(&store, configured)?;
         let mut blueprint = Blueprint::new(store, Arc::new(configured.clone()))
             .extra_tools(self.example_tools())
             .system_prompt(self.system_prompt.clone())
@@ -179,6 +202,7 @@ impl WorkerSettings {
             .approvals(signer)
             .file_area(files, self.attachment_tools)
             .engine_config(self.engine.clone())
+            .spending(spending)
             .requiring_prompt();
         // The realtime server keeps the stops a product's API asks for, and (unless the table
         // is named) approvals.

@@ -53,7 +53,7 @@ use agent_worker_core::engine::{ApprovalSigner, EngineConfig};
 /// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
 /// settings: `TRACE_SETTINGS`. What sets a worker's values from a
 /// list of its own (`template.yaml`'s functions) is checked against this one.
-pub const WORKER_SETTINGS: [&str; 47] = [
+pub const WORKER_SETTINGS: [&str; 51] = [
     "TABLE_NAME",
     "MODEL_ID",
     "MODEL_PROVIDER",
@@ -79,6 +79,10 @@ pub const WORKER_SETTINGS: [&str; 47] = [
     "ATTACHMENT_TOOLS",
     "MAX_ROUNDS",
     "MAX_REPEAT_CALLS",
+    "TURN_BUDGET_USD",
+    "CONVERSATION_BUDGET_USD",
+    "PERSON_DAILY_BUDGET_USD",
+    "ACCOUNT_DAILY_BUDGET_USD",
     "MAX_TOKENS",
     "TEMPERATURE",
     "FORCED_TOOL_CHOICE",
@@ -245,6 +249,8 @@ pub struct WorkerSettings {
     pub sinks: Vec<SinkKind>,
     /// The tuning, defaults overridden by the tuning settings.
     pub engine: EngineConfig,
+    /// The budgets set here (`TURN_BUDGET_USD`, ...), over the configuration file's.
+    pub budgets: agent_worker_core::engine::spending::Budgets,
     /// `APPROVAL_SECRET`: the key approval tokens are signed with.
     pub approval_secret: Option<String>,
     /// `AGENTS_DIR`: Standard Agents definitions to serve instead of the single engine.
@@ -588,10 +594,12 @@ impl WorkerSettings {
             system_prompt: get("SYSTEM_PROMPT").filter(|s| !s.trim().is_empty()),
             sinks,
             engine,
+            budgets: budgets::budget_settings(&get)?,
         })
     }
 }
 
+mod budgets;
 mod build;
 mod traces;
 pub use traces::TRACE_SETTINGS;

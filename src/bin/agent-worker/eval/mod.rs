@@ -32,15 +32,6 @@ pub(crate) struct EvalArgs {
     live: crate::record::LiveArgs,
 }
 
-/// US dollars per million input and output tokens, by a part of the model's id (on-demand, in
-/// us-east-1 when this was written: check the Bedrock price list before trusting a figure).
-const PRICES: [(&str, f64, f64); 4] = [
-    ("claude-sonnet-4", 3.0, 15.0),
-    ("claude-haiku-4", 1.0, 5.0),
-    ("nova-pro", 0.8, 3.2),
-    ("nova-lite", 0.06, 0.24),
-];
-
 /// One scenario's outcome.
 struct Outcome {
     name: &'static str,
@@ -84,11 +75,18 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
         remembered(&engine, &run).await,
     ];
     outcomes.extend(rules.run(&run).await);
-    let price = PRICES
-        .iter()
-        .find(|(part, _, _)| args.live.model_id.contains(part));
-    let cost =
-        |input: u64, output: u64| price.map(|(_, i, o)| (input as f64 * i + output as f64 * o) / 1_000_000.0);
+    // The engine's prices (`engine::spending`): check the Bedrock price list before trusting a
+    // figure.
+    let prices = agent_worker::engine::spending::Prices::default();
+    let price = prices.of(&args.live.model_id);
+    let cost = |input: u64, output: u64| {
+        let usage = agent_worker::engine::model::TokenUsage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Default::default()
+        };
+        price.map(|price| price.cost(&usage) as f64 / 1_000_000.0)
+    };
     let (mut failed, mut input, mut output) = (0, 0, 0);
     for outcome in &outcomes {
         failed += usize::from(outcome.failure.is_some());

@@ -16,6 +16,7 @@ mod fit;
 mod journal;
 mod phases;
 mod rounds;
+mod spend;
 mod state;
 #[cfg(test)]
 mod tests;

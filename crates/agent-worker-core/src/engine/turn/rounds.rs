@@ -145,7 +145,14 @@ pub(super) async fn run_rounds(
             force_result,
         );
         turn.round = ctx.round;
-        let step = match run_step_with_retries(engine, &ctx, &request, turn, out, flag).await {
+        let reserved = match super::spend::reserve(engine, &ctx, turn, &request).await {
+            Ok(reserved) => reserved,
+            Err(ending) => return ending,
+        };
+        let stepped = run_step_with_retries(engine, &ctx, &request, turn, out, flag).await;
+        let usage = std::mem::take(&mut turn.usage);
+        super::spend::settle(engine, turn, reserved, usage).await;
+        let step = match stepped {
             Ok(step) => step,
             // Bedrock said the input is too long: compact harder, once, and send the step again.
             Err(Ending::Failed { details, code, .. })
@@ -401,12 +408,15 @@ pub(super) async fn run_step(
                             }
                         }
                         ModelEvent::Stop(reason) => stop = Some(reason),
-                        ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
-                            input_tokens: usage.input_tokens,
-                            output_tokens: usage.output_tokens,
-                            cache_read_tokens: usage.cache_read_tokens,
-                            cache_write_tokens: usage.cache_write_tokens,
-                        }),
+                        ModelEvent::Usage(usage) => {
+                            turn.add_usage(usage);
+                            out.emit(AgentEvent::Usage {
+                                input_tokens: usage.input_tokens,
+                                output_tokens: usage.output_tokens,
+                                cache_read_tokens: usage.cache_read_tokens,
+                                cache_write_tokens: usage.cache_write_tokens,
+                            });
+                        }
                     }
                 }
             },

@@ -72,6 +72,10 @@ pub(super) struct TurnState {
     /// The tool the model asked for once more with the same arguments than a turn may: the
     /// turn ends after this step.
     pub(super) repeated: Option<String>,
+    /// What the turn's model calls cost so far, in micro-dollars.
+    pub(super) spent: u64,
+    /// The tokens the model call under way has used so far (its retries' included).
+    pub(super) usage: crate::engine::model::TokenUsage,
 }
 
 impl TurnState {
@@ -85,6 +89,14 @@ impl TurnState {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Counts `usage` to the model call under way.
+    pub(super) fn add_usage(&mut self, usage: crate::engine::model::TokenUsage) {
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+        self.usage.cache_read_tokens += usage.cache_read_tokens;
+        self.usage.cache_write_tokens += usage.cache_write_tokens;
     }
 
     /// How many calls of this turn, the step's included, were to `name` with `args`.
@@ -118,6 +130,8 @@ impl TurnState {
             round: 0,
             started_at_ms: crate::clock::now_ms(),
             repeated: None,
+            spent: 0,
+            usage: crate::engine::model::TokenUsage::default(),
         }
     }
 
