@@ -430,3 +430,65 @@ async fn redriven_and_refused_records_are_counted_without_figures() {
         assert_eq!(count(&metrics, "Turns"), 1);
     }
 }
+
+/// With the model's price, each turn's cost is written (`TurnCostUsd`, unit `None`): its tokens
+/// at that price, under the base set and by account.
+#[tokio::test]
+async fn a_priced_turn_writes_its_cost_by_account() {
+    use agent_worker::engine::spending::Prices;
+    let world = World::new().await;
+    world
+        .bedrock
+        .push(Reply::tool_call("call-1", "add", r#"{"numbers":[1,2]}"#));
+    world.bedrock.push(Reply::text("Three."));
+    let engine = Engine::builder()
+        .model(BedrockModel::new(world.bedrock.client(), MODEL_ID))
+        .store(world.store.clone())
+        .tools(example_tools(&["add"]))
+        .config(config())
+        .build()
+        .unwrap();
+    let metrics = MetricsConfig::new("AgentWorkerTest", "desk")
+        .unwrap()
+        .dimension("model", MODEL_ID)
+        .unwrap()
+        .priced(Prices::default().of(MODEL_ID).copied());
+    let handler = TurnHandler::new(engine, Sinks::new().with(world.events.clone()))
+        .metrics(Metrics::new(metrics, world.lines.clone()));
+    let failed = world
+        .batch(
+            &handler,
+            vec![record("m-1", "t-1", "s-1", Duration::from_secs(1))],
+        )
+        .await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let lines = world.take();
+    let cost = lines
+        .iter()
+        .find(|l| l.get("TurnCostUsd").is_some())
+        .unwrap_or_else(|| panic!("no cost line: {lines:?}"));
+    assert_eq!(cost["turnId"], "t-1");
+    assert_eq!(cost["account"], "a-1");
+    let metrics = metrics_of(cost);
+    let (unit, value) = &metrics["TurnCostUsd"];
+    assert_eq!(unit, "None");
+    // The turn's tokens, as its own line counts them, at $3 a million in and $15 out (cache
+    // reads a tenth of input, writes 1.25 times).
+    let (turn, _) = split(&lines, "t-1");
+    let figures = metrics_of(&turn);
+    let tokens = |name: &str| count(&figures, name) as f64;
+    assert!(tokens("InputTokens") > 0.0 && tokens("OutputTokens") > 0.0);
+    let expected = (tokens("InputTokens") * 3.0
+        + tokens("OutputTokens") * 15.0
+        + tokens("CacheReadTokens") * 0.3
+        + tokens("CacheWriteTokens") * 3.75)
+        .ceil()
+        / 1_000_000.0;
+    assert!((value.as_f64().unwrap() - expected).abs() < 1e-12, "{value}");
+    let sets: Vec<Vec<String>> =
+        serde_json::from_value(cost["_aws"]["CloudWatchMetrics"][0]["Dimensions"].clone()).unwrap();
+    assert_eq!(
+        sets,
+        [vec!["service", "model"], vec!["service", "model", "account"]]
+    );
+}

@@ -164,6 +164,10 @@ impl WorkerBuilder {
         } = self;
         let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
         let (agent, sinks) = settings.build(bedrock, dynamodb, files.clone(), configured)?;
+        // Each turn's cost in its metrics, at the deployment's model's price.
+        let mut settings = settings;
+        let price = configured.prices.of(&settings.model_id).copied();
+        settings.metrics = settings.metrics.take().map(|metrics| metrics.priced(price));
         let handler = TurnHandler::from_settings(agent, sinks, &settings)
             .control(StoreControl::new(Arc::new(store.clone())));
         let handler = handler.traced_tools(&settings.tools_with(configured));

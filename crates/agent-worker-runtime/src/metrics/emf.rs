@@ -13,6 +13,8 @@ use super::MetricsConfig;
 pub(super) enum Unit {
     Count,
     Milliseconds,
+    /// A figure with no unit CloudWatch names (US dollars).
+    None,
 }
 
 impl Unit {
@@ -20,6 +22,7 @@ impl Unit {
         match self {
             Self::Count => "Count",
             Self::Milliseconds => "Milliseconds",
+            Self::None => "None",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | `ModelCalls`, `ModelRetries`, `ModelThrottles` | Count | the base set |
 //! | `InputTokens`, `OutputTokens`, `CacheReadTokens`, `CacheWriteTokens` | Count | the base set |
 //! | `ToolCalls`, `ApprovalsRequested`, `ApprovalsRedeemed`, `Compactions` | Count | the base set |
+//! | `TurnCostUsd` | None | the base set; with `account`: the turn's tokens at the model's price, when it has one ([`MetricsConfig::priced`]) |
 //! | `DynamoDBRequests` | Count | the base set: the table's requests the turn sent, its event log's included (when its client is [`counted`]) |
 //! | `ToolCalls`, `ToolDuration` (Milliseconds) | Count | the base set with `tool`; with `tool` and `result` |
 //!
@@ -38,7 +39,7 @@ pub(crate) use turn::{APPROVAL, tool_result};
 pub use turn::{TurnMeter, TurnOutcome};
 
 /// Dimension names the metrics use themselves; a deployer's dimension may not take them.
-const RESERVED: [&str; 5] = ["service", "outcome", "code", "tool", "result"];
+const RESERVED: [&str; 6] = ["service", "outcome", "code", "tool", "result", "account"];
 
 /// CloudWatch keeps at most 30 dimensions on a metric; the lines add up to three to the base.
 const MAX_BASE_DIMENSIONS: usize = 27;
@@ -52,11 +53,13 @@ pub const DEFAULT_SERVICE: &str = "agent-worker";
 pub struct MetricsError(String);
 
 /// The namespace, the service and the deployer's dimensions of every line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetricsConfig {
     namespace: String,
     service: String,
     dimensions: Vec<(String, String)>,
+    /// The model's price: each turn's cost is written with it.
+    price: Option<agent_worker_core::engine::spending::Price>,
 }
 
 impl MetricsConfig {
@@ -75,7 +78,15 @@ impl MetricsConfig {
             namespace,
             service,
             dimensions: Vec::new(),
+            price: None,
         })
+    }
+
+    /// Writes each turn's cost (`TurnCostUsd`, its tokens at `price`), when there is a price.
+    #[must_use]
+    pub fn priced(mut self, price: Option<agent_worker_core::engine::spending::Price>) -> Self {
+        self.price = price;
+        self
     }
 
     /// Adds dimension `name` with `value` to every line (a model id, an agent's name).

@@ -100,6 +100,8 @@ pub struct TurnMeter {
     compactions: u64,
     /// The table's requests the turn sent, when they were counted.
     dynamodb_requests: Option<u64>,
+    /// The account the turn is of, when it says.
+    account: Option<String>,
     /// Calls started and not ended: their tool and when they started, by call id.
     open_calls: HashMap<String, (String, Instant)>,
     /// Each tool's ended calls by result: their durations in milliseconds.
@@ -127,6 +129,7 @@ impl TurnMeter {
             approvals_redeemed: 0,
             compactions: 0,
             dynamodb_requests: None,
+            account: None,
             open_calls: HashMap::new(),
             calls: BTreeMap::new(),
         }
@@ -135,6 +138,11 @@ impl TurnMeter {
     /// Notes that the turn carries the person's decision on a call that waited for approval.
     pub fn approval_redeemed(&mut self) {
         self.approvals_redeemed += 1;
+    }
+
+    /// Notes the account the turn is of: its cost is written by account too.
+    pub fn account(&mut self, account: &str) {
+        self.account = (!account.is_empty()).then(|| account.to_owned());
     }
 
     /// Notes the DynamoDB requests the turn sent; none means its client was not counted (or
@@ -268,6 +276,26 @@ impl TurnMeter {
         }
         turn.metrics(&[&[]], &figures);
         let mut lines = vec![turn.finish(now)];
+        if let Some(price) = &config.price {
+            let usage = agent_worker_core::engine::model::TokenUsage {
+                input_tokens: self.input_tokens,
+                output_tokens: self.output_tokens,
+                cache_read_tokens: self.cache_read_tokens,
+                cache_write_tokens: self.cache_write_tokens,
+            };
+            let usd = Value::from(price.cost(&usage) as f64 / 1_000_000.0);
+            let mut line = EmfLine::new(config);
+            ids(&mut line);
+            let sets: &[&[&str]] = match &self.account {
+                Some(account) => {
+                    line.property("account", account.as_str());
+                    &[&[], &["account"]]
+                }
+                None => &[&[]],
+            };
+            line.metrics(sets, &[("TurnCostUsd", Unit::None, usd)]);
+            lines.push(line.finish(now));
+        }
         for ((tool, result), took) in &self.calls {
             let mut line = EmfLine::new(config);
             ids(&mut line);

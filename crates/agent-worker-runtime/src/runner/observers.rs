@@ -59,6 +59,7 @@ impl TurnHandler {
         let mut observers = Observers {
             meter: self.metrics.as_ref().map(|metrics| {
                 let mut meter = metrics.start(delivery.sent, Some(&turn.turn_id), delivery.message_id);
+                meter.account(&turn.account_id);
                 if turn.approval.is_some() {
                     meter.approval_redeemed();
                 }
