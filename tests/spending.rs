@@ -335,3 +335,103 @@ async fn the_functions_budgets_come_from_its_settings() {
     );
     running.kill().await.unwrap();
 }
+
+/// The kill switch (`agent-worker stop --account`): a running turn of the account on one
+/// worker stops (`stopReason: "blocked"`), a queued one on another worker is refused
+/// (`blocked`, not redriven) without a model call, and once the block is lifted the account's
+/// turns run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_account_stops_its_running_turns_and_refuses_its_queued_ones_until_lifted() {
+    use agent_worker::protocol::codes;
+    use agent_worker::session::dynamo::CachedBlocklist;
+    use agent_worker_testkit::StreamScript;
+    use std::time::Duration;
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let store = store().await;
+    let worker = |store: DynamoStore, fresh_for: Duration| {
+        let blocks = CachedBlocklist::new(store.clone()).fresh_for(fresh_for);
+        let engine = Engine::builder()
+            .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+            .store(store.clone())
+            .config(EngineConfig {
+                stop_poll_interval: Duration::from_millis(100),
+                stop_poll_idle: Duration::from_millis(200),
+                stop_grace: Duration::from_millis(100),
+                ..support::config()
+            })
+            .blocklist(Arc::new(blocks))
+            .build()
+            .unwrap();
+        Arc::new(TurnHandler::new(
+            engine,
+            Sinks::new().with(DynamoEventLog::new(store)),
+        ))
+    };
+    let other = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(store.table()).unwrap());
+    // The first worker keeps the blocks it read for 100 ms; the second reads them for each look.
+    let (first, second) = (
+        worker(store.clone(), Duration::from_millis(100)),
+        worker(other, Duration::ZERO),
+    );
+    let turn = |conversation: &str, user: &str, turn: &str| {
+        let body = json!({"turnId": turn, "conversationId": conversation, "userId": user, "accountId": "acme", "content": "Export every report."});
+        AgentTurnPayload::decode(&body.to_string()).unwrap()
+    };
+    let kill_switch = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+            .args(["stop", "--table", store.table()])
+            .args(args)
+            .env("AWS_ENDPOINT_URL", moto().endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+
+    bedrock.push(StreamScript::new().open_text("Exporting").hold().into_reply());
+    let running = first.clone();
+    let a = tokio::spawn(async move { running.run_turn_to_end(&turn("c-a", "ana", "t1"), None).await });
+    bedrock.holding(1).await;
+    let said = kill_switch(&["--account", "acme", "--reason", "runaway script"]);
+    assert!(said.contains("blocked"), "{said}");
+    let stopped = tokio::time::timeout(Duration::from_secs(30), a)
+        .await
+        .expect("the running turn stopped")
+        .unwrap();
+    assert_eq!(
+        stopped.terminal,
+        Some(AgentEvent::completed_with(json!({"stopReason": "blocked"})))
+    );
+    let queued = second.run_turn_to_end(&turn("c-b", "bo", "t1"), None).await;
+    let Some(AgentEvent::Failed {
+        code,
+        retryable,
+        details,
+    }) = queued.terminal
+    else {
+        panic!("not refused: {:?}", queued.terminal)
+    };
+    assert_eq!(code.as_deref(), Some(codes::BLOCKED));
+    assert!(!retryable, "not redriven");
+    assert!(details.contains("account acme is blocked"), "{details}");
+    assert_eq!(bedrock.requests().len(), 1, "no model call for the refused turn");
+    assert!(
+        store.turn(&sid("c-b"), &tid("t1")).await.unwrap().is_none(),
+        "nothing of it stored"
+    );
+
+    let said = kill_switch(&["--account", "acme", "--lift"]);
+    assert!(said.contains("lifted"), "{said}");
+    bedrock.push(Reply::text("Done."));
+    let again = second.run_turn_to_end(&turn("c-b", "bo", "t2"), None).await;
+    assert_eq!(again.terminal, Some(AgentEvent::completed()));
+}

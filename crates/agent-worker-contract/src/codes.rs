@@ -38,6 +38,8 @@ pub const TURN_DEADLINE_EXCEEDED: &str = "turn_deadline_exceeded";
 /// The turn asked for a typed result, and the model gave none that matches the schema, after
 /// being asked once more with what was wrong. What the turn produced is kept.
 pub const RESULT_INVALID: &str = "result_invalid";
+/// The turn's account or person is blocked (the kill switch): it did not start.
+pub const BLOCKED: &str = "blocked";
 /// Not a failure: the turn goes on in the host's next run (its deadline came before the turn's
 /// own, and the host said it can continue it, [`CONTINUABLE_KEY`](crate::CONTINUABLE_KEY)).
 /// Where the turn stood is written down; the host hands it back to its queue and shows this

@@ -24,7 +24,7 @@ use agent_worker_core::engine::tools::{Tool, examples};
 use agent_worker_core::engine::{
     ApprovalSigner, Engine, EngineBuilder, EngineConfig, EngineError, ToolClass,
 };
-use agent_worker_core::session::{ActionAnswers, ApprovalStore, SessionStore, StopSource};
+use agent_worker_core::session::{ActionAnswers, ApprovalStore, Blocklist, SessionStore, StopSource};
 
 /// Why the agent a configuration describes cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,7 @@ pub struct Blueprint<S> {
     engine: EngineConfig,
     prompt_required: bool,
     spending: Option<Spending>,
+    blocklist: Option<Arc<dyn Blocklist>>,
 }
 
 impl<S> std::fmt::Debug for Blueprint<S> {
@@ -98,6 +99,7 @@ where
             engine: EngineConfig::default(),
             prompt_required: false,
             spending: None,
+            blocklist: None,
         }
     }
 
@@ -170,6 +172,13 @@ where
         self
     }
 
+    /// Where blocked accounts and persons are asked for (the kill switch).
+    #[must_use]
+    pub fn blocklist(mut self, blocklist: Arc<dyn Blocklist>) -> Self {
+        self.blocklist = Some(blocklist);
+        self
+    }
+
     /// The engine's settings.
     #[must_use]
     pub fn engine_config(mut self, config: EngineConfig) -> Self {
@@ -209,6 +218,9 @@ where
         }
         if let Some(spending) = &self.spending {
             builder = builder.spending(spending.clone());
+        }
+        if let Some(blocklist) = &self.blocklist {
+            builder = builder.blocklist(blocklist.clone());
         }
         builder
     }

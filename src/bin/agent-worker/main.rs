@@ -10,6 +10,7 @@
 //! agent-worker handle events/one-turn.json
 //! agent-worker history --session S        agent-worker events --session S --turn-id T
 //! agent-worker stop --session S --turn-id T [--superseded]
+//! agent-worker stop --account A [--person P] [--reason R] [--lift]   (the kill switch)
 //! agent-worker serve --port 8080 --api-key KEY     (the container host)
 //! agent-worker agent-protocol [--port 8000] [--workspace ./workspace] [--endpoint-url URL] [--tool T]
 //! agent-worker validate examples/agents [--handler NAME] [--hook ID] [--json]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agent_worker::engine::StoreControl;
 use agent_worker::protocol::control::answer;
 use agent_worker::protocol::{SessionCommand, SessionControl};
-use agent_worker::session::{DynamoConfig, DynamoStore, Stop, StopCause, StopOutcome};
+use agent_worker::session::{BlockTarget, DynamoConfig, DynamoStore, Stop, StopCause, StopOutcome};
 use agent_worker::session::{SessionId, TurnId};
 use agent_worker::sinks::DynamoEventLog;
 
@@ -19,14 +19,27 @@ use agent_worker::protocol::chain;
 #[derive(Debug, clap::Args)]
 pub(crate) struct StopArgs {
     /// The session.
-    #[arg(long)]
-    pub(crate) session: SessionId,
+    #[arg(long, required_unless_present_any = ["account", "person"], requires = "turn_id")]
+    pub(crate) session: Option<SessionId>,
     /// The turn.
-    #[arg(long)]
-    pub(crate) turn_id: TurnId,
+    #[arg(long, requires = "session")]
+    pub(crate) turn_id: Option<TurnId>,
     /// The turn was replaced by the person's next message, rather than stopped by them.
-    #[arg(long)]
+    #[arg(long, requires = "session")]
     pub(crate) superseded: bool,
+    /// Blocks every turn of this account (of this person's, with `--person`): its running
+    /// turns stop and its new ones are refused, on every worker, until `--lift`.
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) account: Option<String>,
+    /// Blocks every turn of this person (of `--account`'s, when given).
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) person: Option<String>,
+    /// Lifts the block on `--account` or `--person` instead.
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) lift: bool,
+    /// Why, kept with the block.
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) reason: Option<String>,
     #[command(flatten)]
     pub(crate) table: TableArgs,
 }
@@ -164,13 +177,42 @@ pub(crate) async fn state(args: SessionArgs) -> Result<ExitCode, CliError> {
 
 pub(crate) async fn stop(args: StopArgs) -> Result<(), CliError> {
     let store = args.table.store().await?;
+    let target = match (args.account.clone(), args.person.clone()) {
+        (account, Some(user)) => Some(BlockTarget::Person { account, user }),
+        (Some(account), None) => Some(BlockTarget::Account(account)),
+        (None, None) => None,
+    };
+    if let Some(target) = target {
+        let said = if args.lift {
+            match store.lift(&target).await.map_err(|e| chain(&e))? {
+                true => "lifted: its new turns run",
+                false => "there was no block; nothing changed",
+            }
+        } else {
+            store
+                .block(&target, args.reason.as_deref())
+                .await
+                .map_err(|e| chain(&e))?;
+            "blocked: its running turns stop and its new ones are refused, on every worker within seconds"
+        };
+        println!(
+            "{}",
+            serde_json::json!({ "target": target.describe(), "outcome": said })
+        );
+        return Ok(());
+    }
+    let (Some(session), Some(turn_id)) = (args.session, args.turn_id) else {
+        return Err(CliError::usage(
+            "give --session and --turn-id, or --account or --person",
+        ));
+    };
     let cause = if args.superseded {
         StopCause::Superseded
     } else {
         StopCause::UserStop
     };
     let outcome = store
-        .request_stop(&args.session, &args.turn_id, Stop::now(cause))
+        .request_stop(&session, &turn_id, Stop::now(cause))
         .await
         .map_err(|e| chain(&e))?;
     let said = match outcome {
@@ -179,7 +221,7 @@ pub(crate) async fn stop(args: StopArgs) -> Result<(), CliError> {
     };
     println!(
         "{}",
-        serde_json::json!({ "turnId": args.turn_id, "stop": cause.as_str(), "outcome": said })
+        serde_json::json!({ "turnId": turn_id, "stop": cause.as_str(), "outcome": said })
     );
     Ok(())
 }

@@ -11,6 +11,9 @@
 //! | a turn's journal: its last checkpoint, a message of it, a call's result (each names its turn in `turnId`; see the `journal` module) | `session#<id>` | `journal#<turnId>#step`, `journal#<turnId>#m#<n, 6 digits>`, `journal#<turnId>#call#<callId>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
 //! | a job a call of the conversation waits for, and the events the product reported for it (`events`: each event's payload as JSON, by name) | `session#<id>` | `job#<jobId>` |
+//! | a conversation's spending ledger (`spent`, micro-dollars; see the `spending` module) | `session#<id>` | `spend` |
+//! | a person's or an account's spending in a day | `spend#person#<owner key>`, `spend#account#<account>` | `<YYYY-MM-DD>` |
+//! | a blocked account or person (the kill switch; see the `blocks` module) | `blocks` | `account#<account>`, `person#<owner key>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |
 //! | a task's step (ids time-ordered) | `aptask#<taskId>` | `step#<stepId>` |
 //! | a task's artifact record | `aptask#<taskId>` | `artifact#<ms, 13 digits>#<n, 4 digits>#<artifactId>` |

@@ -12,6 +12,7 @@
 //! - [`Documents`]: typed JSON documents at keys of the table (the Agent Protocol task store's).
 
 mod approvals;
+mod blocks;
 mod codec;
 mod commands;
 mod commit;
@@ -36,6 +37,7 @@ mod thread;
 mod transact;
 mod ui_answers;
 
+pub use blocks::{CachedBlocklist, DEFAULT_BLOCKS_FRESH_FOR};
 pub use codec::MAX_MESSAGE_BYTES;
 pub use documents::{DocKey, Documents, DocumentsError, MAX_DOCUMENTS_PER_WRITE};
 pub use event_log::{DynamoEventLog, LOOK_AHEAD, LoggedEvent, TEXT_COALESCE_BYTES, TEXT_COALESCE_WINDOW};

@@ -25,6 +25,7 @@ pub struct EngineBuilder {
     pdf_as_document: bool,
     logging: Option<logger::Logging>,
     spending: Option<spending::Spending>,
+    blocklist: Option<Arc<dyn crate::session::Blocklist>>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -203,6 +204,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Where blocked accounts and persons are asked for (the kill switch): a turn of one does
+    /// not start, and a running one stops.
+    #[must_use]
+    pub fn blocklist(mut self, blocklist: Arc<dyn crate::session::Blocklist>) -> Self {
+        self.blocklist = Some(blocklist);
+        self
+    }
+
     /// Builds the engine, checking every part.
     pub fn build(self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
@@ -248,6 +257,7 @@ impl EngineBuilder {
             pdf_as_document: self.pdf_as_document,
             logging: self.logging,
             spending: self.spending,
+            blocklist: self.blocklist,
         });
         let live = (!self.sources.is_empty()).then(|| {
             Arc::new(live_tools::LiveTools::new(

@@ -137,6 +137,8 @@ struct EngineInner {
     logging: Option<logger::Logging>,
     /// The prices and budgets model calls are reserved against.
     spending: Option<spending::Spending>,
+    /// The blocked accounts and persons (the kill switch).
+    blocklist: Option<Arc<dyn crate::session::Blocklist>>,
 }
 
 impl fmt::Debug for Engine {

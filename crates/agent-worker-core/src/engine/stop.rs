@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::protocol::ErrorChain;
 use crate::session::{
-    ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause, StopSource,
-    TurnCommand, TurnId, TurnSignals,
+    Blocklist, ContentBlock, Message, Role, SeenSignals, SessionId, SessionStore, Stop, StopCause,
+    StopSource, TurnCommand, TurnId, TurnSignals,
 };
 
 /// How long the stop question asked before a turn starts ([`ask_source`]) is waited for, beside
@@ -137,6 +137,43 @@ pub(crate) async fn watch(
     tokio::select! {
         stop = from_store => stop,
         stop = watch_source(source, session, turn_id, interval, idle, flag) => stop,
+    }
+}
+
+/// `watch`, and beside it a look at `blocks` every `apart` for a block on the turn's `account`
+/// and `user` (the kill switch): the first stop either hears. A look that fails is logged, and
+/// looked again.
+pub(crate) async fn or_blocked(
+    watch: impl std::future::Future<Output = Stop>,
+    blocks: Option<&dyn Blocklist>,
+    account: Option<&str>,
+    user: Option<&str>,
+    apart: Duration,
+    flag: &StopFlag,
+) -> Stop {
+    let Some(blocks) = blocks else {
+        return watch.await;
+    };
+    let looks = async {
+        loop {
+            tokio::time::sleep(apart).await;
+            match blocks.block_on(account, user).await {
+                Ok(Some(block)) => {
+                    tracing::warn!(target = %block.target.describe(), "the turn's account or person is blocked; it stops");
+                    let stop = Stop::now(StopCause::Blocked);
+                    flag.stop_heard(stop);
+                    return flag.get().unwrap_or(stop);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %ErrorChain(&e), "could not look for a block on the turn; looking again")
+                }
+            }
+        }
+    };
+    tokio::select! {
+        stop = watch => stop,
+        stop = looks => stop,
     }
 }
 
@@ -304,6 +341,7 @@ pub(crate) fn note(reason: StopCause) -> &'static str {
         StopCause::UserStop => "[The person stopped this turn here.]",
         StopCause::Superseded => "[This turn was cut short here by the person's next message.]",
         StopCause::Deadline => "[This turn ran out of time and stopped here.]",
+        StopCause::Blocked => "[This turn was stopped here: its account or person was blocked.]",
     }
 }
 

@@ -17,6 +17,8 @@ pub enum TurnStopReason {
     Superseded,
     /// It reached its deadline.
     Deadline,
+    /// Its account or person was blocked.
+    Blocked,
     /// A call waits for the person's approval.
     ApprovalRequired,
     /// The model called a tool that ends the turn (`stopTools` carries the calls).
@@ -41,6 +43,7 @@ impl TurnStopReason {
             Self::UserStop => "user_stop",
             Self::Superseded => "superseded",
             Self::Deadline => "deadline",
+            Self::Blocked => "blocked",
             Self::ApprovalRequired => "approval_required",
             Self::StopTool => "stop_tool",
             Self::OutputLimit => "output_limit",
@@ -59,7 +62,10 @@ impl TurnStopReason {
     /// Whether the turn was stopped from outside (the person, a newer message, the deadline),
     /// rather than ended by what the model did.
     pub const fn is_stop(self) -> bool {
-        matches!(self, Self::UserStop | Self::Superseded | Self::Deadline)
+        matches!(
+            self,
+            Self::UserStop | Self::Superseded | Self::Deadline | Self::Blocked
+        )
     }
 }
 
@@ -69,6 +75,7 @@ impl From<StopCause> for TurnStopReason {
             StopCause::UserStop => Self::UserStop,
             StopCause::Superseded => Self::Superseded,
             StopCause::Deadline => Self::Deadline,
+            StopCause::Blocked => Self::Blocked,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`MemoryStore`]: the in-process implementation; [`DynamoStore`]: one DynamoDB table.
 
 mod approval;
+pub mod blocks;
 mod commands;
 pub mod conversations;
 mod error;
@@ -23,6 +24,7 @@ mod turn;
 mod ui_answer;
 
 pub use approval::{ApprovalStatus, ApprovalStore, PendingApproval};
+pub use blocks::{Block, BlockTarget, Blocklist};
 pub use commands::{CommandOutcome, MAX_QUEUED_COMMAND_BYTES, TurnCommand, TurnSignals, command_fits};
 pub use conversations::{ConversationError, ConversationStore, StoredMessage};
 pub use error::StoreError;

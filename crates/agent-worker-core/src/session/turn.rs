@@ -204,6 +204,8 @@ pub enum StopCause {
     Superseded,
     /// It ran out of time.
     Deadline,
+    /// Its account or person was blocked ([`super::blocks`]).
+    Blocked,
 }
 
 impl StopCause {
@@ -213,6 +215,7 @@ impl StopCause {
             Self::UserStop => "user_stop",
             Self::Superseded => "superseded",
             Self::Deadline => "deadline",
+            Self::Blocked => "blocked",
         }
     }
 }

@@ -195,6 +195,7 @@ impl WorkerSettings {
             .transpose()
             .map_err(|e| error("APPROVAL_SECRET", e.to_string()))?;
         let spending = self.spending(&store, configured)?;
+        let blocklist = Arc::new(agent_worker_aws::dynamo::CachedBlocklist::new(store.clone()));
         let mut blueprint = Blueprint::new(store, Arc::new(configured.clone()))
             .extra_tools(self.example_tools())
             .system_prompt(self.system_prompt.clone())
@@ -203,6 +204,7 @@ impl WorkerSettings {
             .file_area(files, self.attachment_tools)
             .engine_config(self.engine.clone())
             .spending(spending)
+            .blocklist(blocklist)
             .requiring_prompt();
         // The realtime server keeps the stops a product's API asks for, and (unless the table
         // is named) approvals.

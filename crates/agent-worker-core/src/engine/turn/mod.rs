@@ -286,6 +286,20 @@ async fn run_phases(
     let engine = &engine
         .for_result(ask.result_schema.as_ref())
         .map_err(Refusal::InvalidPrompt)?;
+    // A blocked account's or person's turn does not start. A look that fails lets it start:
+    // its watch looks again while it runs.
+    if let Some(blocks) = &engine.blocklist {
+        match blocks
+            .block_on(ask.account_id.as_deref(), ask.user_id.as_deref())
+            .await
+        {
+            Ok(Some(block)) => return Err(Refusal::Blocked(block.target.describe())),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %ErrorChain(&e), "could not look for a block on the turn; it starts, and its watch looks again")
+            }
+        }
+    }
     // A branch is made before its first turn is claimed, and its owner checked before that.
     let branching = ask.parent_session.is_some();
     if branching {

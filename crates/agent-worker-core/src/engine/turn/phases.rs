@@ -40,6 +40,8 @@ pub(super) enum Refusal {
     Superseded,
     /// The session's history could not be read (the claim was released).
     HistoryUnreadable(StoreError),
+    /// The turn's account or person is blocked (named).
+    Blocked(String),
 }
 
 impl Refusal {
@@ -84,6 +86,11 @@ impl Refusal {
                 ),
                 true,
                 Some(codes::TURN_IN_PROGRESS),
+            ),
+            Self::Blocked(target) => AgentEvent::failed(
+                format!("{target} is blocked: turn {turn_id} did not start; nothing ran"),
+                false,
+                Some(codes::BLOCKED),
             ),
             Self::Superseded => AgentEvent::failed(
                 format!("turn {turn_id} was superseded by a newer message before it started; nothing ran"),

@@ -47,12 +47,21 @@ pub(super) async fn run_watched(
             tokio::time::timeout_at(Instant::now() + budget, run_rounds(engine, ctx, turn, out, flag));
         tokio::pin!(rounds);
         let store = engine.store.as_ref();
-        let mut watch = Box::pin(stop::watch(
+        let watched = stop::watch(
             store,
             engine.stops.as_deref(),
             session,
             turn_id,
             config.stop_poll_interval,
+            config.stop_poll_idle,
+            flag,
+        );
+        let blocks = engine.blocklist.as_deref();
+        let mut watch = Box::pin(stop::or_blocked(
+            watched,
+            blocks,
+            ctx.account_id,
+            ctx.user_id,
             config.stop_poll_idle,
             flag,
         ));
@@ -78,6 +87,7 @@ pub(super) async fn run_watched(
                 StopCause::Deadline => "the turn reached its deadline",
                 StopCause::UserStop => "the person stopped the turn",
                 StopCause::Superseded => "the person's next message replaced the turn",
+                StopCause::Blocked => "the turn's account or person was blocked",
             };
             tracing::warn!(reason = stop.reason.as_str(), "cut the turn off");
             last_look_at_ui_calls(engine, session, turn_id, turn, out).await;
