@@ -111,10 +111,11 @@ pub(super) async fn start_call(
         .as_ref()
         .is_some_and(|p| p.ends_turn(&name))
         .then(|| json!({ "name": name, "input": args }));
-    // A model in a loop: the same call once more than a turn may make it does not run, and the
-    // turn ends after this step.
+    // A model in a loop: the same call asked for again, once more than a turn may make it, does
+    // not run, and the turn ends after this step. (The same call made twice in one answer is
+    // not a loop.)
     let most = engine.config.max_repeat_calls as usize;
-    if most > 0 && turn.same_calls(&name, &args) > most {
+    if most > 0 && turn.same_calls(&name, &args) >= most {
         tracing::warn!(tool = %name, times = most, "the model asked for the same call once more than a turn may make it; the turn ends");
         let not_run = ToolOutcome::error(format!(
             "not run: `{name}` was already called {most} times in this turn with these same arguments; the turn stops here"

@@ -99,12 +99,12 @@ impl TurnState {
         self.usage.cache_write_tokens += usage.cache_write_tokens;
     }
 
-    /// How many calls of this turn, the step's included, were to `name` with `args`.
+    /// How many calls of this turn's earlier steps were to `name` with `args` (in any key
+    /// order): the model asking for the same call again after reading its result.
     pub(super) fn same_calls(&self, name: &str, args: &Value) -> usize {
         self.messages
             .iter()
             .flat_map(|m| &m.content)
-            .chain(&self.step.content)
             .filter(|block| {
                 matches!(block, ContentBlock::ToolUse { name: called, input, .. } if called == name && input == args)
             })
