@@ -211,6 +211,39 @@ mod budgets {
         assert_eq!(store.spent(&ana_today()).await.unwrap(), TEXT_COST);
     }
 
+    /// A turn stopped while its model call streams settles the call's reservation with what
+    /// it used so far (here nothing: its usage had not come): the ledger keeps none of it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stopped_turn_gives_its_reservation_back() {
+        use agent_worker::session::{SignalStore as _, Stop, StopCause};
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let store = store().await;
+        let budgets = Budgets {
+            conversation: Some(1_000_000),
+            ..Budgets::default()
+        };
+        let handler = Arc::new(worker(&bedrock, &store, budgets));
+        bedrock.push(StreamScript::new().open_text("Let me").hold().into_reply());
+        let running = handler.clone();
+        let turn = tokio::spawn(async move { running.run_turn_to_end(&turn_of("c-s", "t1"), None).await });
+        bedrock.holding(1).await;
+        let conversation = Ledger::Conversation(sid("c-s"));
+        assert!(
+            store.spent(&conversation).await.unwrap() > 10_000,
+            "the call's most is reserved"
+        );
+        store
+            .request_stop(&sid("c-s"), &tid("t1"), Stop::now(StopCause::UserStop))
+            .await
+            .unwrap();
+        let stopped = turn.await.unwrap();
+        assert_eq!(
+            stopped.terminal,
+            Some(AgentEvent::completed_with(json!({"stopReason": "user_stop"})))
+        );
+        assert_eq!(store.spent(&conversation).await.unwrap(), 0, "given back");
+    }
+
     /// A settlement whose answer was lost (the write landed, the SDK sends it again) is counted
     /// once; a conversation's budget is kept across its turns, and a turn that would pass it is
     /// refused before its model call, saying so, its ledger untouched.

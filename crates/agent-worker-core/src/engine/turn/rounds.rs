@@ -77,6 +77,8 @@ pub(super) async fn run_watched(
             }
         }
     };
+    // A step cut off (a stop, the deadline) is settled with what it used so far.
+    super::spend::settle(engine, turn).await;
     match ended {
         Some(ending) => ending,
         // The host's deadline, for a turn the host can continue: it is handed over as it stands.
@@ -155,13 +157,12 @@ pub(super) async fn run_rounds(
             force_result,
         );
         turn.round = ctx.round;
-        let reserved = match super::spend::reserve(engine, &ctx, turn, &request).await {
+        turn.reserved = match super::spend::reserve(engine, &ctx, turn, &request).await {
             Ok(reserved) => reserved,
             Err(ending) => return ending,
         };
         let stepped = run_step_with_retries(engine, &ctx, &request, turn, out, flag).await;
-        let usage = std::mem::take(&mut turn.usage);
-        super::spend::settle(engine, turn, reserved, usage).await;
+        super::spend::settle(engine, turn).await;
         let step = match stepped {
             Ok(step) => step,
             // Bedrock said the input is too long: compact harder, once, and send the step again.

@@ -158,16 +158,13 @@ pub(super) async fn reserve(
     }
 }
 
-/// Settles `reserved` with what the call cost (`usage`): the turn counts it, and the ledgers
-/// are given back what was reserved beyond it. A failure is logged: the ledgers then keep the
-/// reservation, more than was spent, never less.
-pub(super) async fn settle(
-    engine: &EngineInner,
-    turn: &mut TurnState,
-    reserved: Option<Reserved>,
-    usage: TokenUsage,
-) {
-    let (Some(reserved), Some(spending)) = (reserved, &engine.spending) else {
+/// Settles the turn's reservation (when one is outstanding) with what its call cost, the
+/// usage it heard of (a call cut off by a stop, with what it used so far): the turn counts it,
+/// and the ledgers are given back what was reserved beyond it. A failure is logged: the ledgers
+/// then keep the reservation, more than was spent, never less.
+pub(super) async fn settle(engine: &EngineInner, turn: &mut TurnState) {
+    let usage = std::mem::take(&mut turn.usage);
+    let (Some(reserved), Some(spending)) = (turn.reserved.take(), &engine.spending) else {
         return;
     };
     let cost = spending

@@ -76,6 +76,8 @@ pub(super) struct TurnState {
     pub(super) spent: u64,
     /// The tokens the model call under way has used so far (its retries' included).
     pub(super) usage: crate::engine::model::TokenUsage,
+    /// What the model call under way reserved against the budgets, until it is settled.
+    pub(super) reserved: Option<super::spend::Reserved>,
 }
 
 impl TurnState {
@@ -132,6 +134,7 @@ impl TurnState {
             repeated: None,
             spent: 0,
             usage: crate::engine::model::TokenUsage::default(),
+            reserved: None,
         }
     }
 
