@@ -119,6 +119,22 @@ async fn every_route_refuses_in_one_shape() {
         ),
         (
             Method::GET,
+            "/usage?accountId=acme&day=tomorrow".into(),
+            None,
+            Some(KEY),
+            400,
+            Some("day"),
+        ),
+        (
+            Method::PUT,
+            "/blocks".into(),
+            Some("{}".into()),
+            Some(KEY),
+            400,
+            Some("body"),
+        ),
+        (
+            Method::GET,
             "/sessions/c-1/state?userId=ana".into(),
             None,
             Some(KEY),

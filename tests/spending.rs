@@ -468,3 +468,135 @@ async fn a_blocked_account_stops_its_running_turns_and_refuses_its_queued_ones_u
     let again = second.run_turn_to_end(&turn("c-b", "bo", "t2"), None).await;
     assert_eq!(again.terminal, Some(AgentEvent::completed()));
 }
+
+/// The backend's routes on `serve`: `PUT /blocks` and `DELETE /blocks` (the kill switch) and
+/// `GET /usage` (the ledgers). A person's own token (on a host that knows people by their
+/// tokens) is refused (403) and changes nothing, as the table shows; the backend's key (on a
+/// host that knows it) blocks, reads and lifts.
+#[tokio::test]
+async fn the_backend_blocks_reads_usage_and_lifts_and_a_person_cannot() {
+    use agent_worker::engine::spending::{Ledger, SpendLedger as _};
+    use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+    use agent_worker::session::dynamo::CachedBlocklist;
+    use agent_worker::session::{BlockTarget, Blocklist as _};
+    use agent_worker_testkit::{JwksStandIn, SigningKey};
+    use support::container::{KEY, changed, send, server_with_tokens, table};
+
+    let key = SigningKey::rs256("k-1");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let config = JwtConfig::new(
+        issuer.issuer(),
+        "app",
+        Some(issuer.jwks_url()),
+        AccountFrom::Claim("custom:account".into()),
+    )
+    .unwrap();
+    let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ana = key.token(&json!({"iss": issuer.issuer(), "aud": "app", "sub": "ana", "custom:account": "acme", "iat": now, "exp": now + 3600}));
+    let http = reqwest::Client::new();
+    let blocks = format!("{}/blocks", server.url);
+    let usage = format!(
+        "{}/usage?accountId=acme&userId=ana&conversationId=c-1",
+        server.url
+    );
+
+    let before = table(&server.store).await;
+    let (status, said) = send(
+        http.put(&blocks)
+            .bearer_auth(&ana)
+            .json(&json!({"accountId": "acme"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{said}");
+    let (status, said) = send(http.get(&usage).bearer_auth(&ana), None).await;
+    assert_eq!(status, 403, "{said}");
+    let (status, said) = send(
+        http.delete(format!("{blocks}?accountId=acme")).bearer_auth(&ana),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{said}");
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+
+    // A host that knows the backend by its key.
+    let server = support::container::server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    let blocks = format!("{}/blocks", server.url);
+    let usage = format!(
+        "{}/usage?accountId=acme&userId=ana&conversationId=c-1",
+        server.url
+    );
+    let (status, said) = send(
+        http.put(&blocks)
+            .json(&json!({"accountId": "acme", "userId": "ana", "reason": "runaway"})),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!((status, said), (200, json!({"blocked": "person ana"})));
+    let blocked = CachedBlocklist::new(server.store.clone());
+    let block = blocked
+        .block_on(Some("acme"), Some("ana"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(block.reason.as_deref(), Some("runaway"));
+    assert!(
+        blocked
+            .block_on(Some("acme"), Some("bo"))
+            .await
+            .unwrap()
+            .is_none(),
+        "ana's alone"
+    );
+
+    let ledger = Ledger::Conversation(sid("c-1"));
+    server
+        .store
+        .reserve(
+            "r1",
+            &[agent_worker::engine::spending::Charge {
+                ledger: ledger.clone(),
+                limit: 1_000_000,
+            }],
+            2_500,
+        )
+        .await
+        .unwrap();
+    server.store.settle("r1", &[ledger], -1_000).await.unwrap();
+    let (status, said) = send(http.get(&usage), Some(KEY)).await;
+    assert_eq!(status, 200, "{said}");
+    assert_eq!(
+        said["conversation"],
+        json!({"conversationId": "c-1", "spentUsd": 0.0015})
+    );
+    assert_eq!(said["account"]["spentUsd"], json!(0.0));
+    assert_eq!(said["person"]["userId"], "ana");
+    let (status, said) = send(http.get(format!("{usage}&day=tomorrow")), Some(KEY)).await;
+    assert_eq!(status, 400, "{said}");
+
+    let lift = format!("{blocks}?accountId=acme&userId=ana");
+    let (status, said) = send(http.delete(&lift), Some(KEY)).await;
+    assert_eq!((status, said), (200, json!({"lifted": "person ana"})));
+    let (status, _) = send(http.delete(&lift), Some(KEY)).await;
+    assert_eq!(status, 404, "nothing left to lift");
+    let target = BlockTarget::Person {
+        account: Some("acme".into()),
+        user: "ana".into(),
+    };
+    assert!(
+        !server
+            .store
+            .blocks()
+            .await
+            .unwrap()
+            .iter()
+            .any(|b| b.target == target)
+    );
+}

@@ -122,6 +122,12 @@ where
     I::try_from(id).map_err(|problem| HostError::field(field, format!("{field} {problem}")))
 }
 
+/// [`checked_id`] for an id that stays text (a person's, an account's).
+pub(crate) fn checked_text(field: &str, id: String) -> Result<String, HostError> {
+    check_id(field, &id)?;
+    Ok(id)
+}
+
 /// [`checked_id`] for a text that stays text (a UI call's id, keyed beside its turn's).
 fn check_id(field: &str, id: &str) -> Result<(), HostError> {
     match agent_worker_core::session::id_problem(id, Some(agent_worker_aws::dynamo::keys::MAX_ID_BYTES)) {

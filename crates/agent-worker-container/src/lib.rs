@@ -59,6 +59,7 @@ mod jobs;
 mod joined_id;
 pub mod jwt;
 mod sessions;
+mod spending;
 mod turns;
 
 pub use a2a::{PublicUrl, PublicUrlError};
@@ -345,6 +346,11 @@ impl ContainerHost {
         self.inner.jobs.as_ref()
     }
 
+    /// The table the host keeps its turns in, when it has one (its event log's).
+    fn table(&self) -> Option<&agent_worker_aws::dynamo::DynamoStore> {
+        self.inner.log.as_ref().map(DynamoEventLog::store)
+    }
+
     /// The turns' event log, when the host has one.
     fn event_log(&self) -> Option<&DynamoEventLog> {
         self.inner.log.as_ref()
@@ -428,6 +434,11 @@ impl ContainerHost {
             .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
             .route("/conversations/{id}/files", post(files::upload))
             .route("/jobs/events", post(jobs::report))
+            .route("/usage", get(spending::usage))
+            .route(
+                "/blocks",
+                axum::routing::put(spending::block).delete(spending::lift),
+            )
             .route("/sessions/{id}/commands", post(sessions::command))
             .route("/sessions/{id}/state", get(sessions::state))
             .route("/sessions/{id}/entries", get(sessions::entries))

@@ -74,6 +74,11 @@ impl DynamoEventLog {
         }
     }
 
+    /// The store it writes to.
+    pub fn store(&self) -> &DynamoStore {
+        &self.store
+    }
+
     /// Looks at a turn's signals with any write that comes within `ahead` of the turn's watch's
     /// next read ([`LOOK_AHEAD`] by default); at the watch's interval or more, with every write.
     #[must_use]

@@ -272,6 +272,13 @@ impl Spending {
     }
 }
 
+/// Today's date (UTC), `YYYY-MM-DD`: the day a daily ledger counts.
+pub fn today() -> String {
+    let now = i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp_millis(now)
+        .map_or_else(String::new, |at| at.format("%Y-%m-%d").to_string())
+}
+
 /// Dollars from micro-dollars, as a refusal writes them.
 pub(crate) fn dollars(micros: u64) -> String {
     format!("${:.2}", micros as f64 / 1_000_000.0)

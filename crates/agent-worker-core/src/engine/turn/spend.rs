@@ -28,13 +28,6 @@ fn estimated_input(request: &ModelRequest) -> u64 {
     crate::engine::compaction::estimated_tokens(&request.messages) + ((system + tools) / 4) as u64
 }
 
-/// Today's date (UTC), `YYYY-MM-DD`: the day a daily ledger counts.
-fn today() -> String {
-    let now = i64::try_from(crate::clock::now_ms()).unwrap_or(i64::MAX);
-    chrono::DateTime::from_timestamp_millis(now)
-        .map_or_else(String::new, |at| at.format("%Y-%m-%d").to_string())
-}
-
 /// The ledgers a turn of `ctx` spends in, with their budgets, on `day`.
 fn charges(engine: &EngineInner, ctx: &StepContext<'_>, day: &str) -> Vec<Charge> {
     let Some(spending) = &engine.spending else {
@@ -118,7 +111,7 @@ pub(super) async fn reserve(
             refills,
         ));
     }
-    let charges = charges(engine, ctx, &today());
+    let charges = charges(engine, ctx, &crate::engine::spending::today());
     let id = uuid::Uuid::new_v4().simple().to_string();
     let Some(ledger) = spending.ledger.as_ref().filter(|_| !charges.is_empty()) else {
         return Ok(Some(Reserved {
