@@ -135,13 +135,16 @@ impl DynamoStore {
     }
 }
 
+/// The blocks last read, and when.
+type LastRead = Option<(Instant, Arc<Vec<Block>>)>;
+
 /// The table's blocks as a worker asks for them: read at most once every `fresh_for`, shared by
 /// its clones.
 #[derive(Debug, Clone)]
 pub struct CachedBlocklist {
     store: DynamoStore,
     fresh_for: Duration,
-    read: Arc<Mutex<Option<(Instant, Arc<Vec<Block>>)>>>,
+    read: Arc<Mutex<LastRead>>,
 }
 
 impl CachedBlocklist {

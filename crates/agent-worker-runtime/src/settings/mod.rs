@@ -45,7 +45,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::metrics::{DEFAULT_SERVICE, MetricsConfig};
+use super::metrics::MetricsConfig;
 use super::redrive::RedriveBackoff;
 use agent_worker_core::engine::tools::examples;
 use agent_worker_core::engine::{ApprovalSigner, EngineConfig};
@@ -368,31 +368,6 @@ fn millis(
     Ok(())
 }
 
-/// The metrics configuration the Powertools settings give: `None` without a namespace, or when
-/// `POWERTOOLS_METRICS_DISABLED` is true.
-fn metrics_config(get: &impl Fn(&str) -> Option<String>) -> Result<Option<MetricsConfig>, SettingsError> {
-    let mut disabled = false;
-    parsed(get, "POWERTOOLS_METRICS_DISABLED", &mut disabled)?;
-    let namespace = get("POWERTOOLS_METRICS_NAMESPACE").filter(|v| !v.trim().is_empty());
-    let (Some(namespace), false) = (namespace, disabled) else {
-        return Ok(None);
-    };
-    let service = get("POWERTOOLS_SERVICE_NAME")
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_SERVICE.to_owned());
-    let mut config = MetricsConfig::new(namespace, service)
-        .map_err(|e| error("POWERTOOLS_METRICS_NAMESPACE", e.to_string()))?;
-    for pair in list(get("METRICS_DIMENSIONS")) {
-        let Some((name, value)) = pair.split_once('=') else {
-            return Err(error("METRICS_DIMENSIONS", format!("{pair:?} is not name=value")));
-        };
-        config = config
-            .dimension(name.trim(), value.trim())
-            .map_err(|e| error("METRICS_DIMENSIONS", e.to_string()))?;
-    }
-    Ok(Some(config))
-}
-
 impl WorkerSettings {
     /// Reads the settings through `get`, which answers a setting's value by name.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
@@ -568,7 +543,7 @@ impl WorkerSettings {
         millis(&get, "REDRIVE_MAX_DELAY_MS", &mut longest)?;
         let redrive =
             RedriveBackoff::new(first, longest).map_err(|e| error("REDRIVE_DELAY_MS", e.to_string()))?;
-        let metrics = metrics_config(&get)?;
+        let metrics = metrics::metrics_config(&get)?;
         let traces = traces::trace_config(&get, &provider, &model_id)?;
         Ok(Self {
             metrics,
@@ -601,6 +576,7 @@ impl WorkerSettings {
 
 mod budgets;
 mod build;
+mod metrics;
 mod traces;
 pub use traces::TRACE_SETTINGS;
 

@@ -220,6 +220,15 @@ pub trait SpendLedger: Send + Sync + std::fmt::Debug {
     async fn settle(&self, id: &str, ledgers: &[Ledger], delta: i64) -> Result<(), StoreError>;
 }
 
+/// What a model call reserved against the ledgers, until it is settled: its id, its most, and
+/// the ledgers it was reserved in.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    pub(crate) id: String,
+    pub(crate) amount: u64,
+    pub(crate) ledgers: Vec<Ledger>,
+}
+
 /// What a deployment spends by: the prices, the budgets, and the ledger the budgets across
 /// turns are kept in.
 #[derive(Debug, Clone)]

@@ -2,19 +2,12 @@
 //! may cost is reserved against the budgets; after it, what it cost is settled.
 
 use crate::engine::model::{ModelRequest, TokenUsage};
-use crate::engine::spending::{Charge, Ledger, SpendError, dollars};
+use crate::engine::spending::{Charge, Ledger, Reservation, SpendError, dollars};
 use crate::engine::{EngineInner, StepContext};
 use crate::protocol::{ErrorChain, codes};
 
 use super::Ending;
 use super::state::TurnState;
-
-/// What a model call reserved: its most, and the ledgers it was reserved in.
-pub(super) struct Reserved {
-    id: String,
-    amount: u64,
-    ledgers: Vec<Ledger>,
-}
 
 /// The input tokens `request` is estimated to take: its messages, system prompt and tools, one
 /// for four characters.
@@ -86,7 +79,7 @@ pub(super) async fn reserve(
     ctx: &StepContext<'_>,
     turn: &TurnState,
     request: &ModelRequest,
-) -> Result<Option<Reserved>, Ending> {
+) -> Result<Option<Reservation>, Ending> {
     let Some(spending) = &engine.spending else {
         return Ok(None);
     };
@@ -114,14 +107,14 @@ pub(super) async fn reserve(
     let charges = charges(engine, ctx, &crate::engine::spending::today());
     let id = uuid::Uuid::new_v4().simple().to_string();
     let Some(ledger) = spending.ledger.as_ref().filter(|_| !charges.is_empty()) else {
-        return Ok(Some(Reserved {
+        return Ok(Some(Reservation {
             id,
             amount,
             ledgers: Vec::new(),
         }));
     };
     match ledger.reserve(&id, &charges, amount).await {
-        Ok(()) => Ok(Some(Reserved {
+        Ok(()) => Ok(Some(Reservation {
             id,
             amount,
             ledgers: charges.into_iter().map(|c| c.ledger).collect(),

@@ -77,7 +77,7 @@ pub(super) struct TurnState {
     /// The tokens the model call under way has used so far (its retries' included).
     pub(super) usage: crate::engine::model::TokenUsage,
     /// What the model call under way reserved against the budgets, until it is settled.
-    pub(super) reserved: Option<super::spend::Reserved>,
+    pub(super) reserved: Option<crate::engine::spending::Reservation>,
 }
 
 impl TurnState {
