@@ -1,5 +1,6 @@
 //! The settings as the binaries read them: every name, every refusal.
 use super::*;
+use crate::metrics::DEFAULT_SERVICE;
 
 use std::collections::HashMap;
 use std::path::Path;
