@@ -254,7 +254,7 @@ impl Case {
         let (mut first, mut api) = self.worker(true).await;
         if let Some(api) = &mut api {
             let batch = self.delivered().await;
-            api.invoke_with_deadline("req-1", serde_json::to_value(&batch).unwrap(), in_ms(8000));
+            api.invoke_with_deadline("req-1", serde_json::to_value(&batch).unwrap(), in_ms(10_000));
         }
         let (s, t) = (sid("desk-1"), tid("t1"));
         let reached = async {

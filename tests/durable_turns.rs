@@ -417,8 +417,9 @@ async fn a_result_riding_on_the_logs_write_lands_only_under_the_claim() {
 
 /// What the journal costs, counted on the wire: a round whose call changes something writes a
 /// checkpoint before the call, one `TransactWriteItems` more than a read's round (five requests,
-/// `round_trips`); its result (its tool takes keys) rides on the turn's next write, here the
-/// commit (the log gathering past the turn's end), and costs nothing more.
+/// `round_trips`); its result (its tool takes keys) rides on the event log's next write, which
+/// here (the log gathering past the turn's end) does not come before the commit stores the
+/// turn's history: it costs nothing more.
 #[tokio::test]
 async fn a_round_that_changes_something_costs_one_write_more_than_a_read() {
     use agent_worker::hosts::lambda::TurnHandler;

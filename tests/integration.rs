@@ -67,6 +67,7 @@ mod hostile_edge;
 mod hostile_input;
 mod hostile_routes;
 mod http_sink;
+mod kill_switch;
 mod lambda_batch;
 mod lambda_batch_people;
 mod mcp;

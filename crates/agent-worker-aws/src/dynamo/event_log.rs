@@ -334,8 +334,9 @@ impl TurnLog {
     /// before it). With `first`, position `seq` must be free. When the turn's watch is due
     /// a look at its signals, the write is a transaction that takes it ([`DynamoStore::signals_look`]):
     /// the stop and commands are heard at no extra request while the log is written. `results`
-    /// handed to the log ride along into the turn's journal while the turn is this worker's;
-    /// when it is not, the events go without them.
+    /// handed to the log ride along into the turn's journal while the turn is this worker's
+    /// (such a write takes no look: both check the turn's item); when it is not, the events go
+    /// without them.
     async fn put(
         &mut self,
         events: &[AgentEvent],
@@ -351,10 +352,15 @@ impl TurnLog {
             .map(|(event, seq)| event_item(store, session, turn_id, event, seq, token))
             .collect::<Result<Vec<_>, _>>()?;
         let last = seq + events.len() as u64 - 1;
-        let mut look =
+        // Results carry a check on the turn's item, which a transaction may touch once: a write
+        // with results takes no look (the watch reads on its own).
+        let mut look = if results.is_empty() {
             self.log
                 .store
-                .signals_look(&self.turn.session, &self.turn.turn_id, self.log.look_ahead);
+                .signals_look(&self.turn.session, &self.turn.turn_id, self.log.look_ahead)
+        } else {
+            None
+        };
         let mut results = results;
         loop {
             match self

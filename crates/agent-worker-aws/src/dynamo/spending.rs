@@ -3,9 +3,10 @@
 //! condition that none then holds more than its budget, so two workers reserving the last of a
 //! budget at once land one reservation; it marks each ledger with the reservation's id
 //! (`r#<id>`, the amount), so that the same reservation sent again (the SDK retrying a write
-//! whose answer was lost) finds its mark and counts once. A settlement adds what the call cost
-//! less what was reserved and removes the mark, on the condition that the mark is there: a
-//! settlement lands once. A worker that dies between the two leaves the reservation counted
+//! whose answer was lost) finds its mark and counts once; a reservation cancelled because
+//! another transaction held a ledger (`TransactionConflict`) is sent again a few times, apart.
+//! A settlement adds what the call cost less what was reserved and removes the mark, ledger by
+//! ledger, on the condition that the mark is there: a settlement lands once. A worker that dies between the two leaves the reservation counted
 //! (more than was spent, never less) and its mark.
 //!
 //! | ledger | `pk` | `sk` |
@@ -28,7 +29,10 @@ use agent_worker_core::session::{Owner, StoreError};
 use super::DynamoStore;
 use super::codec::{get_n, n, s};
 use super::keys::{EXPIRES_AT, PK, SK, session_pk};
-use super::sdk_error::{build_error, cancellation_reasons, is_condition_reason, store_error};
+use super::sdk_error::{
+    build_error, cancellation_reasons, is_condition_reason, is_conditional_failure, past_transactions,
+    store_error,
+};
 
 /// On a ledger's item: what it holds, in micro-dollars.
 const SPENT: &str = "spent";
@@ -95,68 +99,82 @@ impl SpendLedger for DynamoStore {
                 .map_err(build_error)?;
             writes.push(TransactWriteItem::builder().update(update).build());
         }
-        match self
-            .client()
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let reasons = cancellation_reasons(&e);
-                // The reservation had landed: this is it sent again.
-                let marked = reasons
-                    .iter()
-                    .any(|r| r.item().is_some_and(|item| item.contains_key(&mark(id))));
-                if marked {
-                    return Ok(());
-                }
-                match reasons.iter().position(|r| is_condition_reason(Some(r))) {
-                    Some(index) => Err(SpendError::Over {
-                        index,
-                        spent: reasons[index].item().and_then(|item| get_n(item, SPENT)),
-                    }),
-                    None => Err(store_error("reserving a model call's cost", e).into()),
-                }
+        // Transactions on one ledger at once are cancelled (`TransactionConflict`), and the
+        // SDK does not send them again: this does, a few times, apart.
+        let mut pause = CONFLICT_BACKOFF;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let sent = self
+                .client()
+                .transact_write_items()
+                .set_transact_items(Some(writes.clone()))
+                .send()
+                .await;
+            let Err(e) = sent else {
+                return Ok(());
+            };
+            let reasons = cancellation_reasons(&e);
+            // The reservation had landed: this is it sent again.
+            let marked = reasons
+                .iter()
+                .any(|r| r.item().is_some_and(|item| item.contains_key(&mark(id))));
+            if marked {
+                return Ok(());
             }
+            if let Some(index) = reasons.iter().position(|r| is_condition_reason(Some(r))) {
+                return Err(SpendError::Over {
+                    index,
+                    spent: reasons[index].item().and_then(|item| get_n(item, SPENT)),
+                });
+            }
+            let conflict = reasons.iter().any(|r| r.code() == Some("TransactionConflict"));
+            if !conflict || attempt >= CONFLICT_ATTEMPTS {
+                return Err(store_error("reserving a model call's cost", e).into());
+            }
+            tokio::time::sleep(pause + jitter(pause)).await;
+            pause *= 2;
         }
     }
 
     async fn settle(&self, id: &str, ledgers: &[Ledger], delta: i64) -> Result<(), StoreError> {
-        let mut writes = Vec::with_capacity(ledgers.len());
+        // Each ledger on its own, waiting out the transactions that hold it; a ledger whose mark
+        // is gone was settled already (this is the settlement sent again).
         for ledger in ledgers {
-            let update = Update::builder()
-                .table_name(self.table())
-                .set_key(Some(self.ledger_key(ledger)))
-                .update_expression("ADD #spent :delta REMOVE #mark")
-                .condition_expression("attribute_exists(#mark)")
-                .expression_attribute_names("#spent", SPENT)
-                .expression_attribute_names("#mark", mark(id))
-                .expression_attribute_values(":delta", AttributeValue::N(delta.to_string()))
-                .build()
-                .map_err(build_error)?;
-            writes.push(TransactWriteItem::builder().update(update).build());
-        }
-        match self
-            .client()
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            // Settled already: this is the settlement sent again.
-            Err(e)
-                if cancellation_reasons(&e)
-                    .iter()
-                    .any(|r| is_condition_reason(Some(r))) =>
-            {
-                Ok(())
+            let sent = past_transactions(|| {
+                self.client()
+                    .update_item()
+                    .table_name(self.table())
+                    .set_key(Some(self.ledger_key(ledger)))
+                    .update_expression("ADD #spent :delta REMOVE #mark")
+                    .condition_expression("attribute_exists(#mark)")
+                    .expression_attribute_names("#spent", SPENT)
+                    .expression_attribute_names("#mark", mark(id))
+                    .expression_attribute_values(":delta", AttributeValue::N(delta.to_string()))
+                    .send()
+            })
+            .await;
+            match sent {
+                Ok(_) => {}
+                Err(e) if is_conditional_failure(&e) => {}
+                Err(e) => return Err(store_error("settling a model call's cost", e)),
             }
-            Err(e) => Err(store_error("settling a model call's cost", e)),
         }
+        Ok(())
     }
+}
+
+/// How many times a reservation is sent while other transactions hold its ledgers.
+const CONFLICT_ATTEMPTS: u32 = 5;
+/// The pause before the second, doubled before each next.
+const CONFLICT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Up to `pause` more, so that workers that conflicted do not meet again.
+fn jitter(pause: std::time::Duration) -> std::time::Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    pause.mul_f64(f64::from(nanos % 1000) / 1000.0)
 }
 
 impl DynamoStore {

@@ -122,7 +122,7 @@ pub(super) async fn start_call(
         ));
         turn.finish_call(index, not_run, out);
         turn.repeated = Some(name);
-        return ends;
+        return None;
     }
     // A call that had not started when the turn was stopped does not run.
     if flag.get().is_some() {

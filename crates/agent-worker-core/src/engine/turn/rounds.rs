@@ -408,6 +408,7 @@ pub(super) async fn run_step(
                 Some(Err(error)) => return Err(error),
                 Some(Ok(event)) => {
                     quiet.heard();
+                    turn.model_answered = true;
                     match event {
                         ModelEvent::TextDelta(delta) => turn.add_text(&delta, out),
                         ModelEvent::ReasoningDelta(delta) => turn.add_reasoning(delta, out),
@@ -447,6 +448,8 @@ pub(super) async fn run_step(
     drop(streaming);
     turn.flush_text(out);
     turn.step.ended = true;
+    // The call has answered: its cost is settled before its tools run.
+    super::spend::settle(engine, turn).await;
     let unjournaled = calls.journal(engine, ctx, turn, out).await;
     calls.release(turn, out);
     while let Some((index, outcome)) = calls.running.next().await {

@@ -132,6 +132,12 @@ pub(super) async fn reserve(
         }
         Err(SpendError::Store(e)) => {
             tracing::error!(error = %ErrorChain(&e), "could not reserve a model call's cost");
+            // Its write may have landed with its answer lost: given back (nothing, unless it did).
+            let ledgers: Vec<Ledger> = charges.into_iter().map(|c| c.ledger).collect();
+            let back = -i64::try_from(amount).unwrap_or(i64::MAX);
+            if let Err(e) = ledger.settle(&id, &ledgers, back).await {
+                tracing::warn!(error = %ErrorChain(&e), "could not give back a reservation whose answer was lost");
+            }
             Err(Ending::Failed {
                 details: format!(
                     "the budgets' ledgers could not be written before the model call: {}",
@@ -144,25 +150,34 @@ pub(super) async fn reserve(
     }
 }
 
-/// Settles the turn's reservation (when one is outstanding) with what its call cost, the
-/// usage it heard of (a call cut off by a stop, with what it used so far): the turn counts it,
-/// and the ledgers are given back what was reserved beyond it. A failure is logged: the ledgers
-/// then keep the reservation, more than was spent, never less.
+/// Settles the turn's reservation (when one is outstanding) with what its call cost: the
+/// usage it reported, or, for a call that answered and reported none (cut off by a stop, the
+/// deadline or a broken stream: Bedrock reports usage at the end), the whole reservation, since
+/// its input and some output were billed; a call that never answered (refused, throttled) costs
+/// nothing. The turn counts it, and the ledgers are given back what was reserved beyond it. The
+/// reservation is kept until its settlement is written, so that a settlement cut off is made
+/// again (it lands once). A failure is logged: the ledgers then keep the reservation, more than
+/// was spent, never less.
 pub(super) async fn settle(engine: &EngineInner, turn: &mut TurnState) {
-    let usage = std::mem::take(&mut turn.usage);
-    let (Some(reserved), Some(spending)) = (turn.reserved.take(), &engine.spending) else {
+    let (Some(reserved), Some(spending)) = (turn.reserved.as_ref(), &engine.spending) else {
+        turn.reserved = None;
         return;
     };
-    let cost = spending
-        .prices
-        .of(engine.model.id())
-        .map_or(reserved.amount, |price| price.cost(&usage));
-    turn.spent = turn.spent.saturating_add(cost);
-    let Some(ledger) = spending.ledger.as_ref().filter(|_| !reserved.ledgers.is_empty()) else {
-        return;
+    let usage = turn.usage;
+    let cost = match spending.prices.of(engine.model.id()) {
+        Some(price) if usage != TokenUsage::default() => price.cost(&usage),
+        _ if turn.model_answered => reserved.amount,
+        _ => 0,
     };
-    let delta = i64::try_from(cost).unwrap_or(i64::MAX) - i64::try_from(reserved.amount).unwrap_or(i64::MAX);
-    if let Err(e) = ledger.settle(&reserved.id, &reserved.ledgers, delta).await {
-        tracing::warn!(error = %ErrorChain(&e), "could not settle a model call's cost; its ledgers keep what was reserved");
+    if let Some(ledger) = spending.ledger.as_ref().filter(|_| !reserved.ledgers.is_empty()) {
+        let delta =
+            i64::try_from(cost).unwrap_or(i64::MAX) - i64::try_from(reserved.amount).unwrap_or(i64::MAX);
+        if let Err(e) = ledger.settle(&reserved.id, &reserved.ledgers, delta).await {
+            tracing::warn!(error = %ErrorChain(&e), "could not settle a model call's cost; its ledgers keep what was reserved");
+        }
     }
+    turn.reserved = None;
+    turn.usage = TokenUsage::default();
+    turn.model_answered = false;
+    turn.spent = turn.spent.saturating_add(cost);
 }

@@ -78,6 +78,8 @@ pub(super) struct TurnState {
     pub(super) usage: crate::engine::model::TokenUsage,
     /// What the model call under way reserved against the budgets, until it is settled.
     pub(super) reserved: Option<crate::engine::spending::Reservation>,
+    /// Whether the model call under way (or one of its retries) answered anything.
+    pub(super) model_answered: bool,
 }
 
 impl TurnState {
@@ -135,6 +137,7 @@ impl TurnState {
             spent: 0,
             usage: crate::engine::model::TokenUsage::default(),
             reserved: None,
+            model_answered: false,
         }
     }
 
