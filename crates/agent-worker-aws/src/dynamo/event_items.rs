@@ -3,9 +3,11 @@
 //!
 //! DynamoDB refuses an item over 400 KB, and a `tool_ended` carrying a large result (or a
 //! `tool_started` with large arguments) would otherwise make every write of the log fail, and its
-//! turn with it. The longest strings are cut first, each ending with a note that says how large
-//! the event was; a value with no long string (a large array of numbers) is replaced by the note.
-//! What is left decodes as the same kind of event, with the same ids.
+//! turn with it. Every long string is cut, in one pass, to the one length that makes the event
+//! fit, each ending with a note that says how large the event was; what escapes keep over is cut
+//! longest first; a value with no long string (a large array of numbers), or too many strings
+//! to keep, is replaced by the note. What is left decodes as the same kind of event, with the
+//! same ids.
 
 use std::collections::HashMap;
 
@@ -39,6 +41,9 @@ pub(super) fn event_json(event: &AgentEvent, max: usize) -> Result<String, serde
         json.len()
     );
     let mut value: Value = serde_json::from_str(&json)?;
+    // First every long string at once, to one length that makes the whole fit (each cut ending
+    // with the note); then, should escapes or structure keep it over, the longest one by one.
+    cut_to_fit(&mut value, json.len() - max, &note);
     drop(json);
     loop {
         let json = serde_json::to_string(&value)?;
@@ -133,6 +138,67 @@ pub(super) fn riding(results: &[CallResult]) -> (usize, usize) {
         count += 1;
     }
     (count, bytes)
+}
+
+/// Cuts every string of `value` longer than one length, the longest that takes `over` bytes
+/// off the strings' sum (each cut string ending with `note`): one pass, however many strings.
+fn cut_to_fit(value: &mut Value, over: usize, note: &str) {
+    let mut lengths = Vec::new();
+    string_lengths(value, &mut lengths);
+    let room = note.len();
+    // What cutting every string to `cap` (and appending the note) takes off.
+    let taken = |cap: usize| -> usize {
+        lengths
+            .iter()
+            .filter(|&&len| len > cap + room)
+            .map(|&len| len - cap - room)
+            .sum()
+    };
+    let longest = lengths.iter().copied().max().unwrap_or(0);
+    if longest <= SHORTEST_CUT {
+        return;
+    }
+    if taken(0) < over {
+        // Not even every string cut to the note takes enough off: so cut, the rest is the
+        // largest field's to give.
+        cut_longer_than(value, 0, note);
+        return;
+    }
+    // The largest cap that still takes `over` off: `taken` shrinks as the cap grows.
+    let (mut low, mut high) = (0, longest);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if taken(mid) >= over {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    cut_longer_than(value, low, note);
+}
+
+fn string_lengths(value: &Value, into: &mut Vec<usize>) {
+    match value {
+        Value::String(text) => into.push(text.len()),
+        Value::Array(items) => items.iter().for_each(|item| string_lengths(item, into)),
+        Value::Object(fields) => fields.values().for_each(|field| string_lengths(field, into)),
+        _ => {}
+    }
+}
+
+/// Cuts each string longer than `cap` and the note to `cap` bytes and the note.
+fn cut_longer_than(value: &mut Value, cap: usize, note: &str) {
+    match value {
+        Value::String(text) if text.len() > cap + note.len() => {
+            let by = text.len() - cap;
+            cut_string(text, by, note);
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| cut_longer_than(item, cap, note)),
+        Value::Object(fields) => fields
+            .values_mut()
+            .for_each(|field| cut_longer_than(field, cap, note)),
+        _ => {}
+    }
 }
 
 /// Cuts `by` bytes off the end of `text` (at a character's boundary) and appends `note`.
@@ -253,6 +319,41 @@ mod tests {
         let parts: Vec<Value> = (0..40).map(|_| Value::String("y".repeat(20_000))).collect();
         let (_, decoded) = fitted(&ended(Value::Array(parts)), 100_000);
         assert!(matches!(decoded, AgentEvent::ToolEnded { .. }));
+    }
+
+    #[test]
+    fn a_thousand_strings_are_cut_in_one_pass_to_one_length() {
+        let parts: Vec<Value> = (0..1_000)
+            .map(|i| Value::String(format!("{i:05}{}", "z".repeat(2_000))))
+            .collect();
+        let (json, decoded) = fitted(&ended(Value::Array(parts)), MAX_EVENT_BYTES);
+        let AgentEvent::ToolEnded { content, .. } = decoded else {
+            panic!("{json}")
+        };
+        let parts = content.as_array().unwrap();
+        assert_eq!(parts.len(), 1_000, "every part kept, each cut");
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.as_str().unwrap().ends_with("event log holds]"))
+        );
+        assert!(
+            parts[999].as_str().unwrap().starts_with("00999z"),
+            "each keeps its start"
+        );
+    }
+
+    #[test]
+    fn ten_thousand_strings_too_many_to_keep_give_way_to_the_note() {
+        let parts: Vec<Value> = (0..10_000).map(|_| Value::String("z".repeat(2_000))).collect();
+        let (json, decoded) = fitted(&ended(Value::Array(parts)), MAX_EVENT_BYTES);
+        let AgentEvent::ToolEnded { content, .. } = decoded else {
+            panic!("{json}")
+        };
+        assert!(
+            content.as_str().unwrap().contains("[cut: this event was"),
+            "{content}"
+        );
     }
 
     #[test]
