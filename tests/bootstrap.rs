@@ -147,7 +147,7 @@ async fn the_function_redrives_what_the_store_refused_and_stores_it_once_on_rede
 
 /// The function on `api`, the stand-in and moto (DynamoDB, SQS, Secrets Manager), with `extra`
 /// settings on top; what it writes to stderr is kept.
-fn start_function(
+pub(crate) fn start_function(
     api: &LambdaRuntimeApi,
     bedrock: &BedrockStandIn,
     table: &str,

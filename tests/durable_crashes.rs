@@ -25,35 +25,7 @@ use agent_worker_testkit::{BedrockStandIn, Reply, StreamScript, moto, sid, tid};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-/// Where the worker dies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Boundary {
-    /// Claimed, the model asked, nothing answered yet.
-    AfterTheClaim,
-    /// The model's first answer streaming.
-    DuringTheStream,
-    /// The model asked for the call, the journal written (its answer lost), the call not run.
-    BeforeTheCall,
-    /// The call running.
-    DuringTheCall,
-    /// The call ended, its result not written down (the write refused).
-    BeforeItsResult,
-    /// The call's result written down (with the event log's window after it), the model asked
-    /// for its answer.
-    AfterItsResult,
-    /// The turn's commit landed, its answer lost.
-    DuringTheCommit,
-}
-
-const BOUNDARIES: [Boundary; 7] = [
-    Boundary::AfterTheClaim,
-    Boundary::DuringTheStream,
-    Boundary::BeforeTheCall,
-    Boundary::DuringTheCall,
-    Boundary::BeforeItsResult,
-    Boundary::AfterItsResult,
-    Boundary::DuringTheCommit,
-];
+use support::crash_matrix::{BOUNDARIES, Boundary};
 
 fn ship_call() -> Reply {
     Reply::tool_call("tu-1", "ship", r#"{"order":"O-1"}"#)

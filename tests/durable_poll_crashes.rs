@@ -26,35 +26,7 @@ use serde_json::{Value, json};
 use crate::crash_recovery::{in_queue, poller_command, worker};
 use crate::support;
 
-/// Where the worker is killed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Boundary {
-    /// Claimed, the model asked, nothing answered yet.
-    AfterTheClaim,
-    /// The model's first answer streaming.
-    DuringTheStream,
-    /// The model asked for the note, the journal written (its answer held back), no request sent.
-    BeforeTheCall,
-    /// The desk holding the note's request.
-    DuringTheCall,
-    /// The note added, its result not written down (the write refused).
-    BeforeItsResult,
-    /// The note's result written down (with the event log's window after it), the model asked
-    /// for its answer.
-    AfterItsResult,
-    /// The turn's commit landed, its answer held back.
-    DuringTheCommit,
-}
-
-const BOUNDARIES: [Boundary; 7] = [
-    Boundary::AfterTheClaim,
-    Boundary::DuringTheStream,
-    Boundary::BeforeTheCall,
-    Boundary::DuringTheCall,
-    Boundary::BeforeItsResult,
-    Boundary::AfterItsResult,
-    Boundary::DuringTheCommit,
-];
+use support::crash_matrix::{BOUNDARIES, Boundary};
 
 /// The worker that runs the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

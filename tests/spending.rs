@@ -333,14 +333,7 @@ async fn the_functions_budgets_come_from_its_settings() {
     let store = store().await;
     let api = LambdaRuntimeApi::start().await.unwrap();
     let function = |api: &LambdaRuntimeApi, extra: &[(&str, &str)]| {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-            .env_clear()
-            .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), store.table()))
-            .envs(extra.iter().copied())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the function starts")
+        crate::bootstrap::start_function(api, &bedrock, store.table(), extra)
     };
     let unpriced = function(
         &api,

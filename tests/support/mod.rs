@@ -11,6 +11,7 @@ pub mod api_function;
 pub mod approvals;
 pub mod config_files;
 pub mod container;
+pub mod crash_matrix;
 pub mod deployment;
 pub mod engine;
 pub mod lambda_batch;
