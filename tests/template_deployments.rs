@@ -400,8 +400,9 @@ fn sam_build_packages_the_configuration_layer_where_the_function_reads_it() {
 }
 
 /// The metric names the worker writes (`hosts::metrics`; `tests/metrics.rs` reads each back).
-const WRITTEN_METRICS: [&str; 17] = [
+const WRITTEN_METRICS: [&str; 18] = [
     "Turns",
+    "TurnCostUsd",
     "TurnDuration",
     "TimeToFirstToken",
     "QueueDelay",
@@ -496,6 +497,7 @@ fn the_dashboard_and_the_metric_alarms_read_metrics_the_worker_writes() {
         "ModelThrottles",
         "ToolCalls",
         "DynamoDBRequests",
+        "TurnCostUsd",
     ] {
         assert!(
             read.iter().any(|r| r == name),
