@@ -388,3 +388,25 @@ async fn a_file_part_is_a_file_the_person_attaches_and_reaches_the_model() {
         Vec::<String>::new()
     );
 }
+
+/// A long pasted text is kept whole in the file area: the task's history, parsed by the
+/// official client as A2A's own types, names it in a data part (with its size and type)
+/// instead of dropping the person's message.
+#[tokio::test]
+async fn a_long_message_kept_whole_is_named_in_the_tasks_history() {
+    let world = World::start().await;
+    world.server.bedrock.push(Reply::text("A long note."));
+    let pasted: String = (0..3_000).map(|i| format!("line {i:05} of the note\n")).collect();
+    assert!(pasted.len() > 64 * 1024);
+    let out = world.client("agent-a", "send", &pasted, Some("ctx-long")).await;
+    let first = &out["got"]["history"][0];
+    assert_eq!(first["role"], "ROLE_USER", "{first}");
+    let file = &first["parts"][0]["data"]["file"];
+    assert_eq!(
+        file["id"],
+        agent_worker::engine::attachments::kept_id(pasted.as_bytes()).as_str(),
+        "{first}"
+    );
+    // A data part is a protobuf Struct to the client: its numbers are doubles.
+    assert_eq!((file["size"].as_f64(), file["type"].as_str()), (Some(pasted.len() as f64), Some("text/plain")));
+}

@@ -68,6 +68,8 @@ mod hostile_input;
 mod hostile_routes;
 mod http_sink;
 mod kill_switch;
+#[cfg(feature = "s3")]
+mod large_content;
 mod lambda_batch;
 mod lambda_batch_people;
 mod mcp;

@@ -170,6 +170,7 @@ fn every_feature_is_deployable_by_parameters() {
         ("APPROVAL_STORE", "ApprovalStore"),
         ("MAX_ROUNDS", "MaxRounds"),
         ("MAX_REPEAT_CALLS", "MaxRepeatCalls"),
+        ("INLINE_LIMIT_BYTES", "InlineLimitBytes"),
         ("TURN_BUDGET_USD", "TurnBudgetUsd"),
         ("CONVERSATION_BUDGET_USD", "ConversationBudgetUsd"),
         ("PERSON_DAILY_BUDGET_USD", "PersonDailyBudgetUsd"),
@@ -210,6 +211,20 @@ fn every_feature_is_deployable_by_parameters() {
             .unwrap()
             .contains("!Ref FilesKmsKeyArn")
     );
+    // Its files expire after their conversation's items (the table's TTL) do.
+    let rules = &bucket["Properties"]["LifecycleConfiguration"]["Rules"];
+    let expiry = rules
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["Id"].as_str() == Some("ExpireWithTheirConversations"))
+        .unwrap();
+    let ttl_days = agent_worker::session::dynamo::DEFAULT_TTL.as_secs() / 86_400;
+    assert!(
+        expiry["ExpirationInDays"].as_u64().unwrap() > ttl_days,
+        "files outlive their conversation's items ({ttl_days} days)"
+    );
+    assert_eq!(serde_yaml::to_string(&expiry["Prefix"]).unwrap().trim(), "!Ref FilesPrefix");
     // Logs are kept as long as the deployer says.
     let logs = &t["Resources"]["AgentWorkerLogGroup"]["Properties"];
     assert_eq!(

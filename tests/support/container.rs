@@ -104,7 +104,7 @@ async fn server_built(
         .store(store.clone())
         .ui_answers(Arc::new(store.clone()))
         .approvals(store.clone(), ApprovalSigner::new([7u8; 32]).unwrap())
-        .file_area(files.clone())
+        .keep_large_content(Arc::new(files.clone()))
         .tools(tools)
         .config(engine_config)
         .build()
@@ -133,7 +133,9 @@ async fn server_built(
             seen.push(end);
             count.send_replace(seen.len());
         })
-        .conversations(agent_worker::conversations::Conversations::new(store.clone()))
+        .conversations(
+            agent_worker::conversations::Conversations::new(store.clone()).file_area(Arc::new(files.clone())),
+        )
         .ui_answers(Arc::new(store.clone()))
         .uploads(Arc::new(files.clone()));
     if let Some(console) = console {

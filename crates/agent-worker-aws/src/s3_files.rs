@@ -187,6 +187,27 @@ impl agent_worker_core::engine::attachments::FileUploads for S3FileArea {
 
 #[async_trait]
 impl FileArea for S3FileArea {
+    /// A presigned `GetObject`, answered as a download of its media type.
+    async fn presign_download(
+        &self,
+        id: &str,
+        owner: &str,
+        expires_in: Duration,
+    ) -> Result<Option<String>, Unavailable> {
+        let config = PresigningConfig::expires_in(expires_in)
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the link cannot be signed", e)))?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(owner, id)?)
+            .response_content_disposition("attachment")
+            .presigned(config)
+            .await
+            .map_err(store_error)?;
+        Ok(Some(presigned.uri().to_owned()))
+    }
+
     async fn reference(&self, id: &str, owner: &str) -> Result<AttachmentRef, Unavailable> {
         let json = self.get(format!("{}.json", self.key(owner, id)?), None).await?;
         decode_reference(&json)

@@ -13,23 +13,32 @@
 //! 400 no name, an empty body, no media type, or a conversation id that is not one; 404 not that
 //! person's conversation, or this host keeps no files; 413 a body over the limit. An upload to a
 //! conversation no one owns yet makes it the person's (see [`access`](super::access)).
+//!
+//! `GET /conversations/{id}/files/{file}?userId=U&accountId=A`: a file of the person's
+//! conversation, whole: one they attached, or content kept for it (a long result or pasted text,
+//! a picture; its id is `content-<sha256>`). Where the file area signs links (S3), 303 to a link
+//! good for [`DOWNLOAD_LINK_TTL`]; else the bytes. Either way as a download of its media type,
+//! never shown as a page. 404 not the person's conversation, or no such file in it; 409 a file
+//! whose check has not passed.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::access::Acting;
+use super::access::{Acting, Owned};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
-use agent_worker_contract::{AttachmentKind, AttachmentRef};
-use agent_worker_core::engine::attachments::{FileUploads, PresignedUpload, image_size};
+use agent_worker_contract::{AttachmentKind, AttachmentRef, AttachmentStatus};
+use agent_worker_core::engine::attachments::{FileUploads, LoadAs, PresignedUpload, Unavailable, image_size};
 use agent_worker_core::session::SessionId;
 
+/// How long a file's signed link is good for.
+pub const DOWNLOAD_LINK_TTL: Duration = Duration::from_secs(5 * 60);
 /// The longest file name kept, in characters.
 const MAX_NAME_CHARS: usize = 255;
 /// How long a presigned upload's URL is good for.
@@ -125,6 +134,53 @@ pub(super) async fn upload(
     )
     .await?;
     Ok((StatusCode::CREATED, Json(reference)).into_response())
+}
+
+/// `GET /conversations/{id}/files/{file}`.
+pub(super) async fn download(
+    State(host): State<ContainerHost>,
+    conversation: Owned,
+    Path((_, file)): Path<(String, String)>,
+) -> Result<Response, HostError> {
+    let files = host
+        .uploads()
+        .ok_or_else(|| HostError::not_found("this host keeps no files (FILES_BUCKET or FILES_DIR)"))?;
+    let failed = |e: Unavailable| {
+        tracing::error!(error = %e, "could not read a file");
+        HostError::unavailable("the file area failed")
+    };
+    let missing = || HostError::not_found(format!("no file {file} in conversation {}", conversation.id));
+    let reference = match files.reference(&file, &conversation.id).await {
+        Ok(reference) => reference,
+        Err(Unavailable::Gone) => return Err(missing()),
+        Err(e) => return Err(failed(e)),
+    };
+    if reference.status != AttachmentStatus::Ready {
+        return Err(HostError::new(
+            StatusCode::CONFLICT,
+            format!("file {file} has not passed its check"),
+        ));
+    }
+    if let Some(link) = files
+        .presign_download(&file, &conversation.id, DOWNLOAD_LINK_TTL)
+        .await
+        .map_err(failed)?
+    {
+        return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, link)]).into_response());
+    }
+    let bytes = match files.load(&file, &conversation.id, LoadAs::Document, None).await {
+        Ok(bytes) => bytes,
+        Err(Unavailable::Gone) => return Err(missing()),
+        Err(e) => return Err(failed(e)),
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, reference.media_type),
+            (header::CONTENT_DISPOSITION, "attachment".to_owned()),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 /// A file's name as it is kept and shown: without control characters or those that hide or

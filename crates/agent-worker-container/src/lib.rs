@@ -73,7 +73,7 @@ pub use events::{
     DEFAULT_EVENT_START_WAIT, DEFAULT_MAX_EVENT_STREAMS, DEFAULT_MAX_EVENT_STREAMS_PER_ACCOUNT,
     DEFAULT_MAX_EVENT_STREAMS_PER_PERSON, MAX_IDLE_POLL, StreamCaps,
 };
-pub use files::{MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
+pub use files::{DOWNLOAD_LINK_TTL, MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
 pub use turns::ACCEPTED_RUN_LEASE;
 
 use access::{Acting, TurnPath};
@@ -433,6 +433,7 @@ impl ContainerHost {
             .route("/turns/{turn_id}/events", get(events::turn_events))
             .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
             .route("/conversations/{id}/files", post(files::upload))
+            .route("/conversations/{id}/files/{file}", get(files::download))
             .route("/jobs/events", post(jobs::report))
             .route("/usage", get(spending::usage))
             .route(

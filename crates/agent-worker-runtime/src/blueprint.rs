@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::config::{Configured, NoSystemPrompt};
 use agent_worker_core::agents::{AgentRuntimeBuilder, ModelSource, ThreadStore};
-use agent_worker_core::engine::attachments::FileArea;
+use agent_worker_core::engine::attachments::{FileArea, FileUploads};
 use agent_worker_core::engine::model::Model;
 use agent_worker_core::engine::spending::Spending;
 use agent_worker_core::engine::tools::{Tool, examples};
@@ -59,7 +59,7 @@ pub struct Blueprint<S> {
     stop_source: Option<Arc<dyn StopSource>>,
     approvals: Option<ApprovalSigner>,
     approval_store: Option<Arc<dyn ApprovalStore>>,
-    file_area: Option<Arc<dyn FileArea>>,
+    file_area: Option<Arc<dyn FileUploads>>,
     attachment_tools: bool,
     engine: EngineConfig,
     prompt_required: bool,
@@ -157,9 +157,10 @@ where
         self
     }
 
-    /// Where the files people attach are kept; with `tools`, the attachment tools are offered.
+    /// Where the files people attach are kept, and content too large for a stored item (see
+    /// [`EngineBuilder::keep_large_content`]); with `tools`, the attachment tools are offered.
     #[must_use]
-    pub fn file_area(mut self, area: Option<Arc<dyn FileArea>>, tools: bool) -> Self {
+    pub fn file_area(mut self, area: Option<Arc<dyn FileUploads>>, tools: bool) -> Self {
         self.file_area = area;
         self.attachment_tools = tools;
         self
@@ -214,7 +215,9 @@ where
             (None, _) => {}
         }
         if let Some(area) = &self.file_area {
-            builder = builder.file_area(area.clone());
+            builder = builder
+                .file_area(area.clone() as Arc<dyn FileArea>)
+                .keep_large_content(area.clone());
         }
         if let Some(spending) = &self.spending {
             builder = builder.spending(spending.clone());

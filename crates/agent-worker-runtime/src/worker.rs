@@ -163,7 +163,7 @@ impl WorkerBuilder {
             store,
         } = self;
         let files = uploads.clone().map(|f| f as Arc<dyn FileArea>);
-        let (agent, sinks) = settings.build(bedrock, dynamodb, files.clone(), configured)?;
+        let (agent, sinks) = settings.build(bedrock, dynamodb, uploads.clone(), configured)?;
         // Each turn's cost in its metrics, at the deployment's model's price.
         let mut settings = settings;
         let price = configured.prices.of(&settings.model_id).copied();

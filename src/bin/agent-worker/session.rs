@@ -69,6 +69,16 @@ pub(crate) struct HistoryArgs {
     /// The session.
     #[arg(long)]
     pub(crate) session: SessionId,
+    /// The S3 bucket of the conversation's files: content kept there (a long result, a long
+    /// pasted text, a picture) is printed whole instead of as its reference.
+    #[arg(long, env = "FILES_BUCKET", conflicts_with = "files_dir")]
+    pub(crate) files_bucket: Option<String>,
+    /// The key prefix of the files in that bucket.
+    #[arg(long, env = "FILES_PREFIX", default_value = agent_worker::hosts::settings::DEFAULT_FILES_PREFIX)]
+    pub(crate) files_prefix: String,
+    /// Instead of a bucket: the local folder of the conversation's files.
+    #[arg(long, env = "FILES_DIR")]
+    pub(crate) files_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) table: TableArgs,
 }
@@ -89,8 +99,23 @@ pub(crate) struct EventsArgs {
 }
 
 pub(crate) async fn history(args: HistoryArgs) -> Result<(), CliError> {
+    use agent_worker::engine::attachments::{FileArea, LocalFileArea, restore_kept};
     let store = args.table.store().await?;
-    for message in store.load_history(&args.session).await.map_err(|e| chain(&e))? {
+    let mut messages = store.load_history(&args.session).await.map_err(|e| chain(&e))?;
+    let area: Option<Arc<dyn FileArea>> = match (&args.files_bucket, &args.files_dir) {
+        (Some(bucket), _) => {
+            let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await);
+            Some(Arc::new(agent_worker::hosts::S3FileArea::new(s3, bucket, &args.files_prefix)))
+        }
+        (None, Some(dir)) => Some(Arc::new(LocalFileArea::new(dir))),
+        (None, None) => None,
+    };
+    if let Some(area) = area {
+        restore_kept(area.as_ref(), &args.session, &mut messages)
+            .await
+            .map_err(|e| CliError::from(format!("the kept content cannot be read: {e}")))?;
+    }
+    for message in messages {
         println!("{}", serde_json::to_string(&message).map_err(|e| chain(&e))?);
     }
     Ok(())

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use agent_worker_contract::AgentEvent;
-use agent_worker_core::session::{Role, SessionId, StoredMessage, TurnId};
+use agent_worker_core::session::{ContentBlock, Role, SessionId, StoredMessage, TurnId};
 
 /// A task's id: the conversation (base64url) and the turn, joined by a dot.
 pub(super) fn task_id(session: &SessionId, turn: &TurnId) -> String {
@@ -236,7 +236,24 @@ pub(super) fn history(
         })
         .filter_map(|entry| {
             let text = entry.message.text();
-            if text.trim().is_empty() {
+            // A file the message carries (one attached, or content kept for it: a long pasted
+            // text, a picture) as a data part naming it; its bytes are the conversation's files.
+            let mut parts: Vec<Value> = entry
+                .message
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::Attachment { reference } => Some(json!({
+                        "data": { "file": reference.summary() },
+                        "mediaType": "application/json",
+                    })),
+                    _ => None,
+                })
+                .collect();
+            if !text.trim().is_empty() {
+                parts.insert(0, json!({ "text": text }));
+            }
+            if parts.is_empty() {
                 return None;
             }
             let role = match entry.message.role {
@@ -248,7 +265,7 @@ pub(super) fn history(
                 "contextId": ids.context,
                 "taskId": ids.task,
                 "role": role,
-                "parts": [{ "text": text }],
+                "parts": parts,
             }))
         })
         .collect();

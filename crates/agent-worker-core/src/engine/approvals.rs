@@ -621,6 +621,7 @@ pub(crate) async fn redeem(
         .tools
         .run(&tool, &approval.args, ctx, engine.config.tool_timeout)
         .await;
+    let outcome = engine.kept(session, &call_id, outcome).await;
     out.emit(crate::protocol::AgentEvent::ToolEnded {
         id: call_id,
         is_error: outcome.is_error,

@@ -19,6 +19,7 @@ pub struct EngineBuilder {
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
+    keeping: Option<Arc<dyn attachments::FileUploads>>,
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     stops: Option<Arc<dyn StopSource>>,
     result_schema: Option<serde_json::Value>,
@@ -156,6 +157,18 @@ impl EngineBuilder {
         self
     }
 
+    /// Keeps content too large for a stored item (a result, the person's text or picture over
+    /// the configuration's [`inline_limit_bytes`](EngineConfig::inline_limit_bytes)) whole in
+    /// `area`, each under its hash, with a reference in the message
+    /// ([`ContentKeeper`](attachments::ContentKeeper)). `area` is also the engine's
+    /// [file area](Self::file_area) unless one is set, and `attachment_read` is offered, as the
+    /// way the model reads the rest of what it is given a first page of.
+    #[must_use]
+    pub fn keep_large_content(mut self, area: Arc<dyn attachments::FileUploads>) -> Self {
+        self.keeping = Some(area);
+        self
+    }
+
     /// Copies each turn's log lines at `level` or above to `logger` (a product's own log store),
     /// each with the turn's session and id, beside the program's `tracing` subscriber, which
     /// gets them as ever.
@@ -213,7 +226,7 @@ impl EngineBuilder {
     }
 
     /// Builds the engine, checking every part.
-    pub fn build(self) -> Result<Engine, EngineError> {
+    pub fn build(mut self) -> Result<Engine, EngineError> {
         let model = self.model.ok_or(EngineError::Missing("model"))?;
         let store = self.store.ok_or(EngineError::Missing("store"))?;
         self.config.validate()?;
@@ -225,9 +238,15 @@ impl EngineBuilder {
             .map(result::ResultSchema::new)
             .transpose()?
             .map(Arc::new);
+        let keeper = self
+            .keeping
+            .map(|area| attachments::ContentKeeper::new(area, self.config.inline_limit_bytes));
+        if let (None, Some(keeper)) = (&self.file_area, &keeper) {
+            self.file_area = Some(keeper.area());
+        }
         let mut tools = self.tools;
         if let Some(area) = &self.file_area {
-            tools.extend(attachments::attachment_tools(area));
+            tools.extend(attachments::attachment_tools(area, keeper.is_some()));
         }
         tools.retain(|tool| admitted(self.tool_policy.as_ref(), tool.as_ref()));
         let generations: Vec<u64> = self.sources.iter().map(|s| s.generation()).collect();
@@ -247,6 +266,7 @@ impl EngineBuilder {
                 (None, prompt) => prompt,
             },
             file_area: self.file_area,
+            keeper,
             policy: self.policy,
             tool_policy: self.tool_policy,
             approvals: self.approvals,

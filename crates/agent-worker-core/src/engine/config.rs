@@ -28,6 +28,11 @@ pub const DEFAULT_CONVERSATION_FILE_TOKENS: u64 = 300_000;
 pub const DEFAULT_MAX_ROUNDS: u32 = 12;
 /// How many times one turn may call the same tool with the same arguments.
 pub const DEFAULT_MAX_REPEAT_CALLS: u32 = 5;
+/// The largest block (a tool's result, the person's text or picture) a message keeps inline
+/// where large content is kept in a file area; a larger one goes there whole.
+pub const DEFAULT_INLINE_LIMIT_BYTES: usize = 64 * 1024;
+/// The most [`EngineConfig::inline_limit_bytes`] may be: well within an item of the table.
+pub const MAX_INLINE_LIMIT_BYTES: usize = 256 * 1024;
 /// The output tokens one model response may use, reasoning included.
 pub const DEFAULT_MAX_TOKENS: u32 = 32_000;
 /// The model's sampling temperature.
@@ -98,6 +103,10 @@ pub struct EngineConfig {
     /// Calls of one tool with the same arguments per turn; the model asking for one more ends
     /// the turn with `stopReason: "repeated_call"` (a model in a loop). 0: no limit.
     pub max_repeat_calls: u32,
+    /// The largest block a message keeps inline where large content is kept in a file area
+    /// (the engine's [`keep_large_content`](super::EngineBuilder::keep_large_content)), 1 KiB
+    /// to [`MAX_INLINE_LIMIT_BYTES`].
+    pub inline_limit_bytes: usize,
     /// Output tokens per model response.
     pub max_tokens: u32,
     /// Sampling temperature, 0 to 1.
@@ -163,6 +172,7 @@ impl Default for EngineConfig {
         Self {
             max_rounds: DEFAULT_MAX_ROUNDS,
             max_repeat_calls: DEFAULT_MAX_REPEAT_CALLS,
+            inline_limit_bytes: DEFAULT_INLINE_LIMIT_BYTES,
             max_tokens: DEFAULT_MAX_TOKENS,
             temperature: DEFAULT_TEMPERATURE,
             forced_tool_choice: DEFAULT_FORCED_TOOL_CHOICE,
@@ -214,6 +224,15 @@ impl EngineConfig {
         };
         if self.max_rounds == 0 {
             return fail("max_rounds", "at least 1".into());
+        }
+        if !(1024..=MAX_INLINE_LIMIT_BYTES).contains(&self.inline_limit_bytes) {
+            return fail(
+                "inline_limit_bytes",
+                format!(
+                    "between 1024 and {MAX_INLINE_LIMIT_BYTES}, not {}",
+                    self.inline_limit_bytes
+                ),
+            );
         }
         if self.max_tokens == 0 || self.max_tokens > i32::MAX as u32 {
             return fail(

@@ -123,6 +123,8 @@ struct EngineInner {
     tool_policy: Option<Arc<dyn ToolPolicy>>,
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
+    /// Where content too large for a stored item is kept whole.
+    keeper: Option<attachments::ContentKeeper>,
     /// Where the tab's answers to UI actions are read; without it, no UI tool is offered.
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     /// Where a turn's stop is asked for besides the store.
@@ -294,6 +296,15 @@ impl EngineInner {
             )));
         }
         Ok(engine)
+    }
+
+    /// `outcome` of call `call_id` as the conversation keeps it: its content, when too large
+    /// for a stored item, in the file area (see [`attachments::ContentKeeper`]).
+    async fn kept(&self, session: &SessionId, call_id: &str, outcome: tools::ToolOutcome) -> tools::ToolOutcome {
+        match &self.keeper {
+            Some(keeper) => keeper.keep_result(session.as_str(), call_id, outcome).await,
+            None => outcome,
+        }
     }
 
     /// The `ui_action_requested` event for call `call_id` of `name`, when it is a UI action of

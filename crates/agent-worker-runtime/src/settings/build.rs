@@ -13,7 +13,7 @@ use agent_worker_aws::dynamo::{DynamoConfig, DynamoEventLog, DynamoStore};
 use agent_worker_contract::{Agent, chain};
 use agent_worker_core::agents::AgentRuntime;
 use agent_worker_core::engine::ApprovalSigner;
-use agent_worker_core::engine::attachments::FileArea;
+use agent_worker_core::engine::attachments::{FileArea, FileUploads};
 use agent_worker_core::engine::model::Model;
 use agent_worker_core::engine::tools::{Tool, examples};
 use agent_worker_core::sinks::{HttpEmitSink, Sinks, StdoutSink};
@@ -72,7 +72,8 @@ impl WorkerSettings {
     /// The agent and sinks these settings describe, on the given clients: the engine, or with
     /// `AGENTS_DIR` the Standard Agents runtime serving that folder's agents. `files` is the
     /// file area `FILES_BUCKET` names (see [`S3FileArea`](agent_worker_aws::S3FileArea)); it is
-    /// required when that is set.
+    /// required when that is set. Content larger than `INLINE_LIMIT_BYTES` is kept there whole
+    /// ([`keep_large_content`](agent_worker_core::engine::EngineBuilder::keep_large_content)).
     ///
     /// `configured` is what the configuration file gives ([`Configured::load`]; the default
     /// when there is none): its tools join the example tools `TOOLS` names, its system prompt
@@ -81,11 +82,17 @@ impl WorkerSettings {
         &self,
         bedrock: aws_sdk_bedrockruntime::Client,
         dynamodb: aws_sdk_dynamodb::Client,
-        files: Option<Arc<dyn FileArea>>,
+        files: Option<Arc<dyn FileUploads>>,
         configured: &Configured,
     ) -> Result<(Arc<dyn Agent>, Sinks), SettingsError> {
         if (self.files.is_some() || self.files_dir.is_some()) && files.is_none() {
             return Err(error("FILES_BUCKET", "is set, and no file area was given for it"));
+        }
+        if files.is_none() {
+            tracing::info!(
+                limit = agent_worker_aws::dynamo::MAX_MESSAGE_BYTES,
+                "no file area (FILES_BUCKET or FILES_DIR): a tool's result or a person's message larger than an item holds is cut to fit, saying so"
+            );
         }
         let store = self.store(dynamodb)?;
         let sinks = self.sinks(&store)?;
@@ -177,7 +184,7 @@ impl WorkerSettings {
     fn blueprint(
         &self,
         store: DynamoStore,
-        files: Option<Arc<dyn FileArea>>,
+        files: Option<Arc<dyn FileUploads>>,
         configured: &Configured,
     ) -> Result<Blueprint<DynamoStore>, SettingsError> {
         let ui_answers: Arc<dyn agent_worker_core::session::ActionAnswers> = match &self.ui_answers {

@@ -23,6 +23,7 @@
 //! | `FILES_BUCKET` | no | the S3 bucket of the files people attach (`<FILES_PREFIX><session>/<id>` and its `.json` reference); with it a turn's files reach the model |
 //! | `FILES_PREFIX` | no | with `FILES_BUCKET`: the key prefix (default `attachments/`) |
 //! | `FILES_DIR` | no | instead of `FILES_BUCKET`: a local folder of the files people attach (a container with a volume, local runs) |
+//! | `INLINE_LIMIT_BYTES` | no | with a file area: the largest block (a tool's result, the person's text or picture) a stored message keeps inline (65536; 1024 to 262144); a larger one is kept whole in the file area under its SHA-256, the message holding its reference |
 //! | `PROMPT_CACHING` | no | `true` or `false`: Bedrock prompt caching (default: on for Claude and Nova models) |
 //! | `ATTACHMENT_TOOLS` | no | `true`: offer the model `attachment_list`, `attachment_view` and `attachment_read` (needs `FILES_BUCKET`) |
 //! | `MAX_ROUNDS`, `MAX_REPEAT_CALLS`, `MAX_TOKENS`, `TEMPERATURE`, `FORCED_TOOL_CHOICE`, `TOOL_TIMEOUT_MS`, `UI_ACTION_TIMEOUT_MS`, `TURN_DEADLINE_MS`, `RETRIES` | no | tuning overrides |
@@ -53,7 +54,7 @@ use agent_worker_core::engine::{ApprovalSigner, EngineConfig};
 /// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
 /// settings: `TRACE_SETTINGS`. What sets a worker's values from a
 /// list of its own (`template.yaml`'s functions) is checked against this one.
-pub const WORKER_SETTINGS: [&str; 51] = [
+pub const WORKER_SETTINGS: [&str; 52] = [
     "TABLE_NAME",
     "MODEL_ID",
     "MODEL_PROVIDER",
@@ -79,6 +80,7 @@ pub const WORKER_SETTINGS: [&str; 51] = [
     "ATTACHMENT_TOOLS",
     "MAX_ROUNDS",
     "MAX_REPEAT_CALLS",
+    "INLINE_LIMIT_BYTES",
     "TURN_BUDGET_USD",
     "CONVERSATION_BUDGET_USD",
     "PERSON_DAILY_BUDGET_USD",
@@ -409,6 +411,7 @@ impl WorkerSettings {
         let mut engine = EngineConfig::default();
         parsed(&get, "MAX_ROUNDS", &mut engine.max_rounds)?;
         parsed(&get, "MAX_REPEAT_CALLS", &mut engine.max_repeat_calls)?;
+        parsed(&get, "INLINE_LIMIT_BYTES", &mut engine.inline_limit_bytes)?;
         parsed(&get, "MAX_TOKENS", &mut engine.max_tokens)?;
         parsed(&get, "TEMPERATURE", &mut engine.temperature)?;
         parsed(&get, "FORCED_TOOL_CHOICE", &mut engine.forced_tool_choice)?;

@@ -78,6 +78,20 @@ pub trait FileArea: Send + Sync + fmt::Debug {
     /// Every file of the conversation.
     async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable>;
 
+    /// A link that gives file `id` of `owner` to whoever holds it, for `expires_in`, saved as
+    /// a download (never shown in the page that follows it); `None` where the area signs no
+    /// links (a local directory: the host serves the bytes itself). The caller checked that
+    /// the conversation is the asker's.
+    async fn presign_download(
+        &self,
+        id: &str,
+        owner: &str,
+        expires_in: Duration,
+    ) -> Result<Option<String>, Unavailable> {
+        let _ = (id, owner, expires_in);
+        Ok(None)
+    }
+
     /// The tokens earlier turns' files gave the model, for the conversation's cap; `None` when
     /// the area keeps no count (then only the turn's own budget applies).
     async fn conversation_usage(&self, owner: &str) -> Option<u64> {
@@ -119,6 +133,15 @@ impl<T: FileArea + ?Sized> FileArea for std::sync::Arc<T> {
 
     async fn list(&self, owner: &str) -> Result<Vec<AttachmentRef>, Unavailable> {
         (**self).list(owner).await
+    }
+
+    async fn presign_download(
+        &self,
+        id: &str,
+        owner: &str,
+        expires_in: Duration,
+    ) -> Result<Option<String>, Unavailable> {
+        (**self).presign_download(id, owner, expires_in).await
     }
 
     async fn conversation_usage(&self, owner: &str) -> Option<u64> {

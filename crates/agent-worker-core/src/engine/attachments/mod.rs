@@ -28,6 +28,7 @@
 mod area;
 mod image;
 mod inputs;
+mod kept;
 mod pdf;
 mod tools;
 
@@ -50,6 +51,7 @@ pub use area::{
 pub use image::image_size;
 use image::sniffed_type;
 pub use inputs::FILE_INPUT_FORMAT;
+pub use kept::{ContentKeeper, KEPT_PREFIX, kept_id, restore_kept};
 pub(crate) use inputs::{FileInput, check as check_file_inputs};
 pub use pdf::{PdfError, text as pdf_text};
 pub(crate) use tools::attachment_tools;
@@ -80,6 +82,8 @@ pub(crate) struct Given {
     pub(crate) tokens: u64,
     /// What stands for them once the budget is spent.
     line: ContentBlock,
+    /// Part of the person's message as they sent it: outside the files' budget.
+    as_sent: bool,
 }
 
 impl Given {
@@ -93,6 +97,7 @@ impl Given {
                 "{} (not given: the files' token budget is spent)",
                 reference.reference_line()
             )),
+            as_sent: false,
         }
     }
 
@@ -105,7 +110,25 @@ impl Given {
             line: ContentBlock::text(format!(
                 "(What call {call_id} showed is not given again: the files' token budget is spent.)"
             )),
+            as_sent: false,
         }
+    }
+
+    /// What the person sent in their message, kept in the file area: given as `blocks` and
+    /// outside the files' token budget, as the message itself would have been.
+    pub(crate) fn as_sent(reference: &AttachmentRef, blocks: Vec<ContentBlock>) -> Self {
+        Self {
+            file_id: reference.id.clone(),
+            tokens: estimated_tokens(&blocks),
+            blocks,
+            line: ContentBlock::text(reference.reference_line()),
+            as_sent: true,
+        }
+    }
+
+    /// The tokens counted against the files' budget: none for what the person sent.
+    pub(crate) fn budgeted_tokens(&self) -> u64 {
+        if self.as_sent { 0 } else { self.tokens }
     }
 
     /// A line only: nothing of the file is given.
@@ -115,6 +138,7 @@ impl Given {
             blocks: vec![line.clone()],
             tokens: 0,
             line,
+            as_sent: false,
         }
     }
 }
@@ -146,6 +170,7 @@ pub(crate) fn estimated_tokens(blocks: &[ContentBlock]) -> u64 {
 pub(crate) fn fit<'a>(given: impl IntoIterator<Item = &'a mut Given>, limit: u64) -> usize {
     let mut given: Vec<&mut Given> = given.into_iter().collect();
     let mut turned = 0;
+    given.retain(|g| !g.as_sent);
     while given.iter().map(|g| g.tokens).sum::<u64>() > limit {
         let Some(costliest) = given.iter_mut().max_by_key(|g| g.tokens) else {
             break;

@@ -28,8 +28,10 @@ struct AttachmentTool {
     area: Arc<dyn FileArea>,
 }
 
-/// The three attachment tools on `area`.
-pub(crate) fn attachment_tools(area: &Arc<dyn FileArea>) -> Vec<Arc<dyn Tool>> {
+/// The three attachment tools on `area`. With `read_kept`, the engine keeps large content in
+/// the area and gives the model its first page: `attachment_read` is then offered by default
+/// (the tool policy need not admit [`ToolClass::Attachment`]), as the way to read the rest.
+pub(crate) fn attachment_tools(area: &Arc<dyn FileArea>, read_kept: bool) -> Vec<Arc<dyn Tool>> {
     let id = json!({"type": "string", "minLength": 1, "description": "The file's id, as its reference line gives it."});
     let specs = [
         (
@@ -53,7 +55,8 @@ pub(crate) fn attachment_tools(area: &Arc<dyn FileArea>) -> Vec<Arc<dyn Tool>> {
             ToolSpec::new(
                 "attachment_read",
                 format!(
-                    "Reads the text of a text file or PDF the person attached in this conversation, by its id: \
+                    "Reads the text of a text file or PDF the person attached in this conversation, or of content \
+                     kept for it (a long result, a long pasted text), by its id: \
                      up to {MAX_TEXT_CHARS} characters from character `from` (0 when left out)."
                 ),
                 json!({
@@ -68,8 +71,12 @@ pub(crate) fn attachment_tools(area: &Arc<dyn FileArea>) -> Vec<Arc<dyn Tool>> {
     specs
         .into_iter()
         .map(|(which, spec)| {
+            let class = match which {
+                Which::Read if read_kept => ToolClass::Backend,
+                _ => ToolClass::Attachment,
+            };
             Arc::new(AttachmentTool {
-                spec: spec.class(ToolClass::Attachment).args_sensitive(false),
+                spec: spec.class(class).args_sensitive(false),
                 which,
                 area: area.clone(),
             }) as Arc<dyn Tool>

@@ -196,12 +196,16 @@ pub(super) async fn start_call(
                 super::journal::ResultRecorder::of(engine, ctx)
             };
             let takes_keys = super::journal::takes_keys(engine, &name);
+            let keeper = engine.keeper.clone().map(|k| (k, ctx.session.clone()));
             let call: RunningCall = Box::pin(async move {
                 // A UI action goes to the tab when it starts, not before.
                 if let Some(request) = request {
                     out.emit(request);
                 }
-                let outcome = tools.run(&name, &args, call_ctx, timeout).await;
+                let mut outcome = tools.run(&name, &args, call_ctx, timeout).await;
+                if let Some((keeper, owner)) = keeper {
+                    outcome = keeper.keep_result(owner.as_str(), &id, outcome).await;
+                }
                 if let Some(recorder) = recorder {
                     recorder.record(&id, &outcome, takes_keys).await;
                 }

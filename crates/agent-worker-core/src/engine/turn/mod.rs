@@ -269,7 +269,8 @@ async fn run_phases(
     budget: Duration,
     out: &Emitter,
 ) -> Result<AgentEvent, Refusal> {
-    let mut user = phases::admit(ask, prompt, engine.store.as_ref())?;
+    let kept_over = engine.keeper.as_ref().map(|k| k.inline_limit());
+    let mut user = phases::admit(ask, prompt, engine.store.as_ref(), kept_over)?;
     let ui = phases::read_context(ask)?;
     // The stored message keeps how the person gave it.
     user.input = ui.input.clone();
@@ -354,11 +355,19 @@ async fn run_phases(
         None => phases::load_history(engine, ask).await?,
     };
 
+    // The person's content too large for an item is kept in the file area; the turn's model is
+    // given it as it was sent (a long text as its first page), not read back.
+    let kept = match &engine.keeper {
+        Some(keeper) => keeper.keep_prompt(session, &mut user.content).await,
+        None => Vec::new(),
+    };
     let attached: Vec<AttachmentRef> = user
         .content
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Attachment { reference } => Some(reference.clone()),
+            ContentBlock::Attachment { reference } if !kept.iter().any(|k| k.reference.id == reference.id) => {
+                Some(reference.clone())
+            }
             _ => None,
         })
         .collect();
@@ -369,6 +378,7 @@ async fn run_phases(
     // The conversation's count is read only by a turn that can give the model a file: one
     // with files of its own, or one with the attachment tools.
     let can_show_files = !attached.is_empty()
+        || !kept.is_empty()
         || engine
             .tools
             .specs()
@@ -385,6 +395,10 @@ async fn run_phases(
         turn.file_limit = config
             .turn_file_tokens
             .min(config.conversation_file_tokens.saturating_sub(used));
+    }
+    for block in kept {
+        let given = block.given(turn.file_limit);
+        turn.given.insert(given.file_id.clone(), given);
     }
     // What a step's policy may narrow from: the tools this turn offers, each with its class.
     let all_tools: Vec<super::StepTool<'_>> = engine

@@ -103,8 +103,14 @@ impl Refusal {
 
 /// The turn's user message, if the ask and its prompt can run: a session, ids the store can key,
 /// and a prompt the model can take and the store can keep (a turn that carries an approval
-/// decision may come without words).
-pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) -> Result<Message, Refusal> {
+/// decision may come without words). With `kept_over` (the engine keeps blocks over that many
+/// bytes in its file area), such a block counts as the reference the message will hold.
+pub(super) fn admit(
+    ask: &TurnAsk,
+    prompt: &Prompt,
+    store: &dyn SessionStore,
+    kept_over: Option<usize>,
+) -> Result<Message, Refusal> {
     let refused = |invalid: InvalidPrompt| {
         tracing::info!(%invalid, "refused the prompt");
         Refusal::InvalidPrompt(invalid)
@@ -122,7 +128,7 @@ pub(super) fn admit(ask: &TurnAsk, prompt: &Prompt, store: &dyn SessionStore) ->
     }
     let message = user_message(prompt).map_err(refused)?;
     if let Some(limit) = store.max_message_bytes() {
-        let size = kept_size(&message);
+        let size = kept_size(&message, kept_over);
         if size > limit {
             return Err(refused(InvalidPrompt {
                 field: "prompt.text".into(),
@@ -158,22 +164,19 @@ fn invalid_id(field: &str, problem: &IdError) -> InvalidPrompt {
 
 /// The bytes `message` takes as a store keeps it: its JSON, with pictures counted as the short
 /// line a store puts in place of one too large to keep.
-fn kept_size(message: &Message) -> usize {
-    const PICTURE_LINE: usize = 256;
-    let pictures = message
-        .content
-        .iter()
-        .filter(|b| matches!(b, ContentBlock::Image { .. }))
-        .count();
-    // The words alone, as JSON; the pictures' bytes are never copied to be measured.
-    let words: Vec<ContentBlock> = message
-        .content
-        .iter()
-        .filter(|b| !matches!(b, ContentBlock::Image { .. }))
-        .cloned()
-        .collect();
+fn kept_size(message: &Message, kept_over: Option<usize>) -> usize {
+    const REFERENCE_LINE: usize = 256;
+    let inline = |block: &ContentBlock| match block {
+        ContentBlock::Image { .. } => false,
+        ContentBlock::Text { text } => kept_over.is_none_or(|limit| text.len() <= limit),
+        _ => true,
+    };
+    // The words alone, as JSON; the pictures' bytes (and kept texts) are never copied to be
+    // measured: each becomes a line, or a reference.
+    let words: Vec<ContentBlock> = message.content.iter().filter(|b| inline(b)).cloned().collect();
+    let lines = message.content.len() - words.len();
     serde_json::to_string(&Message::new(message.role, words)).map_or(0, |json| json.len())
-        + pictures * PICTURE_LINE
+        + lines * REFERENCE_LINE
 }
 
 /// Checks that the conversation is the asker's, recording them as its owner on its first turn

@@ -148,7 +148,7 @@ impl TurnState {
             self.given.values_mut().chain(self.shown.values_mut()),
             self.file_limit,
         );
-        let given = self.given.iter().map(|(id, g)| (format!("file:{id}"), g.tokens));
+        let given = self.given.iter().map(|(id, g)| (format!("file:{id}"), g.budgeted_tokens()));
         let shown = self.shown.iter().map(|(id, g)| (format!("call:{id}"), g.tokens));
         for (key, tokens) in given.chain(shown) {
             if tokens > 0 {

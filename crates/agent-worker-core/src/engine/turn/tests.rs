@@ -65,16 +65,16 @@ fn admit_wants_a_session_and_a_prompt_the_model_can_take() {
     // A blank session never reaches the engine: no scope can hold it.
     assert!(serde_json::from_value::<crate::protocol::Scope>(json!({"session": " "})).is_err());
     assert!(matches!(
-        phases::admit(&ask("s", "t"), &Prompt::text("  "), &MemoryStore::new()),
+        phases::admit(&ask("s", "t"), &Prompt::text("  "), &MemoryStore::new(), None),
         Err(Refusal::InvalidPrompt(_))
     ));
-    let user = phases::admit(&ask("s", "t"), &Prompt::text("Hi"), &MemoryStore::new()).unwrap();
+    let user = phases::admit(&ask("s", "t"), &Prompt::text("Hi"), &MemoryStore::new(), None).unwrap();
     assert_eq!(user.text(), "Hi");
     // A decision on an approval may come without words.
     let mut decision = ask("s", "t");
     decision.approval = Some(crate::protocol::ApprovalDecision::decline("ap-1"));
     assert!(
-        phases::admit(&decision, &Prompt::text(""), &MemoryStore::new())
+        phases::admit(&decision, &Prompt::text(""), &MemoryStore::new(), None)
             .unwrap()
             .content
             .is_empty()
