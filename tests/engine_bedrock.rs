@@ -47,6 +47,7 @@ async fn text_streams_as_deltas_and_the_exchange_is_stored() {
                 output_tokens: 8,
                 cache_read_tokens: 0,
                 cache_write_tokens: cached.write_tokens,
+                cost_usd: None,
             },
             AgentEvent::completed(),
         ]

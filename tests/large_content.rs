@@ -47,6 +47,7 @@ struct Setup {
     bedrock: BedrockStandIn,
     store: DynamoStore,
     area: Arc<S3FileArea>,
+    bucket: String,
     handler: TurnHandler,
 }
 
@@ -72,6 +73,7 @@ async fn setup() -> Setup {
         bedrock,
         store,
         area,
+        bucket,
         handler,
     }
 }
@@ -168,6 +170,31 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
             ContentBlock::ToolResult { content, .. } if content.as_str() == Some(report.as_str())
         )),
         "the history read back whole holds the result as the tool returned it"
+    );
+
+    // `agent-worker history` with the bucket prints it whole.
+    let printed = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args(["history", "--session", "big-result", "--table", s.store.table()])
+        .args(["--files-bucket", &s.bucket])
+        .env("AWS_ENDPOINT_URL", moto().endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "anything")
+        .env("AWS_SECRET_ACCESS_KEY", "anything")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let whole = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        whole.lines().any(|line| {
+            let message: Message = serde_json::from_str(line).unwrap();
+            message.content.iter().any(|b| matches!(
+                b,
+                ContentBlock::ToolResult { content, .. } if content.as_str() == Some(report.as_str())
+            ))
+        }),
+        "the printed history holds the result whole"
     );
 
     // The model was given the head and the read tool, never the whole.

@@ -253,6 +253,7 @@ async fn a_completed_turn_with_a_throttle_and_a_tool_call_writes_every_figure() 
             output_tokens,
             cache_read_tokens,
             cache_write_tokens,
+            ..
         } = event
         {
             for (sum, add) in

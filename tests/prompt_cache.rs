@@ -106,6 +106,7 @@ async fn checkpoints_follow_the_system_prompt_and_the_stored_history_and_the_pre
             output_tokens: 8,
             cache_read_tokens: cache[3].read_tokens,
             cache_write_tokens: cache[3].write_tokens,
+            cost_usd: None,
         }),
         "{third:?}"
     );

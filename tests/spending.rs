@@ -317,6 +317,57 @@ mod budgets {
         let other = handler.run_turn_to_end(&turn_of("c-2", "t1"), None).await;
         assert_eq!(other.terminal, Some(AgentEvent::completed()));
     }
+
+    /// With a ledger, a turn's budget is kept in it: a turn run again (resumed after a crash,
+    /// continued in the next invocation) spends from what it had spent. Here its ledger holds
+    /// $0.014 of its $0.02 already, so its next call (up to about $0.015) is not made.
+    #[tokio::test]
+    async fn a_turns_budget_is_kept_across_its_runs_in_the_ledger() {
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let store = store().await;
+        let budgets = Budgets {
+            turn: Some(20_000),
+            ..Budgets::default()
+        };
+        let handler = worker(&bedrock, &store, budgets);
+        let earlier_run = Ledger::Turn {
+            session: sid("c-t"),
+            turn: tid("t1"),
+        };
+        let charge = agent_worker::engine::spending::Charge {
+            ledger: earlier_run.clone(),
+            limit: 20_000,
+        };
+        store.reserve("earlier-run", &[charge], 14_000).await.unwrap();
+        let refused = handler.run_turn_to_end(&turn_of("c-t", "t1"), None).await;
+        let Some(AgentEvent::Failed { details, code, .. }) = refused.terminal else {
+            panic!("not refused: {:?}", refused.terminal)
+        };
+        assert_eq!(code.as_deref(), Some(codes::BUDGET_EXCEEDED));
+        assert!(details.contains("the turn's budget of $0.02"), "{details}");
+        assert!(details.contains("$0.01 is spent"), "{details}");
+        assert!(bedrock.requests().is_empty(), "no model call");
+        assert_eq!(store.spent(&earlier_run).await.unwrap(), 14_000, "untouched");
+        // Another turn has its own, and what it spends is kept in its ledger.
+        bedrock.push(Reply::text("Nothing is due."));
+        let other = handler.run_turn_to_end(&turn_of("c-t", "t2"), None).await;
+        assert_eq!(other.terminal, Some(AgentEvent::completed()));
+        let its_own = Ledger::Turn {
+            session: sid("c-t"),
+            turn: tid("t2"),
+        };
+        assert_eq!(store.spent(&its_own).await.unwrap(), TEXT_COST);
+        // Its usage event says what it cost.
+        let logged = DynamoEventLog::new(store.clone()).read("c-t", "t2", None).await.unwrap();
+        let costs: Vec<Option<f64>> = logged
+            .iter()
+            .filter_map(|l| match &l.event {
+                AgentEvent::Usage { cost_usd, .. } => Some(*cost_usd),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(costs, vec![Some(TEXT_COST as f64 / 1_000_000.0)]);
+    }
 }
 
 /// Through the Lambda function (`bootstrap` under the Runtime API stand-in), budgets from its

@@ -188,6 +188,7 @@ async fn a_turn_continues_the_records_trace_with_genai_spans_and_no_content() {
                 output_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
+                ..
             } => Some((
                 input_tokens + cache_read_tokens + cache_write_tokens,
                 *output_tokens,

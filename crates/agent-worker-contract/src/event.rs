@@ -90,6 +90,9 @@ pub enum AgentEvent {
         cache_read_tokens: u64,
         /// Input tokens written to the prompt cache (`cacheWriteInputTokens`, left out when 0).
         cache_write_tokens: u64,
+        /// What the step cost, in US dollars, estimated from the deployment's price table
+        /// (`costUsd`, left out where the model has no price).
+        cost_usd: Option<f64>,
     },
     /// Terminal: the turn succeeded.
     Completed {
@@ -127,6 +130,7 @@ impl AgentEvent {
             output_tokens,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            cost_usd: None,
         }
     }
 
@@ -207,6 +211,8 @@ enum WireRef<'a> {
         cache_read_input_tokens: u64,
         #[serde(skip_serializing_if = "is_zero")]
         cache_write_input_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     Completed {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,6 +261,8 @@ enum WireOwned {
         cache_read_input_tokens: u64,
         #[serde(default)]
         cache_write_input_tokens: u64,
+        #[serde(default)]
+        cost_usd: Option<f64>,
     },
     Completed {
         // `"data": null` is kept as `Some(Null)` so that it serialises back as it came.
@@ -319,11 +327,13 @@ impl Serialize for AgentEvent {
                 output_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
+                cost_usd,
             } => WireRef::Usage {
                 input_tokens: *input_tokens,
                 output_tokens: *output_tokens,
                 cache_read_input_tokens: *cache_read_tokens,
                 cache_write_input_tokens: *cache_write_tokens,
+                cost_usd: *cost_usd,
             },
             Self::Completed { data } => WireRef::Completed { data: data.as_ref() },
             Self::Failed {
@@ -382,11 +392,13 @@ impl<'de> Deserialize<'de> for AgentEvent {
                 output_tokens,
                 cache_read_input_tokens,
                 cache_write_input_tokens,
+                cost_usd,
             } => Self::Usage {
                 input_tokens,
                 output_tokens,
                 cache_read_tokens: cache_read_input_tokens,
                 cache_write_tokens: cache_write_input_tokens,
+                cost_usd,
             },
             WireOwned::Completed { data } => Self::Completed { data },
             WireOwned::Failed {

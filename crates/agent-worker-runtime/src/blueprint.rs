@@ -199,6 +199,7 @@ where
             .store(self.store.clone())
             .config(self.engine.clone())
             .tool_policy(policy)
+            .prices(self.configured.prices.clone())
             .pdf_as_document(self.configured.pdf_as_document);
         if let Some(turns) = &self.configured.turns {
             builder = builder.turn_policy(turns.clone());

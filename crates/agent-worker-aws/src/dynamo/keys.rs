@@ -12,6 +12,7 @@
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
 //! | a job a call of the conversation waits for, and the events the product reported for it (`events`: each event's payload as JSON, by name) | `session#<id>` | `job#<jobId>` |
 //! | a conversation's spending ledger (`spent`, micro-dollars; see the `spending` module) | `session#<id>` | `spend` |
+//! | a turn's spending ledger (with a ledger and a turn budget) | `session#<id>` | `spend#turn#<turn id>` |
 //! | a person's or an account's spending in a day | `spend#person#<owner key>`, `spend#account#<account>` | `<YYYY-MM-DD>` |
 //! | a blocked account or person (the kill switch; see the `blocks` module) | `blocks` | `account#<account>`, `person#<owner key>` |
 //! | an Agent Protocol task (all in one partition, ids time-ordered) | `aptasks` | `task#<taskId>` |

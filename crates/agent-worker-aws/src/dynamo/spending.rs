@@ -42,6 +42,7 @@ const DAY_KEPT_SECS: u64 = 3 * 24 * 60 * 60;
 impl DynamoStore {
     fn ledger_key(&self, ledger: &Ledger) -> HashMap<String, AttributeValue> {
         let (pk, sk) = match ledger {
+            Ledger::Turn { session, turn } => (session_pk(session), format!("spend#turn#{turn}")),
             Ledger::Conversation(session) => (session_pk(session), "spend".to_owned()),
             Ledger::PersonDay { account, user, day } => {
                 let owner = Owner {
@@ -58,7 +59,7 @@ impl DynamoStore {
     /// When a ledger's item goes: a conversation's with the conversation, a day's days after.
     fn ledger_expiry(&self, ledger: &Ledger) -> u64 {
         match ledger {
-            Ledger::Conversation(_) => self.expires_at(),
+            Ledger::Turn { .. } | Ledger::Conversation(_) => self.expires_at(),
             Ledger::PersonDay { .. } | Ledger::AccountDay { .. } => {
                 agent_worker_core::clock::now_ms() / 1000 + DAY_KEPT_SECS
             }

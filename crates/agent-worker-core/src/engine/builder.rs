@@ -20,6 +20,7 @@ pub struct EngineBuilder {
     approvals: Option<(Arc<dyn ApprovalStore>, ApprovalSigner)>,
     file_area: Option<Arc<dyn FileArea>>,
     keeping: Option<Arc<dyn attachments::FileUploads>>,
+    prices: Option<spending::Prices>,
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     stops: Option<Arc<dyn StopSource>>,
     result_schema: Option<serde_json::Value>,
@@ -169,6 +170,14 @@ impl EngineBuilder {
         self
     }
 
+    /// The price table each model call's cost is estimated from, for its `usage` event
+    /// (`costUsd`); [`spending`](Self::spending)'s own table stands first where there is one.
+    #[must_use]
+    pub fn prices(mut self, prices: spending::Prices) -> Self {
+        self.prices = Some(prices);
+        self
+    }
+
     /// Copies each turn's log lines at `level` or above to `logger` (a product's own log store),
     /// each with the turn's session and id, beside the program's `tracing` subscriber, which
     /// gets them as ever.
@@ -267,6 +276,7 @@ impl EngineBuilder {
             },
             file_area: self.file_area,
             keeper,
+            prices: self.prices,
             policy: self.policy,
             tool_policy: self.tool_policy,
             approvals: self.approvals,

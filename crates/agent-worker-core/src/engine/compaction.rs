@@ -14,7 +14,6 @@ use serde_json::Value;
 use super::EngineInner;
 use super::model::{ModelErrorKind, ModelEvent, ModelRequest, ToolChoice};
 use super::turn_stream::Emitter;
-use crate::protocol::AgentEvent;
 use crate::protocol::ErrorChain;
 use crate::session::{ContentBlock, Message, Role, Summary};
 
@@ -205,12 +204,7 @@ async fn summarize(
         quiet.heard();
         match event.map_err(|e| e.to_string())? {
             ModelEvent::TextDelta(delta) => text.push_str(&delta),
-            ModelEvent::Usage(usage) => out.emit(AgentEvent::Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-                cache_read_tokens: usage.cache_read_tokens,
-                cache_write_tokens: usage.cache_write_tokens,
-            }),
+            ModelEvent::Usage(usage) => out.emit(engine.usage_event(&usage)),
             _ => {}
         }
     }

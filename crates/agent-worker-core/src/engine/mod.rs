@@ -125,6 +125,8 @@ struct EngineInner {
     file_area: Option<Arc<dyn FileArea>>,
     /// Where content too large for a stored item is kept whole.
     keeper: Option<attachments::ContentKeeper>,
+    /// The price table each step's cost is estimated from (the spending's, when it has one).
+    prices: Option<spending::Prices>,
     /// Where the tab's answers to UI actions are read; without it, no UI tool is offered.
     ui_answers: Option<Arc<dyn ui::ActionAnswers>>,
     /// Where a turn's stop is asked for besides the store.
@@ -296,6 +298,23 @@ impl EngineInner {
             )));
         }
         Ok(engine)
+    }
+
+    /// The usage event of one model call: its tokens, and what they cost at the model's price.
+    fn usage_event(&self, usage: &model::TokenUsage) -> crate::protocol::AgentEvent {
+        let price = self
+            .spending
+            .as_ref()
+            .map(|s| &s.prices)
+            .or(self.prices.as_ref())
+            .and_then(|prices| prices.of(self.model.id()));
+        crate::protocol::AgentEvent::Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            cost_usd: price.map(|p| p.cost(usage) as f64 / 1_000_000.0),
+        }
     }
 
     /// `outcome` of call `call_id` as the conversation keeps it: its content, when too large

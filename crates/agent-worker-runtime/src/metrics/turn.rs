@@ -185,6 +185,7 @@ impl TurnMeter {
                 output_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
+                ..
             } => {
                 self.model_calls += 1;
                 self.input_tokens += input_tokens;

@@ -234,6 +234,7 @@ impl TurnTrace {
                 output_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
+                ..
             } => {
                 let used = Tokens {
                     input: *input_tokens,

@@ -93,6 +93,7 @@ impl Stream for BudgetStream {
             output_tokens,
             cache_read_tokens,
             cache_write_tokens,
+            ..
         })) = &polled
         {
             let step = [input_tokens, output_tokens, cache_read_tokens, cache_write_tokens]

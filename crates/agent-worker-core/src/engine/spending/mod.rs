@@ -141,6 +141,14 @@ pub fn micros(usd: f64) -> Option<u64> {
 /// A ledger that spending is counted in across turns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ledger {
+    /// A turn's, across the invocations and workers that run it (a turn resumed after a crash,
+    /// or continued in the next invocation, spends from what it had).
+    Turn {
+        /// The turn's conversation.
+        session: SessionId,
+        /// The turn.
+        turn: crate::session::TurnId,
+    },
     /// A conversation's, over its life.
     Conversation(SessionId),
     /// A person's (of an account, when the turn names one), in a day (`YYYY-MM-DD`, UTC).
@@ -165,6 +173,7 @@ impl Ledger {
     /// What it is called in a refusal.
     pub fn describe(&self) -> String {
         match self {
+            Self::Turn { .. } => "the turn's budget".to_owned(),
             Self::Conversation(_) => "the conversation's budget".to_owned(),
             Self::PersonDay { user, .. } => format!("{user}'s daily budget"),
             Self::AccountDay { account, .. } => format!("account {account}'s daily budget"),
@@ -174,6 +183,7 @@ impl Ledger {
     /// When what it holds starts again from nothing.
     pub fn refills(&self) -> String {
         match self {
+            Self::Turn { .. } => "a new turn has its own".to_owned(),
             Self::Conversation(_) => "it does not refill; a new conversation has its own".to_owned(),
             Self::PersonDay { .. } | Self::AccountDay { .. } => "it refills at 00:00 UTC".to_owned(),
         }

@@ -426,12 +426,7 @@ pub(super) async fn run_step(
                         ModelEvent::Stop(reason) => stop = Some(reason),
                         ModelEvent::Usage(usage) => {
                             turn.add_usage(usage);
-                            out.emit(AgentEvent::Usage {
-                                input_tokens: usage.input_tokens,
-                                output_tokens: usage.output_tokens,
-                                cache_read_tokens: usage.cache_read_tokens,
-                                cache_write_tokens: usage.cache_write_tokens,
-                            });
+                            out.emit(engine.usage_event(&usage));
                         }
                     }
                 }

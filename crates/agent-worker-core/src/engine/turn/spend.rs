@@ -28,6 +28,17 @@ fn charges(engine: &EngineInner, ctx: &StepContext<'_>, day: &str) -> Vec<Charge
     };
     let budgets = spending.budgets();
     let mut charges = Vec::new();
+    // With a ledger, the turn's budget is kept in it too: a turn resumed or continued elsewhere
+    // spends from what it had.
+    if let (Some(limit), Some(_)) = (budgets.turn, &spending.ledger) {
+        charges.push(Charge {
+            ledger: Ledger::Turn {
+                session: ctx.session.clone(),
+                turn: ctx.turn_id.clone(),
+            },
+            limit,
+        });
+    }
     if let Some(limit) = budgets.conversation {
         charges.push(Charge {
             ledger: Ledger::Conversation(ctx.session.clone()),
@@ -92,7 +103,8 @@ pub(super) async fn reserve(
         ..TokenUsage::default()
     };
     let amount = price.cost(&most);
-    if let Some(limit) = spending.budgets().turn
+    // Without a ledger, the turn's budget is counted here, for this run of the turn.
+    if let (Some(limit), None) = (spending.budgets().turn, &spending.ledger)
         && turn.spent.saturating_add(amount) > limit
     {
         let refills = "a new turn has its own";
