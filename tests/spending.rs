@@ -211,6 +211,46 @@ mod budgets {
         assert_eq!(store.spent(&ana_today()).await.unwrap(), TEXT_COST);
     }
 
+    /// Twenty workers, each with its own client, run twenty of one person's turns at once, with
+    /// room in her daily budget for three calls: exactly three are reserved and made, seventeen
+    /// turns end `budget_exceeded` before their model call, and the ledger holds what the three
+    /// cost. No budget is passed by workers racing for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn twenty_workers_racing_for_a_budget_of_three_calls_make_three() {
+        let bedrock = BedrockStandIn::start().await.unwrap();
+        let store = store().await;
+        let budgets = Budgets {
+            person_per_day: Some(50_000),
+            ..Budgets::default()
+        };
+        for _ in 0..3 {
+            bedrock.push(held());
+        }
+        let runs: Vec<_> = (0..20)
+            .map(|i| {
+                let own = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(store.table()).unwrap());
+                let worker = worker(&bedrock, &own, budgets);
+                tokio::spawn(async move { worker.run_turn_to_end(&turn_of(&format!("c-{i}"), "t1"), None).await })
+            })
+            .collect();
+        // Three calls were reserved and are held at the stand-in; let them finish.
+        bedrock.holding(3).await;
+        for _ in 0..3 {
+            bedrock.release();
+        }
+        let (mut completed, mut refused) = (0, 0);
+        for run in runs {
+            match run.await.unwrap().terminal {
+                Some(AgentEvent::Failed { code, .. }) if code.as_deref() == Some(codes::BUDGET_EXCEEDED) => refused += 1,
+                Some(AgentEvent::Completed { .. }) => completed += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((completed, refused), (3, 17));
+        assert_eq!(bedrock.requests().len(), 3, "three model calls were made");
+        assert_eq!(store.spent(&ana_today()).await.unwrap(), 3 * TEXT_COST);
+    }
+
     /// A turn stopped while its model call streams (its usage, which Bedrock sends at the end,
     /// not come) settles the call at its whole reservation: billed input is never counted as
     /// nothing. The reservation's mark is gone: it is settled, not left outstanding.
