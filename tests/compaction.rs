@@ -210,3 +210,49 @@ async fn input_too_long_compacts_harder_and_sends_the_step_again() {
         "it summarized once more, then gave up"
     );
 }
+
+/// The summary compaction asks for is counted in the budgets' ledgers with the step after it:
+/// every model call of the conversation, the summary's included, at the model's price.
+#[tokio::test]
+async fn the_summary_a_turn_asks_for_is_counted_against_its_budgets() {
+    use agent_worker::engine::spending::{Budgets, Ledger, Prices, SpendLedger, Spending};
+    use std::sync::Arc;
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let table = format!("compaction-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
+    store.create_table().await.unwrap();
+    let ledger: Arc<dyn SpendLedger> = Arc::new(store.clone());
+    let budgets = Budgets {
+        conversation: Some(5_000_000),
+        ..Budgets::default()
+    };
+    let engine = Engine::builder()
+        .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
+        .store(store.clone())
+        .tools(support::example_tools(&["current_time"]))
+        .config(small_history())
+        .spending(Spending::new(Prices::default(), budgets, Some(ledger)).unwrap())
+        .build()
+        .unwrap();
+    let session = format!("priced-{}", uuid::Uuid::new_v4().simple());
+    four_turns(&bedrock, &engine, &session).await;
+    let conversation = Ledger::Conversation(sid(&session));
+    let before = store.spent(&conversation).await.unwrap();
+    bedrock.push(Reply::text("The person asked the time and three questions."));
+    bedrock.push(Reply::text("Answer 5."));
+    let events = turn(&engine, &session, "t5", "Question 5?").await;
+    assert!(other(&events, "compacted").is_some(), "{events:?}");
+    // Two calls, the summary's and the step's, each reporting its usage and what it cost.
+    let costs: Vec<f64> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { cost_usd, .. } => *cost_usd,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs.len(), 2, "{events:?}");
+    let micros = costs.iter().map(|c| (c * 1_000_000.0).round() as u64).sum::<u64>();
+    let spent = store.spent(&conversation).await.unwrap();
+    assert_eq!(spent - before, micros, "both calls counted in the conversation's ledger");
+}

@@ -233,17 +233,27 @@ mod budgets {
                 tokio::spawn(async move { worker.run_turn_to_end(&turn_of(&format!("c-{i}"), "t1"), None).await })
             })
             .collect();
-        // Three calls were reserved and are held at the stand-in; let them finish.
+        // Three calls were reserved and are held at the stand-in, so those three turns cannot
+        // end: the first seventeen to end are the others, each refused before its call.
         bedrock.holding(3).await;
+        let mut pending = runs;
+        let mut refused = 0;
+        while pending.len() > 3 {
+            let (run, _, rest) = futures_util::future::select_all(pending).await;
+            pending = rest;
+            match run.unwrap().terminal {
+                Some(AgentEvent::Failed { code, .. }) if code.as_deref() == Some(codes::BUDGET_EXCEEDED) => refused += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(bedrock.requests().len(), 3, "three model calls were made");
         for _ in 0..3 {
             bedrock.release();
         }
-        let (mut completed, mut refused) = (0, 0);
-        for run in runs {
-            match run.await.unwrap().terminal {
-                Some(AgentEvent::Failed { code, .. }) if code.as_deref() == Some(codes::BUDGET_EXCEEDED) => refused += 1,
-                Some(AgentEvent::Completed { .. }) => completed += 1,
-                other => panic!("{other:?}"),
+        let mut completed = 0;
+        for run in pending {
+            if let Some(AgentEvent::Completed { .. }) = run.await.unwrap().terminal {
+                completed += 1;
             }
         }
         assert_eq!((completed, refused), (3, 17));

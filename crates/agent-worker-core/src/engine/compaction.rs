@@ -12,7 +12,7 @@ use futures_util::StreamExt as _;
 use serde_json::Value;
 
 use super::EngineInner;
-use super::model::{ModelErrorKind, ModelEvent, ModelRequest, ToolChoice};
+use super::model::{ModelErrorKind, ModelEvent, ModelRequest, TokenUsage, ToolChoice};
 use super::turn_stream::Emitter;
 use crate::protocol::ErrorChain;
 use crate::session::{ContentBlock, Message, Role, Summary};
@@ -171,12 +171,14 @@ fn transcript(previous: Option<&Summary>, messages: &[Message], max_chars: usize
     )
 }
 
-/// Asks the model for the summary of `previous` and `messages`. Its usage is emitted.
+/// Asks the model for the summary of `previous` and `messages`. Its usage is emitted, and
+/// added to `spent`.
 async fn summarize(
     engine: &EngineInner,
     previous: Option<&Summary>,
     messages: &[Message],
     out: &Emitter,
+    spent: &mut TokenUsage,
 ) -> Result<String, String> {
     let request = ModelRequest {
         system: vec![SUMMARIZE.to_owned()],
@@ -204,7 +206,10 @@ async fn summarize(
         quiet.heard();
         match event.map_err(|e| e.to_string())? {
             ModelEvent::TextDelta(delta) => text.push_str(&delta),
-            ModelEvent::Usage(usage) => out.emit(engine.usage_event(&usage)),
+            ModelEvent::Usage(usage) => {
+                spent.add(&usage);
+                out.emit(engine.usage_event(&usage));
+            }
             _ => {}
         }
     }
@@ -286,6 +291,7 @@ pub(super) async fn compact(
     the_rest: u64,
     pressure: Pressure,
     out: &Emitter,
+    spent: &mut TokenUsage,
 ) -> bool {
     let config = &engine.config;
     if history.compacted && pressure == Pressure::IfNeeded {
@@ -316,7 +322,7 @@ pub(super) async fn compact(
         }
         .into(),
     );
-    let text = match summarize(engine, history.summary.as_ref(), &history.messages[..cut], out).await {
+    let text = match summarize(engine, history.summary.as_ref(), &history.messages[..cut], out, spent).await {
         Ok(text) => text,
         Err(why) => {
             tracing::warn!(error = %why, "could not summarize the older turns; sending the history as it is");

@@ -143,6 +143,16 @@ pub struct TokenUsage {
     pub cache_write_tokens: u64,
 }
 
+impl TokenUsage {
+    /// Adds `other`'s tokens to these.
+    pub fn add(&mut self, other: &Self) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
 /// What kind of failure a model call met; it decides whether the engine retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -162,7 +162,8 @@ pub(super) async fn reserve(
     }
 }
 
-/// Settles the turn's reservation (when one is outstanding) with what its call cost: the
+/// Settles the turn's reservation (when one is outstanding) with what its call cost (and the
+/// summaries compaction asked for before it, which reserve nothing of their own): the
 /// usage it reported, or, for a call that answered and reported none (cut off by a stop, the
 /// deadline or a broken stream: Bedrock reports usage at the end), the whole reservation, since
 /// its input and some output were billed; a call that never answered (refused, throttled) costs
@@ -173,14 +174,18 @@ pub(super) async fn reserve(
 pub(super) async fn settle(engine: &EngineInner, turn: &mut TurnState) {
     let (Some(reserved), Some(spending)) = (turn.reserved.as_ref(), &engine.spending) else {
         turn.reserved = None;
+        turn.unsettled = TokenUsage::default();
         return;
     };
     let usage = turn.usage;
-    let cost = match spending.prices.of(engine.model.id()) {
+    let price = spending.prices.of(engine.model.id());
+    let call = match price {
         Some(price) if usage != TokenUsage::default() => price.cost(&usage),
         _ if turn.model_answered => reserved.amount,
         _ => 0,
     };
+    // The summaries compaction asked for before the call are counted with it.
+    let cost = call.saturating_add(price.map_or(0, |p| p.cost(&turn.unsettled)));
     if let Some(ledger) = spending.ledger.as_ref().filter(|_| !reserved.ledgers.is_empty()) {
         let delta =
             i64::try_from(cost).unwrap_or(i64::MAX) - i64::try_from(reserved.amount).unwrap_or(i64::MAX);
@@ -190,6 +195,7 @@ pub(super) async fn settle(engine: &EngineInner, turn: &mut TurnState) {
     }
     turn.reserved = None;
     turn.usage = TokenUsage::default();
+    turn.unsettled = TokenUsage::default();
     turn.model_answered = false;
     turn.spent = turn.spent.saturating_add(cost);
 }

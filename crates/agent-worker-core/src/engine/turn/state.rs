@@ -76,6 +76,9 @@ pub(super) struct TurnState {
     pub(super) spent: u64,
     /// The tokens the model call under way has used so far (its retries' included).
     pub(super) usage: crate::engine::model::TokenUsage,
+    /// The tokens of calls besides the turn's steps (the summaries compaction asks for), not
+    /// yet settled: they are, with the next step's call.
+    pub(super) unsettled: crate::engine::model::TokenUsage,
     /// What the model call under way reserved against the budgets, until it is settled.
     pub(super) reserved: Option<crate::engine::spending::Reservation>,
     /// Whether the model call under way (or one of its retries) answered anything.
@@ -97,10 +100,7 @@ impl TurnState {
 
     /// Counts `usage` to the model call under way.
     pub(super) fn add_usage(&mut self, usage: crate::engine::model::TokenUsage) {
-        self.usage.input_tokens += usage.input_tokens;
-        self.usage.output_tokens += usage.output_tokens;
-        self.usage.cache_read_tokens += usage.cache_read_tokens;
-        self.usage.cache_write_tokens += usage.cache_write_tokens;
+        self.usage.add(&usage);
     }
 
     /// How many calls of this turn's earlier steps were to `name` with `args` (in any key
@@ -136,6 +136,7 @@ impl TurnState {
             repeated: None,
             spent: 0,
             usage: crate::engine::model::TokenUsage::default(),
+            unsettled: crate::engine::model::TokenUsage::default(),
             reserved: None,
             model_answered: false,
         }
@@ -173,7 +174,7 @@ impl TurnState {
             .map(|g| g.tokens)
             .sum();
         let rest = engine.fixed_tokens() + compaction::estimated_tokens(&self.messages) + files;
-        compaction::compact(engine, session, &mut self.history, rest, pressure, out).await
+        compaction::compact(engine, session, &mut self.history, rest, pressure, out, &mut self.unsettled).await
     }
 
     /// The estimated tokens the turn's files gave the model.
