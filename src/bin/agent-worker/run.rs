@@ -8,6 +8,8 @@ use std::sync::Arc;
 use agent_worker::agents::{DynamoThreadStore, MemoryThreadStore};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
+use agent_worker::session::dynamo::CachedBlocklist;
+use agent_worker::engine::spending::{Budgets, SpendLedger, Spending, SpendingError};
 use agent_worker::hosts::config::Configured;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::worker::config_loader;
@@ -110,14 +112,37 @@ impl EngineArgs {
             Some(table) => {
                 let store = self.dynamo_store(&shared, table)?;
                 let threads = DynamoThreadStore::new(store.clone());
-                self.agent_on(&shared, self.blueprint(store, configured)?, threads)
+                // Budgets kept in the table's ledgers, and the kill switch's blocks read there.
+                let ledger: Arc<dyn SpendLedger> = Arc::new(store.clone());
+                let spending = self.spending(&configured, Some(ledger))?;
+                let blocklist = Arc::new(CachedBlocklist::new(store.clone()));
+                let blueprint = self
+                    .blueprint(store, configured)?
+                    .spending(spending)
+                    .blocklist(blocklist);
+                self.agent_on(&shared, blueprint, threads)
             }
-            None => self.agent_on(
-                &shared,
-                self.blueprint(MemoryStore::new(), configured)?,
-                MemoryThreadStore::new(),
-            ),
+            None => {
+                let spending = self.spending(&configured, None)?;
+                let blueprint = self.blueprint(MemoryStore::new(), configured)?.spending(spending);
+                self.agent_on(&shared, blueprint, MemoryThreadStore::new())
+            }
         }
+    }
+
+    /// What the configuration's budgets reserve against, in `ledger` (a table's); a budget
+    /// across turns without a table is refused, saying so.
+    fn spending(
+        &self,
+        configured: &Configured,
+        ledger: Option<Arc<dyn SpendLedger>>,
+    ) -> Result<Option<Spending>, CliError> {
+        configured
+            .spending(Budgets::default(), ledger, &self.model_id)
+            .map_err(|e| match e {
+                SpendingError::NoLedger => CliError::usage(format!("{e}: give --table")),
+                e @ SpendingError::NoPrice(_) => CliError::usage(e.to_string()),
+            })
     }
 
     /// The agent of `configured` on `store`, as these options give it.

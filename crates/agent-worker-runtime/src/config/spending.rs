@@ -15,7 +15,29 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use agent_worker_core::engine::spending::{Budgets, Price, Prices, micros};
+use agent_worker_core::engine::spending::{
+    Budgets, Price, Prices, SpendLedger, Spending, SpendingError, micros,
+};
+
+impl super::Configured {
+    /// What `model_id`'s calls are reserved against: `over`'s budgets over the file's, at the
+    /// file's prices, kept in `ledger`; `None` without a budget. A budget across turns without a
+    /// ledger, or a model without a price under a budget, is refused.
+    pub fn spending(
+        &self,
+        over: Budgets,
+        ledger: Option<std::sync::Arc<dyn SpendLedger>>,
+        model_id: &str,
+    ) -> Result<Option<Spending>, SpendingError> {
+        let budgets = over.over(self.budgets);
+        if !budgets.any() {
+            return Ok(None);
+        }
+        let spending = Spending::new(self.prices.clone(), budgets, ledger)?;
+        spending.check_model(model_id)?;
+        Ok(Some(spending))
+    }
+}
 
 /// The `budgets` section.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]

@@ -165,18 +165,14 @@ impl WorkerSettings {
         store: &DynamoStore,
         configured: &Configured,
     ) -> Result<Option<agent_worker_core::engine::spending::Spending>, SettingsError> {
-        use agent_worker_core::engine::spending::{SpendLedger, Spending};
-        let budgets = self.budgets.over(configured.budgets);
-        if !budgets.any() {
-            return Ok(None);
-        }
+        use agent_worker_core::engine::spending::{SpendLedger, SpendingError};
         let ledger: Arc<dyn SpendLedger> = Arc::new(store.clone());
-        let spending = Spending::new(configured.prices.clone(), budgets, Some(ledger))
-            .map_err(|e| error("TURN_BUDGET_USD", e.to_string()))?;
-        spending
-            .check_model(&self.model_id)
-            .map_err(|e| error("MODEL_ID", e.to_string()))?;
-        Ok(Some(spending))
+        configured
+            .spending(self.budgets, Some(ledger), &self.model_id)
+            .map_err(|e| match e {
+                SpendingError::NoPrice(_) => error("MODEL_ID", e.to_string()),
+                SpendingError::NoLedger => error("TURN_BUDGET_USD", e.to_string()),
+            })
     }
 
     /// The agent these settings describe, on `store` ([`Blueprint`]): one way for the engine
