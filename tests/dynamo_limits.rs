@@ -196,38 +196,6 @@ async fn ids_longer_than_the_table_keys_are_refused_before_anything_is_written()
     assert_eq!(scan.count(), 0, "items were written: {:?}", scan.items());
 }
 
-/// Every item of `table`, measured as DynamoDB measures it: its attributes' names and values.
-async fn item_sizes(table: &str) -> Vec<(String, usize)> {
-    use aws_sdk_dynamodb::types::AttributeValue;
-    let size = |value: &AttributeValue| match value {
-        AttributeValue::S(s) => s.len(),
-        AttributeValue::N(n) => n.len(),
-        AttributeValue::B(b) => b.as_ref().len(),
-        other => format!("{other:?}").len(),
-    };
-    let mut pages = moto()
-        .dynamodb()
-        .scan()
-        .table_name(table)
-        .into_paginator()
-        .items()
-        .send();
-    let mut sizes = Vec::new();
-    while let Some(item) = pages.next().await {
-        let item = item.unwrap();
-        let sk = item
-            .get("sk")
-            .and_then(|v| v.as_s().ok())
-            .cloned()
-            .unwrap_or_default();
-        sizes.push((
-            sk,
-            item.iter().map(|(name, value)| name.len() + size(value)).sum(),
-        ));
-    }
-    sizes
-}
-
 /// A read whose result is larger than an item holds, through the handler the Lambda function
 /// runs, with its event log: the `tool_ended` event carries the result, and each of the log's
 /// items, like each message's, is kept under DynamoDB's 400 KB (the event's content cut, saying
@@ -298,7 +266,7 @@ async fn results_of_399_kb_to_20_mb_complete_their_turns_and_every_item_fits() {
         0,
         "each tool ran once, each answer asked for"
     );
-    for (sk, size) in item_sizes(store.table()).await {
+    for (sk, size) in support::table_items::item_sizes(store.table()).await {
         assert!(size < 400 * 1024, "item {sk} is {size} bytes");
     }
 }

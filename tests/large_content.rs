@@ -102,28 +102,11 @@ impl Setup {
 
     /// Every item of the table is under DynamoDB's 400 KB, as DynamoDB measures it.
     async fn assert_every_item_fits(&self) {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        let size = |value: &AttributeValue| match value {
-            AttributeValue::S(s) => s.len(),
-            AttributeValue::N(n) => n.len(),
-            AttributeValue::B(b) => b.as_ref().len(),
-            other => format!("{other:?}").len(),
-        };
-        let mut pages = moto()
-            .dynamodb()
-            .scan()
-            .table_name(self.store.table())
-            .into_paginator()
-            .items()
-            .send();
-        let mut items = 0;
-        while let Some(item) = pages.next().await {
-            let item = item.unwrap();
-            let bytes: usize = item.iter().map(|(name, value)| name.len() + size(value)).sum();
-            assert!(bytes < 400 * 1024, "an item of {bytes} bytes: {:?}", item.get("sk"));
-            items += 1;
+        let items = support::table_items::item_sizes(self.store.table()).await;
+        assert!(!items.is_empty(), "the table holds the conversation");
+        for (sk, bytes) in items {
+            assert!(bytes < 400 * 1024, "item {sk} is {bytes} bytes");
         }
-        assert!(items > 0, "the table holds the conversation");
     }
 
     /// The file of `session` the area keeps under `id`, whole.

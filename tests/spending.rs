@@ -484,3 +484,41 @@ async fn the_functions_budgets_come_from_its_settings() {
     );
     running.kill().await.unwrap();
 }
+
+/// `invoke` spends by the configuration's budgets, kept in the table's ledgers, as the
+/// function does: a conversation's budget smaller than one call's most refuses the turn before
+/// its model call; without a table, a budget across turns is a usage mistake, named.
+#[tokio::test]
+async fn invoke_spends_by_the_configurations_budgets() {
+    let moto = agent_worker_testkit::moto();
+    let table = format!("cli-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto.dynamodb(), DynamoConfig::new(&table).unwrap());
+    store.create_table().await.unwrap();
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    let config = std::env::temp_dir().join(format!("budgets-{}.yaml", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&config, "systemPrompt: You help.\nbudgets:\n  conversation: { usd: 0.001 }\n").unwrap();
+    let invoke = |with_table: bool| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
+        command
+            .args(["invoke", "--session", "s1", "--text", "Hi", "--config"])
+            .arg(&config)
+            .args(["--endpoint-url", &bedrock.endpoint_url(), "--region", "us-east-1"])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", moto.endpoint())
+            .env("AWS_ACCESS_KEY_ID", "anything")
+            .env("AWS_SECRET_ACCESS_KEY", "anything")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        if with_table {
+            command.args(["--table", &table]);
+        }
+        command
+    };
+    let output = invoke(true).output().await.unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("budget_exceeded"), "{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(printed.contains("the conversation's budget"), "{printed}");
+    assert!(bedrock.requests().is_empty(), "no model call");
+    let output = invoke(false).output().await.unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("--table"), "{said}");
+}

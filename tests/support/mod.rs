@@ -16,6 +16,7 @@ pub mod deployment;
 pub mod engine;
 pub mod lambda_batch;
 pub mod steering;
+pub mod table_items;
 pub mod template;
 
 use std::path::PathBuf;
