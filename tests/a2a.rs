@@ -408,5 +408,8 @@ async fn a_long_message_kept_whole_is_named_in_the_tasks_history() {
         "{first}"
     );
     // A data part is a protobuf Struct to the client: its numbers are doubles.
-    assert_eq!((file["size"].as_f64(), file["type"].as_str()), (Some(pasted.len() as f64), Some("text/plain")));
+    assert_eq!(
+        (file["size"].as_f64(), file["type"].as_str()),
+        (Some(pasted.len() as f64), Some("text/plain"))
+    );
 }

@@ -432,20 +432,37 @@ async fn a_large_file_is_put_straight_into_the_bucket_through_a_presigned_url() 
     let read = format!("/conversations/conv-1/files/{id}");
     api.invoke(
         "req-read",
-        function_url_event("GET", &format!("{read}?userId=ada&accountId=acme"), &headers[..1], None),
+        function_url_event(
+            "GET",
+            &format!("{read}?userId=ada&accountId=acme"),
+            &headers[..1],
+            None,
+        ),
     );
     let answer = support::api_function::whole_answer(&mut api, &mut function, "req-read").await;
-    let prelude = if answer["prelude"].is_null() { &answer } else { &answer["prelude"] };
+    let prelude = if answer["prelude"].is_null() {
+        &answer
+    } else {
+        &answer["prelude"]
+    };
     assert_eq!(prelude["statusCode"], 303, "{answer}");
     let link = prelude["headers"]["location"].as_str().unwrap();
-    assert!(link.contains("X-Amz-Signature=") && link.contains("X-Amz-Expires=300"), "{link}");
+    assert!(
+        link.contains("X-Amz-Signature=") && link.contains("X-Amz-Expires=300"),
+        "{link}"
+    );
     let got = reqwest::get(link).await.unwrap().bytes().await.unwrap();
     assert!(got == bytes, "the link gives the bytes whole");
     let (status, body) = ask(
         &mut api,
         &mut function,
         "req-stranger",
-        function_url_event("GET", &format!("{read}?userId=mallory&accountId=evil"), &headers[..1], None),
+        function_url_event(
+            "GET",
+            &format!("{read}?userId=mallory&accountId=evil"),
+            &headers[..1],
+            None,
+        ),
     )
     .await;
     assert_eq!(status, 404, "{body}");

@@ -252,7 +252,14 @@ async fn the_summary_a_turn_asks_for_is_counted_against_its_budgets() {
         })
         .collect();
     assert_eq!(costs.len(), 2, "{events:?}");
-    let micros = costs.iter().map(|c| (c * 1_000_000.0).round() as u64).sum::<u64>();
+    let micros = costs
+        .iter()
+        .map(|c| (c * 1_000_000.0).round() as u64)
+        .sum::<u64>();
     let spent = store.spent(&conversation).await.unwrap();
-    assert_eq!(spent - before, micros, "both calls counted in the conversation's ledger");
+    assert_eq!(
+        spent - before,
+        micros,
+        "both calls counted in the conversation's ledger"
+    );
 }

@@ -68,11 +68,12 @@ mod hostile_input;
 mod hostile_routes;
 mod http_sink;
 mod kill_switch;
-#[cfg(feature = "s3")]
-mod large_content;
 mod lambda_batch;
 mod lambda_batch_people;
+#[cfg(feature = "s3")]
+mod large_content;
 mod mcp;
+mod mcp_server;
 mod metrics;
 mod middleware;
 mod one_turn_at_a_time;

@@ -29,7 +29,11 @@ fn report() -> String {
     let mut text = String::with_capacity(5_000_100);
     let mut row = 0;
     while text.len() < 5_000_000 {
-        text.push_str(&format!("row {row:07}: revenue {} units {}\n", row * 7 % 1000, row % 97));
+        text.push_str(&format!(
+            "row {row:07}: revenue {} units {}\n",
+            row * 7 % 1000,
+            row % 97
+        ));
         row += 1;
     }
     text
@@ -126,8 +130,10 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
     let report = report();
     let id = kept_id(report.as_bytes());
     s.bedrock.push(Reply::tool_call("c1", "report", "{}"));
-    s.bedrock.push(Reply::text("The report is long; I read its start."));
-    s.turn("big-result", "t1", json!({"content": "Get the report."})).await;
+    s.bedrock
+        .push(Reply::text("The report is long; I read its start."));
+    s.turn("big-result", "t1", json!({"content": "Get the report."}))
+        .await;
 
     // The stored result is the reference, its first page and a note; the file is every byte.
     let history = s.history("big-result").await;
@@ -143,10 +149,22 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
     assert_eq!(kept["kept"]["size"], report.len());
     let head: String = report.chars().take(20_000).collect();
     assert_eq!(kept["head"], head.as_str());
-    assert!(kept["note"].as_str().unwrap().contains("attachment_read"), "{kept}");
-    assert_eq!(s.file("big-result", &id).await, report.as_bytes(), "kept byte for byte");
+    assert!(
+        kept["note"].as_str().unwrap().contains("attachment_read"),
+        "{kept}"
+    );
+    assert_eq!(
+        s.file("big-result", &id).await,
+        report.as_bytes(),
+        "kept byte for byte"
+    );
     let mut whole = history.clone();
-    assert_eq!(restore_kept(s.area.as_ref(), "big-result", &mut whole).await.unwrap(), 1);
+    assert_eq!(
+        restore_kept(s.area.as_ref(), "big-result", &mut whole)
+            .await
+            .unwrap(),
+        1
+    );
     assert!(
         whole.iter().flat_map(|m| &m.content).any(|b| matches!(
             b,
@@ -167,15 +185,21 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
         .output()
         .await
         .unwrap();
-    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
     let whole = String::from_utf8(printed.stdout).unwrap();
     assert!(
         whole.lines().any(|line| {
             let message: Message = serde_json::from_str(line).unwrap();
-            message.content.iter().any(|b| matches!(
-                b,
-                ContentBlock::ToolResult { content, .. } if content.as_str() == Some(report.as_str())
-            ))
+            message.content.iter().any(|b| {
+                matches!(
+                    b,
+                    ContentBlock::ToolResult { content, .. } if content.as_str() == Some(report.as_str())
+                )
+            })
         }),
         "the printed history holds the result whole"
     );
@@ -213,7 +237,8 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
         &json!({"id": id, "from": 40_000}).to_string(),
     ));
     s.bedrock.push(Reply::text("Page three read."));
-    s.turn("big-result", "t2", json!({"content": "Read page three."})).await;
+    s.turn("big-result", "t2", json!({"content": "Read page three."}))
+        .await;
     let page_three: String = report.chars().skip(40_000).take(20_000).collect();
     let requests = s.bedrock.requests();
     let read = request_text(&requests[3].body);
@@ -222,7 +247,10 @@ async fn a_5_mb_result_is_kept_whole_its_head_given_and_a_later_turn_reads_its_t
         read.contains(&serde_json::to_string(&page_three).unwrap()[1..200]),
         "the model was given page three, from {first_row:?}"
     );
-    assert!(read.contains("\"next\":60000"), "and told where the next page starts");
+    assert!(
+        read.contains("\"next\":60000"),
+        "and told where the next page starts"
+    );
     assert_eq!(s.history("big-result").await.len(), 8, "both turns stored once");
     s.assert_every_item_fits().await;
 }
@@ -240,13 +268,30 @@ async fn a_2_mb_pasted_text_is_kept_whole_and_the_model_given_its_first_page() {
     let id = kept_id(pasted.as_bytes());
     let reference = match &history[0].content[..] {
         [ContentBlock::Attachment { reference }] => reference.clone(),
-        other => panic!("the stored message is {} blocks: {:?}", other.len(), other.first()),
+        other => panic!(
+            "the stored message is {} blocks: {:?}",
+            other.len(),
+            other.first()
+        ),
     };
-    assert_eq!((reference.id.as_str(), reference.size), (id.as_str(), pasted.len() as u64));
-    assert_eq!(s.file("big-paste", &id).await, pasted.as_bytes(), "kept byte for byte");
+    assert_eq!(
+        (reference.id.as_str(), reference.size),
+        (id.as_str(), pasted.len() as u64)
+    );
+    assert_eq!(
+        s.file("big-paste", &id).await,
+        pasted.as_bytes(),
+        "kept byte for byte"
+    );
     let mut whole = history.clone();
-    restore_kept(s.area.as_ref(), "big-paste", &mut whole).await.unwrap();
-    assert_eq!(whole[0].content, vec![ContentBlock::text(pasted.clone())], "read back whole");
+    restore_kept(s.area.as_ref(), "big-paste", &mut whole)
+        .await
+        .unwrap();
+    assert_eq!(
+        whole[0].content,
+        vec![ContentBlock::text(pasted.clone())],
+        "read back whole"
+    );
 
     let sent = request_text(&s.bedrock.requests()[0].body);
     assert!(sent.contains("paragraph 00000000") && !sent.contains("paragraph 00010000"));
@@ -291,11 +336,7 @@ async fn a_conversation_of_30_pictures_keeps_every_one_byte_for_byte() {
         .await;
         // The model was given this turn's pictures as they were sent.
         let request = s.bedrock.requests().last().unwrap().body.clone();
-        let given: Vec<String> = request["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()["content"]
+        let given: Vec<String> = request["messages"].as_array().unwrap().last().unwrap()["content"]
             .as_array()
             .unwrap()
             .iter()
@@ -321,7 +362,12 @@ async fn a_conversation_of_30_pictures_keeps_every_one_byte_for_byte() {
         .collect();
     assert_eq!(kept.len(), 30);
     let mut whole = history.clone();
-    assert_eq!(restore_kept(s.area.as_ref(), "pictures", &mut whole).await.unwrap(), 30);
+    assert_eq!(
+        restore_kept(s.area.as_ref(), "pictures", &mut whole)
+            .await
+            .unwrap(),
+        30
+    );
     let restored: Vec<String> = whole
         .iter()
         .flat_map(|m| &m.content)
@@ -330,7 +376,11 @@ async fn a_conversation_of_30_pictures_keeps_every_one_byte_for_byte() {
             _ => None,
         })
         .collect();
-    assert_eq!(restored, sent.iter().map(|p| BASE64.encode(p)).collect::<Vec<_>>(), "read back whole");
+    assert_eq!(
+        restored,
+        sent.iter().map(|p| BASE64.encode(p)).collect::<Vec<_>>(),
+        "read back whole"
+    );
     for (id, picture) in kept.iter().zip(&sent) {
         assert_eq!(id, &kept_id(picture));
         assert_eq!(&s.file("pictures", id).await, picture, "kept byte for byte");
@@ -345,7 +395,9 @@ async fn a_conversation_of_30_pictures_keeps_every_one_byte_for_byte() {
 async fn the_person_reads_kept_content_whole_over_http_and_no_one_else_does() {
     use support::container::{KEY, post, send, server};
     let server = server(2, config(), std::time::Duration::from_secs(5)).await;
-    let pasted: String = (0..3_000).map(|i| format!("clause {i:05} of the lease\n")).collect();
+    let pasted: String = (0..3_000)
+        .map(|i| format!("clause {i:05} of the lease\n"))
+        .collect();
     server.bedrock.push(Reply::text("A lease."));
     let body = json!({"turnId": "t1", "conversationId": "lease", "userId": "u", "accountId": "a", "content": pasted});
     let (status, _) = post(&format!("{}/turns", server.url), Some(KEY), &body.to_string()).await;
@@ -362,7 +414,10 @@ async fn the_person_reads_kept_content_whole_over_http_and_no_one_else_does() {
     let file = &view["messages"][0]["attachments"][0];
     let id = kept_id(pasted.as_bytes());
     assert_eq!(file["id"], id.as_str(), "{view}");
-    assert_eq!((file["size"].as_u64(), file["mediaType"].as_str()), (Some(pasted.len() as u64), Some("text/plain")));
+    assert_eq!(
+        (file["size"].as_u64(), file["mediaType"].as_str()),
+        (Some(pasted.len() as u64), Some("text/plain"))
+    );
 
     let path = format!("{}/conversations/lease/files/{id}", server.url);
     let response = client
@@ -373,13 +428,23 @@ async fn the_person_reads_kept_content_whole_over_http_and_no_one_else_does() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-disposition"], "attachment");
-    assert_eq!(response.bytes().await.unwrap(), pasted.as_bytes(), "whole, byte for byte");
-    for (who, query) in [("another person", "userId=v&accountId=a"), ("another account", "userId=u&accountId=b")] {
+    assert_eq!(
+        response.bytes().await.unwrap(),
+        pasted.as_bytes(),
+        "whole, byte for byte"
+    );
+    for (who, query) in [
+        ("another person", "userId=v&accountId=a"),
+        ("another account", "userId=u&accountId=b"),
+    ] {
         let (status, _) = send(client.get(format!("{path}?{query}")), Some(KEY)).await;
         assert_eq!(status, 404, "{who}");
     }
     let (status, _) = send(
-        client.get(format!("{}/conversations/lease/files/content-00?userId=u&accountId=a", server.url)),
+        client.get(format!(
+            "{}/conversations/lease/files/content-00?userId=u&accountId=a",
+            server.url
+        )),
         Some(KEY),
     )
     .await;
@@ -405,7 +470,8 @@ async fn an_s3_file_area_signs_a_link_that_gives_the_kept_content_whole() {
     let report = report();
     s.bedrock.push(Reply::tool_call("c1", "report", "{}"));
     s.bedrock.push(Reply::text("Read."));
-    s.turn("linked", "t1", json!({"content": "Get the report."})).await;
+    s.turn("linked", "t1", json!({"content": "Get the report."}))
+        .await;
     let id = kept_id(report.as_bytes());
     let link = s
         .area

@@ -230,7 +230,11 @@ mod budgets {
             .map(|i| {
                 let own = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(store.table()).unwrap());
                 let worker = worker(&bedrock, &own, budgets);
-                tokio::spawn(async move { worker.run_turn_to_end(&turn_of(&format!("c-{i}"), "t1"), None).await })
+                tokio::spawn(async move {
+                    worker
+                        .run_turn_to_end(&turn_of(&format!("c-{i}"), "t1"), None)
+                        .await
+                })
             })
             .collect();
         // Three calls were reserved and are held at the stand-in, so those three turns cannot
@@ -242,7 +246,9 @@ mod budgets {
             let (run, _, rest) = futures_util::future::select_all(pending).await;
             pending = rest;
             match run.unwrap().terminal {
-                Some(AgentEvent::Failed { code, .. }) if code.as_deref() == Some(codes::BUDGET_EXCEEDED) => refused += 1,
+                Some(AgentEvent::Failed { code, .. }) if code.as_deref() == Some(codes::BUDGET_EXCEEDED) => {
+                    refused += 1
+                }
                 other => panic!("{other:?}"),
             }
         }
@@ -408,7 +414,10 @@ mod budgets {
         };
         assert_eq!(store.spent(&its_own).await.unwrap(), TEXT_COST);
         // Its usage event says what it cost.
-        let logged = DynamoEventLog::new(store.clone()).read("c-t", "t2", None).await.unwrap();
+        let logged = DynamoEventLog::new(store.clone())
+            .read("c-t", "t2", None)
+            .await
+            .unwrap();
         let costs: Vec<Option<f64>> = logged
             .iter()
             .filter_map(|l| match &l.event {
@@ -496,7 +505,11 @@ async fn invoke_spends_by_the_configurations_budgets() {
     store.create_table().await.unwrap();
     let bedrock = BedrockStandIn::start().await.unwrap();
     let config = std::env::temp_dir().join(format!("budgets-{}.yaml", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&config, "systemPrompt: You help.\nbudgets:\n  conversation: { usd: 0.001 }\n").unwrap();
+    std::fs::write(
+        &config,
+        "systemPrompt: You help.\nbudgets:\n  conversation: { usd: 0.001 }\n",
+    )
+    .unwrap();
     let invoke = |with_table: bool| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"));
         command
@@ -514,7 +527,11 @@ async fn invoke_spends_by_the_configurations_budgets() {
     };
     let output = invoke(true).output().await.unwrap();
     let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(printed.contains("budget_exceeded"), "{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        printed.contains("budget_exceeded"),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(printed.contains("the conversation's budget"), "{printed}");
     assert!(bedrock.requests().is_empty(), "no model call");
     let output = invoke(false).output().await.unwrap();

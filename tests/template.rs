@@ -224,7 +224,10 @@ fn every_feature_is_deployable_by_parameters() {
         expiry["ExpirationInDays"].as_u64().unwrap() > ttl_days,
         "files outlive their conversation's items ({ttl_days} days)"
     );
-    assert_eq!(serde_yaml::to_string(&expiry["Prefix"]).unwrap().trim(), "!Ref FilesPrefix");
+    assert_eq!(
+        serde_yaml::to_string(&expiry["Prefix"]).unwrap().trim(),
+        "!Ref FilesPrefix"
+    );
     // Logs are kept as long as the deployer says.
     let logs = &t["Resources"]["AgentWorkerLogGroup"]["Properties"];
     assert_eq!(

@@ -151,7 +151,7 @@ pub(super) async fn invoke(
 }
 
 /// The turn's answer once it has ended: its text and its terminal event.
-async fn collected(
+pub(super) async fn collected(
     followed: impl futures_util::Stream<Item = Followed>,
     session: &SessionId,
     turn_id: &TurnId,

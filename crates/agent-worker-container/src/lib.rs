@@ -58,6 +58,7 @@ mod files;
 mod jobs;
 mod joined_id;
 pub mod jwt;
+pub mod mcp;
 mod sessions;
 mod spending;
 mod turns;
@@ -426,6 +427,7 @@ impl ContainerHost {
             .route("/a2a/extendedAgentCard", get(a2a::rest::extended_card))
             .route(a2a::AGENT_CARD_PATH, get(a2a::card))
             .route(a2a::INTERFACE_CARD_PATH, get(a2a::card))
+            .route("/mcp", post(mcp::post).get(mcp::get))
             .route("/ping", get(agentcore::ping))
             .route("/invocations", post(agentcore::invoke))
             .route("/health", get(health))

@@ -1,8 +1,9 @@
 //! The field's own clients, run against the agent as their users run them: AG-UI's
 //! (`@ag-ui/client`'s `HttpAgent`, from the project's `.node/`, run once per [`AguiRun`] by
 //! `agui/run-agent.cjs`: it checks every event it receives against AG-UI's schemas and their
-//! order) and A2A's (`a2a-sdk`, from the project's venv, by `a2a/client.py`: it parses the agent
-//! card and every answer as the protocol's own types).
+//! order), A2A's (`a2a-sdk`, from the project's venv, by `a2a/client.py`: it parses the agent
+//! card and every answer as the protocol's own types) and MCP's (`@modelcontextprotocol/sdk`'s
+//! `Client` over Streamable HTTP, by `mcp/client.cjs`).
 
 use serde_json::{Value, json};
 
@@ -60,6 +61,38 @@ pub async fn run_agui(plan: Value) -> std::io::Result<AguiRun> {
     Ok(AguiRun { events, end })
 }
 
+/// The last line a client printed, as JSON: `{"error"}` saying what it wrote to stderr when
+/// there is none.
+fn last_json_line(output: &std::process::Output) -> Value {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| json!({ "error": format!("the client printed nothing; stderr: {}", String::from_utf8_lossy(&output.stderr)) }))
+}
+
+/// Runs `plan` (`{url, headers, calls: [{name, arguments}]}`, see `mcp/client.cjs`) through
+/// the official MCP TypeScript SDK's client (`@modelcontextprotocol/sdk`, from the project's
+/// `.node/`) in a Node process of its own: what it printed (`{server, protocol, tools,
+/// results}`, or `{error}` when it could not connect).
+pub async fn run_mcp_client(plan: Value) -> std::io::Result<Value> {
+    let script = crate::workspace_root().join("crates/agent-worker-testkit/mcp/client.cjs");
+    let sdk = crate::mcp_server::node_modules().join("@modelcontextprotocol/sdk");
+    if !sdk.exists() {
+        return Err(std::io::Error::other(format!(
+            "@modelcontextprotocol/sdk is not installed at {}: run `make node-tools` (make test does)",
+            sdk.display()
+        )));
+    }
+    let output = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(plan.to_string())
+        .env("NODE_PATH", crate::mcp_server::node_modules())
+        .output()
+        .await?;
+    Ok(last_json_line(&output))
+}
+
 /// Runs `plan` (`{url, token, scenario, text, contextId}`, see `a2a/client.py`) through the
 /// official A2A client (`a2a-sdk`, from the project's venv) in a Python process of its own: the
 /// one JSON object it printed (`{"error"}` when the client failed).
@@ -76,12 +109,7 @@ pub async fn run_a2a_client(plan: Value) -> std::io::Result<Value> {
         .arg(plan.to_string())
         .output()
         .await?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    Ok(stdout
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| json!({ "error": format!("the client printed nothing; stderr: {}", String::from_utf8_lossy(&output.stderr)) })))
+    Ok(last_json_line(&output))
 }
 
 /// An A2A agent on the official SDK (`a2a/echo_agent.py`, from the project's venv) on a free port

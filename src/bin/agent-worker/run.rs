@@ -6,15 +6,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_worker::agents::{DynamoThreadStore, MemoryThreadStore};
+use agent_worker::engine::spending::{Budgets, SpendLedger, Spending, SpendingError};
 use agent_worker::engine::tools::{Tool, examples};
 use agent_worker::engine::{BedrockModel, Engine, ImageFormat};
-use agent_worker::session::dynamo::CachedBlocklist;
-use agent_worker::engine::spending::{Budgets, SpendLedger, Spending, SpendingError};
 use agent_worker::hosts::config::Configured;
 use agent_worker::hosts::settings::dynamodb_client;
 use agent_worker::hosts::worker::config_loader;
 use agent_worker::hosts::{Blueprint, BlueprintError};
 use agent_worker::protocol::{Agent, AgentEvent, ImageRef, Prompt, RESULT_SCHEMA_KEY, Scope};
+use agent_worker::session::dynamo::CachedBlocklist;
 use agent_worker::session::{
     ActionAnswers, ApprovalStore, DynamoConfig, DynamoStore, MemoryStore, SessionStore,
 };

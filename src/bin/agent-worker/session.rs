@@ -105,7 +105,11 @@ pub(crate) async fn history(args: HistoryArgs) -> Result<(), CliError> {
     let area: Option<Arc<dyn FileArea>> = match (&args.files_bucket, &args.files_dir) {
         (Some(bucket), _) => {
             let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await);
-            Some(Arc::new(agent_worker::hosts::S3FileArea::new(s3, bucket, &args.files_prefix)))
+            Some(Arc::new(agent_worker::hosts::S3FileArea::new(
+                s3,
+                bucket,
+                &args.files_prefix,
+            )))
         }
         (None, Some(dir)) => Some(Arc::new(LocalFileArea::new(dir))),
         (None, None) => None,

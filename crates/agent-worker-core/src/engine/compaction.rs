@@ -322,7 +322,15 @@ pub(super) async fn compact(
         }
         .into(),
     );
-    let text = match summarize(engine, history.summary.as_ref(), &history.messages[..cut], out, spent).await {
+    let text = match summarize(
+        engine,
+        history.summary.as_ref(),
+        &history.messages[..cut],
+        out,
+        spent,
+    )
+    .await
+    {
         Ok(text) => text,
         Err(why) => {
             tracing::warn!(error = %why, "could not summarize the older turns; sending the history as it is");

@@ -319,7 +319,12 @@ impl EngineInner {
 
     /// `outcome` of call `call_id` as the conversation keeps it: its content, when too large
     /// for a stored item, in the file area (see [`attachments::ContentKeeper`]).
-    async fn kept(&self, session: &SessionId, call_id: &str, outcome: tools::ToolOutcome) -> tools::ToolOutcome {
+    async fn kept(
+        &self,
+        session: &SessionId,
+        call_id: &str,
+        outcome: tools::ToolOutcome,
+    ) -> tools::ToolOutcome {
         match &self.keeper {
             Some(keeper) => keeper.keep_result(session.as_str(), call_id, outcome).await,
             None => outcome,

@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{FileUploads, Given, MAX_TEXT_CHARS, Unavailable, image_size, page_of};
+use crate::engine::tools::ToolOutcome;
 use crate::protocol::AttachmentRef;
 use crate::session::ContentBlock;
-use crate::engine::tools::ToolOutcome;
 
 /// The prefix of a kept content's file id; the rest is its SHA-256 in lowercase hex.
 pub const KEPT_PREFIX: &str = "content-";
@@ -108,11 +108,17 @@ impl ContentKeeper {
     /// `outcome` as it is kept: its content, when larger than the inline limit, in the file
     /// area, and in its place the file's summary, its first page and a note.
     pub(crate) async fn keep_result(&self, owner: &str, call_id: &str, outcome: ToolOutcome) -> ToolOutcome {
-        self.keep_result_over(owner, call_id, outcome, self.inline_limit).await
+        self.keep_result_over(owner, call_id, outcome, self.inline_limit)
+            .await
     }
 
     /// `outcome` kept whatever its size (for a step whose results together do not fit).
-    pub(crate) async fn keep_result_whole(&self, owner: &str, call_id: &str, outcome: ToolOutcome) -> ToolOutcome {
+    pub(crate) async fn keep_result_whole(
+        &self,
+        owner: &str,
+        call_id: &str,
+        outcome: ToolOutcome,
+    ) -> ToolOutcome {
         self.keep_result_over(owner, call_id, outcome, 0).await
     }
 
@@ -162,9 +168,11 @@ impl ContentKeeper {
         let mut kept = Vec::new();
         for (n, block) in blocks.iter_mut().enumerate() {
             let (name, media_type, bytes) = match &*block {
-                ContentBlock::Text { text } if text.len() > self.inline_limit => {
-                    (format!("pasted text {}", n + 1), "text/plain".to_owned(), text.as_bytes().to_vec())
-                }
+                ContentBlock::Text { text } if text.len() > self.inline_limit => (
+                    format!("pasted text {}", n + 1),
+                    "text/plain".to_owned(),
+                    text.as_bytes().to_vec(),
+                ),
                 ContentBlock::Image { mime_type, data } if data.len() > self.inline_limit => {
                     let Ok(bytes) = BASE64.decode(data.as_bytes()) else {
                         continue;
@@ -183,7 +191,9 @@ impl ContentKeeper {
                     );
                     kept.push(KeptBlock { reference, original });
                 }
-                Err(why) => tracing::warn!(error = %why, "the person's content could not be kept in the file area; the store's limit applies"),
+                Err(why) => {
+                    tracing::warn!(error = %why, "the person's content could not be kept in the file area; the store's limit applies")
+                }
             }
         }
         kept
@@ -207,7 +217,9 @@ impl KeptBlock {
     pub(crate) fn given(self, token_limit: u64) -> Given {
         let blocks = match self.original {
             ContentBlock::Text { text } if estimated_tokens_of(&text) > token_limit => {
-                vec![ContentBlock::text(page_of(&self.reference, &text, 0, MAX_TEXT_CHARS).enclosed)]
+                vec![ContentBlock::text(
+                    page_of(&self.reference, &text, 0, MAX_TEXT_CHARS).enclosed,
+                )]
             }
             original => vec![original],
         };
@@ -236,10 +248,14 @@ pub async fn restore_kept(
             ContentBlock::Attachment { reference } if reference.id.starts_with(KEPT_PREFIX) => {
                 (reference.id.clone(), reference.media_type.clone())
             }
-            ContentBlock::ToolResult { content, .. } => match (content["kept"]["id"].as_str(), content["kept"]["type"].as_str()) {
-                (Some(id), Some(media_type)) if id.starts_with(KEPT_PREFIX) => (id.to_owned(), media_type.to_owned()),
-                _ => continue,
-            },
+            ContentBlock::ToolResult { content, .. } => {
+                match (content["kept"]["id"].as_str(), content["kept"]["type"].as_str()) {
+                    (Some(id), Some(media_type)) if id.starts_with(KEPT_PREFIX) => {
+                        (id.to_owned(), media_type.to_owned())
+                    }
+                    _ => continue,
+                }
+            }
             _ => continue,
         };
         let bytes = match area.load(&id, owner, super::LoadAs::Document, None).await {
@@ -263,7 +279,9 @@ pub async fn restore_kept(
                 };
                 Some(())
             }
-            _ => String::from_utf8(bytes).ok().map(|text| *block = ContentBlock::Text { text }),
+            _ => String::from_utf8(bytes)
+                .ok()
+                .map(|text| *block = ContentBlock::Text { text }),
         };
         restored += usize::from(whole.is_some());
     }

@@ -51,8 +51,8 @@ pub use area::{
 pub use image::image_size;
 use image::sniffed_type;
 pub use inputs::FILE_INPUT_FORMAT;
-pub use kept::{ContentKeeper, KEPT_PREFIX, kept_id, restore_kept};
 pub(crate) use inputs::{FileInput, check as check_file_inputs};
+pub use kept::{ContentKeeper, KEPT_PREFIX, kept_id, restore_kept};
 pub use pdf::{PdfError, text as pdf_text};
 pub(crate) use tools::attachment_tools;
 

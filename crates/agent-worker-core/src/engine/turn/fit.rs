@@ -232,8 +232,10 @@ mod tests {
         let limit = 350 * 1024;
         let calls: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
         let whole: Vec<String> = (0..30).map(|i| format!("{i:02}").repeat(30 * 1024)).collect();
-        let mut results: Vec<Option<ToolOutcome>> =
-            whole.iter().map(|w| Some(ToolOutcome::ok(Value::String(w.clone())))).collect();
+        let mut results: Vec<Option<ToolOutcome>> = whole
+            .iter()
+            .map(|w| Some(ToolOutcome::ok(Value::String(w.clone()))))
+            .collect();
         keep_to_fit(&keeper, "conv", &calls, &mut results, limit).await;
         let mut blocks: Vec<ContentBlock> = calls
             .iter()

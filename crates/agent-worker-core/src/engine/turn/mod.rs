@@ -365,7 +365,9 @@ async fn run_phases(
         .content
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Attachment { reference } if !kept.iter().any(|k| k.reference.id == reference.id) => {
+            ContentBlock::Attachment { reference }
+                if !kept.iter().any(|k| k.reference.id == reference.id) =>
+            {
                 Some(reference.clone())
             }
             _ => None,

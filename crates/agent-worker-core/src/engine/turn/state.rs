@@ -149,7 +149,10 @@ impl TurnState {
             self.given.values_mut().chain(self.shown.values_mut()),
             self.file_limit,
         );
-        let given = self.given.iter().map(|(id, g)| (format!("file:{id}"), g.budgeted_tokens()));
+        let given = self
+            .given
+            .iter()
+            .map(|(id, g)| (format!("file:{id}"), g.budgeted_tokens()));
         let shown = self.shown.iter().map(|(id, g)| (format!("call:{id}"), g.tokens));
         for (key, tokens) in given.chain(shown) {
             if tokens > 0 {
@@ -174,7 +177,16 @@ impl TurnState {
             .map(|g| g.tokens)
             .sum();
         let rest = engine.fixed_tokens() + compaction::estimated_tokens(&self.messages) + files;
-        compaction::compact(engine, session, &mut self.history, rest, pressure, out, &mut self.unsettled).await
+        compaction::compact(
+            engine,
+            session,
+            &mut self.history,
+            rest,
+            pressure,
+            out,
+            &mut self.unsettled,
+        )
+        .await
     }
 
     /// The estimated tokens the turn's files gave the model.

@@ -1,0 +1,250 @@
+//! The agent as an MCP server: `POST /mcp`, MCP's Streamable HTTP transport, each request
+//! answered as JSON (no server-sent stream; `GET /mcp` is 405, as the transport allows).
+//!
+//! - `initialize` answers the client's protocol revision when it is one this server speaks
+//!   ([`PROTOCOL_VERSIONS`]), else the newest; no session is kept (no `Mcp-Session-Id`), so a
+//!   client may also call without initializing first.
+//! - `tools/list`: `ask` (a message to a conversation of the person's, or a new one: the turn's
+//!   answer, once it ends), `list_conversations` and `get_conversation` (as `GET /conversations`
+//!   and `GET /conversations/{id}` answer them).
+//! - `tools/call` runs one. A turn that fails, or a conversation that is not the person's, is a
+//!   result with `isError` (nothing written); wrong arguments or an unknown tool are JSON-RPC's
+//!   invalid params. A body that is not JSON-RPC, a batch, or an unknown method get JSON-RPC's
+//!   errors.
+//!
+//! The person is the request's, as on every route ([`Asker`]): their token, or the API key and
+//! the ids the query names. Who may act on a conversation is decided where every route decides
+//! it (`turns::start`, `Conversations`).
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::access::{Asker, checked_id};
+use super::events::{follow_turn, stream_place};
+use super::extract::adapted_turn;
+use super::{ContainerHost, HostError, agentcore, turns};
+use agent_worker_contract::{AgentEvent, ErrorChain};
+use agent_worker_core::session::{Owner, SessionId, TurnId};
+use agent_worker_runtime::AgentTurnPayload;
+
+/// The protocol revisions this server speaks, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// JSON-RPC's error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// A JSON-RPC error, with its code.
+struct RpcError(i64, String);
+
+fn error_answer(id: &Value, RpcError(code, message): RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// `POST /mcp`.
+pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            let answer = error_answer(
+                &Value::Null,
+                RpcError(PARSE_ERROR, format!("the body is not JSON: {e}")),
+            );
+            return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+        }
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = request.get("method").and_then(Value::as_str);
+    let (Some(method), Some("2.0")) = (method, request.get("jsonrpc").and_then(Value::as_str)) else {
+        let why = "not a JSON-RPC 2.0 request (one object with jsonrpc \"2.0\" and a method; batches are not taken)";
+        let answer = error_answer(&id, RpcError(INVALID_REQUEST, why.to_owned()));
+        return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+    };
+    // A notification (no id) is taken and not answered.
+    if request.get("id").is_none() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    let answered = match method {
+        "initialize" => Ok(initialized(&params)),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({ "tools": tools() })),
+        "tools/call" => call(&host, &person, &params).await,
+        other => Err(RpcError(METHOD_NOT_FOUND, format!("no method {other:?}"))),
+    };
+    let answer = match answered {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => error_answer(&id, error),
+    };
+    axum::Json(answer).into_response()
+}
+
+/// `GET /mcp`: no stream is offered.
+pub(super) async fn get() -> Response {
+    HostError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this MCP server answers each request as JSON; it offers no stream",
+    )
+    .into_response()
+}
+
+fn initialized(params: &Value) -> Value {
+    let asked = params["protocolVersion"].as_str().unwrap_or_default();
+    let version = PROTOCOL_VERSIONS
+        .into_iter()
+        .find(|v| *v == asked)
+        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": "agent-worker", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "Ask the agent with `ask`; read your conversations with `list_conversations` and `get_conversation`.",
+    })
+}
+
+fn tools() -> Value {
+    let id = json!({"type": "string", "minLength": 1, "maxLength": 512});
+    json!([
+        {
+            "name": "ask",
+            "title": "Ask the agent",
+            "description": "Sends a message to the agent in one of your conversations (a new one when conversationId is left out) and answers with its reply once the turn ends.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"message": {"type": "string", "minLength": 1}, "conversationId": id},
+                "required": ["message"],
+                "additionalProperties": false
+            }
+        },
+        {
+            "name": "list_conversations",
+            "title": "Your conversations",
+            "description": "Lists your conversations with the agent, most recent first.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}, "cursor": {"type": "string"}},
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true}
+        },
+        {
+            "name": "get_conversation",
+            "title": "One conversation",
+            "description": "One of your conversations with the agent: its messages, newest last.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"conversationId": id, "limit": {"type": "integer", "minimum": 1, "maximum": 100}},
+                "required": ["conversationId"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true}
+        }
+    ])
+}
+
+/// A tool's result: its JSON as text and as structured content.
+fn result(value: &Value, is_error: bool) -> Value {
+    json!({
+        "content": [{"type": "text", "text": value.to_string()}],
+        "structuredContent": value,
+        "isError": is_error,
+    })
+}
+
+/// What a route refused, as a tool's error result: nothing was written.
+fn refused(e: &HostError) -> Value {
+    result(
+        &json!({"error": e.message(), "status": e.status().as_u16()}),
+        true,
+    )
+}
+
+fn invalid(message: impl Into<String>) -> RpcError {
+    RpcError(INVALID_PARAMS, message.into())
+}
+
+async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Value, RpcError> {
+    let args = &params["arguments"];
+    if !(args.is_object() || args.is_null()) {
+        return Err(invalid("arguments must be an object"));
+    }
+    let text = |name: &str| args.get(name).and_then(Value::as_str);
+    let limit = args.get("limit").and_then(Value::as_u64).map(|n| n as usize);
+    match params["name"].as_str() {
+        Some("ask") => {
+            let message = text("message")
+                .filter(|m| !m.trim().is_empty())
+                .ok_or_else(|| invalid("ask needs a message"))?;
+            Ok(ask(host, person, text("conversationId"), message)
+                .await
+                .unwrap_or_else(|e| refused(&e)))
+        }
+        Some("list_conversations") => {
+            let Some(conversations) = host.conversations() else {
+                return Ok(refused(&HostError::not_found(
+                    "this host serves no conversations",
+                )));
+            };
+            Ok(match conversations.list(person, limit, text("cursor")).await {
+                Ok(page) => result(&json!(page), false),
+                Err(e) => result(&json!({"error": ErrorChain(&e).to_string()}), true),
+            })
+        }
+        Some("get_conversation") => {
+            let id =
+                text("conversationId").ok_or_else(|| invalid("get_conversation needs a conversationId"))?;
+            let Some(conversations) = host.conversations() else {
+                return Ok(refused(&HostError::not_found(
+                    "this host serves no conversations",
+                )));
+            };
+            Ok(match conversations.get(person, id, limit, None).await {
+                Ok(view) => result(&json!(view), false),
+                Err(e) => result(&json!({"error": e.to_string()}), true),
+            })
+        }
+        Some(other) => Err(invalid(format!("no tool {other:?}"))),
+        None => Err(invalid("tools/call needs the tool's name")),
+    }
+}
+
+/// Runs a turn of the person's conversation `conversation` (a new one when `None`) and answers
+/// with its text and terminal once it ends.
+async fn ask(
+    host: &ContainerHost,
+    person: &Owner,
+    conversation: Option<&str>,
+    message: &str,
+) -> Result<Value, HostError> {
+    let session: SessionId = match conversation {
+        Some(id) => checked_id("conversationId", id.to_owned())?,
+        None => checked_id("conversationId", uuid::Uuid::new_v4().to_string())?,
+    };
+    let turn_id = TurnId::random();
+    let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), person, message.to_owned());
+    let turn = adapted_turn(host, turn)?;
+    let place = stream_place(host, person)?;
+    turns::start(host, person, turn).await?;
+    let mut answer = agentcore::collected(
+        follow_turn(host, place, &session, &turn_id, None),
+        &session,
+        &turn_id,
+    )
+    .await;
+    // The conversation, by the name this door's tools give it.
+    if let Some(fields) = answer.as_object_mut()
+        && let Some(id) = fields.remove("sessionId")
+    {
+        fields.insert("conversationId".to_owned(), id);
+    }
+    let failed = !matches!(
+        serde_json::from_value::<AgentEvent>(answer["terminal"].clone()),
+        Ok(AgentEvent::Completed { .. })
+    );
+    Ok(result(&answer, failed))
+}

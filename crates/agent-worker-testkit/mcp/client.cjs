@@ -1,0 +1,38 @@
+// The official MCP TypeScript SDK's client (from the project's .node), run against agent-worker's
+// MCP server as an MCP host runs it: it connects over Streamable HTTP (initialize, then each
+// request), lists the tools, and calls those the plan names. The plan is the one argument:
+// {url, headers, calls: [{name, arguments}]}. It prints one JSON line: {server, protocol, tools,
+// results} (a call the client threw on is {thrown, code}), or {error} when it could not connect.
+const { Client } = require("@modelcontextprotocol/sdk/client");
+const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+
+async function main() {
+  const plan = JSON.parse(process.argv[2]);
+  const client = new Client({ name: "agent-worker-tests", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(plan.url), {
+    requestInit: { headers: plan.headers || {} },
+  });
+  try {
+    await client.connect(transport);
+    const listed = await client.listTools();
+    const out = {
+      server: client.getServerVersion(),
+      protocol: transport.protocolVersion,
+      tools: listed.tools.map((t) => t.name),
+      results: [],
+    };
+    for (const call of plan.calls || []) {
+      try {
+        out.results.push(await client.callTool(call));
+      } catch (e) {
+        out.results.push({ thrown: String((e && e.message) || e), code: e && e.code });
+      }
+    }
+    await client.close();
+    console.log(JSON.stringify(out));
+  } catch (e) {
+    console.log(JSON.stringify({ error: String((e && e.stack) || e) }));
+  }
+}
+
+main();

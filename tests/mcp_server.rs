@@ -1,0 +1,156 @@
+//! The agent as an MCP server (`POST /mcp` on `serve`'s router), against the official MCP
+//! TypeScript SDK's client over Streamable HTTP, with DynamoDB on moto and the Bedrock stand-in:
+//! the tools listed, a question asked and answered, the person's conversations read; another
+//! person's conversation refused with nothing written; and JSON-RPC's errors for what is not a
+//! request.
+
+use crate::support;
+use agent_worker::session::HistoryStore as _;
+
+use agent_worker_testkit::{Reply, run_mcp_client, sid};
+use serde_json::{Value, json};
+use support::container::{KEY, changed, send, server, table};
+
+fn plan(url: &str, user: &str, calls: Value) -> Value {
+    json!({
+        "url": format!("{url}/mcp?userId={user}&accountId=a"),
+        "headers": {"x-api-key": KEY},
+        "calls": calls,
+    })
+}
+
+#[tokio::test]
+async fn an_mcp_host_asks_the_agent_and_reads_its_conversations() {
+    let server = server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::text("The capital is Paris."));
+    let out = run_mcp_client(plan(
+        &server.url,
+        "u",
+        json!([
+            {"name": "ask", "arguments": {"message": "What is the capital of France?", "conversationId": "mcp-1"}},
+            {"name": "get_conversation", "arguments": {"conversationId": "mcp-1"}},
+            {"name": "list_conversations", "arguments": {}},
+        ]),
+    ))
+    .await
+    .unwrap();
+    assert!(out.get("error").is_none(), "{out}");
+    assert_eq!(
+        out["protocol"], "2025-11-25",
+        "the client's newest revision: {out}"
+    );
+    assert_eq!(out["server"]["name"], "agent-worker");
+    assert_eq!(
+        out["tools"],
+        json!(["ask", "list_conversations", "get_conversation"])
+    );
+    let asked = &out["results"][0];
+    assert_eq!(asked["isError"], false, "{asked}");
+    assert_eq!(asked["structuredContent"]["text"], "The capital is Paris.");
+    assert_eq!(asked["structuredContent"]["conversationId"], "mcp-1");
+    assert_eq!(asked["structuredContent"]["terminal"]["type"], "completed");
+    let got = &out["results"][1]["structuredContent"];
+    assert_eq!(got["messages"][1]["text"], "The capital is Paris.", "{got}");
+    let listed = &out["results"][2]["structuredContent"]["conversations"];
+    assert_eq!(listed[0]["id"], "mcp-1", "{listed}");
+    let history = server.store.load_history(&sid("mcp-1")).await.unwrap();
+    assert_eq!(history.len(), 2, "stored once");
+}
+
+#[tokio::test]
+async fn another_persons_conversation_is_refused_over_mcp_and_nothing_changes() {
+    let server = server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    server.bedrock.push(Reply::text("Noted."));
+    let mine = run_mcp_client(plan(
+        &server.url,
+        "u",
+        json!([{"name": "ask", "arguments": {"message": "Remember the code 1234.", "conversationId": "private"}}]),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(mine["results"][0]["isError"], false, "{mine}");
+
+    let before = table(&server.store).await;
+    let theirs = run_mcp_client(plan(
+        &server.url,
+        "v",
+        json!([
+            {"name": "ask", "arguments": {"message": "What was the code?", "conversationId": "private"}},
+            {"name": "get_conversation", "arguments": {"conversationId": "private"}},
+            {"name": "ask", "arguments": {"conversationId": "private"}},
+            {"name": "no_such_tool", "arguments": {}},
+        ]),
+    ))
+    .await
+    .unwrap();
+    let results = &theirs["results"];
+    assert_eq!(results[0]["isError"], true, "{theirs}");
+    assert_eq!(results[0]["structuredContent"]["status"], 404);
+    assert_eq!(results[1]["isError"], true, "{theirs}");
+    assert!(!results[1].to_string().contains("1234"), "{theirs}");
+    assert_eq!(results[2]["code"], -32602, "a message is needed: {theirs}");
+    assert_eq!(results[3]["code"], -32602, "no such tool: {theirs}");
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        server.bedrock.requests().len(),
+        1,
+        "the model heard only the owner"
+    );
+}
+
+#[tokio::test]
+async fn what_is_not_an_mcp_request_gets_json_rpcs_errors() {
+    let server = server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    let url = format!("{}/mcp?userId=u&accountId=a", server.url);
+    let client = reqwest::Client::new();
+    let before = table(&server.store).await;
+    let post = |body: &'static str| {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+    };
+    let (status, answer) = send(post("{not json"), Some(KEY)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (400, Some(-32700)),
+        "{answer}"
+    );
+    let (status, answer) = send(post(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#), Some(KEY)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (400, Some(-32600)),
+        "{answer}"
+    );
+    let (status, answer) = send(
+        post(r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(-32601)),
+        "{answer}"
+    );
+    assert_eq!(answer["id"], 2);
+    let (status, answer) = send(post(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#), Some(KEY)).await;
+    assert_eq!((status, answer["result"].clone()), (200, json!({})), "{answer}");
+    let (status, _) = send(
+        post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let (status, _) = send(client.get(&url), Some(KEY)).await;
+    assert_eq!(status, 405, "no stream is offered");
+    let (status, _) = send(post(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#), None).await;
+    assert_eq!(status, 401, "no credential, no answer");
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+}
