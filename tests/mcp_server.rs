@@ -1,5 +1,6 @@
 //! The agent as an MCP server (`POST /mcp` on `serve`'s router), against the official MCP
-//! TypeScript SDK's client over Streamable HTTP, with DynamoDB on moto and the Bedrock stand-in:
+//! TypeScript SDK's client (the handshake revision) and the Python SDK's (the stateless
+//! revision, and the handshake) over Streamable HTTP, with DynamoDB on moto and the Bedrock stand-in:
 //! the tools listed, a question asked and answered, the person's conversations read; another
 //! person's conversation refused with nothing written; and JSON-RPC's errors for what is not a
 //! request.
@@ -7,7 +8,7 @@
 use crate::support;
 use agent_worker::session::HistoryStore as _;
 
-use agent_worker_testkit::{Reply, run_mcp_client, sid};
+use agent_worker_testkit::{Reply, run_mcp_client, run_mcp_python_client, sid};
 use serde_json::{Value, json};
 use support::container::{KEY, changed, send, server, table};
 
@@ -153,4 +154,48 @@ async fn what_is_not_an_mcp_request_gets_json_rpcs_errors() {
         changed(&before, &table(&server.store).await),
         Vec::<String>::new()
     );
+}
+
+/// The Python SDK's client speaks the stateless revision (`server/discover`, its revision in
+/// each request) where the server offers it, and the handshake when told to: both ask.
+#[tokio::test]
+async fn the_python_sdks_client_asks_in_the_stateless_revision_and_in_the_handshake() {
+    let server = server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    for (mode, revision, conversation) in [
+        ("auto", "2026-07-28", "py-new"),
+        ("legacy", "2025-11-25", "py-old"),
+    ] {
+        server.bedrock.push(Reply::text("Forty-two."));
+        let mut asked = plan(
+            &server.url,
+            "u",
+            json!([{"name": "ask", "arguments": {"message": "The answer?", "conversationId": conversation}}]),
+        );
+        asked["mode"] = mode.into();
+        let out = run_mcp_python_client(asked).await.unwrap();
+        assert!(out.get("error").is_none(), "{mode}: {out}");
+        assert_eq!(out["protocol"], revision, "{mode}: {out}");
+        assert_eq!(
+            out["tools"],
+            json!(["ask", "list_conversations", "get_conversation"])
+        );
+        let result = &out["results"][0];
+        assert_eq!(result["isError"], false, "{mode}: {out}");
+        assert_eq!(result["structuredContent"]["text"], "Forty-two.");
+    }
+    // A request in a revision the server does not speak is refused, naming those it does.
+    let (status, answer) = send(
+        reqwest::Client::new()
+            .post(format!("{}/mcp?userId=u&accountId=a", server.url))
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}}"#),
+        Some(KEY),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(-32022)),
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["data"]["supported"][0], "2026-07-28");
 }

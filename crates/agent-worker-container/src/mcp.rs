@@ -1,9 +1,12 @@
 //! The agent as an MCP server: `POST /mcp`, MCP's Streamable HTTP transport, each request
 //! answered as JSON (no server-sent stream; `GET /mcp` is 405, as the transport allows).
 //!
-//! - `initialize` answers the client's protocol revision when it is one this server speaks
-//!   ([`PROTOCOL_VERSIONS`]), else the newest; no session is kept (no `Mcp-Session-Id`), so a
-//!   client may also call without initializing first.
+//! - The stateless revision ([`STATELESS_VERSION`], 2026-07-28): `server/discover` names the
+//!   revisions and capabilities, and each request carries its revision in `_meta`
+//!   (`io.modelcontextprotocol/protocolVersion`); one this server does not speak is refused
+//!   (-32022, naming those it does).
+//! - The handshake revisions ([`HANDSHAKE_VERSIONS`]): `initialize` answers the client's when
+//!   this server speaks it, else the newest; no session is kept (no `Mcp-Session-Id`).
 //! - `tools/list`: `ask` (a message to a conversation of the person's, or a new one: the turn's
 //!   answer, once it ends), `list_conversations` and `get_conversation` (as `GET /conversations`
 //!   and `GET /conversations/{id}` answer them).
@@ -30,8 +33,14 @@ use agent_worker_contract::{AgentEvent, ErrorChain};
 use agent_worker_core::session::{Owner, SessionId, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
 
-/// The protocol revisions this server speaks, newest first.
-pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless revision this server speaks: no handshake, the revision in each request.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+/// The revisions reached through `initialize` this server speaks, newest first.
+pub const HANDSHAKE_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Where a stateless request names its revision.
+const VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+/// The error of a request in a revision this server does not speak.
+const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// JSON-RPC's error codes.
 const PARSE_ERROR: i64 = -32700;
@@ -39,11 +48,22 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
-/// A JSON-RPC error, with its code.
+/// A JSON-RPC error, with its code (and its data, for some).
 struct RpcError(i64, String);
 
 fn error_answer(id: &Value, RpcError(code, message): RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    let mut error = json!({"code": code, "message": message});
+    if code == UNSUPPORTED_VERSION {
+        error["data"] = json!({ "supported": supported() });
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// Every revision this server speaks, newest first.
+fn supported() -> Vec<&'static str> {
+    std::iter::once(STATELESS_VERSION)
+        .chain(HANDSHAKE_VERSIONS)
+        .collect()
 }
 
 /// `POST /mcp`.
@@ -70,7 +90,13 @@ pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker
         return StatusCode::ACCEPTED.into_response();
     }
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    let revision = params["_meta"][VERSION_META_KEY].as_str();
+    if let Some(revision) = revision.filter(|r| !supported().contains(r)) {
+        let why = format!("protocol revision {revision:?} is not one this server speaks");
+        return axum::Json(error_answer(&id, RpcError(UNSUPPORTED_VERSION, why))).into_response();
+    }
     let answered = match method {
+        "server/discover" => Ok(discovered()),
         "initialize" => Ok(initialized(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({ "tools": tools() })),
@@ -78,7 +104,18 @@ pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker
         other => Err(RpcError(METHOD_NOT_FOUND, format!("no method {other:?}"))),
     };
     let answer = match answered {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Ok(mut result) => {
+            // The stateless revision's results say they are complete, and whether a list may be
+            // cached (not: this server's tools are the same for everyone, its answers are not).
+            if revision == Some(STATELESS_VERSION) && method != "ping" {
+                result["resultType"] = json!("complete");
+                if method == "tools/list" {
+                    result["ttlMs"] = json!(0);
+                    result["cacheScope"] = json!("private");
+                }
+            }
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        }
         Err(error) => error_answer(&id, error),
     };
     axum::Json(answer).into_response()
@@ -93,17 +130,37 @@ pub(super) async fn get() -> Response {
     .into_response()
 }
 
+/// What the server says of itself to a client.
+const INSTRUCTIONS: &str =
+    "Ask the agent with `ask`; read your conversations with `list_conversations` and `get_conversation`.";
+
+fn capabilities() -> Value {
+    json!({"tools": {"listChanged": false}})
+}
+
+/// `server/discover` (the stateless revision): not to be cached, or shared.
+fn discovered() -> Value {
+    json!({
+        "supportedVersions": supported(),
+        "capabilities": capabilities(),
+        "instructions": INSTRUCTIONS,
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+    })
+}
+
 fn initialized(params: &Value) -> Value {
     let asked = params["protocolVersion"].as_str().unwrap_or_default();
-    let version = PROTOCOL_VERSIONS
+    let version = HANDSHAKE_VERSIONS
         .into_iter()
         .find(|v| *v == asked)
-        .unwrap_or(PROTOCOL_VERSIONS[0]);
+        .unwrap_or(HANDSHAKE_VERSIONS[0]);
     json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": capabilities(),
         "serverInfo": {"name": "agent-worker", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Ask the agent with `ask`; read your conversations with `list_conversations` and `get_conversation`.",
+        "instructions": INSTRUCTIONS,
     })
 }
 

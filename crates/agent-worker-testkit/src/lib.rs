@@ -35,7 +35,9 @@ pub use lambda_api::{LambdaRuntimeApi, Posted, ResponseMode, function_url_event}
 pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
-pub use protocol_clients::{A2aEchoAgent, AguiRun, run_a2a_client, run_agui, run_mcp_client};
+pub use protocol_clients::{
+    A2aEchoAgent, AguiRun, run_a2a_client, run_agui, run_mcp_client, run_mcp_python_client,
+};
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 pub use realtime::{REALTIME_KEY, RealtimeStandIn, RealtimeState};
 pub use stand_ins::{Provider, STAND_IN_API_KEY, StandIn};

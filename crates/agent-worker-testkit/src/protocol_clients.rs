@@ -97,6 +97,18 @@ pub async fn run_mcp_client(plan: Value) -> std::io::Result<Value> {
 /// official A2A client (`a2a-sdk`, from the project's venv) in a Python process of its own: the
 /// one JSON object it printed (`{"error"}` when the client failed).
 pub async fn run_a2a_client(plan: Value) -> std::io::Result<Value> {
+    run_python_client("crates/agent-worker-testkit/a2a/client.py", plan).await
+}
+
+/// Runs `plan` (`{url, headers, mode, calls}`, see `mcp/client.py`) through the official MCP
+/// Python SDK's client (`mcp`, from the project's venv) in a Python process of its own: what
+/// it printed (`{protocol, tools, results}`, or `{error}`).
+pub async fn run_mcp_python_client(plan: Value) -> std::io::Result<Value> {
+    run_python_client("crates/agent-worker-testkit/mcp/client.py", plan).await
+}
+
+/// Runs the Python `script` (from the workspace's root) with `plan`, on the project's venv.
+async fn run_python_client(script: &str, plan: Value) -> std::io::Result<Value> {
     let root = crate::workspace_root();
     let python = root.join(".venv/bin/python");
     if !python.exists() {
@@ -105,7 +117,7 @@ pub async fn run_a2a_client(plan: Value) -> std::io::Result<Value> {
         ));
     }
     let output = tokio::process::Command::new(python)
-        .arg(root.join("crates/agent-worker-testkit/a2a/client.py"))
+        .arg(root.join(script))
         .arg(plan.to_string())
         .output()
         .await?;
