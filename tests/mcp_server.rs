@@ -199,3 +199,50 @@ async fn the_python_sdks_client_asks_in_the_stateless_revision_and_in_the_handsh
     );
     assert_eq!(answer["error"]["data"]["supported"][0], "2026-07-28");
 }
+
+/// An `ask` with a progress token, from a client that takes a stream, is answered as
+/// server-sent events: a progress notification for each event the turn logs (its words among
+/// them), then the answer.
+#[tokio::test]
+async fn an_ask_with_a_progress_token_streams_the_turns_progress() {
+    let server = support::container::server_with_tools(support::example_tools(&["current_time"])).await;
+    server.bedrock.push(Reply::tool_call("c1", "current_time", "{}"));
+    server.bedrock.push(Reply::text("It is noon."));
+    let out = run_mcp_client(plan(
+        &server.url,
+        "u",
+        json!([{"name": "ask", "arguments": {"message": "What time is it?", "conversationId": "mcp-p"}, "progress": true}]),
+    ))
+    .await
+    .unwrap();
+    let result = &out["results"][0];
+    assert_eq!(result["isError"], false, "{out}");
+    assert_eq!(result["structuredContent"]["text"], "It is noon.");
+    let messages: Vec<&str> = result["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(&"tool_started") && messages.contains(&"tool_ended"),
+        "{messages:?}"
+    );
+    assert_eq!(messages.last(), Some(&"completed"), "{messages:?}");
+    let said: String = messages
+        .iter()
+        .filter(|m| !m.contains('_') && **m != "completed" && **m != "usage")
+        .copied()
+        .collect();
+    assert!(said.contains("noon"), "the words came as progress: {messages:?}");
+    let counts: Vec<u64> = result["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["progress"].as_u64())
+        .collect();
+    assert!(
+        counts.windows(2).all(|w| w[0] < w[1]),
+        "progress only grows: {counts:?}"
+    );
+}

@@ -156,7 +156,11 @@ pub(super) async fn collected(
     session: &SessionId,
     turn_id: &TurnId,
 ) -> Value {
-    let heard = Heard::to_end(followed).await;
+    answer_of(Heard::to_end(followed).await, session, turn_id)
+}
+
+/// A turn's answer from what was heard of it to its end.
+pub(super) fn answer_of(heard: Heard, session: &SessionId, turn_id: &TurnId) -> Value {
     let terminal = match heard.not_started {
         true => Some(AgentEvent::failed(
             "the turn did not start: no worker took it in time",

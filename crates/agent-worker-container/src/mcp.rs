@@ -1,5 +1,6 @@
 //! The agent as an MCP server: `POST /mcp`, MCP's Streamable HTTP transport, each request
-//! answered as JSON (no server-sent stream; `GET /mcp` is 405, as the transport allows).
+//! answered as JSON or, for an `ask` with a progress token, as server-sent events (`GET /mcp`
+//! is 405: no stream of the server's own, as the transport allows).
 //!
 //! - The stateless revision ([`STATELESS_VERSION`], 2026-07-28): `server/discover` names the
 //!   revisions and capabilities, and each request carries its revision in `_meta`
@@ -10,10 +11,11 @@
 //! - `tools/list`: `ask` (a message to a conversation of the person's, or a new one: the turn's
 //!   answer, once it ends), `list_conversations` and `get_conversation` (as `GET /conversations`
 //!   and `GET /conversations/{id}` answer them).
-//! - `tools/call` runs one. A turn that fails, or a conversation that is not the person's, is a
-//!   result with `isError` (nothing written); wrong arguments or an unknown tool are JSON-RPC's
-//!   invalid params. A body that is not JSON-RPC, a batch, or an unknown method get JSON-RPC's
-//!   errors.
+//! - `tools/call` runs one. An `ask` with a progress token, from a client that takes a stream,
+//!   is answered as server-sent events: the turn's progress, then the answer. A turn that
+//!   fails, or a conversation that is not the person's, is a result with `isError` (nothing
+//!   written); wrong arguments or an unknown tool are JSON-RPC's invalid params. A body that is
+//!   not JSON-RPC, a batch, or an unknown method get JSON-RPC's errors.
 //!
 //! The person is the request's, as on every route ([`Asker`]): their token, or the API key and
 //! the ids the query names. Who may act on a conversation is decided where every route decides
@@ -21,17 +23,18 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::access::{Asker, checked_id};
-use super::events::{follow_turn, stream_place};
+use super::events::{Followed, Heard, follow_turn, stream_place};
 use super::extract::adapted_turn;
-use super::{ContainerHost, HostError, agentcore, turns};
+use super::{ContainerHost, HostError, agentcore, agui, turns};
 use agent_worker_contract::{AgentEvent, ErrorChain};
 use agent_worker_core::session::{Owner, SessionId, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
+use futures_util::StreamExt as _;
 
 /// The stateless revision this server speaks: no handshake, the revision in each request.
 pub const STATELESS_VERSION: &str = "2026-07-28";
@@ -67,7 +70,12 @@ fn supported() -> Vec<&'static str> {
 }
 
 /// `POST /mcp`.
-pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker, body: Bytes) -> Response {
+pub(super) async fn post(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
@@ -95,6 +103,22 @@ pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker
         let why = format!("protocol revision {revision:?} is not one this server speaks");
         return axum::Json(error_answer(&id, RpcError(UNSUPPORTED_VERSION, why))).into_response();
     }
+    // An `ask` whose client takes a stream and gave a progress token: its progress, then its
+    // answer, as server-sent events.
+    let token = params["_meta"]["progressToken"].clone();
+    if method == "tools/call" && params["name"] == "ask" && !token.is_null() && takes_stream(&headers) {
+        let args = &params["arguments"];
+        if let Some(message) = args["message"].as_str().filter(|m| !m.trim().is_empty()) {
+            let conversation = args["conversationId"].as_str();
+            let stateless = revision == Some(STATELESS_VERSION);
+            return match start_ask(&host, &person, conversation, message).await {
+                Ok(asked) => agui::sse(progress_of(asked, id, token, stateless)),
+                Err(e) => {
+                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": refused(&e)})).into_response()
+                }
+            };
+        }
+    }
     let answered = match method {
         "server/discover" => Ok(discovered()),
         "initialize" => Ok(initialized(&params)),
@@ -105,20 +129,86 @@ pub(super) async fn post(State(host): State<ContainerHost>, Asker(person): Asker
     };
     let answer = match answered {
         Ok(mut result) => {
-            // The stateless revision's results say they are complete, and whether a list may be
-            // cached (not: this server's tools are the same for everyone, its answers are not).
-            if revision == Some(STATELESS_VERSION) && method != "ping" {
-                result["resultType"] = json!("complete");
-                if method == "tools/list" {
-                    result["ttlMs"] = json!(0);
-                    result["cacheScope"] = json!("private");
-                }
+            if revision == Some(STATELESS_VERSION) {
+                stateless_fields(&mut result, method);
             }
             json!({"jsonrpc": "2.0", "id": id, "result": result})
         }
         Err(error) => error_answer(&id, error),
     };
     axum::Json(answer).into_response()
+}
+
+/// The stateless revision's results say they are complete, and whether a list may be cached
+/// (not: this server's answers are the person's).
+fn stateless_fields(result: &mut Value, method: &str) {
+    if method == "ping" {
+        return;
+    }
+    result["resultType"] = json!("complete");
+    if method == "tools/list" {
+        result["ttlMs"] = json!(0);
+        result["cacheScope"] = json!("private");
+    }
+}
+
+/// Whether the client takes server-sent events in answer.
+fn takes_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"))
+}
+
+/// An `ask`'s turn, started: its conversation, its id, and its events as they are logged.
+struct Asked {
+    session: SessionId,
+    turn_id: TurnId,
+    followed: std::pin::Pin<Box<dyn futures_util::Stream<Item = Followed> + Send>>,
+}
+
+/// The turn's progress as `notifications/progress` for `token` (one for each event it logs:
+/// its text as the message, or the event's kind), then the answer to request `id`.
+fn progress_of(
+    asked: Asked,
+    id: Value,
+    token: Value,
+    stateless: bool,
+) -> impl futures_util::Stream<Item = Value> + Send {
+    let Asked {
+        session,
+        turn_id,
+        followed,
+    } = asked;
+    futures_util::stream::unfold(Some((followed, Heard::default(), 0u64)), move |state| {
+        let (id, token, session, turn_id) = (id.clone(), token.clone(), session.clone(), turn_id.clone());
+        async move {
+            let (mut followed, mut heard, mut told) = state?;
+            loop {
+                match followed.next().await {
+                    Some(Followed::Logged(logged)) => {
+                        heard.take(&logged);
+                        told += 1;
+                        let message = match &logged.event {
+                            AgentEvent::Text { delta } => delta.clone(),
+                            event => event.type_name().to_owned(),
+                        };
+                        let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": told, "message": message}});
+                        return Some((note, Some((followed, heard, told))));
+                    }
+                    Some(Followed::NotStarted) => heard.take_not_started(),
+                    None => {
+                        let mut answer = answer_value(agentcore::answer_of(heard, &session, &turn_id));
+                        if stateless {
+                            stateless_fields(&mut answer, "tools/call");
+                        }
+                        return Some((json!({"jsonrpc": "2.0", "id": id, "result": answer}), None));
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// `GET /mcp`: no stream is offered.
@@ -270,14 +360,14 @@ async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Va
     }
 }
 
-/// Runs a turn of the person's conversation `conversation` (a new one when `None`) and answers
-/// with its text and terminal once it ends.
-async fn ask(
+/// Starts a turn of the person's conversation `conversation` (a new one when `None`), its
+/// events followed.
+async fn start_ask(
     host: &ContainerHost,
     person: &Owner,
     conversation: Option<&str>,
     message: &str,
-) -> Result<Value, HostError> {
+) -> Result<Asked, HostError> {
     let session: SessionId = match conversation {
         Some(id) => checked_id("conversationId", id.to_owned())?,
         None => checked_id("conversationId", uuid::Uuid::new_v4().to_string())?,
@@ -287,12 +377,34 @@ async fn ask(
     let turn = adapted_turn(host, turn)?;
     let place = stream_place(host, person)?;
     turns::start(host, person, turn).await?;
-    let mut answer = agentcore::collected(
-        follow_turn(host, place, &session, &turn_id, None),
-        &session,
-        &turn_id,
-    )
-    .await;
+    let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
+    Ok(Asked {
+        session,
+        turn_id,
+        followed,
+    })
+}
+
+/// Runs a turn of the person's conversation `conversation` (a new one when `None`) and answers
+/// with its text and terminal once it ends.
+async fn ask(
+    host: &ContainerHost,
+    person: &Owner,
+    conversation: Option<&str>,
+    message: &str,
+) -> Result<Value, HostError> {
+    let Asked {
+        session,
+        turn_id,
+        followed,
+    } = start_ask(host, person, conversation, message).await?;
+    let answer = agentcore::collected(followed, &session, &turn_id).await;
+    Ok(answer_value(answer))
+}
+
+/// A turn's answer as `ask`'s result: `{conversationId, turnId, text, terminal}`, an error
+/// unless it completed.
+fn answer_value(mut answer: Value) -> Value {
     // The conversation, by the name this door's tools give it.
     if let Some(fields) = answer.as_object_mut()
         && let Some(id) = fields.remove("sessionId")
@@ -303,5 +415,5 @@ async fn ask(
         serde_json::from_value::<AgentEvent>(answer["terminal"].clone()),
         Ok(AgentEvent::Completed { .. })
     );
-    Ok(result(&answer, failed))
+    result(&answer, failed)
 }

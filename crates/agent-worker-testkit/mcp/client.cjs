@@ -1,7 +1,8 @@
 // The official MCP TypeScript SDK's client (from the project's .node), run against agent-worker's
 // MCP server as an MCP host runs it: it connects over Streamable HTTP (initialize, then each
 // request), lists the tools, and calls those the plan names. The plan is the one argument:
-// {url, headers, calls: [{name, arguments}]}. It prints one JSON line: {server, protocol, tools,
+// {url, headers, calls: [{name, arguments, progress}]} (with `progress`, the call's progress
+// notifications are kept in its result's `progress`). It prints one JSON line: {server, protocol, tools,
 // results} (a call the client threw on is {thrown, code}), or {error} when it could not connect.
 const { Client } = require("@modelcontextprotocol/sdk/client");
 const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
@@ -23,7 +24,12 @@ async function main() {
     };
     for (const call of plan.calls || []) {
       try {
-        out.results.push(await client.callTool(call));
+        // With `progress`, the call asks for progress notifications and keeps them.
+        const progress = [];
+        const options = call.progress ? { onprogress: (p) => progress.push(p) } : undefined;
+        const result = await client.callTool({ name: call.name, arguments: call.arguments }, undefined, options);
+        if (call.progress) result.progress = progress;
+        out.results.push(result);
       } catch (e) {
         out.results.push({ thrown: String((e && e.message) || e), code: e && e.code });
       }
