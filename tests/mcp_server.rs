@@ -246,3 +246,45 @@ async fn an_ask_with_a_progress_token_streams_the_turns_progress() {
         "progress only grows: {counts:?}"
     );
 }
+
+/// An `ask` the MCP host cancels (the SDK's abort: `notifications/cancelled` naming the request)
+/// stops its turn through the stop every route records: the turn ends stopped, what it said
+/// kept, and the call is the client's error.
+#[tokio::test]
+async fn an_ask_the_host_cancels_stops_its_turn() {
+    use agent_worker::session::TurnLedger as _;
+    use agent_worker_testkit::StreamScript;
+    let server = server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    let held = StreamScript::new()
+        .text("Working on it", 1)
+        .hold()
+        .text(" and done.", 1)
+        .stop("end_turn")
+        .into_reply();
+    server.bedrock.push(held);
+    let out = run_mcp_client(plan(
+        &server.url,
+        "u",
+        json!([{"name": "ask", "arguments": {"message": "Take your time.", "conversationId": "mcp-c"}, "progress": true, "cancelOnProgress": true}]),
+    ))
+    .await
+    .unwrap();
+    assert!(
+        out["results"][0]["thrown"].is_string(),
+        "the call was cancelled: {out}"
+    );
+    let ends = server.ended(1).await;
+    let turn = &ends[0].turn_id;
+    let record = server.store.turn(&sid("mcp-c"), turn).await.unwrap().unwrap();
+    assert_eq!(
+        record.stop.map(|s| s.reason.as_str()),
+        Some("user_stop"),
+        "{record:?}"
+    );
+    let history = server.store.load_history(&sid("mcp-c")).await.unwrap();
+    assert!(
+        history.last().unwrap().text().starts_with("Working on it"),
+        "{history:?}"
+    );
+    server.bedrock.release();
+}

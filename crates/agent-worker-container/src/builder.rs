@@ -108,6 +108,7 @@ impl ContainerHostBuilder {
                 log: self.log,
                 followers,
                 activity: agentcore::Activity::new(),
+                mcp_calls: super::mcp::Calls::default(),
                 config: self.config,
                 running: Mutex::new(HashMap::new()),
                 accepting: AtomicBool::new(true),

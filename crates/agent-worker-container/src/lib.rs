@@ -30,12 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -61,6 +59,7 @@ pub mod jwt;
 pub mod mcp;
 mod sessions;
 mod spending;
+mod stops;
 mod turns;
 
 pub use a2a::{PublicUrl, PublicUrlError};
@@ -77,11 +76,10 @@ pub use events::{
 pub use files::{DOWNLOAD_LINK_TTL, MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
 pub use turns::ACCEPTED_RUN_LEASE;
 
-use access::{Acting, TurnPath};
 use agent_worker_aws::dynamo::DynamoEventLog;
 use agent_worker_contract::AgentEvent;
 use agent_worker_contract::ErrorChain;
-use agent_worker_core::session::{SessionId, SessionStore, Stop, StopCause, StopOutcome, TurnId};
+use agent_worker_core::session::{SessionId, SessionStore, Stop, StopCause, TurnId};
 use agent_worker_runtime::metrics::TurnOutcome;
 use agent_worker_runtime::runner::TurnHandler;
 
@@ -253,6 +251,8 @@ pub(crate) struct Inner {
     followers: events::Followers,
     /// Whether turns run here, for AgentCore Runtime's `/ping`.
     activity: agentcore::Activity,
+    /// The MCP `ask` calls under way here, for their cancellation.
+    mcp_calls: mcp::Calls,
 }
 
 impl Inner {
@@ -431,7 +431,7 @@ impl ContainerHost {
             .route("/ping", get(agentcore::ping))
             .route("/invocations", post(agentcore::invoke))
             .route("/health", get(health))
-            .route("/turns/{turn_id}/stop", post(stop_turn))
+            .route("/turns/{turn_id}/stop", post(stops::stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))
             .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
             .route("/conversations/{id}/files", post(files::upload))
@@ -532,55 +532,6 @@ async fn health(State(host): State<ContainerHost>) -> Response {
         "eventReaders": event_readers,
     }))
     .into_response()
-}
-
-#[derive(Debug, Deserialize)]
-struct StopBody {
-    reason: Option<String>,
-}
-
-/// `POST /turns/{turnId}/stop?session=S…`.
-async fn stop_turn(
-    State(host): State<ContainerHost>,
-    TurnPath(turn_id): TurnPath,
-    conversation: Acting,
-    body: Bytes,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
-    let reason = if body.is_empty() {
-        None
-    } else {
-        serde_json::from_slice::<StopBody>(&body)
-            .map_err(|e| HostError::field("body", format!("the body is not a stop: {e}")))?
-            .reason
-    };
-    let cause = match reason.as_deref() {
-        None | Some("user_stop") => StopCause::UserStop,
-        Some("superseded") => StopCause::Superseded,
-        Some(other) => {
-            let shown: String = other.chars().take(64).collect();
-            let more = if shown.len() < other.len() { "…" } else { "" };
-            return Err(HostError::field(
-                "reason",
-                format!("reason {shown:?}{more} is not user_stop or superseded"),
-            ));
-        }
-    };
-    match host
-        .inner
-        .store
-        .request_stop(&conversation.id, &turn_id, Stop::now(cause))
-        .await
-    {
-        Ok(StopOutcome::Recorded) => Ok((
-            StatusCode::ACCEPTED,
-            axum::Json(json!({ "turnId": turn_id, "stop": cause.as_str() })),
-        )),
-        Ok(StopOutcome::AlreadyEnded) => Err(HostError::new(
-            StatusCode::CONFLICT,
-            format!("turn {turn_id} had already ended"),
-        )),
-        Err(e) => Err(HostError::store("recording a stop", &e)),
-    }
 }
 
 /// Serves `host` on `listener` until `shutdown` resolves, then drains: no new turns, running

@@ -17,9 +17,15 @@
 //!   written); wrong arguments or an unknown tool are JSON-RPC's invalid params. A body that is
 //!   not JSON-RPC, a batch, or an unknown method get JSON-RPC's errors.
 //!
+//! - `notifications/cancelled` naming an `ask` of the person's under way here stops its turn,
+//!   as `POST /turns/{id}/stop` does.
+//!
 //! The person is the request's, as on every route ([`Asker`]): their token, or the API key and
 //! the ids the query names. Who may act on a conversation is decided where every route decides
 //! it (`turns::start`, `Conversations`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -93,8 +99,12 @@ pub(super) async fn post(
         let answer = error_answer(&id, RpcError(INVALID_REQUEST, why.to_owned()));
         return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
     };
-    // A notification (no id) is taken and not answered.
+    // A notification (no id) is taken and not answered; a cancellation stops the `ask` it
+    // names, when it is the person's and under way here.
     if request.get("id").is_none() {
+        if method == "notifications/cancelled" {
+            cancel(&host, &person, &request["params"]).await;
+        }
         return StatusCode::ACCEPTED.into_response();
     }
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
@@ -111,7 +121,7 @@ pub(super) async fn post(
         if let Some(message) = args["message"].as_str().filter(|m| !m.trim().is_empty()) {
             let conversation = args["conversationId"].as_str();
             let stateless = revision == Some(STATELESS_VERSION);
-            return match start_ask(&host, &person, conversation, message).await {
+            return match start_ask(&host, &person, &id, conversation, message).await {
                 Ok(asked) => agui::sse(progress_of(asked, id, token, stateless)),
                 Err(e) => {
                     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": refused(&e)})).into_response()
@@ -124,7 +134,7 @@ pub(super) async fn post(
         "initialize" => Ok(initialized(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({ "tools": tools() })),
-        "tools/call" => call(&host, &person, &params).await,
+        "tools/call" => call(&host, &person, &id, &params).await,
         other => Err(RpcError(METHOD_NOT_FOUND, format!("no method {other:?}"))),
     };
     let answer = match answered {
@@ -152,6 +162,81 @@ fn stateless_fields(result: &mut Value, method: &str) {
     }
 }
 
+/// The `ask` calls under way on this host, by the person and the request id that made each: the
+/// turn each started, for a `notifications/cancelled` naming the request. A call is kept until
+/// its answer is given, or, when its client went away first (a cancelling client may close its
+/// stream before the cancellation arrives), for [`CALL_KEPT_FOR`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Calls(Arc<Mutex<HashMap<CallKey, Call>>>);
+
+/// A call, by the person and the request id (as JSON) that made it.
+type CallKey = (Owner, String);
+
+/// What a call started, and when.
+#[derive(Debug, Clone)]
+struct Call {
+    session: SessionId,
+    turn_id: TurnId,
+    at: std::time::Instant,
+}
+
+/// How long a call whose client went away is kept for its cancellation.
+const CALL_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// An `ask` call's place among [`Calls`]: given up once its answer is given ([`answered`]).
+///
+/// [`answered`]: Registered::answered
+struct Registered {
+    calls: Calls,
+    key: CallKey,
+}
+
+impl Registered {
+    /// The call's answer was given: it can no longer be cancelled.
+    fn answered(self) {
+        if let Ok(mut calls) = self.calls.0.lock() {
+            calls.remove(&self.key);
+        }
+    }
+}
+
+impl Calls {
+    fn register(&self, person: &Owner, request: &Value, session: &SessionId, turn_id: &TurnId) -> Registered {
+        let key = (person.clone(), request.to_string());
+        if let Ok(mut calls) = self.0.lock() {
+            calls.retain(|_, call| call.at.elapsed() < CALL_KEPT_FOR);
+            let call = Call {
+                session: session.clone(),
+                turn_id: turn_id.clone(),
+                at: std::time::Instant::now(),
+            };
+            calls.insert(key.clone(), call);
+        }
+        Registered {
+            calls: self.clone(),
+            key,
+        }
+    }
+
+    fn find(&self, person: &Owner, request: &Value) -> Option<(SessionId, TurnId)> {
+        let calls = self.0.lock().ok()?;
+        let call = calls.get(&(person.clone(), request.to_string()))?;
+        Some((call.session.clone(), call.turn_id.clone()))
+    }
+}
+
+/// Stops the turn of the person's `ask` that `params.requestId` names, through the stop every
+/// route records; another person's request, or one not under way here, is not found.
+async fn cancel(host: &ContainerHost, person: &Owner, params: &Value) {
+    let Some((session, turn_id)) = host.inner.mcp_calls.find(person, &params["requestId"]) else {
+        return;
+    };
+    let stop = agent_worker_core::session::Stop::now(agent_worker_core::session::StopCause::UserStop);
+    if let Err(e) = host.inner.store.request_stop(&session, &turn_id, stop).await {
+        tracing::warn!(error = %ErrorChain(&e), %turn_id, "could not record an MCP cancellation's stop");
+    }
+}
+
 /// Whether the client takes server-sent events in answer.
 fn takes_stream(headers: &HeaderMap) -> bool {
     headers
@@ -165,6 +250,8 @@ struct Asked {
     session: SessionId,
     turn_id: TurnId,
     followed: std::pin::Pin<Box<dyn futures_util::Stream<Item = Followed> + Send>>,
+    /// Its place among the calls under way, until it ends.
+    registered: Registered,
 }
 
 /// The turn's progress as `notifications/progress` for `token` (one for each event it logs:
@@ -179,11 +266,13 @@ fn progress_of(
         session,
         turn_id,
         followed,
+        registered,
     } = asked;
-    futures_util::stream::unfold(Some((followed, Heard::default(), 0u64)), move |state| {
+    let start = Some((followed, Heard::default(), 0u64, registered));
+    futures_util::stream::unfold(start, move |state| {
         let (id, token, session, turn_id) = (id.clone(), token.clone(), session.clone(), turn_id.clone());
         async move {
-            let (mut followed, mut heard, mut told) = state?;
+            let (mut followed, mut heard, mut told, registered) = state?;
             loop {
                 match followed.next().await {
                     Some(Followed::Logged(logged)) => {
@@ -195,10 +284,11 @@ fn progress_of(
                         };
                         let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                             "params": {"progressToken": token, "progress": told, "message": message}});
-                        return Some((note, Some((followed, heard, told))));
+                        return Some((note, Some((followed, heard, told, registered))));
                     }
                     Some(Followed::NotStarted) => heard.take_not_started(),
                     None => {
+                        registered.answered();
                         let mut answer = answer_value(agentcore::answer_of(heard, &session, &turn_id));
                         if stateless {
                             stateless_fields(&mut answer, "tools/call");
@@ -315,7 +405,12 @@ fn invalid(message: impl Into<String>) -> RpcError {
     RpcError(INVALID_PARAMS, message.into())
 }
 
-async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Value, RpcError> {
+async fn call(
+    host: &ContainerHost,
+    person: &Owner,
+    request: &Value,
+    params: &Value,
+) -> Result<Value, RpcError> {
     let args = &params["arguments"];
     if !(args.is_object() || args.is_null()) {
         return Err(invalid("arguments must be an object"));
@@ -327,7 +422,7 @@ async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Va
             let message = text("message")
                 .filter(|m| !m.trim().is_empty())
                 .ok_or_else(|| invalid("ask needs a message"))?;
-            Ok(ask(host, person, text("conversationId"), message)
+            Ok(ask(host, person, request, text("conversationId"), message)
                 .await
                 .unwrap_or_else(|e| refused(&e)))
         }
@@ -365,6 +460,7 @@ async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Va
 async fn start_ask(
     host: &ContainerHost,
     person: &Owner,
+    request: &Value,
     conversation: Option<&str>,
     message: &str,
 ) -> Result<Asked, HostError> {
@@ -376,12 +472,14 @@ async fn start_ask(
     let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), person, message.to_owned());
     let turn = adapted_turn(host, turn)?;
     let place = stream_place(host, person)?;
+    let registered = host.inner.mcp_calls.register(person, request, &session, &turn_id);
     turns::start(host, person, turn).await?;
     let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
     Ok(Asked {
         session,
         turn_id,
         followed,
+        registered,
     })
 }
 
@@ -390,6 +488,7 @@ async fn start_ask(
 async fn ask(
     host: &ContainerHost,
     person: &Owner,
+    request: &Value,
     conversation: Option<&str>,
     message: &str,
 ) -> Result<Value, HostError> {
@@ -397,8 +496,10 @@ async fn ask(
         session,
         turn_id,
         followed,
-    } = start_ask(host, person, conversation, message).await?;
+        registered,
+    } = start_ask(host, person, request, conversation, message).await?;
     let answer = agentcore::collected(followed, &session, &turn_id).await;
+    registered.answered();
     Ok(answer_value(answer))
 }
 

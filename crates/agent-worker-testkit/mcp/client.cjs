@@ -1,8 +1,8 @@
 // The official MCP TypeScript SDK's client (from the project's .node), run against agent-worker's
 // MCP server as an MCP host runs it: it connects over Streamable HTTP (initialize, then each
 // request), lists the tools, and calls those the plan names. The plan is the one argument:
-// {url, headers, calls: [{name, arguments, progress}]} (with `progress`, the call's progress
-// notifications are kept in its result's `progress`). It prints one JSON line: {server, protocol, tools,
+// {url, headers, calls: [{name, arguments, progress, cancelOnProgress}]} (with `progress`, the
+// call's progress notifications are kept in its result's `progress`). It prints one JSON line: {server, protocol, tools,
 // results} (a call the client threw on is {thrown, code}), or {error} when it could not connect.
 const { Client } = require("@modelcontextprotocol/sdk/client");
 const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
@@ -13,6 +13,15 @@ async function main() {
   const transport = new StreamableHTTPClientTransport(new URL(plan.url), {
     requestInit: { headers: plan.headers || {} },
   });
+  // Every message the client sends is awaited before it closes (a cancellation is sent without
+  // waiting: closing at once would abort it on its way).
+  const sent = [];
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const sending = send(message, options);
+    sent.push(sending.catch(() => {}));
+    return sending;
+  };
   try {
     await client.connect(transport);
     const listed = await client.listTools();
@@ -25,8 +34,15 @@ async function main() {
     for (const call of plan.calls || []) {
       try {
         // With `progress`, the call asks for progress notifications and keeps them.
+        // With `cancelOnProgress`, it is cancelled (aborted: the SDK sends
+        // notifications/cancelled) at its first progress notification.
         const progress = [];
-        const options = call.progress ? { onprogress: (p) => progress.push(p) } : undefined;
+        const aborting = new AbortController();
+        const onprogress = (p) => {
+          progress.push(p);
+          if (call.cancelOnProgress) aborting.abort("the test cancels it");
+        };
+        const options = call.progress ? { onprogress, signal: aborting.signal } : undefined;
         const result = await client.callTool({ name: call.name, arguments: call.arguments }, undefined, options);
         if (call.progress) result.progress = progress;
         out.results.push(result);
@@ -34,6 +50,7 @@ async function main() {
         out.results.push({ thrown: String((e && e.message) || e), code: e && e.code });
       }
     }
+    await Promise.all(sent);
     await client.close();
     console.log(JSON.stringify(out));
   } catch (e) {
