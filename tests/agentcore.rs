@@ -229,7 +229,8 @@ async fn another_persons_session_is_refused_and_nothing_changes() {
 }
 
 /// The binary an AgentCore Runtime image runs (`agent-worker serve`, the Dockerfile's entry
-/// point), configured from its environment as the runtime configures it, answers the contract.
+/// point), configured from its environment as the runtime configures it, answers the contract;
+/// in its MCP mode (`--agentcore-mcp`) on port 8000, with the MCP server at `/mcp`.
 #[tokio::test]
 async fn the_serve_binary_answers_ping_and_invocations() {
     use agent_worker::session::{DynamoConfig, DynamoStore};
@@ -242,7 +243,8 @@ async fn the_serve_binary_answers_ping_and_invocations() {
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
     store.create_table().await.unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        .args(["serve", "--port", "0", "--host", "127.0.0.1"])
+        // AgentCore's MCP mode: the port its MCP contract names.
+        .args(["serve", "--agentcore-mcp", "--host", "127.0.0.1"])
         .env("SYSTEM_PROMPT", "You are a helpful assistant.")
         .env("AGENT_WORKER_API_KEY", KEY)
         .env("TABLE_NAME", &table)
@@ -277,5 +279,18 @@ async fn the_serve_binary_answers_ping_and_invocations() {
         "From the image's binary."
     );
     assert_eq!(store.load_history(&sid(SESSION)).await.unwrap().len(), 2);
+    // The MCP server at `/mcp`, on port 8000, to the official client.
+    assert!(url.ends_with(":8000"), "{url}");
+    bedrock.push(Reply::text("Over MCP."));
+    let plan = json!({
+        "url": format!("{url}/mcp?userId=u&accountId=a"),
+        "headers": {"x-api-key": KEY},
+        "calls": [{"name": "ask", "arguments": {"message": "Hi"}}],
+    });
+    let out = agent_worker_testkit::run_mcp_client(plan).await.unwrap();
+    assert_eq!(
+        out["results"][0]["structuredContent"]["text"], "Over MCP.",
+        "{out}"
+    );
     child.kill().await.unwrap();
 }

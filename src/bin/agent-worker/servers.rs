@@ -52,9 +52,14 @@ impl ConnectionArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// The port.
-    #[arg(long, default_value_t = 8080)]
-    pub(crate) port: u16,
+    /// The port (8080; with --agentcore-mcp, 8000).
+    #[arg(long)]
+    pub(crate) port: Option<u16>,
+    /// AgentCore Runtime's MCP mode: the port its MCP contract names (8000), where the MCP
+    /// server answers at `/mcp` (it answers there on any port). (`--mcp` names MCP servers
+    /// whose tools the agent uses.)
+    #[arg(long)]
+    pub(crate) agentcore_mcp: bool,
     /// The address to listen on (0.0.0.0; with --console, 127.0.0.1).
     #[arg(long)]
     pub(crate) host: Option<std::net::IpAddr>,
@@ -219,11 +224,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let local = std::net::IpAddr::from([127, 0, 0, 1]);
     let any = std::net::IpAddr::from([0, 0, 0, 0]);
     let ip = args.host.unwrap_or(if args.console { local } else { any });
-    let addr = SocketAddr::from((ip, args.port));
+    let port = args.port.unwrap_or(if args.agentcore_mcp { 8000 } else { 8080 });
+    let addr = SocketAddr::from((ip, port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| chain(&e))?;
+    if args.agentcore_mcp {
+        eprintln!("agent-worker MCP server at http://{addr}/mcp");
+    }
     let runs = match &args.queue_url {
         Some(url) => format!("turns sent to {url}"),
         None => format!("model {model}"),
