@@ -56,13 +56,20 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_on(true).await
+}
+
+/// The same, on a bucket that exists only with `bucket_exists`.
+async fn setup_on(bucket_exists: bool) -> Setup {
     let bedrock = BedrockStandIn::start().await.unwrap();
     let table = format!("content-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(table).unwrap());
     store.create_table().await.unwrap();
     let s3 = moto().s3();
     let bucket = format!("content-{}", uuid::Uuid::new_v4().simple());
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    if bucket_exists {
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    }
     let area = Arc::new(S3FileArea::new(s3, &bucket, "attachments/"));
     let engine = Engine::builder()
         .model(BedrockModel::new(bedrock.client(), MODEL_ID))
@@ -428,6 +435,15 @@ async fn the_person_reads_kept_content_whole_over_http_and_no_one_else_does() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-disposition"], "attachment");
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.starts_with("default-src 'none'"),
+        "nothing of it runs: {policy}"
+    );
     assert_eq!(
         response.bytes().await.unwrap(),
         pasted.as_bytes(),
@@ -482,4 +498,25 @@ async fn an_s3_file_area_signs_a_link_that_gives_the_kept_content_whole() {
     let response = reqwest::get(&link).await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.bytes().await.unwrap(), report.as_bytes());
+}
+
+/// A pasted text larger than an item, which the file area cannot take (its bucket is gone),
+/// goes back to the queue before anything runs: retryable, no model call, nothing stored.
+#[tokio::test]
+async fn a_pasted_text_the_file_area_cannot_take_is_tried_again_before_anything_runs() {
+    let s = setup_on(false).await;
+    let pasted = "a clause of the contract\n".repeat(20_000);
+    let body = json!({"turnId": "t1", "conversationId": "no-bucket", "userId": "u", "accountId": "a", "content": pasted});
+    let payload = AgentTurnPayload::decode(&body.to_string()).unwrap();
+    let run = s.handler.run_turn_to_end(&payload, None).await;
+    let Some(AgentEvent::Failed { retryable, code, .. }) = &run.terminal else {
+        panic!("not refused: {:?}", run.terminal)
+    };
+    assert!(*retryable, "tried again");
+    assert_eq!(code.as_deref(), Some("store_failed"));
+    assert!(s.bedrock.requests().is_empty(), "no model call");
+    assert!(
+        s.store.load_history(&sid("no-bucket")).await.unwrap().is_empty(),
+        "nothing stored"
+    );
 }

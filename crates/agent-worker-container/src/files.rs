@@ -177,6 +177,9 @@ pub(super) async fn download(
         [
             (header::CONTENT_TYPE, reference.media_type),
             (header::CONTENT_DISPOSITION, "attachment".to_owned()),
+            // Never read as another type (every answer's security headers then forbid running
+            // anything of it as a page of this origin).
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
         ],
         bytes,
     )

@@ -93,7 +93,9 @@ impl ContentKeeper {
         bytes: Vec<u8>,
     ) -> Result<AttachmentRef, Unavailable> {
         let id = kept_id(&bytes);
-        if let Ok(found) = self.area.reference(&id, owner).await {
+        if let Ok(mut found) = self.area.reference(&id, owner).await {
+            // The same bytes kept before: this message names them its own way.
+            found.name = name;
             return Ok(found);
         }
         let mut reference = AttachmentRef::new(id, name, media_type, bytes.len() as u64);
@@ -137,7 +139,7 @@ impl ContentKeeper {
                 _ => return outcome,
             },
         };
-        let head: String = text.chars().take(MAX_TEXT_CHARS).collect();
+        let head = head_of(&text, MAX_TEXT_CHARS, self.inline_limit).to_owned();
         let total = text.chars().count();
         let head_chars = head.chars().count();
         let name = format!("result of call {call_id}");
@@ -198,6 +200,18 @@ impl ContentKeeper {
         }
         kept
     }
+}
+
+/// The start of `text` a kept result shows: at most `chars` characters and `bytes` bytes.
+fn head_of(text: &str, chars: usize, bytes: usize) -> &str {
+    let mut end = 0;
+    for (taken, (at, c)) in text.char_indices().enumerate() {
+        if taken == chars || at + c.len_utf8() > bytes {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    &text[..end]
 }
 
 /// A block of the person's message kept in the file area, and the block it was.

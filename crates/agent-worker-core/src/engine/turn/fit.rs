@@ -48,6 +48,19 @@ pub(super) fn fit_results(blocks: &mut [ContentBlock], limit: usize) -> usize {
     cut
 }
 
+/// With a keeper and a store that bounds messages, keeps the largest of the turn's current
+/// step's results whole until they fit their message ([`keep_to_fit`]).
+pub(super) async fn keep_step_to_fit(
+    engine: &crate::engine::EngineInner,
+    session: &crate::session::SessionId,
+    turn: &mut super::state::TurnState,
+) {
+    if let (Some(keeper), Some(limit)) = (&engine.keeper, turn.message_limit) {
+        let step = &mut turn.step;
+        keep_to_fit(keeper, session.as_str(), &step.calls, &mut step.results, limit).await;
+    }
+}
+
 /// Keeps the largest of a step's `results` (answering `calls`, in order) whole in `keeper`'s
 /// file area, one at a time, until as JSON they fit in `limit` bytes with their message. A
 /// result the area cannot take stops it: [`fit_results`] cuts what is left, as without a keeper.
@@ -95,6 +108,7 @@ fn is_kept(content: &Value) -> bool {
     content["kept"]["id"].is_string() && content["head"].is_string()
 }
 
+/// The bytes of `content` as JSON.
 fn json_size(content: &Value) -> usize {
     serde_json::to_string(content).map_or(0, |s| s.len())
 }
@@ -131,7 +145,12 @@ fn shortened(content: &Value, size: usize, share: usize) -> Value {
     if is_kept(content) {
         let mut content = content.clone();
         let head = content["head"].as_str().unwrap_or_default();
-        let keep = floor_char_boundary(head, share.saturating_sub(NOTE_OVERHEAD + 600));
+        // Measured as JSON: escaping can make a head's text twice its bytes.
+        let room = share.saturating_sub(NOTE_OVERHEAD + 600);
+        let mut keep = floor_char_boundary(head, room);
+        while keep > 0 && json_size(&Value::String(head[..keep].to_owned())) > room {
+            keep = floor_char_boundary(head, keep - keep / 4 - 1);
+        }
         let chars = head[..keep].chars().count();
         content["head"] = Value::String(head[..keep].to_owned());
         content["note"] = Value::String(format!(

@@ -211,6 +211,7 @@ pub(super) async fn resume(
                     .tools
                     .run(&name, &input, call_context(ctx, &id), engine.config.tool_timeout)
                     .await;
+                let outcome = engine.kept(ctx.session, &id, outcome).await;
                 if let (true, Some(recorder)) = (was_started, &recorder) {
                     recorder.record(&id, &outcome, keyed).await;
                 }
@@ -241,6 +242,9 @@ pub(super) async fn resume(
             _ => None,
         })
         .collect();
+    // Results recorded before they were kept to fit their message are kept again, as they were
+    // (the same content, the same file).
+    super::fit::keep_step_to_fit(engine, ctx.session, turn).await;
     turn.close_step();
     Resumed { round, ending }
 }

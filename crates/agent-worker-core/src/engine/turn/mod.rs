@@ -330,6 +330,22 @@ async fn run_phases(
         continuable,
     } = ask;
     let config = &engine.config;
+    // The person's content too large for an item is kept in the file area, first, before the
+    // turn changes anything (an approval's result joins the message after); the turn's model is
+    // given it as it was sent (a long text as its first page), not read back. What could not be
+    // kept and does not fit an item goes back to the queue before anything runs.
+    let kept = match &engine.keeper {
+        Some(keeper) => keeper.keep_prompt(session, &mut user.content).await,
+        None => Vec::new(),
+    };
+    if let (Some(_), Some(limit)) = (&engine.keeper, engine.store.max_message_bytes())
+        && phases::kept_size(&user, None) > limit
+    {
+        release(engine, session, turn_id).await;
+        return Err(Refusal::ContentNotKept(StoreError::Backend(
+            "the person's message is larger than an item holds, and the file area could not keep it".into(),
+        )));
+    }
     // A turn that lists itself would wait for its own end: it replaces only others.
     let superseded: Vec<TurnId> = supersedes.iter().filter(|id| *id != turn_id).cloned().collect();
     stop::supersede(
@@ -355,12 +371,6 @@ async fn run_phases(
         None => phases::load_history(engine, ask).await?,
     };
 
-    // The person's content too large for an item is kept in the file area; the turn's model is
-    // given it as it was sent (a long text as its first page), not read back.
-    let kept = match &engine.keeper {
-        Some(keeper) => keeper.keep_prompt(session, &mut user.content).await,
-        None => Vec::new(),
-    };
     let attached: Vec<AttachmentRef> = user
         .content
         .iter()
@@ -381,6 +391,7 @@ async fn run_phases(
     // with files of its own, or one with the attachment tools.
     let can_show_files = !attached.is_empty()
         || !kept.is_empty()
+        || engine.keeper.is_some()
         || engine
             .tools
             .specs()
@@ -399,7 +410,7 @@ async fn run_phases(
             .min(config.conversation_file_tokens.saturating_sub(used));
     }
     for block in kept {
-        let given = block.given(turn.file_limit);
+        let given = block.given(config.turn_file_tokens);
         turn.given.insert(given.file_id.clone(), given);
     }
     // What a step's policy may narrow from: the tools this turn offers, each with its class.

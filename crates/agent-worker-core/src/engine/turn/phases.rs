@@ -42,6 +42,9 @@ pub(super) enum Refusal {
     HistoryUnreadable(StoreError),
     /// The turn's account or person is blocked (named).
     Blocked(String),
+    /// The person's content, too large for an item, could not be kept in the file area (the
+    /// claim was released): the turn is tried again.
+    ContentNotKept(StoreError),
 }
 
 impl Refusal {
@@ -51,7 +54,7 @@ impl Refusal {
             Self::InvalidPrompt(invalid) => {
                 AgentEvent::failed(invalid.to_string(), false, Some(codes::INVALID_PROMPT))
             }
-            Self::ClaimFailed(e) | Self::HistoryUnreadable(e) => {
+            Self::ClaimFailed(e) | Self::HistoryUnreadable(e) | Self::ContentNotKept(e) => {
                 AgentEvent::failed(e.client_message(), true, Some(codes::STORE_FAILED))
             }
             Self::NotOwner => AgentEvent::failed(
@@ -164,7 +167,7 @@ fn invalid_id(field: &str, problem: &IdError) -> InvalidPrompt {
 
 /// The bytes `message` takes as a store keeps it: its JSON, with pictures counted as the short
 /// line a store puts in place of one too large to keep.
-fn kept_size(message: &Message, kept_over: Option<usize>) -> usize {
+pub(super) fn kept_size(message: &Message, kept_over: Option<usize>) -> usize {
     const REFERENCE_LINE: usize = 256;
     let inline = |block: &ContentBlock| match block {
         ContentBlock::Image { .. } => false,

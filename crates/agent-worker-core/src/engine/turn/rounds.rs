@@ -178,17 +178,7 @@ pub(super) async fn run_rounds(
             Err(ending) => return ending,
         };
         ctx.round += 1;
-        if let (Some(keeper), Some(limit)) = (&engine.keeper, turn.message_limit) {
-            let step = &mut turn.step;
-            super::fit::keep_to_fit(
-                keeper,
-                ctx.session.as_str(),
-                &step.calls,
-                &mut step.results,
-                limit,
-            )
-            .await;
-        }
+        super::fit::keep_step_to_fit(engine, ctx.session, turn).await;
         if let Some(error) = step.unjournaled {
             turn.close_step();
             return Ending::Unjournaled(error);
