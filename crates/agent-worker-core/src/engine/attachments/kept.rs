@@ -7,7 +7,8 @@
 //! SHA-256 (`content-<hex>`: the same content twice is one file, and a turn resumed after a
 //! crash writes the same file again), and the message keeps a reference:
 //!
-//! - a result becomes `{"kept": <the file's summary>, "head": <its first page>, "note": ...}`,
+//! - a result becomes `{"kept": <the file's summary>, "head": <its first page: at most
+//!   `MAX_TEXT_CHARS` characters and the inline limit's bytes>, "note": ...}`,
 //!   the note telling the model how much there is and that `attachment_read` reads the rest,
 //!   page by page from `from`; the event that reports the call carries the same;
 //! - the person's text or picture becomes an attachment of the turn's message: the model is
@@ -15,8 +16,10 @@
 //!   was cut, a picture whole), and later turns its reference line.
 //!
 //! Nothing is cut: the file holds every byte, and reading it back (`attachment_read`, the
-//! conversation's files) gives them. When the file area cannot be written, the block stays
-//! as it was and the store's own limit applies, as without a keeper.
+//! conversation's files, [`restore_kept`]) gives them. When the file area cannot be written,
+//! the block stays as it was: a result is then cut to fit its message, as without a keeper; the
+//! person's message, when it does not fit an item, sends the turn back to the queue before
+//! anything runs.
 
 use std::sync::Arc;
 
