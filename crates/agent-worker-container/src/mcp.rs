@@ -124,7 +124,11 @@ pub(super) async fn post(
             return match start_ask(&host, &person, &id, conversation, message).await {
                 Ok(asked) => agui::sse(progress_of(asked, id, token, stateless)),
                 Err(e) => {
-                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": refused(&e)})).into_response()
+                    let mut result = refused(&e);
+                    if stateless {
+                        stateless_fields(&mut result, method);
+                    }
+                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
                 }
             };
         }

@@ -48,19 +48,6 @@ pub(super) fn fit_results(blocks: &mut [ContentBlock], limit: usize) -> usize {
     cut
 }
 
-/// With a keeper and a store that bounds messages, keeps the largest of the turn's current
-/// step's results whole until they fit their message ([`keep_to_fit`]).
-pub(super) async fn keep_step_to_fit(
-    engine: &crate::engine::EngineInner,
-    session: &crate::session::SessionId,
-    turn: &mut super::state::TurnState,
-) {
-    if let (Some(keeper), Some(limit)) = (&engine.keeper, turn.message_limit) {
-        let step = &mut turn.step;
-        keep_to_fit(keeper, session.as_str(), &step.calls, &mut step.results, limit).await;
-    }
-}
-
 /// Keeps the largest of a step's `results` (answering `calls`, in order) whole in `keeper`'s
 /// file area, one at a time, until as JSON they fit in `limit` bytes with their message. A
 /// result the area cannot take stops it: [`fit_results`] cuts what is left, as without a keeper.

@@ -244,7 +244,7 @@ pub(super) async fn resume(
         .collect();
     // Results recorded before they were kept to fit their message are kept again, as they were
     // (the same content, the same file).
-    super::fit::keep_step_to_fit(engine, ctx.session, turn).await;
+    turn.keep_results_to_fit(engine, ctx.session).await;
     turn.close_step();
     Resumed { round, ending }
 }

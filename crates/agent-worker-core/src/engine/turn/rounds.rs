@@ -178,7 +178,7 @@ pub(super) async fn run_rounds(
             Err(ending) => return ending,
         };
         ctx.round += 1;
-        super::fit::keep_step_to_fit(engine, ctx.session, turn).await;
+        turn.keep_results_to_fit(engine, ctx.session).await;
         if let Some(error) = step.unjournaled {
             turn.close_step();
             return Ending::Unjournaled(error);

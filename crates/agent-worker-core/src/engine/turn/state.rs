@@ -142,6 +142,19 @@ impl TurnState {
         }
     }
 
+    /// With a keeper and a store that bounds messages, keeps the largest of the current step's
+    /// results whole until they fit their message ([`keep_to_fit`](super::fit::keep_to_fit)).
+    pub(super) async fn keep_results_to_fit(
+        &mut self,
+        engine: &EngineInner,
+        session: &crate::session::SessionId,
+    ) {
+        if let (Some(keeper), Some(limit)) = (&engine.keeper, self.message_limit) {
+            let step = &mut self.step;
+            super::fit::keep_to_fit(keeper, session.as_str(), &step.calls, &mut step.results, limit).await;
+        }
+    }
+
     /// Keeps what the next step carries of files within the limit: from the step that would
     /// pass it, the costliest file is given as its line instead. Counts what is given.
     pub(super) fn fit_files(&mut self) {
