@@ -32,21 +32,12 @@ impl AguiRun {
 /// Runs `plan` (`{url, headers, threadId, runId, messages, resume, abortAfter}`, see the
 /// script) through `@ag-ui/client` in a Node process of its own.
 pub async fn run_agui(plan: Value) -> std::io::Result<AguiRun> {
-    let script = crate::workspace_root().join("crates/agent-worker-testkit/agui/run-agent.cjs");
-    let client = crate::mcp_server::node_modules().join("@ag-ui/client");
-    if !client.exists() {
-        return Err(std::io::Error::other(format!(
-            "@ag-ui/client is not installed at {}: run `make node-tools` (make test does)",
-            client.display()
-        )));
-    }
-    let output = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(plan.to_string())
-        .env("NODE_PATH", crate::mcp_server::node_modules())
-        .env("NODE_ENV", "test")
-        .output()
-        .await?;
+    let output = run_node_client(
+        "crates/agent-worker-testkit/agui/run-agent.cjs",
+        "@ag-ui/client",
+        plan,
+    )
+    .await?;
     let mut events = Vec::new();
     let mut end = json!({ "error": format!("the client said nothing; stderr: {}", String::from_utf8_lossy(&output.stderr)) });
     for line in String::from_utf8_lossy(&output.stdout).lines() {
@@ -76,21 +67,28 @@ fn last_json_line(output: &std::process::Output) -> Value {
 /// `.node/`) in a Node process of its own: what it printed (`{server, protocol, tools,
 /// results}`, or `{error}` when it could not connect).
 pub async fn run_mcp_client(plan: Value) -> std::io::Result<Value> {
-    let script = crate::workspace_root().join("crates/agent-worker-testkit/mcp/client.cjs");
-    let sdk = crate::mcp_server::node_modules().join("@modelcontextprotocol/sdk");
-    if !sdk.exists() {
+    let client = "crates/agent-worker-testkit/mcp/client.cjs";
+    let output = run_node_client(client, "@modelcontextprotocol/sdk", plan).await?;
+    Ok(last_json_line(&output))
+}
+
+/// Runs the Node `script` (from the workspace's root) with `plan`, on the project's `.node/`,
+/// where `package` must be installed.
+async fn run_node_client(script: &str, package: &str, plan: Value) -> std::io::Result<std::process::Output> {
+    let installed = crate::mcp_server::node_modules().join(package);
+    if !installed.exists() {
         return Err(std::io::Error::other(format!(
-            "@modelcontextprotocol/sdk is not installed at {}: run `make node-tools` (make test does)",
-            sdk.display()
+            "{package} is not installed at {}: run `make node-tools` (make test does)",
+            installed.display()
         )));
     }
-    let output = tokio::process::Command::new("node")
-        .arg(script)
+    tokio::process::Command::new("node")
+        .arg(crate::workspace_root().join(script))
         .arg(plan.to_string())
         .env("NODE_PATH", crate::mcp_server::node_modules())
+        .env("NODE_ENV", "test")
         .output()
-        .await?;
-    Ok(last_json_line(&output))
+        .await
 }
 
 /// Runs `plan` (`{url, token, scenario, text, contextId}`, see `a2a/client.py`) through the
