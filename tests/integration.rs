@@ -73,6 +73,7 @@ mod lambda_batch_people;
 #[cfg(feature = "s3")]
 mod large_content;
 mod mcp;
+mod mcp_approvals;
 mod mcp_server;
 mod metrics;
 mod middleware;

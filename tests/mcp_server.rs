@@ -43,7 +43,7 @@ async fn an_mcp_host_asks_the_agent_and_reads_its_conversations() {
     assert_eq!(out["server"]["name"], "agent-worker");
     assert_eq!(
         out["tools"],
-        json!(["ask", "list_conversations", "get_conversation"])
+        json!(["ask", "answer_approval", "list_conversations", "get_conversation"])
     );
     let asked = &out["results"][0];
     assert_eq!(asked["isError"], false, "{asked}");
@@ -177,7 +177,7 @@ async fn the_python_sdks_client_asks_in_the_stateless_revision_and_in_the_handsh
         assert_eq!(out["protocol"], revision, "{mode}: {out}");
         assert_eq!(
             out["tools"],
-            json!(["ask", "list_conversations", "get_conversation"])
+            json!(["ask", "answer_approval", "list_conversations", "get_conversation"])
         );
         let result = &out["results"][0];
         assert_eq!(result["isError"], false, "{mode}: {out}");

@@ -45,6 +45,7 @@ mod agentcore;
 mod agui;
 mod auth_settings;
 mod builder;
+mod chain;
 pub mod console;
 mod conversations;
 mod cors;

@@ -1,15 +1,27 @@
 // The official MCP TypeScript SDK's client (from the project's .node), run against agent-worker's
 // MCP server as an MCP host runs it: it connects over Streamable HTTP (initialize, then each
 // request), lists the tools, and calls those the plan names. The plan is the one argument:
-// {url, headers, calls: [{name, arguments, progress, cancelOnProgress}]} (with `progress`, the
-// call's progress notifications are kept in its result's `progress`). It prints one JSON line: {server, protocol, tools,
-// results} (a call the client threw on is {thrown, code}), or {error} when it could not connect.
+// {url, headers, elicit, calls: [{name, arguments, progress, cancelOnProgress}]} (with `progress`,
+// the call's progress notifications are kept in its result's `progress`; with `elicit`, the
+// client declares elicitation and answers each one with that action: "accept", "decline" or
+// "cancel"). It prints one JSON line: {server, protocol, session, tools, results, elicited} (a
+// call the client threw on is {thrown, code}; `elicited` the elicitations' requests), or {error}
+// when it could not connect.
 const { Client } = require("@modelcontextprotocol/sdk/client");
 const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+const { ElicitRequestSchema } = require("@modelcontextprotocol/sdk/types.js");
 
 async function main() {
   const plan = JSON.parse(process.argv[2]);
-  const client = new Client({ name: "agent-worker-tests", version: "1.0.0" });
+  const capabilities = plan.elicit ? { elicitation: { form: {} } } : {};
+  const client = new Client({ name: "agent-worker-tests", version: "1.0.0" }, { capabilities });
+  const elicited = [];
+  if (plan.elicit) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      elicited.push(request.params);
+      return { action: plan.elicit };
+    });
+  }
   const transport = new StreamableHTTPClientTransport(new URL(plan.url), {
     requestInit: { headers: plan.headers || {} },
   });
@@ -28,6 +40,7 @@ async function main() {
     const out = {
       server: client.getServerVersion(),
       protocol: transport.protocolVersion,
+      session: transport.sessionId || null,
       tools: listed.tools.map((t) => t.name),
       results: [],
     };
@@ -50,6 +63,7 @@ async function main() {
         out.results.push({ thrown: String((e && e.message) || e), code: e && e.code });
       }
     }
+    out.elicited = elicited;
     await Promise.all(sent);
     await client.close();
     console.log(JSON.stringify(out));

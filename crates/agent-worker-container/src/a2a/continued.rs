@@ -10,33 +10,12 @@ use serde_json::Value;
 
 use super::task::{self, Ids, TaskState};
 use super::{Call, InMessage, RpcError, task_id};
+use crate::chain::{self, decided_turn};
 use crate::extract::adapted_turn;
 use crate::turns;
-use agent_worker_contract::ApprovalDecision;
 use agent_worker_core::session::{SessionId, TurnId};
-use agent_worker_runtime::AgentTurnPayload;
 
-/// The most turns one task runs: a task asks at most this many approvals.
-const MAX_CHAIN: u32 = 64;
-
-/// What joins a task's first turn and a later one's place in its chain (`<first>~<n>`): no
-/// message of a caller's may hold it in its id.
-pub(super) const CHAIN_JOIN: char = '~';
-
-/// The `n`th turn of the task whose first turn is `first` (`first` itself for 0).
-pub(super) fn chain_turn(first: &TurnId, n: u32) -> Option<TurnId> {
-    if n == 0 {
-        return Some(first.clone());
-    }
-    TurnId::new(format!("{first}{CHAIN_JOIN}{n}")).ok()
-}
-
-/// The first turn and the place of a turn of a chain (`None` for a first turn).
-pub(super) fn chain_place(turn: &str) -> Option<(&str, u32)> {
-    let (first, n) = turn.rsplit_once(CHAIN_JOIN)?;
-    let n: u32 = n.parse().ok().filter(|n| (1..=MAX_CHAIN).contains(n))?;
-    (!first.is_empty()).then_some((first, n))
-}
+pub(super) use crate::chain::{CHAIN_JOIN, chain_place, chain_turn};
 
 impl Call<'_> {
     /// The task's latest turn, and its place in the chain: the first turn, or the last one that
@@ -46,19 +25,9 @@ impl Call<'_> {
         session: &SessionId,
         first: &TurnId,
     ) -> Result<(TurnId, u32), RpcError> {
-        let store = &self.host.store();
-        let mut latest = (first.clone(), 0);
-        for n in 1..=MAX_CHAIN {
-            let Some(next) = chain_turn(first, n) else {
-                break;
-            };
-            match store.turn(session, &next).await {
-                Ok(Some(_)) => latest = (next, n),
-                Ok(None) => break,
-                Err(e) => return Err(RpcError::internal(e.client_message())),
-            }
-        }
-        Ok(latest)
+        chain::latest_turn(self.host.store().as_ref(), session, first)
+            .await
+            .map_err(|e| RpcError::internal(e.client_message()))
     }
 
     /// Continues task `task` with `message`: the person's decision on the approval it waits for,
@@ -93,24 +62,12 @@ impl Call<'_> {
             )));
         };
         let approve = decision(&message.parts)?;
-        let next = chain_turn(&first, place + 1)
-            .filter(|_| place < MAX_CHAIN)
-            .ok_or_else(|| {
-                RpcError::unsupported(format!(
-                    "task {task} has answered all the approvals one task may ask"
-                ))
+        let turn =
+            decided_turn(self.person, &session, &first, place, asked, approve).map_err(|e| match e {
+                chain::ChainEnd::Full => RpcError::unsupported(format!("task {task}: {e}")),
+                chain::ChainEnd::NoApprovalId => RpcError::internal(format!("task {task}: {e}")),
             })?;
-        let text = |key: &str| asked.get(key).and_then(Value::as_str).map(str::to_owned);
-        let approval_id = text("approvalId")
-            .ok_or_else(|| RpcError::internal(format!("task {task}'s approval names no approvalId")))?;
-        let mut turn = AgentTurnPayload::new(next.clone(), session.clone(), self.person, "");
-        turn.approval = Some(ApprovalDecision {
-            token: text("token").filter(|_| approve),
-            ..match approve {
-                true => ApprovalDecision::approve(approval_id, ""),
-                false => ApprovalDecision::decline(approval_id),
-            }
-        });
+        let next = turn.turn_id.clone();
         let refused = |e| RpcError::of_host(&e).in_context(&session);
         let turn = adapted_turn(self.host, turn).map_err(refused)?;
         turns::start(self.host, self.person, turn)
@@ -145,20 +102,7 @@ fn decision(parts: &[Value]) -> Result<bool, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_worker_core::session::TurnId;
     use serde_json::json;
-
-    #[test]
-    fn a_chain_names_its_turns_from_the_first_and_they_read_back() {
-        let first = TurnId::new("m-1").unwrap();
-        assert_eq!(chain_turn(&first, 0), Some(first.clone()));
-        let second = chain_turn(&first, 2).unwrap();
-        assert_eq!(second.as_str(), "m-1~2");
-        assert_eq!(chain_place(&second), Some(("m-1", 2)));
-        for plain in ["m-1", "a~b", "~3", "m~0", "m~65"] {
-            assert_eq!(chain_place(plain), None, "{plain}");
-        }
-    }
 
     #[test]
     fn a_decision_is_a_yes_or_a_no_and_anything_else_is_refused() {

@@ -130,24 +130,14 @@ pub(super) fn status(state: TaskState, progress: &Progress, ids: &Ids) -> Value 
     if state == TaskState::InputRequired
         && let Some(asked) = progress.approvals.last()
     {
-        let what = asked
-            .pointer("/preview/title")
-            .and_then(Value::as_str)
-            .or_else(|| asked.get("tool").and_then(Value::as_str))
-            .unwrap_or("a call");
+        let what = crate::chain::approval_title(asked);
         let words = format!(
             "This task waits for the person's approval: {what}. Answer it with a message on this task (its taskId) that says \"approve\" or \"decline\"."
         );
         let mut message = agent_message(&words, ids);
         // What is asked, for a program: never the approval's token, which stays with the agent.
-        let field = |name: &str| asked.get(name).cloned().unwrap_or(Value::Null);
         if let Some(parts) = message["parts"].as_array_mut() {
-            parts.push(json!({ "data": { "approval": {
-                "approvalId": field("approvalId"),
-                "tool": field("tool"),
-                "preview": field("preview"),
-                "expiresAt": field("expiresAt"),
-            }}, "mediaType": "application/json" }));
+            parts.push(json!({ "data": { "approval": crate::chain::approval_shown(asked) }, "mediaType": "application/json" }));
         }
         status["message"] = message;
     }

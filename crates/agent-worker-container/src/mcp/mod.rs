@@ -9,38 +9,42 @@
 //! - The handshake revisions ([`HANDSHAKE_VERSIONS`]): `initialize` answers the client's when
 //!   this server speaks it, else the newest; no session is kept (no `Mcp-Session-Id`).
 //! - `tools/list`: `ask` (a message to a conversation of the person's, or a new one: the turn's
-//!   answer, once it ends), `list_conversations` and `get_conversation` (as `GET /conversations`
-//!   and `GET /conversations/{id}` answer them).
+//!   answer, once it ends), `answer_approval` (the person's decision on an approval a turn
+//!   waits for), `list_conversations` and `get_conversation` (as `GET /conversations` and
+//!   `GET /conversations/{id}` answer them).
 //! - `tools/call` runs one. An `ask` with a progress token, from a client that takes a stream,
 //!   is answered as server-sent events: the turn's progress, then the answer. A turn that
 //!   fails, or a conversation that is not the person's, is a result with `isError` (nothing
 //!   written); wrong arguments or an unknown tool are JSON-RPC's invalid params. A body that is
 //!   not JSON-RPC, a batch, or an unknown method get JSON-RPC's errors.
-//!
+//! - An approval the turn asks is elicited where the client declares elicitation, else named in
+//!   the result for `answer_approval` ([`asking`]). A client that declares it in `initialize` is
+//!   given a session id that says so ([`ELICITING_SESSION`]): the only thing a session id
+//!   carries here, nothing kept behind it.
 //! - `notifications/cancelled` naming an `ask` of the person's under way here stops its turn,
 //!   as `POST /turns/{id}/stop` does.
 //!
 //! The person is the request's, as on every route ([`Asker`]): their token, or the API key and
 //! the ids the query names. Who may act on a conversation is decided where every route decides
-//! it (`turns::start`, `Conversations`).
+//! it (`turns::start`, `access::theirs`, `Conversations`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod asking;
+mod calls;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
-use super::access::{Asker, checked_id};
-use super::events::{Followed, Heard, follow_turn, stream_place};
-use super::extract::adapted_turn;
-use super::{ContainerHost, HostError, agentcore, agui, turns};
-use agent_worker_contract::{AgentEvent, ErrorChain};
-use agent_worker_core::session::{Owner, SessionId, TurnId};
-use agent_worker_runtime::AgentTurnPayload;
-use futures_util::StreamExt as _;
+use self::asking::{Asked, Asking, Elicits};
+use super::access::Asker;
+use super::{ContainerHost, HostError, agui};
+use agent_worker_contract::ErrorChain;
+use agent_worker_core::session::Owner;
+
+pub(crate) use calls::Calls;
 
 /// The stateless revision this server speaks: no handshake, the revision in each request.
 pub const STATELESS_VERSION: &str = "2026-07-28";
@@ -48,6 +52,12 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 pub const HANDSHAKE_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 /// Where a stateless request names its revision.
 const VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+/// Where a stateless request names what its client can do.
+const CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+/// How the session id given to a handshake client that declared elicitation begins.
+pub const ELICITING_SESSION: &str = "elicits-";
+/// The session header of the handshake revisions.
+const SESSION_HEADER: &str = "mcp-session-id";
 /// The error of a request in a revision this server does not speak.
 const UNSUPPORTED_VERSION: i64 = -32022;
 
@@ -93,6 +103,20 @@ pub(super) async fn post(
         }
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
+    // A client's answer to what this server asked of it (an elicitation on a stream).
+    if request.get("method").is_none()
+        && !id.is_null()
+        && (request.get("result").is_some() || request.get("error").is_some())
+    {
+        let answer = request
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| request["error"].clone());
+        return match host.inner.mcp_calls.answer(&person, &id, answer) {
+            true => StatusCode::ACCEPTED.into_response(),
+            false => HostError::not_found("nothing of yours waits for that answer here").into_response(),
+        };
+    }
     let method = request.get("method").and_then(Value::as_str);
     let (Some(method), Some("2.0")) = (method, request.get("jsonrpc").and_then(Value::as_str)) else {
         let why = "not a JSON-RPC 2.0 request (one object with jsonrpc \"2.0\" and a method; batches are not taken)";
@@ -103,7 +127,7 @@ pub(super) async fn post(
     // names, when it is the person's and under way here.
     if request.get("id").is_none() {
         if method == "notifications/cancelled" {
-            cancel(&host, &person, &request["params"]).await;
+            asking::cancel(&host, &person, &request["params"]).await;
         }
         return StatusCode::ACCEPTED.into_response();
     }
@@ -113,44 +137,167 @@ pub(super) async fn post(
         let why = format!("protocol revision {revision:?} is not one this server speaks");
         return axum::Json(error_answer(&id, RpcError(UNSUPPORTED_VERSION, why))).into_response();
     }
-    // An `ask` whose client takes a stream and gave a progress token: its progress, then its
-    // answer, as server-sent events.
-    let token = params["_meta"]["progressToken"].clone();
-    if method == "tools/call" && params["name"] == "ask" && !token.is_null() && takes_stream(&headers) {
-        let args = &params["arguments"];
-        if let Some(message) = args["message"].as_str().filter(|m| !m.trim().is_empty()) {
-            let conversation = args["conversationId"].as_str();
-            let stateless = revision == Some(STATELESS_VERSION);
-            return match start_ask(&host, &person, &id, conversation, message).await {
-                Ok(asked) => agui::sse(progress_of(asked, id, token, stateless)),
-                Err(e) => {
-                    let mut result = refused(&e);
-                    if stateless {
-                        stateless_fields(&mut result, method);
-                    }
-                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+    let stateless = revision == Some(STATELESS_VERSION);
+    let finish = |answered: Result<Value, RpcError>| {
+        let answer = match answered {
+            Ok(mut result) => {
+                if stateless {
+                    stateless_fields(&mut result, method);
                 }
-            };
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            }
+            Err(error) => error_answer(&id, error),
+        };
+        axum::Json(answer).into_response()
+    };
+    if method == "tools/call" && matches!(params["name"].as_str(), Some("ask" | "answer_approval")) {
+        let asking = Asking {
+            request: id.clone(),
+            progress: Some(params["_meta"]["progressToken"].clone()).filter(|t| !t.is_null()),
+            elicits: elicits(&params, &headers, stateless),
+        };
+        let asked = match turn_call(&host, &person, &asking, &params).await {
+            Ok(Started::Asked(asked)) => asked,
+            Ok(Started::Answered(result)) => return finish(Ok(result)),
+            Err(e) => return finish(Err(e)),
+        };
+        // Its progress, or what it elicits on the way, needs a stream; else, the answer as JSON.
+        let streamed =
+            takes_stream(&headers) && (asking.progress.is_some() || asking.elicits == Elicits::OnStream);
+        if !streamed {
+            let answered = asking::answer(&host, &person, &asking, asked, None).await;
+            return finish(
+                answered.ok_or_else(|| RpcError(INVALID_REQUEST, "the call ended unanswered".to_owned())),
+            );
         }
+        return agui::sse(streamed_answer(host, person, asking, asked, stateless));
     }
+    let mut session = None;
     let answered = match method {
         "server/discover" => Ok(discovered()),
-        "initialize" => Ok(initialized(&params)),
+        "initialize" => {
+            let declared = params["capabilities"]["elicitation"].is_object();
+            session = declared.then(|| format!("{ELICITING_SESSION}{}", uuid::Uuid::new_v4()));
+            Ok(initialized(&params))
+        }
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({ "tools": tools() })),
-        "tools/call" => call(&host, &person, &id, &params).await,
+        "tools/call" => call(&host, &person, &params).await,
         other => Err(RpcError(METHOD_NOT_FOUND, format!("no method {other:?}"))),
     };
-    let answer = match answered {
-        Ok(mut result) => {
-            if revision == Some(STATELESS_VERSION) {
-                stateless_fields(&mut result, method);
+    let mut response = finish(answered);
+    if let Some(named) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        response.headers_mut().insert(SESSION_HEADER, named);
+    }
+    response
+}
+
+/// How the client of a request takes an approval: in the stateless revision, by the
+/// capabilities its request declares; in the handshake revisions, by those it declared in
+/// `initialize`, as the session id given then says, on a stream it takes.
+fn elicits(params: &Value, headers: &HeaderMap, stateless: bool) -> Elicits {
+    if stateless {
+        return match params["_meta"][CAPABILITIES_META_KEY]["elicitation"].is_object() {
+            true => Elicits::InputRequired,
+            false => Elicits::No,
+        };
+    }
+    let session = headers.get(SESSION_HEADER).and_then(|s| s.to_str().ok());
+    match session.is_some_and(|s| s.starts_with(ELICITING_SESSION)) && takes_stream(headers) {
+        true => Elicits::OnStream,
+        false => Elicits::No,
+    }
+}
+
+/// What a call of `ask` or `answer_approval` started: a turn to follow, or an answer already.
+enum Started {
+    Asked(Asked),
+    Answered(Value),
+}
+
+/// Starts the turn an `ask` or `answer_approval` call asks for: `ask`'s message as a new turn;
+/// `answer_approval`'s decision, or a retried `ask`'s answer to the approval its
+/// `requestState` names, as the next turn of the chain that waits for it. A refusal is the
+/// tool's error result, nothing written; wrong arguments are invalid params.
+async fn turn_call(
+    host: &ContainerHost,
+    person: &Owner,
+    asking: &Asking,
+    params: &Value,
+) -> Result<Started, RpcError> {
+    let args = &params["arguments"];
+    if !(args.is_object() || args.is_null()) {
+        return Err(invalid("arguments must be an object"));
+    }
+    let text = |name: &str| args.get(name).and_then(Value::as_str);
+    let request = &asking.request;
+    let started = match (params["name"].as_str(), params["requestState"].as_str()) {
+        (Some("ask"), Some(state)) => {
+            let (conversation, turn) =
+                asking::state_of(state).ok_or_else(|| invalid("requestState is not one this server gave"))?;
+            let answer = &params["inputResponses"][asking::APPROVAL_INPUT];
+            if answer.is_null() {
+                return Err(invalid("a retried ask needs inputResponses.approval"));
             }
-            json!({"jsonrpc": "2.0", "id": id, "result": result})
+            match asking::decision(answer) {
+                Some(approve) => {
+                    asking::continue_ask(host, person, request, &conversation, &turn, approve).await
+                }
+                None => return Ok(Started::Answered(asking::not_answered(&conversation, &turn))),
+            }
         }
-        Err(error) => error_answer(&id, error),
+        (Some("ask"), None) => {
+            let message = text("message")
+                .filter(|m| !m.trim().is_empty())
+                .ok_or_else(|| invalid("ask needs a message"))?;
+            asking::start_ask(host, person, request, text("conversationId"), message).await
+        }
+        _ => {
+            let (Some(conversation), Some(turn)) = (text("conversationId"), text("turnId")) else {
+                return Err(invalid("answer_approval needs a conversationId and a turnId"));
+            };
+            let approve = match text("decision") {
+                Some("approve") => true,
+                Some("decline") => false,
+                _ => {
+                    return Err(invalid(
+                        "answer_approval's decision is \"approve\" or \"decline\"",
+                    ));
+                }
+            };
+            asking::continue_ask(host, person, request, conversation, turn, approve).await
+        }
     };
-    axum::Json(answer).into_response()
+    Ok(match started {
+        Ok(asked) => Started::Asked(asked),
+        Err(e) => Started::Answered(tool_error(&e)),
+    })
+}
+
+/// A call's answer as server-sent events: what it sends on the way (progress, elicitations),
+/// then the answer. The call is followed on a task of its own, so that a client that goes away
+/// leaves its turn running and its call registered for a cancellation.
+fn streamed_answer(
+    host: ContainerHost,
+    person: Owner,
+    asking: Asking,
+    asked: Asked,
+    stateless: bool,
+) -> impl futures_util::Stream<Item = Value> + Send {
+    let (out, sent) = mpsc::channel(16);
+    tokio::spawn(async move {
+        if let Some(mut result) = asking::answer(&host, &person, &asking, asked, Some(&out)).await {
+            if stateless {
+                stateless_fields(&mut result, "tools/call");
+            }
+            let _gone = out
+                .send(json!({"jsonrpc": "2.0", "id": asking.request, "result": result}))
+                .await;
+        }
+    });
+    futures_util::stream::unfold(sent, |mut sent| async move {
+        sent.recv().await.map(|value| (value, sent))
+    })
 }
 
 /// The stateless revision's results say they are complete, and whether a list may be cached
@@ -159,85 +306,12 @@ fn stateless_fields(result: &mut Value, method: &str) {
     if method == "ping" {
         return;
     }
-    result["resultType"] = json!("complete");
+    if result.get("resultType").is_none() {
+        result["resultType"] = json!("complete");
+    }
     if method == "tools/list" {
         result["ttlMs"] = json!(0);
         result["cacheScope"] = json!("private");
-    }
-}
-
-/// The `ask` calls under way on this host, by the person and the request id that made each: the
-/// turn each started, for a `notifications/cancelled` naming the request. A call is kept until
-/// its answer is given, or, when its client went away first (a cancelling client may close its
-/// stream before the cancellation arrives), for [`CALL_KEPT_FOR`].
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Calls(Arc<Mutex<HashMap<CallKey, Call>>>);
-
-/// A call, by the person and the request id (as JSON) that made it.
-type CallKey = (Owner, String);
-
-/// What a call started, and when.
-#[derive(Debug, Clone)]
-struct Call {
-    session: SessionId,
-    turn_id: TurnId,
-    at: std::time::Instant,
-}
-
-/// How long a call whose client went away is kept for its cancellation.
-const CALL_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// An `ask` call's place among [`Calls`]: given up once its answer is given ([`answered`]).
-///
-/// [`answered`]: Registered::answered
-struct Registered {
-    calls: Calls,
-    key: CallKey,
-}
-
-impl Registered {
-    /// The call's answer was given: it can no longer be cancelled.
-    fn answered(self) {
-        if let Ok(mut calls) = self.calls.0.lock() {
-            calls.remove(&self.key);
-        }
-    }
-}
-
-impl Calls {
-    fn register(&self, person: &Owner, request: &Value, session: &SessionId, turn_id: &TurnId) -> Registered {
-        let key = (person.clone(), request.to_string());
-        if let Ok(mut calls) = self.0.lock() {
-            calls.retain(|_, call| call.at.elapsed() < CALL_KEPT_FOR);
-            let call = Call {
-                session: session.clone(),
-                turn_id: turn_id.clone(),
-                at: std::time::Instant::now(),
-            };
-            calls.insert(key.clone(), call);
-        }
-        Registered {
-            calls: self.clone(),
-            key,
-        }
-    }
-
-    fn find(&self, person: &Owner, request: &Value) -> Option<(SessionId, TurnId)> {
-        let calls = self.0.lock().ok()?;
-        let call = calls.get(&(person.clone(), request.to_string()))?;
-        Some((call.session.clone(), call.turn_id.clone()))
-    }
-}
-
-/// Stops the turn of the person's `ask` that `params.requestId` names, through the stop every
-/// route records; another person's request, or one not under way here, is not found.
-async fn cancel(host: &ContainerHost, person: &Owner, params: &Value) {
-    let Some((session, turn_id)) = host.inner.mcp_calls.find(person, &params["requestId"]) else {
-        return;
-    };
-    let stop = agent_worker_core::session::Stop::now(agent_worker_core::session::StopCause::UserStop);
-    if let Err(e) = host.inner.store.request_stop(&session, &turn_id, stop).await {
-        tracing::warn!(error = %ErrorChain(&e), %turn_id, "could not record an MCP cancellation's stop");
     }
 }
 
@@ -247,62 +321,6 @@ fn takes_stream(headers: &HeaderMap) -> bool {
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"))
-}
-
-/// An `ask`'s turn, started: its conversation, its id, and its events as they are logged.
-struct Asked {
-    session: SessionId,
-    turn_id: TurnId,
-    followed: std::pin::Pin<Box<dyn futures_util::Stream<Item = Followed> + Send>>,
-    /// Its place among the calls under way, until it ends.
-    registered: Registered,
-}
-
-/// The turn's progress as `notifications/progress` for `token` (one for each event it logs:
-/// its text as the message, or the event's kind), then the answer to request `id`.
-fn progress_of(
-    asked: Asked,
-    id: Value,
-    token: Value,
-    stateless: bool,
-) -> impl futures_util::Stream<Item = Value> + Send {
-    let Asked {
-        session,
-        turn_id,
-        followed,
-        registered,
-    } = asked;
-    let start = Some((followed, Heard::default(), 0u64, registered));
-    futures_util::stream::unfold(start, move |state| {
-        let (id, token, session, turn_id) = (id.clone(), token.clone(), session.clone(), turn_id.clone());
-        async move {
-            let (mut followed, mut heard, mut told, registered) = state?;
-            loop {
-                match followed.next().await {
-                    Some(Followed::Logged(logged)) => {
-                        heard.take(&logged);
-                        told += 1;
-                        let message = match &logged.event {
-                            AgentEvent::Text { delta } => delta.clone(),
-                            event => event.type_name().to_owned(),
-                        };
-                        let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                            "params": {"progressToken": token, "progress": told, "message": message}});
-                        return Some((note, Some((followed, heard, told, registered))));
-                    }
-                    Some(Followed::NotStarted) => heard.take_not_started(),
-                    None => {
-                        registered.answered();
-                        let mut answer = answer_value(agentcore::answer_of(heard, &session, &turn_id));
-                        if stateless {
-                            stateless_fields(&mut answer, "tools/call");
-                        }
-                        return Some((json!({"jsonrpc": "2.0", "id": id, "result": answer}), None));
-                    }
-                }
-            }
-        }
-    })
 }
 
 /// `GET /mcp`: no stream is offered.
@@ -363,6 +381,17 @@ fn tools() -> Value {
             }
         },
         {
+            "name": "answer_approval",
+            "title": "Answer an approval",
+            "description": "Gives your decision on an approval the agent waits for (named in an ask's result: its conversationId and turnId) and answers with the agent's reply once the turn that follows ends.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"conversationId": id, "turnId": id, "decision": {"type": "string", "enum": ["approve", "decline"]}},
+                "required": ["conversationId", "turnId", "decision"],
+                "additionalProperties": false
+            }
+        },
+        {
             "name": "list_conversations",
             "title": "Your conversations",
             "description": "Lists your conversations with the agent, most recent first.",
@@ -389,7 +418,7 @@ fn tools() -> Value {
 }
 
 /// A tool's result: its JSON as text and as structured content.
-fn result(value: &Value, is_error: bool) -> Value {
+pub(super) fn result(value: &Value, is_error: bool) -> Value {
     json!({
         "content": [{"type": "text", "text": value.to_string()}],
         "structuredContent": value,
@@ -398,7 +427,7 @@ fn result(value: &Value, is_error: bool) -> Value {
 }
 
 /// What a route refused, as a tool's error result: nothing was written.
-fn refused(e: &HostError) -> Value {
+pub(super) fn tool_error(e: &HostError) -> Value {
     result(
         &json!({"error": e.message(), "status": e.status().as_u16()}),
         true,
@@ -409,12 +438,8 @@ fn invalid(message: impl Into<String>) -> RpcError {
     RpcError(INVALID_PARAMS, message.into())
 }
 
-async fn call(
-    host: &ContainerHost,
-    person: &Owner,
-    request: &Value,
-    params: &Value,
-) -> Result<Value, RpcError> {
+/// `tools/call` of a tool that reads the person's conversations.
+async fn call(host: &ContainerHost, person: &Owner, params: &Value) -> Result<Value, RpcError> {
     let args = &params["arguments"];
     if !(args.is_object() || args.is_null()) {
         return Err(invalid("arguments must be an object"));
@@ -422,17 +447,9 @@ async fn call(
     let text = |name: &str| args.get(name).and_then(Value::as_str);
     let limit = args.get("limit").and_then(Value::as_u64).map(|n| n as usize);
     match params["name"].as_str() {
-        Some("ask") => {
-            let message = text("message")
-                .filter(|m| !m.trim().is_empty())
-                .ok_or_else(|| invalid("ask needs a message"))?;
-            Ok(ask(host, person, request, text("conversationId"), message)
-                .await
-                .unwrap_or_else(|e| refused(&e)))
-        }
         Some("list_conversations") => {
             let Some(conversations) = host.conversations() else {
-                return Ok(refused(&HostError::not_found(
+                return Ok(tool_error(&HostError::not_found(
                     "this host serves no conversations",
                 )));
             };
@@ -445,7 +462,7 @@ async fn call(
             let id =
                 text("conversationId").ok_or_else(|| invalid("get_conversation needs a conversationId"))?;
             let Some(conversations) = host.conversations() else {
-                return Ok(refused(&HostError::not_found(
+                return Ok(tool_error(&HostError::not_found(
                     "this host serves no conversations",
                 )));
             };
@@ -457,68 +474,4 @@ async fn call(
         Some(other) => Err(invalid(format!("no tool {other:?}"))),
         None => Err(invalid("tools/call needs the tool's name")),
     }
-}
-
-/// Starts a turn of the person's conversation `conversation` (a new one when `None`), its
-/// events followed.
-async fn start_ask(
-    host: &ContainerHost,
-    person: &Owner,
-    request: &Value,
-    conversation: Option<&str>,
-    message: &str,
-) -> Result<Asked, HostError> {
-    let session: SessionId = match conversation {
-        Some(id) => checked_id("conversationId", id.to_owned())?,
-        None => checked_id("conversationId", uuid::Uuid::new_v4().to_string())?,
-    };
-    let turn_id = TurnId::random();
-    let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), person, message.to_owned());
-    let turn = adapted_turn(host, turn)?;
-    let place = stream_place(host, person)?;
-    let registered = host.inner.mcp_calls.register(person, request, &session, &turn_id);
-    turns::start(host, person, turn).await?;
-    let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
-    Ok(Asked {
-        session,
-        turn_id,
-        followed,
-        registered,
-    })
-}
-
-/// Runs a turn of the person's conversation `conversation` (a new one when `None`) and answers
-/// with its text and terminal once it ends.
-async fn ask(
-    host: &ContainerHost,
-    person: &Owner,
-    request: &Value,
-    conversation: Option<&str>,
-    message: &str,
-) -> Result<Value, HostError> {
-    let Asked {
-        session,
-        turn_id,
-        followed,
-        registered,
-    } = start_ask(host, person, request, conversation, message).await?;
-    let answer = agentcore::collected(followed, &session, &turn_id).await;
-    registered.answered();
-    Ok(answer_value(answer))
-}
-
-/// A turn's answer as `ask`'s result: `{conversationId, turnId, text, terminal}`, an error
-/// unless it completed.
-fn answer_value(mut answer: Value) -> Value {
-    // The conversation, by the name this door's tools give it.
-    if let Some(fields) = answer.as_object_mut()
-        && let Some(id) = fields.remove("sessionId")
-    {
-        fields.insert("conversationId".to_owned(), id);
-    }
-    let failed = !matches!(
-        serde_json::from_value::<AgentEvent>(answer["terminal"].clone()),
-        Ok(AgentEvent::Completed { .. })
-    );
-    result(&answer, failed)
 }

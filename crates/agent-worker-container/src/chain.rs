@@ -1,0 +1,154 @@
+//! A turn that asked the person's approval, continued: one conversation's chain of turns, the
+//! first the person's message, then one turn for each approval answered, named `<first>~<n>`
+//! ([`chain_turn`]). A2A's tasks and MCP's `ask` continue a turn so.
+//!
+//! Any instance finds where a chain stands from the table alone ([`latest_turn`]), and an
+//! approval is answered once: a second answer to the same question names the same turn, which
+//! runs once. The approval's token never leaves the agent: the next turn takes it from the
+//! `approval_required` event the turn logged ([`decided_turn`]), not from the person's client.
+
+use serde_json::Value;
+
+use agent_worker_contract::ApprovalDecision;
+use agent_worker_core::session::{Owner, SessionId, SessionStore, StoreError, TurnId};
+use agent_worker_runtime::AgentTurnPayload;
+
+/// The most turns one chain runs after its first: a turn asks at most this many approvals.
+pub(crate) const MAX_CHAIN: u32 = 64;
+
+/// What joins a chain's first turn and a later one's place in it (`<first>~<n>`): no turn a
+/// caller names for a chain may hold it.
+pub(crate) const CHAIN_JOIN: char = '~';
+
+/// The `n`th turn of the chain whose first turn is `first` (`first` itself for 0).
+pub(crate) fn chain_turn(first: &TurnId, n: u32) -> Option<TurnId> {
+    if n == 0 {
+        return Some(first.clone());
+    }
+    TurnId::new(format!("{first}{CHAIN_JOIN}{n}")).ok()
+}
+
+/// The first turn and the place of a turn of a chain (`None` for a first turn).
+pub(crate) fn chain_place(turn: &str) -> Option<(&str, u32)> {
+    let (first, n) = turn.rsplit_once(CHAIN_JOIN)?;
+    let n: u32 = n.parse().ok().filter(|n| (1..=MAX_CHAIN).contains(n))?;
+    (!first.is_empty()).then_some((first, n))
+}
+
+/// The chain's latest turn, and its place: the first turn, or the last one that answered one of
+/// its approvals.
+pub(crate) async fn latest_turn(
+    store: &dyn SessionStore,
+    session: &SessionId,
+    first: &TurnId,
+) -> Result<(TurnId, u32), StoreError> {
+    let mut latest = (first.clone(), 0);
+    for n in 1..=MAX_CHAIN {
+        let Some(next) = chain_turn(first, n) else {
+            break;
+        };
+        match store.turn(session, &next).await? {
+            Some(_) => latest = (next, n),
+            None => break,
+        }
+    }
+    Ok(latest)
+}
+
+/// Why a chain cannot take one more turn.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChainEnd {
+    /// It has answered all the approvals one chain may ask.
+    #[error("it has answered all the {MAX_CHAIN} approvals one chain may ask")]
+    Full,
+    /// The approval asked names no id.
+    #[error("the approval it asked names no approvalId")]
+    NoApprovalId,
+}
+
+/// The chain's next turn after the one at `place`: the person's decision on `asked` (the
+/// `approval_required` event that turn logged), approving with the token it holds, or declining.
+pub(crate) fn decided_turn(
+    person: &Owner,
+    session: &SessionId,
+    first: &TurnId,
+    place: u32,
+    asked: &Value,
+    approve: bool,
+) -> Result<AgentTurnPayload, ChainEnd> {
+    let next = chain_turn(first, place + 1)
+        .filter(|_| place < MAX_CHAIN)
+        .ok_or(ChainEnd::Full)?;
+    let text = |key: &str| asked.get(key).and_then(Value::as_str).map(str::to_owned);
+    let approval_id = text("approvalId").ok_or(ChainEnd::NoApprovalId)?;
+    let mut turn = AgentTurnPayload::new(next, session.clone(), person, "");
+    turn.approval = Some(ApprovalDecision {
+        token: text("token").filter(|_| approve),
+        ..match approve {
+            true => ApprovalDecision::approve(approval_id, ""),
+            false => ApprovalDecision::decline(approval_id),
+        }
+    });
+    Ok(turn)
+}
+
+/// What the person is shown of an approval asked: its preview's title, else the tool's name.
+pub(crate) fn approval_title(asked: &Value) -> &str {
+    asked
+        .pointer("/preview/title")
+        .and_then(Value::as_str)
+        .or_else(|| asked.get("tool").and_then(Value::as_str))
+        .unwrap_or("a call")
+}
+
+/// An approval asked, as a client is shown it: never its token, which stays with the agent.
+pub(crate) fn approval_shown(asked: &Value) -> Value {
+    let field = |name: &str| asked.get(name).cloned().unwrap_or(Value::Null);
+    serde_json::json!({
+        "approvalId": field("approvalId"),
+        "tool": field("tool"),
+        "preview": field("preview"),
+        "expiresAt": field("expiresAt"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_chain_names_its_turns_from_the_first_and_they_read_back() {
+        let first = TurnId::new("m-1").unwrap();
+        assert_eq!(chain_turn(&first, 0), Some(first.clone()));
+        let second = chain_turn(&first, 2).unwrap();
+        assert_eq!(second.as_str(), "m-1~2");
+        assert_eq!(chain_place(&second), Some(("m-1", 2)));
+        for plain in ["m-1", "a~b", "~3", "m~0", "m~65"] {
+            assert_eq!(chain_place(plain), None, "{plain}");
+        }
+    }
+
+    #[test]
+    fn a_decided_turn_carries_the_logged_token_only_when_it_approves() {
+        let person = Owner::new("u", "a");
+        let session = SessionId::new("s").unwrap();
+        let first = TurnId::new("t").unwrap();
+        let asked = json!({"approvalId": "ap-1", "token": "secret", "tool": "pay"});
+        let yes = decided_turn(&person, &session, &first, 0, &asked, true).unwrap();
+        assert_eq!(yes.turn_id.as_str(), "t~1");
+        let decision = yes.approval.unwrap();
+        assert_eq!(
+            (decision.decision.as_str(), decision.token.as_deref()),
+            ("approve", Some("secret"))
+        );
+        let no = decided_turn(&person, &session, &first, 3, &asked, false).unwrap();
+        assert_eq!(no.turn_id.as_str(), "t~4");
+        assert_eq!(no.approval.unwrap().token, None);
+        assert!(matches!(
+            decided_turn(&person, &session, &first, MAX_CHAIN, &asked, true),
+            Err(ChainEnd::Full)
+        ));
+        assert!(!approval_shown(&asked).to_string().contains("secret"));
+    }
+}
