@@ -15,7 +15,7 @@ use std::time::Duration;
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
 use support::config;
-use support::container::{KEY, changed, post, server, sse_events, table};
+use support::container::{KEY, changed, post, send, server, sse_events, table};
 
 /// A session id as AgentCore makes them: 33 to 256 characters.
 const SESSION: &str = "agentcore-session-0123456789abcdef0123";
@@ -292,5 +292,105 @@ async fn the_serve_binary_answers_ping_and_invocations() {
         out["results"][0]["structuredContent"]["text"], "Over MCP.",
         "{out}"
     );
+    child.kill().await.unwrap();
+}
+
+/// Behind an AgentCore Runtime with IAM callers (`serve --auth iam`), the person is the user the
+/// runtime names in `X-Amzn-Bedrock-AgentCore-Runtime-User-Id`, of the configured account, on
+/// `/invocations` and on the WebSocket alike: another user is refused the conversation (nothing
+/// written), and a request naming no user, or bringing the API key, is refused.
+#[tokio::test]
+async fn behind_an_iam_runtime_the_person_is_the_user_the_runtime_names() {
+    use agent_worker::session::{DynamoConfig, DynamoStore, OwnerStore as _};
+    use agent_worker_testkit::{BedrockStandIn, moto};
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let bedrock = BedrockStandIn::start().await.unwrap();
+    bedrock.push(Reply::text("Hello, Alice."));
+    bedrock.push(Reply::text("Over the socket."));
+    let table_name = format!("agentcore-iam-{}", uuid::Uuid::new_v4().simple());
+    let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table_name).unwrap());
+    store.create_table().await.unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
+        .args(["serve", "--auth", "iam", "--port", "0", "--host", "127.0.0.1"])
+        .env("AGENTCORE_ACCOUNT", "acme")
+        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
+        .env("TABLE_NAME", &table_name)
+        .env("MODEL_ID", support::MODEL_ID)
+        .env("EVENT_SINKS", "dynamo")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", moto().endpoint())
+        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint_url())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary runs");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the server announces its address");
+        if let Some(rest) = line.strip_prefix("agent-worker serving turns on ") {
+            break rest.split(' ').next().unwrap().to_owned();
+        }
+    };
+    let invoke_as = |user: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{url}/invocations"))
+            .header("content-type", "application/json")
+            .header("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id", SESSION)
+            .body(r#"{"prompt": "Hi"}"#);
+        if let Some(user) = user {
+            request = request.header("X-Amzn-Bedrock-AgentCore-Runtime-User-Id", user);
+        }
+        request
+    };
+    let (status, answer) = send(invoke_as(Some("alice")), None).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (200, Some("Hello, Alice.")),
+        "{answer}"
+    );
+    let owner = store.owner(&sid(SESSION)).await.unwrap().unwrap();
+    assert_eq!(
+        (owner.user_id.as_str(), owner.account_id.as_str()),
+        ("alice", "acme")
+    );
+
+    let before = table(&store).await;
+    let (status, _) = send(invoke_as(Some("bob")), None).await;
+    assert_eq!(status, 404, "another user's conversation");
+    let (status, answer) = send(invoke_as(None), None).await;
+    assert_eq!(status, 401, "no user named: {answer}");
+    let keyed = reqwest::Client::new()
+        .post(format!("{url}/invocations?userId=alice&accountId=acme"))
+        .header("content-type", "application/json")
+        .body(r#"{"prompt": "Hi"}"#);
+    let (status, _) = send(keyed, Some(KEY)).await;
+    assert_eq!(status, 401, "the API key opens nothing here");
+    assert_eq!(changed(&before, &table(&store).await), Vec::<String>::new());
+
+    // The WebSocket, through the binary's own HTTP edge, as the same person.
+    let out = agent_worker_testkit::run_ws_client(json!({
+        "url": format!("{}/ws", url.replacen("http://", "ws://", 1)),
+        "headers": {"X-Amzn-Bedrock-AgentCore-Runtime-Session-Id": SESSION,
+            "X-Amzn-Bedrock-AgentCore-Runtime-User-Id": "alice"},
+        "steps": [{"send": {"prompt": "And now?"}, "until": "end"}],
+    }))
+    .await
+    .unwrap();
+    let said: String = out["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["event"]["delta"].as_str())
+        .collect();
+    assert_eq!(said, "Over the socket.", "{out}");
+    assert_eq!(store.load_history(&sid(SESSION)).await.unwrap().len(), 4);
     child.kill().await.unwrap();
 }

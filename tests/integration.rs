@@ -24,6 +24,7 @@ mod agent_protocol_suite;
 mod agent_sessions;
 mod agent_subagents;
 mod agentcore;
+mod agentcore_ws;
 mod agui;
 #[cfg(feature = "s3")]
 mod api_function;
@@ -91,6 +92,7 @@ mod round_trips;
 mod secrets;
 mod server_limits;
 mod skills;
+mod snapshot_ids;
 mod spending;
 mod steering;
 mod steering_hosts;

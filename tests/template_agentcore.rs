@@ -1,7 +1,9 @@
 //! deploy/agentcore.yaml: the `serve` image as an AWS::BedrockAgentCore::Runtime. It passes
 //! cfn-lint (whose schema knows the resource), and the runtime is set as the container needs:
 //! the person's token passed through to a container that verifies it (AUTH=jwt, the same issuer
-//! and audience as the runtime's authorizer), and the role reaching only the table and the model.
+//! and audience as the runtime's authorizer), or, with `Auth: iam`, no authorizer and the
+//! container taking the user the runtime names; and the role reaching only the table and the
+//! model.
 
 use crate::support;
 
@@ -20,6 +22,17 @@ fn cfn_lint_passes() {
     run(Command::new(tool("cfn-lint")).arg(root().join("deploy/agentcore.yaml")));
 }
 
+/// `value` when it is `!If [ByTokens, then, else]`: (then, else).
+fn by_tokens(value: &Value) -> (&Value, &Value) {
+    let Value::Tagged(tagged) = value else {
+        panic!("not an !If: {value:?}")
+    };
+    assert_eq!(tagged.tag, "If");
+    let branches = tagged.value.as_sequence().unwrap();
+    assert_eq!(branches[0].as_str(), Some("ByTokens"));
+    (&branches[1], &branches[2])
+}
+
 #[test]
 fn the_runtime_passes_the_persons_token_to_a_container_that_checks_it() {
     let t = agentcore();
@@ -28,13 +41,27 @@ fn the_runtime_passes_the_persons_token_to_a_container_that_checks_it() {
         t["Resources"]["Runtime"]["Type"].as_str(),
         Some("AWS::BedrockAgentCore::Runtime")
     );
-    assert_eq!(
-        strings(&runtime["RequestHeaderConfiguration"]["RequestHeaderAllowlist"]),
-        ["Authorization"]
-    );
+    let (headers, without) = by_tokens(&runtime["RequestHeaderConfiguration"]);
+    assert_eq!(strings(&headers["RequestHeaderAllowlist"]), ["Authorization"]);
+    assert!(format!("{without:?}").contains("AWS::NoValue"));
+    // The container knows callers as the runtime does: AUTH is the template's Auth, jwt unless
+    // told, which its Auth setting spells as `serve --auth` does.
     let env = &runtime["EnvironmentVariables"];
-    assert_eq!(env["AUTH"].as_str(), Some("jwt"));
-    let authorizer = &runtime["AuthorizerConfiguration"]["CustomJWTAuthorizer"];
+    assert!(
+        format!("{:?}", env["AUTH"]).contains("\"Auth\""),
+        "{:?}",
+        env["AUTH"]
+    );
+    let auth = &t["Parameters"]["Auth"];
+    assert_eq!(auth["Default"].as_str(), Some("jwt"));
+    assert_eq!(strings(&auth["AllowedValues"]), ["jwt", "iam"]);
+    assert!(format!("{:?}", env["AGENTCORE_ACCOUNT"]).contains("AgentCoreAccount"));
+    let (authorizer, without) = by_tokens(&runtime["AuthorizerConfiguration"]);
+    assert!(
+        format!("{without:?}").contains("AWS::NoValue"),
+        "iam: the runtime's SigV4"
+    );
+    let authorizer = &authorizer["CustomJWTAuthorizer"];
     assert!(format!("{:?}", authorizer["DiscoveryUrl"]).contains("JwtIssuer"));
     assert!(format!("{:?}", env["JWT_ISSUER"]).contains("JwtIssuer"));
     assert!(format!("{:?}", authorizer["AllowedAudience"]).contains("JwtAudience"));

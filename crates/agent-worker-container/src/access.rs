@@ -346,7 +346,18 @@ pub(super) enum ApiAuth {
     /// The Function URL verified the caller's AWS signature (`AuthType: AWS_IAM`,
     /// [`VerifiedCaller::Iam`]): the product's backend, which vouches for the ids it names.
     Iam,
+    /// Amazon Bedrock AgentCore Runtime verified the caller's AWS signature and passes the user
+    /// the caller named ([`RUNTIME_USER_HEADER`]): that person, of this account. Only behind the
+    /// runtime: whatever reaches the port can name any person.
+    RuntimeUsers {
+        /// The account every person the runtime names belongs to.
+        account: String,
+    },
 }
+
+/// The header in which AgentCore Runtime passes the user an IAM caller named
+/// (`InvokeAgentRuntime`'s `runtimeUserId`).
+pub const RUNTIME_USER_HEADER: &str = "x-amzn-bedrock-agentcore-runtime-user-id";
 
 impl fmt::Debug for ApiAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -358,6 +369,9 @@ impl fmt::Debug for ApiAuth {
                 .field(&verifier.config().issuer)
                 .finish(),
             Self::Iam => f.write_str("Iam"),
+            Self::RuntimeUsers { account } => {
+                f.debug_struct("RuntimeUsers").field("account", account).finish()
+            }
         }
     }
 }
@@ -416,7 +430,7 @@ impl ApiAuth {
                 }}}),
                 json!({ "schemes": { "apiKey": { "list": [] } } }),
             ),
-            Self::Iam => (
+            Self::Iam | Self::RuntimeUsers { .. } => (
                 json!({ "sigv4": { "httpAuthSecurityScheme": { "scheme": "AWS4-HMAC-SHA256" } } }),
                 json!({ "schemes": { "sigv4": { "list": [] } } }),
             ),
@@ -435,6 +449,9 @@ impl ApiAuth {
                 "a missing bearer token (Authorization: Bearer <JWT>)"
             }
             Self::Iam => "the request is not signed (AWS Signature Version 4, through the Function URL)",
+            Self::RuntimeUsers { .. } => {
+                "no user named: AgentCore Runtime passes it in X-Amzn-Bedrock-AgentCore-Runtime-User-Id (InvokeAgentRuntime's runtimeUserId)"
+            }
         }
     }
 }
@@ -478,6 +495,16 @@ async fn authority(
             if let Some(VerifiedCaller::Iam { caller }) = verified {
                 tracing::debug!(caller = %caller, "a signed request");
                 return Ok(Some(Authority::Backend));
+            }
+        }
+        ApiAuth::RuntimeUsers { account } => {
+            if let Some(user) = headers.get(RUNTIME_USER_HEADER) {
+                let field = "X-Amzn-Bedrock-AgentCore-Runtime-User-Id";
+                let user = user
+                    .to_str()
+                    .map_err(|_| HostError::field(field, format!("{field} is not text")))?;
+                check_id(field, user)?;
+                return Ok(Some(Authority::Bearer(Owner::new(user, account.as_str()))));
             }
         }
         ApiAuth::Tokens(verifier) | ApiAuth::GatewayTokens(verifier) => {

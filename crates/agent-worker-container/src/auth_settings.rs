@@ -2,7 +2,8 @@
 //! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
 //! `JWKS_MAX_AGE_SECONDS`, `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`, and the backend's own tokens
 //! `JWT_BACKEND_CLIENT_IDS` / `JWT_BACKEND_SCOPE`; `iam`, the
-//! Function URL's signatures); and the web origins whose pages may
+//! Function URL's signatures; `agentcore-iam`, AgentCore Runtime's signed callers and the user
+//! each names, of `AGENTCORE_ACCOUNT`); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
 //! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
@@ -13,9 +14,14 @@ use super::{AllowedOrigins, ContainerConfig, PublicUrl};
 use crate::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 use agent_worker_runtime::SettingsError;
 
+/// The account of the people AgentCore Runtime names (`AUTH=agentcore-iam`) when
+/// `AGENTCORE_ACCOUNT` names none.
+pub const DEFAULT_AGENTCORE_ACCOUNT: &str = "default";
+
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 15] = [
+pub const AUTH_SETTINGS: [&str; 16] = [
     "AUTH",
+    "AGENTCORE_ACCOUNT",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
     "JWT_AUDIENCE",
@@ -68,6 +74,9 @@ impl ContainerConfig {
             "api-key" => Self::new(set("AGENT_WORKER_API_KEY").unwrap_or_default())
                 .map_err(|e| SettingsError::new("AGENT_WORKER_API_KEY", e.to_string())),
             "iam" => Ok(Self::signed_by_iam()),
+            "agentcore-iam" => Ok(Self::people_named_by_the_runtime(
+                set("AGENTCORE_ACCOUNT").unwrap_or_else(|| DEFAULT_AGENTCORE_ACCOUNT.to_owned()),
+            )),
             mode @ ("jwt" | "apigw-jwt") => {
                 let account = match (set("JWT_ACCOUNT_CLAIM"), set("JWT_ACCOUNT")) {
                     (Some(_), Some(_)) => {
@@ -122,7 +131,7 @@ impl ContainerConfig {
             }
             other => Err(SettingsError::new(
                 "AUTH",
-                format!("is {other:?}; it is api-key, jwt, apigw-jwt or iam"),
+                format!("is {other:?}; it is api-key, jwt, apigw-jwt, iam or agentcore-iam"),
             )),
         }
     }
@@ -192,6 +201,13 @@ mod tests {
             from(&[("AUTH", "iam")]).is_ok(),
             "Lambda verified the caller: no key"
         );
+        let runtime = |config: ContainerConfig| format!("{:?}", config.auth);
+        assert!(
+            runtime(from(&[("AUTH", "agentcore-iam")]).unwrap())
+                .contains(&format!("{DEFAULT_AGENTCORE_ACCOUNT:?}"))
+        );
+        let named = from(&[("AUTH", "agentcore-iam"), ("AGENTCORE_ACCOUNT", "acme")]).unwrap();
+        assert!(runtime(named).contains("\"acme\""));
         let mut gateway = with_account.clone();
         gateway.retain(|(name, _)| *name != "JWT_ACCOUNT_CLAIM");
         gateway[0] = ("AUTH", "apigw-jwt");

@@ -7,9 +7,14 @@
 //! runs once. The approval's token never leaves the agent: the next turn takes it from the
 //! `approval_required` event the turn logged ([`decided_turn`]), not from the person's client.
 
+use axum::http::StatusCode;
 use serde_json::Value;
 
-use agent_worker_contract::ApprovalDecision;
+use crate::access::{checked_id, theirs};
+use crate::events::Heard;
+use crate::extract::adapted_turn;
+use crate::{ContainerHost, HostError, turns};
+use agent_worker_contract::{AgentEvent, ApprovalDecision, ErrorChain};
 use agent_worker_core::session::{Owner, SessionId, SessionStore, StoreError, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
 
@@ -90,6 +95,68 @@ pub(crate) fn decided_turn(
         }
     });
     Ok(turn)
+}
+
+/// The approval a turn that has ended waits for: its last `approval_required`, when its
+/// terminal says it stopped for it.
+pub(crate) fn waiting_approval(heard: &Heard) -> Option<&Value> {
+    let Some(AgentEvent::Completed { data }) = &heard.terminal else {
+        return None;
+    };
+    let reason = data
+        .as_ref()
+        .and_then(|d| d.get("stopReason"))
+        .and_then(Value::as_str);
+    (reason == Some("approval_required"))
+        .then(|| heard.approvals.last())
+        .flatten()
+}
+
+/// `person`'s decision on the approval turn `turn` of `session` waits for, as the chain's next
+/// turn, started: that turn's id. The same answer a second time names the turn the first
+/// started, started once. A conversation not the person's is not found (404); a turn that
+/// waits for no approval, or one whose approval was answered and answered again since, takes
+/// none (409); nothing written.
+pub(crate) async fn answer_approval(
+    host: &ContainerHost,
+    person: &Owner,
+    session: &SessionId,
+    turn: &str,
+    approve: bool,
+) -> Result<TurnId, HostError> {
+    theirs(host, person, session, false).await?;
+    let (first, place) = chain_place(turn).unwrap_or((turn, 0));
+    let first: TurnId = checked_id("turnId", first.to_owned())?;
+    let (latest, latest_place) = latest_turn(host.store().as_ref(), session, &first)
+        .await
+        .map_err(|e| HostError::store("reading the turns of a conversation", &e))?;
+    if latest_place == place + 1 {
+        return Ok(latest);
+    }
+    if latest_place != place {
+        return Err(conflict(format!(
+            "turn {turn} is not the latest of its chain ({latest} is): its approval was answered"
+        )));
+    }
+    let log = host
+        .event_log()
+        .ok_or_else(|| HostError::not_found("this host keeps no event log"))?;
+    let events = log
+        .read(session, &latest, None)
+        .await
+        .map_err(|e| HostError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorChain(&e).to_string()))?;
+    let heard = Heard::of(&events);
+    let asked =
+        waiting_approval(&heard).ok_or_else(|| conflict(format!("turn {turn} waits for no approval")))?;
+    let next = decided_turn(person, session, &first, place, asked, approve)
+        .map_err(|e| conflict(format!("turn {turn}: {e}")))?;
+    let next_id = next.turn_id.clone();
+    turns::start(host, person, adapted_turn(host, next)?).await?;
+    Ok(next_id)
+}
+
+fn conflict(message: String) -> HostError {
+    HostError::new(StatusCode::CONFLICT, message)
 }
 
 /// What the person is shown of an approval asked: its preview's title, else the tool's name.

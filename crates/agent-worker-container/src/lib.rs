@@ -65,8 +65,9 @@ mod turns;
 
 pub use a2a::{PublicUrl, PublicUrlError};
 pub use actions::MAX_ANSWER_BYTES;
+pub use agentcore::MAX_WS_MESSAGE_BYTES;
 pub use agui::{MAX_CONTEXT_BYTES, MAX_CONTEXT_ITEMS};
-pub use auth_settings::AUTH_SETTINGS;
+pub use auth_settings::{AUTH_SETTINGS, DEFAULT_AGENTCORE_ACCOUNT};
 pub use builder::ContainerHostBuilder;
 pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
@@ -181,6 +182,17 @@ impl ContainerConfig {
     /// verify is refused.
     pub fn signed_by_iam() -> Self {
         Self::authenticated_by(access::ApiAuth::Iam)
+    }
+
+    /// Settings for `serve` behind Amazon Bedrock AgentCore Runtime with IAM (SigV4) callers
+    /// (`AUTH=iam` on `serve`): the runtime verified the caller's signature, and each request's
+    /// person is the user the caller named, which the runtime passes in
+    /// `X-Amzn-Bedrock-AgentCore-Runtime-User-Id`, of `account`. A request without it is
+    /// refused. Only for a container the runtime alone reaches.
+    pub fn people_named_by_the_runtime(account: impl Into<String>) -> Self {
+        Self::authenticated_by(access::ApiAuth::RuntimeUsers {
+            account: account.into(),
+        })
     }
 
     fn authenticated_by(auth: access::ApiAuth) -> Self {
@@ -431,6 +443,7 @@ impl ContainerHost {
             .route("/mcp", post(mcp::post).get(mcp::get))
             .route("/ping", get(agentcore::ping))
             .route("/invocations", post(agentcore::invoke))
+            .route("/ws", get(agentcore::upgrade))
             .route("/health", get(health))
             .route("/turns/{turn_id}/stop", post(stops::stop_turn))
             .route("/turns/{turn_id}/events", get(events::turn_events))

@@ -262,6 +262,15 @@ id_type!(
     TurnId
 );
 
+/// 122 random bits (a version 4 UUID's) drawn from the operating system's random source when
+/// called: never from a generator seeded earlier in the process, whose state every instance
+/// restored from one snapshot (AgentCore Runtime's sessions, Lambda SnapStart) would share, and
+/// so give each the same "random" values. Every per-request random value comes from here or
+/// from a UUID made when it is needed.
+pub fn fresh_random_bits() -> u128 {
+    uuid::Uuid::new_v4().as_u128()
+}
+
 impl TurnId {
     /// A fresh turn id (a random UUID's text), for a turn its caller did not name.
     pub fn random() -> Self {

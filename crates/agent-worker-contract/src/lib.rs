@@ -40,7 +40,7 @@ pub use chain::{ErrorChain, chain};
 pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
 pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
 pub use event::AgentEvent;
-pub use ids::{IdError, SessionId, TurnId, id_problem, is_spoofing};
+pub use ids::{IdError, SessionId, TurnId, fresh_random_bits, id_problem, is_spoofing};
 pub use person::{ApprovalDecision, Owner};
 pub use redact::redact;
 pub use scope::{

@@ -103,7 +103,7 @@ impl Requeue {
             send = send
                 .message_group_id(continuation_group(group))
                 // A new id each continuation; the SDK's retries of this send share it.
-                .message_deduplication_id(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+                .message_deduplication_id(format!("{:032x}", agent_worker_contract::fresh_random_bits()));
         }
         send.send()
             .await

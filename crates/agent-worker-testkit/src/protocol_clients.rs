@@ -105,6 +105,13 @@ pub async fn run_mcp_python_client(plan: Value) -> std::io::Result<Value> {
     run_python_client("crates/agent-worker-testkit/mcp/client.py", plan).await
 }
 
+/// Runs `plan` (`{url, headers, steps}`, see `agentcore/ws_client.py`) through a WebSocket
+/// client from the registry (`websockets`, from the project's venv) against AgentCore's
+/// `GET /ws`: what it printed (`{frames, closed}`, or `{error}`).
+pub async fn run_ws_client(plan: Value) -> std::io::Result<Value> {
+    run_python_client("crates/agent-worker-testkit/agentcore/ws_client.py", plan).await
+}
+
 /// Runs the Python `script` (from the workspace's root) with `plan`, on the project's venv.
 async fn run_python_client(script: &str, plan: Value) -> std::io::Result<Value> {
     let root = crate::workspace_root();

@@ -74,9 +74,14 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "console", requires = "console")]
     pub(crate) console_account: String,
     /// How the API knows the person: `api-key` (the product's backend holds the key and vouches
-    /// for the ids it sends) or `jwt` (each request carries the person's own token).
+    /// for the ids it sends), `jwt` (each request carries the person's own token) or `iam`
+    /// (behind Amazon Bedrock AgentCore Runtime with SigV4 callers: the user the runtime passes
+    /// in X-Amzn-Bedrock-AgentCore-Runtime-User-Id; only where the runtime alone reaches the port).
     #[arg(long, env = "AUTH", value_enum, default_value = "api-key")]
     pub(crate) auth: AuthArg,
+    /// With --auth iam: the account of every person the runtime names.
+    #[arg(long, env = "AGENTCORE_ACCOUNT", default_value = agent_worker::hosts::container::DEFAULT_AGENTCORE_ACCOUNT)]
+    pub(crate) agentcore_account: String,
     /// With --auth api-key (required then): the key callers send in x-api-key.
     #[arg(long, env = "AGENT_WORKER_API_KEY", hide_env_values = true)]
     pub(crate) api_key: Option<String>,
@@ -118,6 +123,8 @@ pub(crate) enum AuthArg {
     ApiKey,
     /// Each request carries its person's own JWT, verified against the issuer's keys.
     Jwt,
+    /// AgentCore Runtime verified the caller's signature and names the person.
+    Iam,
 }
 
 /// The tokens `--auth jwt` takes.
@@ -189,7 +196,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "AUTH" => Some(match args.auth {
                 AuthArg::ApiKey => "api-key".to_owned(),
                 AuthArg::Jwt => "jwt".to_owned(),
+                AuthArg::Iam => "agentcore-iam".to_owned(),
             }),
+            "AGENTCORE_ACCOUNT" => Some(args.agentcore_account.clone()),
             "AGENT_WORKER_API_KEY" => args.api_key.clone(),
             "JWT_ISSUER" => jwt.jwt_issuer.clone(),
             "JWT_AUDIENCE" => jwt.jwt_audience.clone(),
@@ -238,6 +247,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => format!("model {model}"),
     };
     eprintln!("agent-worker serving turns on http://{addr} ({runs})");
+    if args.auth == AuthArg::Iam {
+        eprintln!(
+            "each request's person is the user AgentCore Runtime names (X-Amzn-Bedrock-AgentCore-Runtime-User-Id), of account {:?}: only the runtime may reach this port",
+            args.agentcore_account
+        );
+    }
     let host = if args.console {
         let console =
             agent_worker::hosts::container::console::Console::new(&args.console_user, &args.console_account);

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 
 use super::calls::Registered;
 use super::{result, tool_error};
-use crate::access::{checked_id, theirs};
-use crate::chain::{self, approval_shown, approval_title, chain_place, decided_turn};
+use crate::access::checked_id;
+use crate::chain::{self, approval_shown, approval_title, waiting_approval};
 use crate::events::{Followed, Heard, follow_turn, stream_place};
 use crate::extract::adapted_turn;
 use crate::{ContainerHost, HostError, agentcore, turns};
@@ -103,9 +103,7 @@ async fn started(
 }
 
 /// Continues `person`'s turn `turn` of `conversation`, which waits for their approval: their
-/// decision as the chain's next turn, started and followed. The answer a second time follows
-/// the turn the first started; a turn that waits for no approval takes none (409), and one of
-/// another person's conversation is not found (404), nothing written.
+/// decision as the chain's next turn ([`chain::answer_approval`]), followed.
 pub(super) async fn continue_ask(
     host: &ContainerHost,
     person: &Owner,
@@ -115,64 +113,16 @@ pub(super) async fn continue_ask(
     approve: bool,
 ) -> Result<Asked, HostError> {
     let session: SessionId = checked_id("conversationId", conversation.to_owned())?;
-    theirs(host, person, &session, false).await?;
-    let (first, place) = chain_place(turn).unwrap_or((turn, 0));
-    let first: TurnId = checked_id("turnId", first.to_owned())?;
-    let store = host.store();
-    let (latest, latest_place) = chain::latest_turn(store.as_ref(), &session, &first)
-        .await
-        .map_err(|e| HostError::store("reading the turns of a conversation", &e))?;
-    let answered_already = latest_place == place + 1;
-    if latest_place != place && !answered_already {
-        return Err(conflict(format!(
-            "turn {turn} is not the latest of its conversation's chain ({latest} is): its approval was answered"
-        )));
-    }
-    if answered_already {
-        let place = stream_place(host, person)?;
-        let registered = host.inner.mcp_calls.register(person, request, &session, &latest);
-        let followed = Box::pin(follow_turn(host, place, &session, &latest, None));
-        return Ok(Asked {
-            session,
-            turn_id: latest,
-            followed,
-            registered,
-        });
-    }
-    let log = host
-        .event_log()
-        .ok_or_else(|| HostError::not_found("this host keeps no event log"))?;
-    let events = log.read(&session, &latest, None).await.map_err(|e| {
-        HostError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorChain(&e).to_string(),
-        )
-    })?;
-    let heard = Heard::of(&events);
-    let asked =
-        waiting_approval(&heard).ok_or_else(|| conflict(format!("turn {turn} waits for no approval")))?;
-    let next = decided_turn(person, &session, &first, place, asked, approve)
-        .map_err(|e| conflict(format!("turn {turn}: {e}")))?;
-    started(host, person, request, next).await
-}
-
-fn conflict(message: String) -> HostError {
-    HostError::new(axum::http::StatusCode::CONFLICT, message)
-}
-
-/// The approval a turn that has ended waits for: its last `approval_required`, when its
-/// terminal says it stopped for it.
-fn waiting_approval(heard: &Heard) -> Option<&Value> {
-    let Some(AgentEvent::Completed { data }) = &heard.terminal else {
-        return None;
-    };
-    let reason = data
-        .as_ref()
-        .and_then(|d| d.get("stopReason"))
-        .and_then(Value::as_str);
-    (reason == Some("approval_required"))
-        .then(|| heard.approvals.last())
-        .flatten()
+    let place = stream_place(host, person)?;
+    let turn_id = chain::answer_approval(host, person, &session, turn, approve).await?;
+    let registered = host.inner.mcp_calls.register(person, request, &session, &turn_id);
+    let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
+    Ok(Asked {
+        session,
+        turn_id,
+        followed,
+        registered,
+    })
 }
 
 /// Follows a call's turns to its answer (the `tools/call` result), sending the progress it

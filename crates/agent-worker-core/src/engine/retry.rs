@@ -12,7 +12,9 @@ pub(crate) fn backoff(config: &EngineConfig, attempt: u32) -> Duration {
         .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
         .min(config.retry_max_delay);
     let half = exp / 2;
-    half + half.mul_f64(fastrand::f64())
+    // 62 of the fresh bits (the version 4 UUID's low 62 are all random), as a fraction.
+    let bits = agent_worker_contract::fresh_random_bits() as u64 & ((1 << 62) - 1);
+    half + half.mul_f64(bits as f64 / (1u64 << 62) as f64)
 }
 
 #[cfg(test)]

@@ -36,11 +36,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep};
 
 /// How long a connection may take to send a request head, by default.
@@ -132,7 +131,10 @@ pub async fn serve_answering(
         .header_read_timeout(limits.header_read_timeout)
         .max_headers(heads.max_headers)
         .max_buf_size(MIN_READ_BUFFER.max(heads.max_head_bytes.saturating_mul(2)));
-    let graceful = GracefulShutdown::new();
+    // Shutting down: each connection is told (it finishes the request it serves, then
+    // closes), and the server waits until every one has ended (each holds a `serving`).
+    let (stopping, told) = watch::channel(false);
+    let (serving, mut all_ended) = mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -160,16 +162,29 @@ pub async fn serve_answering(
         let watched = Watched::new(stream, limits.send_timeout, permit);
         let io = TokioIo::new(head::Guarded::new(watched, heads, refusals.clone()));
         let service = head::Answering::new(TowerToHyperService::new(router.clone()), refusals, answer);
-        let connection = http.serve_connection(io, service);
-        let connection = graceful.watch(connection);
+        // With upgrades: a WebSocket's connection is handed to its route once switched.
+        let connection = http.serve_connection(io, service).with_upgrades();
+        let (mut told, serving) = (told.clone(), serving.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let _serving = serving;
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = async { drop(told.wait_for(|stopping| *stopping).await) } => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(error = %ErrorChain(&e), "a connection ended with an error");
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    let _ = stopping.send(true);
+    drop(serving);
+    // `None` once every connection's task has ended.
+    let _ = all_ended.recv().await;
     Ok(())
 }
 

@@ -68,7 +68,10 @@ impl Span {
     fn new(trace_id: &str, parent: Option<String>, name: String, kind: Kind, start: SystemTime) -> Self {
         Self {
             trace_id: trace_id.to_owned(),
-            span_id: format!("{:016x}", fastrand::u64(1..)),
+            span_id: format!(
+                "{:016x}",
+                (agent_worker_contract::fresh_random_bits() as u64).max(1)
+            ),
             parent_span_id: parent,
             name,
             kind,
@@ -159,7 +162,10 @@ impl TurnTrace {
         let now = SystemTime::now();
         let (trace_id, parent_span) = match parent {
             Some(parent) => (parent.trace_id, parent.span_id),
-            None => (format!("{:032x}", fastrand::u128(1..)), None),
+            None => (
+                format!("{:032x}", agent_worker_contract::fresh_random_bits()),
+                None,
+            ),
         };
         let agent = turn.agent.clone().unwrap_or_else(|| config.service.clone());
         let mut root = Span::new(

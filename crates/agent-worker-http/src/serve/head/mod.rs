@@ -157,7 +157,8 @@ enum Framing {
     /// In a chunked body.
     Chunked(Chunk),
     /// The rest passes unread: a chunked body did not follow the rules, and hyper, which fails
-    /// it, closes the connection after it.
+    /// it, closes the connection after it; or a request asked to switch protocols (`Upgrade`),
+    /// and what follows is the new protocol's.
     Raw,
     /// A head was refused: its stand-in is all that is left to give.
     Refused,

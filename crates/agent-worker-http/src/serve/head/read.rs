@@ -189,6 +189,11 @@ fn check(
     }
     let http_11 = request.version == Some(1);
     let (mut te, mut chunked, mut length) = (false, false, None::<u64>);
+    let upgrade = http_11
+        && request
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("upgrade"));
     for header in request.headers.iter() {
         if header.name.len() >= 1 << 16 {
             return Err(head_too_large(limits, path.clone()));
@@ -237,6 +242,9 @@ fn check(
     Ok(match (te, length) {
         (true, _) => Framing::Chunked(Chunk::Size),
         (false, Some(length)) if length > 0 => Framing::Body(length),
+        // A request to switch protocols (a WebSocket's): what follows is the new protocol's,
+        // passed unread (hyper reads it as HTTP again only if the switch is refused).
+        _ if upgrade => Framing::Raw,
         _ => Framing::Head,
     })
 }

@@ -54,6 +54,18 @@ GET /c?q=%FF HTTP/1.1\r\nhost: x\r\n\r\n";
 }
 
 #[tokio::test]
+async fn after_a_request_to_switch_protocols_the_new_protocols_bytes_pass_unread() {
+    // A WebSocket's frames after its upgrade request: not a head, and not refused as one.
+    let mut sent =
+        b"GET /ws HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n".to_vec();
+    sent.extend_from_slice(&[0x81, 0x85, 1, 2, 3, 4, 0xff, 0, 0x20, 0x7f, 9]);
+    sent.extend_from_slice(&[b'x'; 300]);
+    let (read, refused) = through(&sent).await;
+    assert_eq!(refused, None);
+    assert_eq!(read, sent);
+}
+
+#[tokio::test]
 async fn a_head_hyper_would_refuse_is_replaced_by_the_stand_in_after_the_good_ones() {
     let good = b"POST /a HTTP/1.1\r\ncontent-length: 3\r\n\r\nabc".to_vec();
     let cases: Vec<(Vec<u8>, StatusCode, &str)> = vec![

@@ -27,33 +27,38 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::{Asker, checked_id};
-use super::events::{Followed, Heard, follow_turn, logged_sse, stream_place};
-use super::extract::adapted_turn;
-use super::{ContainerHost, HostError, agui, turns};
+use crate::access::{Asker, checked_id};
+use crate::events::{Followed, Heard, follow_turn, logged_sse, stream_place};
+use crate::extract::adapted_turn;
+use crate::{ContainerHost, HostError, agui, turns};
+
+mod ws;
+
 use agent_worker_contract::AgentEvent;
-use agent_worker_core::session::{SessionId, TurnId};
+use agent_worker_core::session::{Owner, SessionId, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
+pub use ws::MAX_WS_MESSAGE_BYTES;
+pub(crate) use ws::upgrade;
 
 /// The header that names the conversation (AgentCore's runtime session).
-pub(super) const SESSION_HEADER: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+pub(crate) const SESSION_HEADER: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
 
 /// Whether turns run here, and since when that has been so: what `/ping` says.
 #[derive(Debug)]
-pub(super) struct Activity {
+pub(crate) struct Activity {
     /// Busy, and since when (Unix seconds).
     state: Mutex<(bool, u64)>,
 }
 
 impl Activity {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             state: Mutex::new((false, unix_seconds())),
         }
     }
 
     /// `running` turns run here now.
-    pub(super) fn turns(&self, running: usize) {
+    pub(crate) fn turns(&self, running: usize) {
         let busy = running > 0;
         let mut state = self
             .state
@@ -79,7 +84,7 @@ fn unix_seconds() -> u64 {
 }
 
 /// `GET /ping`.
-pub(super) async fn ping(State(host): State<ContainerHost>) -> Response {
+pub(crate) async fn ping(State(host): State<ContainerHost>) -> Response {
     let (busy, since) = host.activity().now();
     axum::Json(json!({
         "status": if busy { "HealthyBusy" } else { "Healthy" },
@@ -98,8 +103,31 @@ struct Invocation {
     turn_id: Option<String>,
 }
 
+impl Invocation {
+    /// The turn it asks for in `session`: its id (the one named, or a new one) and its payload.
+    fn turn(self, session: &SessionId, person: &Owner) -> Result<(TurnId, AgentTurnPayload), HostError> {
+        let turn_id: TurnId = match self.turn_id {
+            Some(named) => checked_id("turnId", named)?,
+            None => TurnId::random(),
+        };
+        let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), person, self.prompt);
+        Ok((turn_id, turn))
+    }
+}
+
+/// The conversation a request's session header names, or a new one when it names none.
+fn session_of(headers: &HeaderMap) -> Result<SessionId, HostError> {
+    match headers.get(SESSION_HEADER) {
+        Some(named) => checked_id(
+            "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id",
+            named.to_str().unwrap_or("\u{0}"),
+        ),
+        None => checked_id("session", uuid::Uuid::new_v4().to_string()),
+    }
+}
+
 /// `POST /invocations`.
-pub(super) async fn invoke(
+pub(crate) async fn invoke(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
     headers: HeaderMap,
@@ -118,18 +146,8 @@ pub(super) async fn invoke(
             format!("the body is not an invocation ({{\"prompt\": \"…\"}}): {e}"),
         )
     })?;
-    let session: SessionId = match headers.get(SESSION_HEADER) {
-        Some(named) => checked_id(
-            "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id",
-            named.to_str().unwrap_or("\u{0}"),
-        )?,
-        None => checked_id("session", uuid::Uuid::new_v4().to_string())?,
-    };
-    let turn_id: TurnId = match invocation.turn_id {
-        Some(named) => checked_id("turnId", named)?,
-        None => TurnId::random(),
-    };
-    let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), &person, invocation.prompt);
+    let session = session_of(&headers)?;
+    let (turn_id, turn) = invocation.turn(&session, &person)?;
     let turn = adapted_turn(&host, turn)?;
     // The answer's stream first: no turn starts whose answer cannot be given.
     let place = stream_place(&host, &person)?;
@@ -151,7 +169,7 @@ pub(super) async fn invoke(
 }
 
 /// The turn's answer once it has ended: its text and its terminal event.
-pub(super) async fn collected(
+pub(crate) async fn collected(
     followed: impl futures_util::Stream<Item = Followed>,
     session: &SessionId,
     turn_id: &TurnId,
@@ -160,7 +178,7 @@ pub(super) async fn collected(
 }
 
 /// A turn's answer from what was heard of it to its end.
-pub(super) fn answer_of(heard: Heard, session: &SessionId, turn_id: &TurnId) -> Value {
+pub(crate) fn answer_of(heard: Heard, session: &SessionId, turn_id: &TurnId) -> Value {
     let terminal = match heard.not_started {
         true => Some(AgentEvent::failed(
             "the turn did not start: no worker took it in time",
