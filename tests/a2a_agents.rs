@@ -135,3 +135,36 @@ async fn an_agent_whose_card_cannot_be_read_stops_the_configuration_naming_it() 
         "{problems:?}"
     );
 }
+
+/// With `cardKey`, a remote agent is offered only when its card carries that key's signature: an
+/// agent whose card the SDK's own signer signed with the key is taken; with another key, or
+/// unsigned, the configuration stops, saying why.
+#[tokio::test]
+async fn a_remote_agents_card_is_taken_only_signed_by_the_key_the_configuration_names() {
+    use agent_worker_testkit::test_key;
+    let with_key = |url: &str, key: &str| {
+        let pem = std::fs::read_to_string(test_key(key)).unwrap();
+        format!(
+            "a2a:\n  - name: echo_agent\n    url: {url}\n    headers: {{ Authorization: \"Bearer {TOKEN}\" }}\n    cardKey: {}\n",
+            serde_json::to_string(&pem).unwrap()
+        )
+    };
+    let load = |yaml: String| async move {
+        let file: ConfigFile = serde_yaml::from_str(&yaml).unwrap();
+        Configured::from_file(&file, &std::env::temp_dir(), &Loader::default()).await
+    };
+    let signed = A2aEchoAgent::start_signed(TOKEN, &test_key("card-signing.pem"))
+        .await
+        .unwrap();
+    let taken = load(with_key(signed.url(), "card-signing.pub.pem"))
+        .await
+        .unwrap();
+    assert!(taken.origins.iter().any(|o| o.name == "echo_agent"));
+    let refused = load(with_key(signed.url(), "other.pub.pem")).await.unwrap_err();
+    assert!(refused.iter().any(|e| e.contains("no signature")), "{refused:?}");
+    let unsigned = A2aEchoAgent::start(TOKEN).await.unwrap();
+    let refused = load(with_key(unsigned.url(), "card-signing.pub.pem"))
+        .await
+        .unwrap_err();
+    assert!(refused.iter().any(|e| e.contains("not signed")), "{refused:?}");
+}

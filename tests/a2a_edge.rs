@@ -256,3 +256,49 @@ async fn a_file_part_in_a_context_whose_id_holds_a_slash_is_kept_for_that_contex
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(world.server.files.list("team").await.unwrap(), Vec::new());
 }
+
+/// With a signing key, the card served is signed (a JWS over its RFC 8785 form), and the official
+/// SDK's own verifier takes the signature with the signer's public key and refuses it with
+/// another; without one, the card carries no signature.
+#[tokio::test]
+async fn a_signed_card_is_verified_by_the_sdks_verifier_with_its_key_and_no_other() {
+    use agent_worker::hosts::card_signature::CardSigner;
+    use agent_worker_testkit::{run_a2a_client, test_key};
+    let pem = std::fs::read_to_string(test_key("card-signing.pem")).unwrap();
+    let signed =
+        support::container::server_with(2, support::config(), std::time::Duration::from_secs(5), |s| {
+            s.card_signer = Some(CardSigner::from_pem(&pem, "desk-key").unwrap());
+        })
+        .await;
+    let plan = |server: &support::container::Server, key: &str| {
+        json!({"url": server.url, "token": "unused: the card is open", "scenario": "card", "text": "",
+            "cardKey": test_key(key)})
+    };
+    let out = run_a2a_client(plan(&signed, "card-signing.pub.pem"))
+        .await
+        .unwrap();
+    assert_eq!(out["verified"], true, "{out}");
+    assert_eq!(
+        out["card"]["signatures"].as_array().map(Vec::len),
+        Some(1),
+        "{out}"
+    );
+    let out = run_a2a_client(plan(&signed, "other.pub.pem")).await.unwrap();
+    assert!(
+        out["verified"]
+            .as_str()
+            .is_some_and(|e| e.contains("InvalidSignatures")),
+        "{out}"
+    );
+    let unsigned = support::container::server(2, support::config(), std::time::Duration::from_secs(5)).await;
+    let out = run_a2a_client(plan(&unsigned, "card-signing.pub.pem"))
+        .await
+        .unwrap();
+    assert!(out["card"].get("signatures").is_none(), "{out}");
+    assert!(
+        out["verified"]
+            .as_str()
+            .is_some_and(|e| e.contains("NoSignature")),
+        "{out}"
+    );
+}

@@ -5,7 +5,8 @@
 //! Function URL's signatures; `agentcore-iam`, AgentCore Runtime's signed callers and the user
 //! each names, of `AGENTCORE_ACCOUNT`); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
-//! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`. `agent-worker serve` answers them from
+//! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`, and the key that signs it,
+//! `AGENT_CARD_SIGNING_KEY` (an EC P-256 private key in PEM) named `AGENT_CARD_KEY_ID`. `agent-worker serve` answers them from
 //! its flags and the environment, the `api` function from the environment: one reading for both.
 
 use std::sync::Arc;
@@ -13,13 +14,14 @@ use std::sync::Arc;
 use super::{AllowedOrigins, ContainerConfig, PublicUrl};
 use crate::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 use agent_worker_runtime::SettingsError;
+use agent_worker_runtime::card_signature::CardSigner;
 
 /// The account of the people AgentCore Runtime names (`AUTH=agentcore-iam`) when
 /// `AGENTCORE_ACCOUNT` names none.
 pub const DEFAULT_AGENTCORE_ACCOUNT: &str = "default";
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 16] = [
+pub const AUTH_SETTINGS: [&str; 18] = [
     "AUTH",
     "AGENTCORE_ACCOUNT",
     "AGENT_WORKER_API_KEY",
@@ -36,7 +38,12 @@ pub const AUTH_SETTINGS: [&str; 16] = [
     "AGENT_NAME",
     "AGENT_DESCRIPTION",
     "PUBLIC_URL",
+    "AGENT_CARD_SIGNING_KEY",
+    "AGENT_CARD_KEY_ID",
 ];
+
+/// The key id a signed card's signature names when `AGENT_CARD_KEY_ID` names none.
+pub const DEFAULT_CARD_KEY_ID: &str = "agent-card";
 
 impl ContainerConfig {
     /// The settings `get` names (see the module): with `AUTH=api-key` (or unset) the API key,
@@ -62,6 +69,12 @@ impl ContainerConfig {
             .map(|url| PublicUrl::new(&url))
             .transpose()
             .map_err(|e| SettingsError::new("PUBLIC_URL", e.to_string()))?;
+        if let Some(pem) = set("AGENT_CARD_SIGNING_KEY") {
+            let kid = set("AGENT_CARD_KEY_ID").unwrap_or_else(|| DEFAULT_CARD_KEY_ID.to_owned());
+            let signer = CardSigner::from_pem(&pem, kid)
+                .map_err(|e| SettingsError::new("AGENT_CARD_SIGNING_KEY", e.to_string()))?;
+            config.card_signer = Some(signer);
+        }
         Ok(config)
     }
 

@@ -67,7 +67,7 @@ pub use a2a::{PublicUrl, PublicUrlError};
 pub use actions::MAX_ANSWER_BYTES;
 pub use agentcore::MAX_WS_MESSAGE_BYTES;
 pub use agui::{MAX_CONTEXT_BYTES, MAX_CONTEXT_ITEMS};
-pub use auth_settings::{AUTH_SETTINGS, DEFAULT_AGENTCORE_ACCOUNT};
+pub use auth_settings::{AUTH_SETTINGS, DEFAULT_AGENTCORE_ACCOUNT, DEFAULT_CARD_KEY_ID};
 pub use builder::ContainerHostBuilder;
 pub use cors::{AllowedOrigins, OriginError, PREFLIGHT_MAX_AGE};
 pub use error::{HostError, RETRY_AFTER_SECS};
@@ -141,6 +141,9 @@ pub struct ContainerConfig {
     /// without one, the agent card names `http://` and the request's `Host` when that is a plain
     /// `host[:port]` (never a forwarded scheme or host).
     pub public_url: Option<PublicUrl>,
+    /// The key that signs the agent card (`AGENT_CARD_SIGNING_KEY`, `AGENT_CARD_KEY_ID`): every
+    /// card served carries its signature; without one the card is not signed.
+    pub card_signer: Option<agent_worker_runtime::card_signature::CardSigner>,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -209,6 +212,7 @@ impl ContainerConfig {
             agent_name: DEFAULT_AGENT_NAME.to_owned(),
             agent_description: DEFAULT_AGENT_DESCRIPTION.to_owned(),
             public_url: None,
+            card_signer: None,
         }
     }
 }

@@ -7,6 +7,10 @@
 //! The message's id is the call's (conversation, turn and call), so a call retried after a lost
 //! answer is the same message to the agent; its context is the conversation's, so the agent keeps
 //! one thread per conversation.
+//!
+//! With `cardKey` (the signer's EC P-256 public key in PEM), the agent's card must carry a
+//! signature of that key over the card as served ([`crate::card_signature`]), or the agent is not
+//! offered: a card changed on its way, or served by another, is not believed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +19,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::card_signature::{CardKey, CardKeyError, SignatureError};
 use super::headers::{HeaderError, HeaderValue, SecretSource, resolve};
 use agent_worker_core::engine::tools::{Effect, Tool, ToolContext, ToolError, ToolSpec, tool_fn};
 
@@ -34,6 +39,8 @@ pub struct A2aAgent {
     pub headers: BTreeMap<String, HeaderValue>,
     /// How long fetching the card or one call may take, in milliseconds (120000).
     pub timeout_ms: Option<u64>,
+    /// The public key (EC P-256, PEM) whose signature the agent's card must carry.
+    pub card_key: Option<String>,
 }
 
 /// Why a configured agent cannot be offered.
@@ -66,6 +73,18 @@ pub enum A2aAgentError {
     /// The card offers no JSON-RPC interface of A2A 1.0.
     #[error("its agent card offers no JSON-RPC interface of A2A 1.0")]
     NoJsonRpc,
+    /// `cardKey` is not a key.
+    #[error("cardKey: {0}")]
+    CardKey(#[from] CardKeyError),
+    /// The card is not signed by `cardKey`.
+    #[error("its agent card at {url} is not taken")]
+    CardSignature {
+        /// Where it was read.
+        url: String,
+        /// Why.
+        #[source]
+        cause: SignatureError,
+    },
 }
 
 /// The tool that calls `agent`, described by its card (fetched now, with `http`).
@@ -77,6 +96,7 @@ pub async fn a2a_tool(
     if !super::headers::is_source_name(&agent.name) {
         return Err(A2aAgentError::BadName);
     }
+    let card_key = agent.card_key.as_deref().map(CardKey::from_pem).transpose()?;
     let headers = resolve(&agent.headers, secrets).await?;
     let timeout = agent
         .timeout_ms
@@ -95,8 +115,14 @@ pub async fn a2a_tool(
         url: card_url.clone(),
         cause,
     })?;
-    let card: Value =
-        serde_json::from_slice(&body).map_err(|cause| A2aAgentError::CardShape { url: card_url, cause })?;
+    let card: Value = serde_json::from_slice(&body).map_err(|cause| A2aAgentError::CardShape {
+        url: card_url.clone(),
+        cause,
+    })?;
+    if let Some(key) = &card_key {
+        key.verify(&card)
+            .map_err(|cause| A2aAgentError::CardSignature { url: card_url, cause })?;
+    }
     let endpoint = card["supportedInterfaces"]
         .as_array()
         .into_iter()

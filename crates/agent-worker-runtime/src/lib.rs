@@ -23,6 +23,7 @@ pub mod a2a_agents;
 mod aws_error;
 pub mod batch;
 pub mod blueprint;
+pub mod card_signature;
 pub mod config;
 pub mod continuation;
 pub mod headers;

@@ -44,12 +44,13 @@ pub fn ssm_client(aws: &aws_config::SdkConfig, timeout: Duration) -> aws_sdk_ssm
 
 /// The settings that may come from Secrets Manager (or SSM), each with the setting that names
 /// its secret.
-pub const SECRET_SETTINGS: [(&str, &str); 5] = [
+pub const SECRET_SETTINGS: [(&str, &str); 6] = [
     ("AGENT_WORKER_API_KEY", "AGENT_WORKER_API_KEY_SECRET_ARN"),
     ("APPROVAL_SECRET", "APPROVAL_SECRET_ARN"),
     ("EMIT_API_KEY", "EMIT_API_KEY_SECRET_ARN"),
     ("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY_SECRET_ARN"),
     ("OPENAI_API_KEY", "OPENAI_API_KEY_SECRET_ARN"),
+    ("AGENT_CARD_SIGNING_KEY", "AGENT_CARD_SIGNING_KEY_SECRET_ARN"),
 ];
 
 /// Secrets Manager and SSM Parameter Store as the configuration's

@@ -11,7 +11,9 @@ the agent card (parsed as the SDK's AgentCard), then:
   and the task as got after it;
 - "answer": sends a message, then a second one on the task it made (taskId, contextId) saying
   `answer` (an approval's "approve" or "decline"), prints both answers, the task as got after
-  them, and the context's tasks.
+  them, and the context's tasks;
+- "card": prints the card, and with `cardKey` (a public key's PEM file) whether the SDK's own
+  verifier takes its signature: `verified` true, or the verifier's error.
 
 Prints one JSON object on stdout; on a failure {"error": "..."} and exit 1.
 """
@@ -73,6 +75,18 @@ async def run(plan):
                 )
             )
         out = {"card": as_json(card)}
+        if plan["scenario"] == "card":
+            if plan.get("cardKey"):
+                from a2a.utils.signing import create_signature_verifier
+
+                with open(plan["cardKey"]) as pem:
+                    key = pem.read()
+                try:
+                    create_signature_verifier(lambda kid, jku: key, ["ES256"])(card)
+                    out["verified"] = True
+                except Exception as e:  # the verifier's refusal is what the test looks at
+                    out["verified"] = f"{type(e).__name__}: {e}"
+            return out
         if plan["scenario"] == "cancel":
             request = SendMessageRequest(
                 message=message, configuration=SendMessageConfiguration(return_immediately=True)

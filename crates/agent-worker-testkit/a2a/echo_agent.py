@@ -1,5 +1,7 @@
 """An A2A 1.0 agent on the official SDK (a2a-sdk's DefaultRequestHandlerV2, an in-memory task
-store), for tests that call a remote agent: `python echo_agent.py <port> <token>`. It answers a
+store), for tests that call a remote agent: `python echo_agent.py <port> <token> [<signing key>]`
+(with a signing key, an EC P-256 private key's PEM file, its card is signed by the SDK's own
+signer, key id "echo"). It answers a
 message with one artifact, `echo: <the words>`; a message saying "need input" ends its task
 input-required with a question; one saying "fail" fails it. Every request must carry
 `Authorization: Bearer <token>` (the card too), and it logs each message's id, context and words
@@ -32,6 +34,7 @@ from a2a.types.a2a_pb2 import (
 )
 
 port, token = int(sys.argv[1]), sys.argv[2]
+signing_key = sys.argv[3] if len(sys.argv) > 3 else None
 
 
 class Echo(AgentExecutor):
@@ -80,6 +83,12 @@ card = AgentCard(
     default_output_modes=["text/plain"],
     skills=[AgentSkill(id="echo", name="echo", description="Says back the words it was sent", tags=["echo"])],
 )
+if signing_key:
+    from a2a.utils.signing import create_agent_card_signer
+
+    with open(signing_key) as pem:
+        sign = create_agent_card_signer(pem.read(), {"alg": "ES256", "kid": "echo", "typ": "JOSE"})
+    card = sign(card)
 handler = DefaultRequestHandlerV2(Echo(), InMemoryTaskStore(), card)
 app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/a2a"))
 app.add_middleware(Bearer)

@@ -112,6 +112,14 @@ pub async fn run_ws_client(plan: Value) -> std::io::Result<Value> {
     run_python_client("crates/agent-worker-testkit/agentcore/ws_client.py", plan).await
 }
 
+/// The test kit's key files (`keys/`, made for the tests alone): `card-signing.pem` (a private
+/// key), `card-signing.pub.pem` (its public key), `other.pub.pem` (a key that signed nothing).
+pub fn test_key(name: &str) -> std::path::PathBuf {
+    crate::workspace_root()
+        .join("crates/agent-worker-testkit/keys")
+        .join(name)
+}
+
 /// Runs the Python `script` (from the workspace's root) with `plan`, on the project's venv.
 async fn run_python_client(script: &str, plan: Value) -> std::io::Result<Value> {
     let root = crate::workspace_root();
@@ -142,13 +150,28 @@ pub struct A2aEchoAgent {
 impl A2aEchoAgent {
     /// Starts it, taking `token`; returns once it listens.
     pub async fn start(token: &str) -> std::io::Result<Self> {
+        Self::started(token, None).await
+    }
+
+    /// Starts it, taking `token`, its card signed with the private key in the PEM file
+    /// `signing_key` (by the SDK's own signer); returns once it listens.
+    pub async fn start_signed(token: &str, signing_key: &std::path::Path) -> std::io::Result<Self> {
+        Self::started(token, Some(signing_key)).await
+    }
+
+    async fn started(token: &str, signing_key: Option<&std::path::Path>) -> std::io::Result<Self> {
         use tokio::io::AsyncBufReadExt as _;
         let root = crate::workspace_root();
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let mut child = tokio::process::Command::new(root.join(".venv/bin/python"))
+        let mut command = tokio::process::Command::new(root.join(".venv/bin/python"));
+        command
             .arg(root.join("crates/agent-worker-testkit/a2a/echo_agent.py"))
             .arg(port.to_string())
-            .arg(token)
+            .arg(token);
+        if let Some(key) = signing_key {
+            command.arg(key);
+        }
+        let mut child = command
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;

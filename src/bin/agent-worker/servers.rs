@@ -210,7 +210,11 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "JWT_BACKEND_CLIENT_IDS" => jwt.jwt_backend_client_ids.clone(),
             "JWT_BACKEND_SCOPE" => jwt.jwt_backend_scope.clone(),
             "ALLOWED_ORIGINS" => args.allowed_origins.clone(),
-            "AGENT_NAME" | "AGENT_DESCRIPTION" | "PUBLIC_URL" => std::env::var(name).ok(),
+            "AGENT_NAME"
+            | "AGENT_DESCRIPTION"
+            | "PUBLIC_URL"
+            | "AGENT_CARD_SIGNING_KEY"
+            | "AGENT_CARD_KEY_ID" => std::env::var(name).ok(),
             _ => None,
         },
         reqwest::Client::new(),

@@ -6,6 +6,10 @@
 //! `http://` and the request's `Host` when that is a plain `host[:port]` (a name, an IPv4 address
 //! or a bracketed IPv6 one, and digits for the port), else `http://localhost`: `X-Forwarded-*`
 //! headers are never read, so a deployment behind TLS or a proxy sets `PUBLIC_URL`.
+//!
+//! With a signing key (`AGENT_CARD_SIGNING_KEY`), every card served carries its signature (a JWS
+//! over the card's RFC 8785 form, [`agent_worker_runtime::card_signature`]), made for the card as
+//! served: the base URL is part of what is signed.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
@@ -126,7 +130,7 @@ pub(crate) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) 
     let config = &host.config();
     let interface = format!("{}{A2A_PATH}", base_url(config.public_url.as_ref(), &headers));
     let (schemes, requirement) = config.auth.a2a_security();
-    axum::Json(json!({
+    let mut card = json!({
         "name": config.agent_name,
         "description": config.agent_description,
         "version": env!("CARGO_PKG_VERSION"),
@@ -153,8 +157,13 @@ pub(crate) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) 
             "description": config.agent_description,
             "tags": ["conversation"],
         }],
-    }))
-    .into_response()
+    });
+    if let Some(signer) = &config.card_signer
+        && let Err(e) = signer.sign(&mut card)
+    {
+        tracing::warn!(error = %e, "the agent card could not be signed");
+    }
+    axum::Json(card).into_response()
 }
 
 #[cfg(test)]
