@@ -167,6 +167,34 @@ async fn a_head_the_server_does_not_take_is_answered_in_the_shape_with_its_heade
     assert_eq!((status, &body["error"]["code"]), (200, &json!(-32600)), "{body}");
 }
 
+/// A request that asks to switch protocols and is not switched closes its connection: the
+/// guard reads no heads after it, so a request pipelined behind it (one the guard would not
+/// have checked) is never taken.
+#[tokio::test]
+async fn a_refused_switch_of_protocols_closes_its_connection() {
+    let server = server_for(2, config(), None, |_| {}).await;
+    let mut request =
+        b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n"
+            .to_vec();
+    request.extend_from_slice(&head("GET", b"/health", &[]));
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    // The server may close before taking all of it: what it answered is what is looked at.
+    let _ = stream.write_all(&request).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("the server answered and closed");
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(answer.contains("connection: close"), "{answer}");
+    assert_eq!(
+        answer.matches("http/1.1 ").count(),
+        1,
+        "one answer, then closed: {answer}"
+    );
+}
+
 /// The JSON-RPC interface's URL the card names, asked with `Host: host` and forwarded headers.
 async fn card(server: &Server, host: &str) -> String {
     let request = head(

@@ -148,7 +148,7 @@ async fn without_elicitation_the_result_names_the_approval_and_answer_approval_a
         .post(format!("{}/mcp?userId=u&accountId=a", server.url))
         .json(&json!({"jsonrpc": "2.0", "id": "approval-nobody", "result": {"action": "accept"}}));
     let (status, _) = send(stray, Some(KEY)).await;
-    assert_eq!(status, 404, "an answer nothing waits for");
+    assert_eq!(status, 400, "an answer nothing waits for");
     assert_eq!(
         changed(&before, &table(&server.store).await),
         Vec::<String>::new()
@@ -185,4 +185,58 @@ async fn without_elicitation_the_result_names_the_approval_and_answer_approval_a
     let history = server.store.load_history(&sid("raw-pay")).await.unwrap();
     assert_eq!(history.last().unwrap().text(), "Paid: receipt R-1.");
     assert_eq!(server.bedrock.requests().len(), 2);
+}
+
+/// A turn continued by `answer_approval` that asks another approval: a stateless client that
+/// declares elicitation is asked it, and its retry of `answer_approval` answers that one (not the
+/// first again): each call runs once.
+#[tokio::test]
+async fn a_second_approval_after_answer_approval_is_asked_and_its_answer_taken() {
+    let tools = Tools::new();
+    let server = server_with_tools(tools.list()).await;
+    server.bedrock.push(Reply::tool_call(
+        "call-pay-1",
+        "pay",
+        r#"{"amount": 12, "to": "ACME"}"#,
+    ));
+    server.bedrock.push(Reply::tool_call(
+        "call-pay-2",
+        "pay",
+        r#"{"amount": 5, "to": "ACME"}"#,
+    ));
+    server.bedrock.push(Reply::text("Paid twice."));
+    let (_, asked) = call(
+        &server,
+        "u",
+        1,
+        "ask",
+        json!({"message": "Pay ACME twice.", "conversationId": "two-pay"}),
+    )
+    .await;
+    let turn = asked["result"]["structuredContent"]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut answered = plan(
+        &server.url,
+        json!([{"name": "answer_approval", "arguments": {"conversationId": "two-pay", "turnId": turn, "decision": "approve"}}]),
+    );
+    answered["elicit"] = "accept".into();
+    let out = run_mcp_python_client(answered).await.unwrap();
+    assert_eq!(out["protocol"], "2026-07-28", "{out}");
+    assert_eq!(
+        out["elicited"].as_array().map(Vec::len),
+        Some(1),
+        "the second approval, asked once: {out}"
+    );
+    assert_eq!(
+        out["results"][0]["structuredContent"]["text"], "Paid twice.",
+        "{out}"
+    );
+    assert_eq!(
+        out["results"][0]["structuredContent"]["turnId"],
+        format!("{turn}~2"),
+        "{out}"
+    );
+    assert_eq!(tools.paid.load(Ordering::SeqCst), 2);
 }

@@ -22,14 +22,10 @@ use serde_yaml::Value;
 use support::template::{root, template};
 
 /// Names a function reads that no function's environment sets, each with why.
-const UNSET: [(&str, &str); 18] = [
+const UNSET: [(&str, &str); 17] = [
     (
         "AGENT_CARD_SIGNING_KEY",
         "a key is never a plain variable: AGENT_CARD_SIGNING_KEY_SECRET_ARN (AgentCardSigningKeySecretArn)",
-    ),
-    (
-        "AGENTCORE_ACCOUNT",
-        "the account of the people AgentCore Runtime names (serve --auth iam): the api function is not behind AgentCore",
     ),
     (
         "APPROVAL_SECRET",

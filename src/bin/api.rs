@@ -57,7 +57,10 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
         .map_err(|e: UnknownResponses| SettingsError::new(API_RESPONSES, e.to_string()))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let values = read_values(&aws, env).await?;
-    let config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
+    let mut config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
+    // One request at a time per instance: an MCP client's answer to an elicitation on a stream
+    // would reach another instance.
+    config.stream_elicitation = false;
     let builder = WorkerBuilder::new(&aws, WorkerSettings::from_lookup(|name| values.get(name))?)?;
     let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
     let queue = TurnQueue::new(aws_sdk_sqs::Client::new(&aws), queue_url);

@@ -2,8 +2,7 @@
 //! `AGENT_WORKER_API_KEY`; `jwt` or `apigw-jwt`, with `JWT_ISSUER`, `JWT_AUDIENCE`, `JWKS_URL`,
 //! `JWKS_MAX_AGE_SECONDS`, `JWT_USER_CLAIM`, `JWT_ACCOUNT_CLAIM` / `JWT_ACCOUNT`, and the backend's own tokens
 //! `JWT_BACKEND_CLIENT_IDS` / `JWT_BACKEND_SCOPE`; `iam`, the
-//! Function URL's signatures; `agentcore-iam`, AgentCore Runtime's signed callers and the user
-//! each names, of `AGENTCORE_ACCOUNT`); and the web origins whose pages may
+//! Function URL's signatures); and the web origins whose pages may
 //! call it, `ALLOWED_ORIGINS`; and how the agent presents itself to other agents (its A2A card):
 //! `AGENT_NAME`, `AGENT_DESCRIPTION`, `PUBLIC_URL`, and the key that signs it,
 //! `AGENT_CARD_SIGNING_KEY` (an EC P-256 private key in PEM) named `AGENT_CARD_KEY_ID`. `agent-worker serve` answers them from
@@ -16,14 +15,13 @@ use crate::jwt::{AccountFrom, DEFAULT_USER_CLAIM, JwtConfig, JwtVerifier};
 use agent_worker_runtime::SettingsError;
 use agent_worker_runtime::card_signature::CardSigner;
 
-/// The account of the people AgentCore Runtime names (`AUTH=agentcore-iam`) when
+/// The account of the people AgentCore Runtime names (`serve --auth iam`) when
 /// `AGENTCORE_ACCOUNT` names none.
 pub const DEFAULT_AGENTCORE_ACCOUNT: &str = "default";
 
 /// The names [`ContainerConfig::from_lookup`] reads.
-pub const AUTH_SETTINGS: [&str; 18] = [
+pub const AUTH_SETTINGS: [&str; 17] = [
     "AUTH",
-    "AGENTCORE_ACCOUNT",
     "AGENT_WORKER_API_KEY",
     "JWT_ISSUER",
     "JWT_AUDIENCE",
@@ -87,9 +85,6 @@ impl ContainerConfig {
             "api-key" => Self::new(set("AGENT_WORKER_API_KEY").unwrap_or_default())
                 .map_err(|e| SettingsError::new("AGENT_WORKER_API_KEY", e.to_string())),
             "iam" => Ok(Self::signed_by_iam()),
-            "agentcore-iam" => Ok(Self::people_named_by_the_runtime(
-                set("AGENTCORE_ACCOUNT").unwrap_or_else(|| DEFAULT_AGENTCORE_ACCOUNT.to_owned()),
-            )),
             mode @ ("jwt" | "apigw-jwt") => {
                 let account = match (set("JWT_ACCOUNT_CLAIM"), set("JWT_ACCOUNT")) {
                     (Some(_), Some(_)) => {
@@ -144,7 +139,7 @@ impl ContainerConfig {
             }
             other => Err(SettingsError::new(
                 "AUTH",
-                format!("is {other:?}; it is api-key, jwt, apigw-jwt, iam or agentcore-iam"),
+                format!("is {other:?}; it is api-key, jwt, apigw-jwt or iam"),
             )),
         }
     }
@@ -214,13 +209,13 @@ mod tests {
             from(&[("AUTH", "iam")]).is_ok(),
             "Lambda verified the caller: no key"
         );
-        let runtime = |config: ContainerConfig| format!("{:?}", config.auth);
-        assert!(
-            runtime(from(&[("AUTH", "agentcore-iam")]).unwrap())
-                .contains(&format!("{DEFAULT_AGENTCORE_ACCOUNT:?}"))
-        );
-        let named = from(&[("AUTH", "agentcore-iam"), ("AGENTCORE_ACCOUNT", "acme")]).unwrap();
-        assert!(runtime(named).contains("\"acme\""));
+        // The header AgentCore Runtime passes is never believed from the settings alone: only
+        // `serve --auth iam` says so (`with_people_named_by_the_runtime`), never the api function.
+        assert_eq!(from(&[("AUTH", "agentcore-iam")]).unwrap_err().name, "AUTH");
+        let named = from(&[("AUTH", "iam")])
+            .unwrap()
+            .with_people_named_by_the_runtime("acme");
+        assert!(format!("{:?}", named.auth).contains("\"acme\""));
         let mut gateway = with_account.clone();
         gateway.retain(|(name, _)| *name != "JWT_ACCOUNT_CLAIM");
         gateway[0] = ("AUTH", "apigw-jwt");

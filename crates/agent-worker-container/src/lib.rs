@@ -144,6 +144,11 @@ pub struct ContainerConfig {
     /// The key that signs the agent card (`AGENT_CARD_SIGNING_KEY`, `AGENT_CARD_KEY_ID`): every
     /// card served carries its signature; without one the card is not signed.
     pub card_signer: Option<agent_worker_runtime::card_signature::CardSigner>,
+    /// Whether an MCP client that declared elicitation (in the handshake revisions) is asked an
+    /// approval on its call's answer stream, its answer coming in a request of its own, which
+    /// must reach this same instance: not where an instance serves one request at a time (the
+    /// `api` function sets it off), where the answer names the approval instead.
+    pub stream_elicitation: bool,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -187,15 +192,18 @@ impl ContainerConfig {
         Self::authenticated_by(access::ApiAuth::Iam)
     }
 
-    /// Settings for `serve` behind Amazon Bedrock AgentCore Runtime with IAM (SigV4) callers
-    /// (`AUTH=iam` on `serve`): the runtime verified the caller's signature, and each request's
-    /// person is the user the caller named, which the runtime passes in
+    /// These settings, for `serve` behind Amazon Bedrock AgentCore Runtime with IAM (SigV4)
+    /// callers (`serve --auth iam`): the runtime verified the caller's signature, and each
+    /// request's person is the user the caller named, which the runtime passes in
     /// `X-Amzn-Bedrock-AgentCore-Runtime-User-Id`, of `account`. A request without it is
-    /// refused. Only for a container the runtime alone reaches.
-    pub fn people_named_by_the_runtime(account: impl Into<String>) -> Self {
-        Self::authenticated_by(access::ApiAuth::RuntimeUsers {
+    /// refused. Only for a container the runtime alone reaches: no setting turns it on
+    /// ([`from_lookup`](Self::from_lookup) does not), so the `api` function never believes the
+    /// header.
+    pub fn with_people_named_by_the_runtime(mut self, account: impl Into<String>) -> Self {
+        self.auth = access::ApiAuth::RuntimeUsers {
             account: account.into(),
-        })
+        };
+        self
     }
 
     fn authenticated_by(auth: access::ApiAuth) -> Self {
@@ -213,6 +221,7 @@ impl ContainerConfig {
             agent_description: DEFAULT_AGENT_DESCRIPTION.to_owned(),
             public_url: None,
             card_signer: None,
+            stream_elicitation: true,
         }
     }
 }

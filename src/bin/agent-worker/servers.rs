@@ -196,9 +196,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
             "AUTH" => Some(match args.auth {
                 AuthArg::ApiKey => "api-key".to_owned(),
                 AuthArg::Jwt => "jwt".to_owned(),
-                AuthArg::Iam => "agentcore-iam".to_owned(),
+                // Signed callers; the person the runtime names, below.
+                AuthArg::Iam => "iam".to_owned(),
             }),
-            "AGENTCORE_ACCOUNT" => Some(args.agentcore_account.clone()),
             "AGENT_WORKER_API_KEY" => args.api_key.clone(),
             "JWT_ISSUER" => jwt.jwt_issuer.clone(),
             "JWT_AUDIENCE" => jwt.jwt_audience.clone(),
@@ -219,6 +219,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         },
         reqwest::Client::new(),
     )?;
+    if args.auth == AuthArg::Iam {
+        config = config.with_people_named_by_the_runtime(&args.agentcore_account);
+    }
     config.max_concurrent_turns = args.max_concurrent_turns;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.connections = args.connections.limits();

@@ -18,6 +18,7 @@ use super::calls::Registered;
 use super::{result, tool_error};
 use crate::access::checked_id;
 use crate::chain::{self, approval_shown, approval_title, waiting_approval};
+use crate::events::StreamPlace;
 use crate::events::{Followed, Heard, follow_turn, stream_place};
 use crate::extract::adapted_turn;
 use crate::{ContainerHost, HostError, agentcore, turns};
@@ -53,6 +54,8 @@ pub(super) struct Asking {
     pub(super) progress: Option<Value>,
     /// How it takes an approval.
     pub(super) elicits: Elicits,
+    /// The client's MCP session (`Mcp-Session-Id`), when it has one.
+    pub(super) client: Option<String>,
 }
 
 /// A call's turn, started: its conversation, its id, and its events as they are logged.
@@ -69,7 +72,7 @@ pub(super) struct Asked {
 pub(super) async fn start_ask(
     host: &ContainerHost,
     person: &Owner,
-    request: &Value,
+    asking: &Asking,
     conversation: Option<&str>,
     message: &str,
 ) -> Result<Asked, HostError> {
@@ -77,29 +80,36 @@ pub(super) async fn start_ask(
         Some(id) => checked_id("conversationId", id.to_owned())?,
         None => checked_id("conversationId", uuid::Uuid::new_v4().to_string())?,
     };
-    let turn = AgentTurnPayload::new(TurnId::random(), session, person, message.to_owned());
-    started(host, person, request, turn).await
-}
-
-/// Starts `turn` (the person's, checked by `turns::start`) and follows it.
-async fn started(
-    host: &ContainerHost,
-    person: &Owner,
-    request: &Value,
-    turn: AgentTurnPayload,
-) -> Result<Asked, HostError> {
-    let (session, turn_id) = (turn.conversation_id.clone(), turn.turn_id.clone());
+    let turn_id = TurnId::random();
+    let turn = AgentTurnPayload::new(turn_id.clone(), session.clone(), person, message.to_owned());
     let turn = adapted_turn(host, turn)?;
     let place = stream_place(host, person)?;
-    let registered = host.inner.mcp_calls.register(person, request, &session, &turn_id);
     turns::start(host, person, turn).await?;
+    Ok(followed(host, person, asking, session, turn_id, place))
+}
+
+/// The call's turn, started: registered among the calls under way (so that a cancellation
+/// finds it; a refused start registers nothing) and followed.
+fn followed(
+    host: &ContainerHost,
+    person: &Owner,
+    asking: &Asking,
+    session: SessionId,
+    turn_id: TurnId,
+    place: StreamPlace,
+) -> Asked {
+    let client = asking.client.as_deref();
+    let registered = host
+        .inner
+        .mcp_calls
+        .register(person, client, &asking.request, &session, &turn_id);
     let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
-    Ok(Asked {
+    Asked {
         session,
         turn_id,
         followed,
         registered,
-    })
+    }
 }
 
 /// Continues `person`'s turn `turn` of `conversation`, which waits for their approval: their
@@ -107,7 +117,7 @@ async fn started(
 pub(super) async fn continue_ask(
     host: &ContainerHost,
     person: &Owner,
-    request: &Value,
+    asking: &Asking,
     conversation: &str,
     turn: &str,
     approve: bool,
@@ -115,14 +125,7 @@ pub(super) async fn continue_ask(
     let session: SessionId = checked_id("conversationId", conversation.to_owned())?;
     let place = stream_place(host, person)?;
     let turn_id = chain::answer_approval(host, person, &session, turn, approve).await?;
-    let registered = host.inner.mcp_calls.register(person, request, &session, &turn_id);
-    let followed = Box::pin(follow_turn(host, place, &session, &turn_id, None));
-    Ok(Asked {
-        session,
-        turn_id,
-        followed,
-        registered,
-    })
+    Ok(followed(host, person, asking, session, turn_id, place))
 }
 
 /// Follows a call's turns to its answer (the `tools/call` result), sending the progress it
@@ -173,20 +176,15 @@ pub(super) async fn answer(
         let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create",
             "params": elicitation(&approval)});
         out.send(request).await.ok()?;
-        let decided = awaited.answer(ELICITATION_WAIT).await;
+        // The answer, unless the client goes away first (its turn has ended: nothing runs on).
+        let decided = tokio::select! {
+            decided = awaited.answer(ELICITATION_WAIT) => decided,
+            () = out.closed() => return None,
+        };
         let Some(approve) = decided.as_ref().and_then(decision) else {
             return Some(result_of(heard, &session, &turn_id, Elicits::No));
         };
-        asked = match continue_ask(
-            host,
-            person,
-            &asking.request,
-            session.as_str(),
-            turn_id.as_str(),
-            approve,
-        )
-        .await
-        {
+        asked = match continue_ask(host, person, asking, session.as_str(), turn_id.as_str(), approve).await {
             Ok(next) => next,
             Err(e) => return Some(tool_error(&e)),
         };
@@ -274,8 +272,8 @@ pub(super) fn not_answered(conversation: &str, turn: &str) -> Value {
 
 /// Stops the turn of the person's call that `params.requestId` names, through the stop every
 /// route records; another person's request, or one not under way here, is not found.
-pub(super) async fn cancel(host: &ContainerHost, person: &Owner, params: &Value) {
-    let Some((session, turn_id)) = host.inner.mcp_calls.find(person, &params["requestId"]) else {
+pub(super) async fn cancel(host: &ContainerHost, person: &Owner, client: Option<&str>, params: &Value) {
+    let Some((session, turn_id)) = host.inner.mcp_calls.find(person, client, &params["requestId"]) else {
         return;
     };
     let stop = agent_worker_core::session::Stop::now(agent_worker_core::session::StopCause::UserStop);

@@ -2,10 +2,12 @@
 //! `notifications/cancelled` naming one) and the elicitations sent on an answer's stream (for the
 //! client's answer, which comes in a request of its own).
 //!
-//! Both are the person's: a request finds only what the same person registered. Both are this
-//! instance's: a cancellation or an answer that reaches another instance finds nothing (the
-//! turn's stop, `POST /turns/{id}/stop`, works anywhere; an elicitation not answered here ends
-//! its call with a result naming the approval, for `answer_approval` on any instance).
+//! Both are the person's: a request finds only what the same person registered (a call, by the
+//! client's session too, when it has one). Both are this instance's: a cancellation or an answer
+//! that reaches another instance finds nothing (the turn's stop, `POST /turns/{id}/stop`, works
+//! anywhere; an elicitation not answered here ends its call with a result naming the approval,
+//! for `answer_approval` on any instance). What is kept is bounded: at most [`MAX_KEPT`] calls,
+//! the oldest given up first, and none whose request id is longer than [`MAX_ID_CHARS`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,12 +20,18 @@ use agent_worker_core::session::{Owner, SessionId, TurnId};
 
 /// How long a call whose client went away is kept for its cancellation.
 const CALL_KEPT_FOR: Duration = Duration::from_secs(3600);
+/// The most calls kept at once.
+pub(super) const MAX_KEPT: usize = 10_000;
+/// The longest request id (as JSON) kept; a call with a longer one cannot be cancelled.
+pub(super) const MAX_ID_CHARS: usize = 256;
 
-/// A request of a person's, by the person and its JSON-RPC id (as JSON).
-type RequestKey = (Owner, String);
+/// A request of a person's, by the person, the client's session (when it has one) and its
+/// JSON-RPC id (as JSON).
+type RequestKey = (Owner, Option<String>, String);
 
-fn key(person: &Owner, request: &Value) -> RequestKey {
-    (person.clone(), request.to_string())
+fn key(person: &Owner, session: Option<&str>, request: &Value) -> Option<RequestKey> {
+    let id = request.to_string();
+    (id.len() <= MAX_ID_CHARS).then(|| (person.clone(), session.map(str::to_owned), id))
 }
 
 /// The `ask` calls under way on this host and the elicitations waiting for their answers.
@@ -52,13 +60,15 @@ struct Call {
 /// [`answered`]: Registered::answered
 pub(super) struct Registered {
     calls: Calls,
-    key: RequestKey,
+    key: Option<RequestKey>,
 }
 
 impl Registered {
     /// The call's answer was given: it can no longer be cancelled.
     pub(super) fn answered(self) {
-        self.calls.kept().calls.remove(&self.key);
+        if let Some(key) = &self.key {
+            self.calls.kept().calls.remove(key);
+        }
     }
 }
 
@@ -89,40 +99,58 @@ impl Calls {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers `person`'s call `request`, running `turn_id` of `session`.
+    /// Registers the call `request` of `person`'s client (of MCP session `client`, when it has
+    /// one), running `turn_id` of `session`.
     pub(super) fn register(
         &self,
         person: &Owner,
+        client: Option<&str>,
         request: &Value,
         session: &SessionId,
         turn_id: &TurnId,
     ) -> Registered {
-        let key = key(person, request);
-        let mut kept = self.kept();
-        kept.calls.retain(|_, call| call.at.elapsed() < CALL_KEPT_FOR);
-        let call = Call {
-            session: session.clone(),
-            turn_id: turn_id.clone(),
-            at: Instant::now(),
-        };
-        kept.calls.insert(key.clone(), call);
+        let key = key(person, client, request);
+        if let Some(key) = &key {
+            let mut kept = self.kept();
+            kept.calls.retain(|_, call| call.at.elapsed() < CALL_KEPT_FOR);
+            if kept.calls.len() >= MAX_KEPT
+                && let Some(oldest) = kept
+                    .calls
+                    .iter()
+                    .min_by_key(|(_, call)| call.at)
+                    .map(|(k, _)| k.clone())
+            {
+                kept.calls.remove(&oldest);
+            }
+            let call = Call {
+                session: session.clone(),
+                turn_id: turn_id.clone(),
+                at: Instant::now(),
+            };
+            kept.calls.insert(key.clone(), call);
+        }
         Registered {
             calls: self.clone(),
             key,
         }
     }
 
-    /// The turn of `person`'s call `request`, while it is under way.
-    pub(super) fn find(&self, person: &Owner, request: &Value) -> Option<(SessionId, TurnId)> {
+    /// The turn of the call `request` of `person`'s client `client`, while it is under way.
+    pub(super) fn find(
+        &self,
+        person: &Owner,
+        client: Option<&str>,
+        request: &Value,
+    ) -> Option<(SessionId, TurnId)> {
         let kept = self.kept();
-        let call = kept.calls.get(&key(person, request))?;
+        let call = kept.calls.get(&key(person, client, request)?)?;
         Some((call.session.clone(), call.turn_id.clone()))
     }
 
-    /// Waits for `person`'s answer to elicitation `request`.
+    /// Waits for `person`'s answer to elicitation `request` (an id this server made).
     pub(super) fn await_answer(&self, person: &Owner, request: &Value) -> Awaited {
         let (give, answer) = oneshot::channel();
-        let key = key(person, request);
+        let key = (person.clone(), None, request.to_string());
         self.kept().elicitations.insert(key.clone(), give);
         Awaited {
             calls: self.clone(),
@@ -134,7 +162,10 @@ impl Calls {
     /// Gives `person`'s answer to elicitation `request` to the call waiting for it: whether one
     /// was.
     pub(super) fn answer(&self, person: &Owner, request: &Value, answer: Value) -> bool {
-        let waiting = self.kept().elicitations.remove(&key(person, request));
+        let waiting = self
+            .kept()
+            .elicitations
+            .remove(&(person.clone(), None, request.to_string()));
         waiting.is_some_and(|give| give.send(answer).is_ok())
     }
 }
@@ -172,10 +203,18 @@ mod tests {
         let calls = Calls::default();
         let (u, v) = (Owner::new("u", "a"), Owner::new("v", "a"));
         let (s, t) = (SessionId::new("s").unwrap(), TurnId::new("t").unwrap());
-        let registered = calls.register(&u, &json!(1), &s, &t);
-        assert_eq!(calls.find(&u, &json!(1)), Some((s, t)));
-        assert_eq!(calls.find(&v, &json!(1)), None);
+        let registered = calls.register(&u, Some("one"), &json!(1), &s, &t);
+        assert_eq!(
+            calls.find(&u, Some("one"), &json!(1)),
+            Some((s.clone(), t.clone()))
+        );
+        assert_eq!(calls.find(&v, Some("one"), &json!(1)), None, "another person's");
+        assert_eq!(calls.find(&u, Some("two"), &json!(1)), None, "another client's");
         registered.answered();
-        assert_eq!(calls.find(&u, &json!(1)), None);
+        assert_eq!(calls.find(&u, Some("one"), &json!(1)), None);
+        // An id too long to keep is not registered, and so cannot be cancelled.
+        let long = json!("x".repeat(MAX_ID_CHARS));
+        let _kept = calls.register(&u, None, &long, &s, &t);
+        assert_eq!(calls.find(&u, None, &long), None);
     }
 }

@@ -114,7 +114,7 @@ pub(super) async fn post(
             .unwrap_or_else(|| request["error"].clone());
         return match host.inner.mcp_calls.answer(&person, &id, answer) {
             true => StatusCode::ACCEPTED.into_response(),
-            false => HostError::not_found("nothing of yours waits for that answer here").into_response(),
+            false => HostError::field("id", "nothing of yours waits for that answer here").into_response(),
         };
     }
     let method = request.get("method").and_then(Value::as_str);
@@ -125,9 +125,10 @@ pub(super) async fn post(
     };
     // A notification (no id) is taken and not answered; a cancellation stops the `ask` it
     // names, when it is the person's and under way here.
+    let client = headers.get(SESSION_HEADER).and_then(|s| s.to_str().ok());
     if request.get("id").is_none() {
         if method == "notifications/cancelled" {
-            asking::cancel(&host, &person, &request["params"]).await;
+            asking::cancel(&host, &person, client, &request["params"]).await;
         }
         return StatusCode::ACCEPTED.into_response();
     }
@@ -154,7 +155,8 @@ pub(super) async fn post(
         let asking = Asking {
             request: id.clone(),
             progress: Some(params["_meta"]["progressToken"].clone()).filter(|t| !t.is_null()),
-            elicits: elicits(&params, &headers, stateless),
+            elicits: elicits(&host, &params, &headers, stateless),
+            client: client.map(str::to_owned),
         };
         let asked = match turn_call(&host, &person, &asking, &params).await {
             Ok(Started::Asked(asked)) => asked,
@@ -176,7 +178,8 @@ pub(super) async fn post(
     let answered = match method {
         "server/discover" => Ok(discovered()),
         "initialize" => {
-            let declared = params["capabilities"]["elicitation"].is_object();
+            let declared =
+                params["capabilities"]["elicitation"].is_object() && host.config().stream_elicitation;
             session = declared.then(|| format!("{ELICITING_SESSION}{}", uuid::Uuid::new_v4()));
             Ok(initialized(&params))
         }
@@ -194,8 +197,9 @@ pub(super) async fn post(
 
 /// How the client of a request takes an approval: in the stateless revision, by the
 /// capabilities its request declares; in the handshake revisions, by those it declared in
-/// `initialize`, as the session id given then says, on a stream it takes.
-fn elicits(params: &Value, headers: &HeaderMap, stateless: bool) -> Elicits {
+/// `initialize`, as the session id given then says, on a stream it takes, where this host asks
+/// on streams ([`ContainerConfig::stream_elicitation`](crate::ContainerConfig::stream_elicitation)).
+fn elicits(host: &ContainerHost, params: &Value, headers: &HeaderMap, stateless: bool) -> Elicits {
     if stateless {
         return match params["_meta"][CAPABILITIES_META_KEY]["elicitation"].is_object() {
             true => Elicits::InputRequired,
@@ -203,7 +207,8 @@ fn elicits(params: &Value, headers: &HeaderMap, stateless: bool) -> Elicits {
         };
     }
     let session = headers.get(SESSION_HEADER).and_then(|s| s.to_str().ok());
-    match session.is_some_and(|s| s.starts_with(ELICITING_SESSION)) && takes_stream(headers) {
+    let asks = host.config().stream_elicitation && takes_stream(headers);
+    match session.is_some_and(|s| s.starts_with(ELICITING_SESSION)) && asks {
         true => Elicits::OnStream,
         false => Elicits::No,
     }
@@ -230,18 +235,18 @@ async fn turn_call(
         return Err(invalid("arguments must be an object"));
     }
     let text = |name: &str| args.get(name).and_then(Value::as_str);
-    let request = &asking.request;
     let started = match (params["name"].as_str(), params["requestState"].as_str()) {
-        (Some("ask"), Some(state)) => {
+        // Either tool retried with the answer to the approval its result asked.
+        (Some("ask" | "answer_approval"), Some(state)) => {
             let (conversation, turn) =
                 asking::state_of(state).ok_or_else(|| invalid("requestState is not one this server gave"))?;
             let answer = &params["inputResponses"][asking::APPROVAL_INPUT];
             if answer.is_null() {
-                return Err(invalid("a retried ask needs inputResponses.approval"));
+                return Err(invalid("a retried call needs inputResponses.approval"));
             }
             match asking::decision(answer) {
                 Some(approve) => {
-                    asking::continue_ask(host, person, request, &conversation, &turn, approve).await
+                    asking::continue_ask(host, person, asking, &conversation, &turn, approve).await
                 }
                 None => return Ok(Started::Answered(asking::not_answered(&conversation, &turn))),
             }
@@ -250,7 +255,7 @@ async fn turn_call(
             let message = text("message")
                 .filter(|m| !m.trim().is_empty())
                 .ok_or_else(|| invalid("ask needs a message"))?;
-            asking::start_ask(host, person, request, text("conversationId"), message).await
+            asking::start_ask(host, person, asking, text("conversationId"), message).await
         }
         _ => {
             let (Some(conversation), Some(turn)) = (text("conversationId"), text("turnId")) else {
@@ -265,7 +270,7 @@ async fn turn_call(
                     ));
                 }
             };
-            asking::continue_ask(host, person, request, conversation, turn, approve).await
+            asking::continue_ask(host, person, asking, conversation, turn, approve).await
         }
     };
     Ok(match started {

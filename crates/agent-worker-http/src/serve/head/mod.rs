@@ -22,6 +22,7 @@ use std::task::{Context, Poll, ready};
 
 use axum::http::{Request, StatusCode};
 use axum::response::Response;
+use futures_util::FutureExt as _;
 use futures_util::future::{Either, Ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -113,7 +114,9 @@ impl Refusals {
 }
 
 /// The service one connection is served by: `inner` (the router), except the stand-in of a
-/// refused head, which `answer` answers.
+/// refused head, which `answer` answers. A request that asked to switch protocols (`Upgrade`)
+/// and was not switched (any answer but 101) closes its connection: the guard stopped reading
+/// heads after it ([`Framing::Raw`]), so nothing more is taken on that connection.
 #[derive(Debug, Clone)]
 pub(super) struct Answering<S> {
     inner: S,
@@ -137,14 +140,37 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+    type Future =
+        Either<Ready<Result<Response, Infallible>>, Either<S::Future, ClosingUnlessSwitched<S::Future>>>;
 
     fn call(&self, request: Request<B>) -> Self::Future {
-        match self.refusals.take(request.uri().path()) {
-            Some(refused) => Either::Left(futures_util::future::ready(Ok((self.answer)(&refused)))),
-            None => Either::Right(self.inner.call(request)),
+        if let Some(refused) = self.refusals.take(request.uri().path()) {
+            return Either::Left(futures_util::future::ready(Ok((self.answer)(&refused))));
+        }
+        let upgrade = request.headers().contains_key(axum::http::header::UPGRADE);
+        let answered = self.inner.call(request);
+        match upgrade {
+            false => Either::Right(Either::Left(answered)),
+            true => Either::Right(Either::Right(answered.map(close_unless_switched as fn(_) -> _))),
         }
     }
+}
+
+/// An answer to a request that asked to switch protocols.
+type ClosingUnlessSwitched<F> =
+    futures_util::future::Map<F, fn(Result<Response, Infallible>) -> Result<Response, Infallible>>;
+
+/// The answer, closing its connection unless it switched protocols.
+fn close_unless_switched(answer: Result<Response, Infallible>) -> Result<Response, Infallible> {
+    answer.map(|mut response| {
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            let close = axum::http::HeaderValue::from_static("close");
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONNECTION, close);
+        }
+        response
+    })
 }
 
 /// Where the guard is in the bytes the client sends.
