@@ -60,6 +60,8 @@ async fn one_socket_runs_a_turn_answers_its_approval_aborts_and_refuses_what_it_
             {"send": {"type": "dance"}, "until": "error"},
             {"send": "{\"prompt\": 1}", "binary": true, "until": "error"},
             {"send": "not json", "until": "error"},
+            {"send": {"type": "action", "turnId": "t-ui", "callId": "c-1", "answer": {"status": "taken"}}, "until": "action"},
+            {"send": {"type": "action", "turnId": "t-ui", "callId": "c-2", "answer": {"status": "done", "result": "{fill}"}}, "fill": 300 * 1024, "until": "error"},
             {"send": {"prompt": "Take your time."}, "until": "event"},
             {"send": {"type": "abort"}, "until": "command"},
             {"until": "end"},
@@ -98,7 +100,9 @@ async fn one_socket_runs_a_turn_answers_its_approval_aborts_and_refuses_what_it_
         .iter()
         .filter_map(|f| f["status"].as_u64())
         .collect();
-    assert_eq!(refused, vec![400, 400, 400], "{out}");
+    assert_eq!(refused, vec![400, 400, 400, 413], "{out}");
+    // A UI action's answer, recorded as `POST /turns/{id}/actions/{callId}` records it.
+    assert_eq!(of_kind(frames, "action")[0]["recorded"], true, "{out}");
     // Aborted on the same socket: the turn ends stopped.
     let command = &of_kind(frames, "command")[0];
     assert_eq!(command["ok"], true, "{out}");

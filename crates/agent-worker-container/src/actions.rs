@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::access::{Acting, CallPath};
 use super::{ContainerHost, HostError};
-use agent_worker_core::session::ActionAnswer;
+use agent_worker_core::session::{ActionAnswer, SessionId, TurnId};
 
 /// The largest answer kept, in bytes of its JSON: what one table item holds with room to spare.
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
@@ -28,6 +28,20 @@ pub(super) async fn answer(
     conversation: Acting,
     body: Bytes,
 ) -> Result<Json<Value>, HostError> {
+    let recorded = record(&host, &conversation.id, &call.turn_id, &call.call_id, &body).await?;
+    Ok(Json(json!({ "recorded": recorded })))
+}
+
+/// Records `body`, the answer to UI action `call_id` of turn `turn_id` of `conversation` (the
+/// person's, checked by the caller): whether it was kept (a call keeps its first final answer).
+/// 404 where this host takes no answers; 413 over [`MAX_ANSWER_BYTES`]; 400 not an answer.
+pub(crate) async fn record(
+    host: &ContainerHost,
+    conversation: &SessionId,
+    turn_id: &TurnId,
+    call_id: &str,
+    body: &[u8],
+) -> Result<bool, HostError> {
     let answers = host
         .ui_answers()
         .ok_or_else(|| HostError::not_found("this host takes no answers to UI actions"))?;
@@ -40,11 +54,10 @@ pub(super) async fn answer(
             ),
         ));
     }
-    let answer: ActionAnswer = serde_json::from_slice(&body)
+    let answer: ActionAnswer = serde_json::from_slice(body)
         .map_err(|e| HostError::field("body", format!("the body is not an answer: {e}")))?;
-    let recorded = answers
-        .record(&conversation.id, &call.turn_id, &call.call_id, &answer)
+    answers
+        .record(conversation, turn_id, call_id, &answer)
         .await
-        .map_err(|e| HostError::store("recording a UI action's answer", &e))?;
-    Ok(Json(json!({ "recorded": recorded })))
+        .map_err(|e| HostError::store("recording a UI action's answer", &e))
 }

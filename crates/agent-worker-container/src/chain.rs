@@ -60,6 +60,15 @@ pub(crate) async fn latest_turn(
     Ok(latest)
 }
 
+/// A person's decision as a client names it: `approve` (`true`) or `decline` (`false`).
+pub(crate) fn decision_named(decision: Option<&str>) -> Option<bool> {
+    match decision {
+        Some("approve") => Some(true),
+        Some("decline") => Some(false),
+        _ => None,
+    }
+}
+
 /// Why a chain cannot take one more turn.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ChainEnd {
@@ -73,7 +82,7 @@ pub(crate) enum ChainEnd {
 
 /// The chain's next turn after the one at `place`: the person's decision on `asked` (the
 /// `approval_required` event that turn logged), approving with the token it holds, or declining.
-pub(crate) fn decided_turn(
+fn decided_turn(
     person: &Owner,
     session: &SessionId,
     first: &TurnId,

@@ -305,6 +305,14 @@ pub(super) async fn turn_events(
     logged_sse(followed, turn_id)
 }
 
+/// Whether a request's client takes Server-Sent Events in answer (`Accept: text/event-stream`).
+pub(super) fn takes_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"))
+}
+
 /// A followed turn as Server-Sent Events: each logged event under its type with its position as
 /// the id (so a client resumes with `Last-Event-ID`), and `stream_ended` for a turn that never
 /// started.

@@ -65,7 +65,7 @@ mod turns;
 
 pub use a2a::{PublicUrl, PublicUrlError};
 pub use actions::MAX_ANSWER_BYTES;
-pub use agentcore::MAX_WS_MESSAGE_BYTES;
+pub use agentcore::{MAX_WS_MESSAGE_BYTES, PING_EVERY, SILENT_FOR};
 pub use agui::{MAX_CONTEXT_BYTES, MAX_CONTEXT_ITEMS};
 pub use auth_settings::{AUTH_SETTINGS, DEFAULT_AGENTCORE_ACCOUNT, DEFAULT_CARD_KEY_ID};
 pub use builder::ContainerHostBuilder;

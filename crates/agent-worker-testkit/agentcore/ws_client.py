@@ -1,8 +1,8 @@
 """A WebSocket client (`websockets`, from the project's venv) run against AgentCore's `GET /ws`,
 as an application behind AgentCore Runtime talks to its agent. The plan is the one argument:
 {url, headers, steps: [{send, repeat, binary, until}]}: each step sends `send` (JSON as a text
-message; a string as it is, `repeat` times over; with `binary`, its UTF-8 bytes as a binary
-message), then reads messages
+message, with every `{fill}` in it replaced by `fill` x's; a string as it is, `repeat` times
+over; with `binary`, its UTF-8 bytes as a binary message), then reads messages
 until one is of kind `until`: a message `type` ("session", "turn", "command", "action",
 "error"), "end" (an event that ends a turn: `completed` or `failed`, or `stream_ended`), or
 "close" (the server closed the socket). Without `until`, it reads nothing. It prints one JSON
@@ -33,7 +33,10 @@ async def main() -> None:
             for step in plan["steps"]:
                 if "send" in step:
                     message = step["send"]
-                    text = message * step.get("repeat", 1) if isinstance(message, str) else json.dumps(message)
+                    if isinstance(message, str):
+                        text = message * step.get("repeat", 1)
+                    else:
+                        text = json.dumps(message).replace("{fill}", "x" * step.get("fill", 0))
                     await ws.send(text.encode() if step.get("binary") else text)
                 until = step.get("until")
                 while until:

@@ -10,9 +10,7 @@ use serde_json::Value;
 
 use super::task::{self, Ids, TaskState};
 use super::{Call, InMessage, RpcError, task_id};
-use crate::chain::{self, decided_turn};
-use crate::extract::adapted_turn;
-use crate::turns;
+use crate::chain;
 use agent_worker_core::session::{SessionId, TurnId};
 
 pub(super) use crate::chain::{CHAIN_JOIN, chain_place, chain_turn};
@@ -48,31 +46,25 @@ impl Call<'_> {
                 "contextId is not the context of task {task}"
             )));
         }
-        let (latest, place) = self.latest_turn(&session, &first).await?;
-        let progress = self.progress(&session, &latest).await?;
-        let state = progress.state();
-        let asked = progress
-            .approvals
-            .last()
-            .filter(|_| state == TaskState::InputRequired);
-        let Some(asked) = asked else {
+        let (latest, _) = self.latest_turn(&session, &first).await?;
+        let state = self.progress(&session, &latest).await?.state();
+        if state != TaskState::InputRequired {
             return Err(RpcError::unsupported(format!(
                 "task {task} is {}: it takes a message only while it waits for an approval (TASK_STATE_INPUT_REQUIRED); send a new message in its context instead",
                 state.name()
             )));
-        };
+        }
         let approve = decision(&message.parts)?;
-        let turn =
-            decided_turn(self.person, &session, &first, place, asked, approve).map_err(|e| match e {
-                chain::ChainEnd::Full => RpcError::unsupported(format!("task {task}: {e}")),
-                chain::ChainEnd::NoApprovalId => RpcError::internal(format!("task {task}: {e}")),
-            })?;
-        let next = turn.turn_id.clone();
-        let refused = |e| RpcError::of_host(&e).in_context(&session);
-        let turn = adapted_turn(self.host, turn).map_err(refused)?;
-        turns::start(self.host, self.person, turn)
+        // The chain's next turn, as every door continues one (the approval read again, and its
+        // token, from the log).
+        let next = chain::answer_approval(self.host, self.person, &session, latest.as_str(), approve)
             .await
-            .map_err(refused)?;
+            .map_err(|e| match e.status() {
+                axum::http::StatusCode::CONFLICT => {
+                    RpcError::unsupported(format!("task {task}: {}", e.message()))
+                }
+                _ => RpcError::of_host(&e).in_context(&session),
+            })?;
         let ids = Ids {
             task: task_id(&session, &first),
             context: session,

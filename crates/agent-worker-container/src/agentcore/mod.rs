@@ -12,23 +12,25 @@
 //!   the turn's text and terminal as JSON once it ends. A body that is AG-UI's `RunAgentInput`
 //!   (AgentCore's AG-UI protocol) runs as `POST /agui` does.
 //!
+//! - `GET /ws`: AgentCore's bidirectional WebSocket ([`ws`]).
+//!
 //! The person is the request's, as on every route ([`Asker`]): a person's token
 //! (`--auth jwt`, with AgentCore's inbound JWT authorizer passing `Authorization` through, as
-//! `deploy/agentcore.yaml` sets it), or (outside AgentCore) the API key and the ids the query
-//! names.
+//! `deploy/agentcore.yaml` sets it), the user the runtime names for an IAM caller
+//! (`--auth iam`), or (outside AgentCore) the API key and the ids the query names.
 
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::access::{Asker, checked_id};
-use crate::events::{Followed, Heard, follow_turn, logged_sse, stream_place};
+use crate::events::{Followed, Heard, follow_turn, logged_sse, stream_place, takes_event_stream};
 use crate::extract::adapted_turn;
 use crate::{ContainerHost, HostError, agui, turns};
 
@@ -37,8 +39,8 @@ mod ws;
 use agent_worker_contract::AgentEvent;
 use agent_worker_core::session::{Owner, SessionId, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
-pub use ws::MAX_WS_MESSAGE_BYTES;
 pub(crate) use ws::upgrade;
+pub use ws::{MAX_WS_MESSAGE_BYTES, PING_EVERY, SILENT_FOR};
 
 /// The header that names the conversation (AgentCore's runtime session).
 pub(crate) const SESSION_HEADER: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
@@ -153,10 +155,7 @@ pub(crate) async fn invoke(
     let place = stream_place(&host, &person)?;
     turns::start(&host, &person, turn).await?;
     let followed = follow_turn(&host, place, &session, &turn_id, None);
-    let streamed = headers
-        .get(header::ACCEPT)
-        .and_then(|accept| accept.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/event-stream"));
+    let streamed = takes_event_stream(&headers);
     let mut response = if streamed {
         logged_sse(followed, turn_id)
     } else {

@@ -1,7 +1,9 @@
 //! AgentCore Runtime's bidirectional WebSocket: `GET /ws` on the same port as `/invocations`,
 //! one socket per conversation (the session header's, or a new one), authenticated as
-//! `/invocations` is. The conversation is claimed for the person as the socket opens (another
-//! person's is 404, and nothing changes); then, one JSON text message each way:
+//! `/invocations` is. A conversation the header names is claimed for the person as the socket
+//! opens (another person's is 404, and nothing changes; a new one is claimed by its first turn);
+//! each command and answer is checked again to be the person's before it is written. Then, one
+//! JSON text message each way:
 //!
 //! | the client sends | what it does | the answer |
 //! | --- | --- | --- |
@@ -13,10 +15,15 @@
 //! Each event a turn logs comes as `{"type": "event", "turnId", "seq", "event"}` (the turn's log,
 //! read as `GET /turns/{id}/events` reads it). A message that is not one of these, or one that
 //! is refused, is answered `{"type": "error", "error", "status"}` and the socket stays open. A
-//! message over [`MAX_WS_MESSAGE_BYTES`] closes it (1009). A socket that closes mid-turn leaves
-//! the turn running: its events stay in the log, and the turn's result in the conversation.
+//! message over [`MAX_WS_MESSAGE_BYTES`] (or the host's body limit, when smaller) closes it
+//! (1009), text that is not UTF-8 too (1007). The server pings every [`PING_EVERY`]; a client
+//! silent for [`SILENT_FOR`] (no pong either) is gone, and its socket closed. A socket that
+//! closes mid-turn leaves the turn running: its events stay in the log, and the turn's result in
+//! the conversation. At shutdown open sockets are cut as the process ends (their turns go on
+//! as every running turn does, within the shutdown grace).
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -35,11 +42,17 @@ use crate::{ContainerHost, HostError, turns};
 use agent_worker_contract::control::answer;
 use agent_worker_contract::{ErrorChain, SessionCommand, SessionControl as _};
 use agent_worker_core::engine::StoreControl;
-use agent_worker_core::session::{ActionAnswer, Owner, SessionId, TurnId};
+use agent_worker_core::session::{Owner, SessionId, TurnId};
 
 /// The largest message a client may send on the socket, in bytes (a frame, or a message of
 /// frames): past it, the socket closes with 1009.
 pub const MAX_WS_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// How often the server pings an open socket.
+pub const PING_EVERY: Duration = Duration::from_secs(30);
+
+/// How long a socket may hear nothing from its client (a pong included) before it is closed.
+pub const SILENT_FOR: Duration = Duration::from_secs(120);
 
 /// `GET /ws`.
 pub(crate) async fn upgrade(
@@ -49,10 +62,15 @@ pub(crate) async fn upgrade(
     socket: WebSocketUpgrade,
 ) -> Result<Response, HostError> {
     let session = session_of(&headers)?;
-    theirs(&host, &person, &session, true).await?;
+    // A conversation the header names is the person's, or no one's yet; a new one is claimed
+    // by its first turn.
+    if headers.contains_key(super::SESSION_HEADER) {
+        theirs(&host, &person, &session, true).await?;
+    }
+    let limit = host.config().body_limit.min(MAX_WS_MESSAGE_BYTES);
     Ok(socket
-        .max_message_size(MAX_WS_MESSAGE_BYTES)
-        .max_frame_size(MAX_WS_MESSAGE_BYTES)
+        .max_message_size(limit)
+        .max_frame_size(limit)
         .on_upgrade(move |socket| {
             let talk = Talk {
                 host,
@@ -83,7 +101,7 @@ enum Said {
     Action {
         turn_id: String,
         call_id: String,
-        answer: ActionAnswer,
+        answer: Value,
     },
 }
 
@@ -106,32 +124,51 @@ impl Talk {
         if send(&mut socket, &opened).await.is_err() {
             return;
         }
+        let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+        let mut last_heard = tokio::time::Instant::now();
         loop {
             tokio::select! {
+                _ = pings.tick() => {
+                    if last_heard.elapsed() >= SILENT_FOR {
+                        let frame = CloseFrame { code: close_code::AWAY, reason: "the client went silent".into() };
+                        let _closing = socket.send(Message::Close(Some(frame))).await;
+                        return;
+                    }
+                    if socket.send(Message::Ping(Vec::new().into())).await.is_err() {
+                        return;
+                    }
+                }
                 heard = socket.recv() => match heard {
                     Some(Ok(Message::Text(text))) => {
+                        last_heard = tokio::time::Instant::now();
                         let answer = self.take(text.as_str()).await;
                         if send(&mut socket, &answer).await.is_err() {
                             return;
                         }
                     }
                     Some(Ok(Message::Binary(_))) => {
+                        last_heard = tokio::time::Instant::now();
                         let refused = refusal(StatusCode::BAD_REQUEST, "this socket takes JSON text messages");
                         if send(&mut socket, &refused).await.is_err() {
                             return;
                         }
                     }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => last_heard = tokio::time::Instant::now(),
                     // Closed (or gone): the turn goes on; its events stay in its log.
                     Some(Ok(Message::Close(_))) | None => return,
                     Some(Err(e)) => {
                         let why = ErrorChain(&e).to_string();
                         tracing::info!(error = %why, "a WebSocket message could not be read");
-                        let code = match why.contains("too long") || why.contains("too big") {
-                            true => close_code::SIZE,
-                            false => close_code::PROTOCOL,
+                        let lower = why.to_ascii_lowercase();
+                        let code = if lower.contains("too long") || lower.contains("too big") {
+                            close_code::SIZE
+                        } else if lower.contains("utf-8") || lower.contains("utf8") {
+                            close_code::INVALID
+                        } else {
+                            close_code::PROTOCOL
                         };
-                        let reason = format!("a message is at most {MAX_WS_MESSAGE_BYTES} bytes, one JSON text each");
+                        let limit = self.host.config().body_limit.min(MAX_WS_MESSAGE_BYTES);
+                        let reason = format!("a message is at most {limit} bytes, one JSON text each");
                         let frame = CloseFrame { code, reason: reason.into() };
                         let _closing = socket.send(Message::Close(Some(frame))).await;
                         return;
@@ -210,16 +247,21 @@ impl Talk {
 
     async fn said(&mut self, said: Said) -> Result<Value, HostError> {
         let command = match said {
-            Said::Steer { prompt } => SessionCommand::Steer { prompt },
-            Said::FollowUp { prompt } => SessionCommand::FollowUp { prompt },
-            Said::Abort => SessionCommand::Abort,
+            // Checked where every approval's answer is (`chain::answer_approval`).
             Said::Approval { decision } => return self.approval(&decision).await,
             Said::Action {
                 turn_id,
                 call_id,
                 answer,
-            } => return self.action(turn_id, call_id, &answer).await,
+            } => {
+                self.still_theirs().await?;
+                return self.action(turn_id, call_id, &answer).await;
+            }
+            Said::Steer { prompt } => SessionCommand::Steer { prompt },
+            Said::FollowUp { prompt } => SessionCommand::FollowUp { prompt },
+            Said::Abort => SessionCommand::Abort,
         };
+        self.still_theirs().await?;
         let done = StoreControl::new(self.host.store().clone())
             .dispatch(&self.session, command)
             .await;
@@ -228,18 +270,18 @@ impl Talk {
         Ok(answered)
     }
 
+    /// The conversation is still the person's (it may have been deleted since the socket
+    /// opened): checked before anything is written.
+    async fn still_theirs(&mut self) -> Result<(), HostError> {
+        theirs(&self.host, &self.person, &self.session, false)
+            .await
+            .map(drop)
+    }
+
     /// Answers the approval the socket's last turn waits for.
     async fn approval(&mut self, decision: &str) -> Result<Value, HostError> {
-        let approve = match decision {
-            "approve" => true,
-            "decline" => false,
-            _ => {
-                return Err(HostError::field(
-                    "decision",
-                    "an approval's decision is approve or decline",
-                ));
-            }
-        };
+        let approve = chain::decision_named(Some(decision))
+            .ok_or_else(|| HostError::field("decision", "an approval's decision is approve or decline"))?;
         let turn = self.last_turn.clone().ok_or_else(|| {
             HostError::new(
                 StatusCode::CONFLICT,
@@ -252,23 +294,14 @@ impl Talk {
         Ok(self.follow(next, place))
     }
 
-    /// Records a UI action's answer for a turn of the socket's conversation.
-    async fn action(
-        &mut self,
-        turn_id: String,
-        call_id: String,
-        answer: &ActionAnswer,
-    ) -> Result<Value, HostError> {
-        let answers = self
-            .host
-            .ui_answers()
-            .ok_or_else(|| HostError::not_found("this host takes no answers to UI actions"))?;
+    /// Records a UI action's answer for a turn of the socket's conversation, as
+    /// `POST /turns/{id}/actions/{callId}` does.
+    async fn action(&mut self, turn_id: String, call_id: String, answer: &Value) -> Result<Value, HostError> {
         let turn_id: TurnId = crate::access::checked_id("turnId", turn_id)?;
         let call_id: String = crate::access::checked_text("callId", call_id)?;
-        let recorded = answers
-            .record(&self.session, &turn_id, &call_id, answer)
-            .await
-            .map_err(|e| HostError::store("recording a UI action's answer", &e))?;
+        let body = answer.to_string();
+        let recorded =
+            crate::actions::record(&self.host, &self.session, &turn_id, &call_id, body.as_bytes()).await?;
         Ok(json!({"type": "action", "recorded": recorded}))
     }
 }

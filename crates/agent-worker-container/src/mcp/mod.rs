@@ -1,13 +1,15 @@
 //! The agent as an MCP server: `POST /mcp`, MCP's Streamable HTTP transport, each request
-//! answered as JSON or, for an `ask` with a progress token, as server-sent events (`GET /mcp`
-//! is 405: no stream of the server's own, as the transport allows).
+//! answered as JSON or, for a call that sends on its way (its progress, an elicitation), as
+//! server-sent events (`GET /mcp` is 405: no stream of the server's own, as the transport
+//! allows).
 //!
 //! - The stateless revision ([`STATELESS_VERSION`], 2026-07-28): `server/discover` names the
 //!   revisions and capabilities, and each request carries its revision in `_meta`
 //!   (`io.modelcontextprotocol/protocolVersion`); one this server does not speak is refused
 //!   (-32022, naming those it does).
 //! - The handshake revisions ([`HANDSHAKE_VERSIONS`]): `initialize` answers the client's when
-//!   this server speaks it, else the newest; no session is kept (no `Mcp-Session-Id`).
+//!   this server speaks it, else the newest. No session is kept: the only session id given
+//!   ([`ELICITING_SESSION`]) says that the client takes elicitations, and keys its calls.
 //! - `tools/list`: `ask` (a message to a conversation of the person's, or a new one: the turn's
 //!   answer, once it ends), `answer_approval` (the person's decision on an approval a turn
 //!   waits for), `list_conversations` and `get_conversation` (as `GET /conversations` and
@@ -33,13 +35,14 @@ mod calls;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use self::asking::{Asked, Asking, Elicits};
 use super::access::Asker;
+use super::events::takes_event_stream;
 use super::{ContainerHost, HostError, agui};
 use agent_worker_contract::ErrorChain;
 use agent_worker_core::session::Owner;
@@ -164,8 +167,8 @@ pub(super) async fn post(
             Err(e) => return finish(Err(e)),
         };
         // Its progress, or what it elicits on the way, needs a stream; else, the answer as JSON.
-        let streamed =
-            takes_stream(&headers) && (asking.progress.is_some() || asking.elicits == Elicits::OnStream);
+        let streamed = takes_event_stream(&headers)
+            && (asking.progress.is_some() || asking.elicits == Elicits::OnStream);
         if !streamed {
             let answered = asking::answer(&host, &person, &asking, asked, None).await;
             return finish(
@@ -207,7 +210,7 @@ fn elicits(host: &ContainerHost, params: &Value, headers: &HeaderMap, stateless:
         };
     }
     let session = headers.get(SESSION_HEADER).and_then(|s| s.to_str().ok());
-    let asks = host.config().stream_elicitation && takes_stream(headers);
+    let asks = host.config().stream_elicitation && takes_event_stream(headers);
     match session.is_some_and(|s| s.starts_with(ELICITING_SESSION)) && asks {
         true => Elicits::OnStream,
         false => Elicits::No,
@@ -261,15 +264,8 @@ async fn turn_call(
             let (Some(conversation), Some(turn)) = (text("conversationId"), text("turnId")) else {
                 return Err(invalid("answer_approval needs a conversationId and a turnId"));
             };
-            let approve = match text("decision") {
-                Some("approve") => true,
-                Some("decline") => false,
-                _ => {
-                    return Err(invalid(
-                        "answer_approval's decision is \"approve\" or \"decline\"",
-                    ));
-                }
-            };
+            let approve = crate::chain::decision_named(text("decision"))
+                .ok_or_else(|| invalid("answer_approval's decision is \"approve\" or \"decline\""))?;
             asking::continue_ask(host, person, asking, conversation, turn, approve).await
         }
     };
@@ -318,14 +314,6 @@ fn stateless_fields(result: &mut Value, method: &str) {
         result["ttlMs"] = json!(0);
         result["cacheScope"] = json!("private");
     }
-}
-
-/// Whether the client takes server-sent events in answer.
-fn takes_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|accept| accept.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/event-stream"))
 }
 
 /// `GET /mcp`: no stream is offered.

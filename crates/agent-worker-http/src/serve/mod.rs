@@ -15,7 +15,9 @@
 //! [`ConnectionLimits::max_target_bytes`], [`ConnectionLimits::max_head_bytes`] and
 //! [`ConnectionLimits::max_headers`]: a head hyper would answer itself with an empty body (a
 //! target too long, a byte a URL may not hold, too many or too large headers, a malformed
-//! length) is answered by the server in its own shape instead ([`serve_answering`]).
+//! length) is answered by the server in its own shape instead ([`serve_answering`]). After a
+//! request that asks to switch protocols (`Upgrade`), the bytes pass unread: the switched
+//! protocol's, or, when the switch is refused, none, for that answer closes the connection.
 
 mod head;
 
@@ -95,7 +97,9 @@ impl Default for ConnectionLimits {
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves; then accepts no
 /// more connections, lets each open one finish its request in flight, and returns once all are
-/// closed. A refused head is answered `{"error", "field"}` ([`RefusedHead::json`]).
+/// closed. A connection switched to another protocol (a WebSocket's) is its route's from then
+/// on: it is neither waited for nor closed here. A refused head is answered
+/// `{"error", "field"}` ([`RefusedHead::json`]).
 pub async fn serve_within(
     listener: TcpListener,
     router: Router,
