@@ -268,6 +268,8 @@ async fn a_signed_card_is_verified_by_the_sdks_verifier_with_its_key_and_no_othe
     let signed =
         support::container::server_with(2, support::config(), std::time::Duration::from_secs(5), |s| {
             s.card_signer = Some(CardSigner::from_pem(&pem, "desk-key").unwrap());
+            s.public_url =
+                Some(agent_worker::hosts::container::PublicUrl::new("https://desk.example").unwrap());
         })
         .await;
     let plan = |server: &support::container::Server, key: &str| {

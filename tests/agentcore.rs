@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use agent_worker_testkit::{Reply, StreamScript, sid};
 use serde_json::{Value, json};
+use support::binaries::{announced, on_moto};
 use support::config;
 use support::container::{KEY, changed, post, send, server, sse_events, table};
 
@@ -235,42 +236,19 @@ async fn another_persons_session_is_refused_and_nothing_changes() {
 async fn the_serve_binary_answers_ping_and_invocations() {
     use agent_worker::session::{DynamoConfig, DynamoStore};
     use agent_worker_testkit::{BedrockStandIn, moto};
-    use tokio::io::{AsyncBufReadExt, BufReader};
 
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(Reply::text("From the image's binary."));
     let table = format!("agentcore-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table).unwrap());
     store.create_table().await.unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        // AgentCore's MCP mode: the port its MCP contract names.
-        .args(["serve", "--agentcore-mcp", "--host", "127.0.0.1"])
-        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
+    // AgentCore's MCP mode: the port its MCP contract names.
+    let args = ["serve", "--agentcore-mcp", "--host", "127.0.0.1"];
+    let mut child = on_moto(env!("CARGO_BIN_EXE_agent-worker"), &args, &table, &bedrock)
         .env("AGENT_WORKER_API_KEY", KEY)
-        .env("TABLE_NAME", &table)
-        .env("MODEL_ID", support::MODEL_ID)
-        .env("EVENT_SINKS", "dynamo")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", moto().endpoint())
-        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint_url())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("the binary runs");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the server announces its address");
-        if let Some(rest) = line.strip_prefix("agent-worker serving turns on ") {
-            break rest.split(' ').next().unwrap().to_owned();
-        }
-    };
+    let url = announced(&mut child, "agent-worker serving turns on ").await;
     assert_eq!(ping(&url).await["status"], "Healthy");
     let response = invoke(&url, Some(SESSION), "application/json", &json!({"prompt": "Hi"})).await;
     assert_eq!(response.status(), 200);
@@ -303,7 +281,6 @@ async fn the_serve_binary_answers_ping_and_invocations() {
 async fn behind_an_iam_runtime_the_person_is_the_user_the_runtime_names() {
     use agent_worker::session::{DynamoConfig, DynamoStore, OwnerStore as _};
     use agent_worker_testkit::{BedrockStandIn, moto};
-    use tokio::io::{AsyncBufReadExt, BufReader};
 
     let bedrock = BedrockStandIn::start().await.unwrap();
     bedrock.push(Reply::text("Hello, Alice."));
@@ -311,34 +288,12 @@ async fn behind_an_iam_runtime_the_person_is_the_user_the_runtime_names() {
     let table_name = format!("agentcore-iam-{}", uuid::Uuid::new_v4().simple());
     let store = DynamoStore::new(moto().dynamodb(), DynamoConfig::new(&table_name).unwrap());
     store.create_table().await.unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-worker"))
-        .args(["serve", "--auth", "iam", "--port", "0", "--host", "127.0.0.1"])
+    let args = ["serve", "--auth", "iam", "--port", "0", "--host", "127.0.0.1"];
+    let mut child = on_moto(env!("CARGO_BIN_EXE_agent-worker"), &args, &table_name, &bedrock)
         .env("AGENTCORE_ACCOUNT", "acme")
-        .env("SYSTEM_PROMPT", "You are a helpful assistant.")
-        .env("TABLE_NAME", &table_name)
-        .env("MODEL_ID", support::MODEL_ID)
-        .env("EVENT_SINKS", "dynamo")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", moto().endpoint())
-        .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock.endpoint_url())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("the binary runs");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the server announces its address");
-        if let Some(rest) = line.strip_prefix("agent-worker serving turns on ") {
-            break rest.split(' ').next().unwrap().to_owned();
-        }
-    };
+    let url = announced(&mut child, "agent-worker serving turns on ").await;
     let invoke_as = |user: Option<&str>| {
         let mut request = reqwest::Client::new()
             .post(format!("{url}/invocations"))

@@ -9,6 +9,7 @@ pub mod agent_protocol;
 pub mod agent_sessions;
 pub mod api_function;
 pub mod approvals;
+pub mod binaries;
 pub mod config_files;
 pub mod container;
 pub mod crash_matrix;

@@ -68,6 +68,13 @@ impl ContainerConfig {
             .transpose()
             .map_err(|e| SettingsError::new("PUBLIC_URL", e.to_string()))?;
         if let Some(pem) = set("AGENT_CARD_SIGNING_KEY") {
+            // A signed card names where the agent is: never a host a request merely says.
+            if config.public_url.is_none() {
+                return Err(SettingsError::new(
+                    "AGENT_CARD_SIGNING_KEY",
+                    "is set without PUBLIC_URL: a signed card must name the agent's own URL, not the Host a request sends",
+                ));
+            }
             let kid = set("AGENT_CARD_KEY_ID").unwrap_or_else(|| DEFAULT_CARD_KEY_ID.to_owned());
             let signer = CardSigner::from_pem(&pem, kid)
                 .map_err(|e| SettingsError::new("AGENT_CARD_SIGNING_KEY", e.to_string()))?;
@@ -222,6 +229,19 @@ mod tests {
         assert!(from(&gateway).is_ok());
         gateway.retain(|(name, _)| *name != "JWT_ISSUER");
         assert_eq!(from(&gateway).unwrap_err().name, "JWT_ISSUER");
+    }
+
+    #[test]
+    fn a_card_is_signed_only_where_it_names_the_public_url() {
+        let key = ("AGENT_WORKER_API_KEY", "0123456789abcdef");
+        let pem = include_str!("../../agent-worker-testkit/keys/card-signing.pem");
+        let signing = ("AGENT_CARD_SIGNING_KEY", pem);
+        assert_eq!(from(&[key, signing]).unwrap_err().name, "AGENT_CARD_SIGNING_KEY");
+        let signed = from(&[key, signing, ("PUBLIC_URL", "https://agent.example.com")]).unwrap();
+        assert!(signed.card_signer.is_some());
+        let not_a_key = ("AGENT_CARD_SIGNING_KEY", "-----BEGIN PRIVATE KEY-----");
+        let refused = from(&[key, not_a_key, ("PUBLIC_URL", "https://agent.example.com")]);
+        assert_eq!(refused.unwrap_err().name, "AGENT_CARD_SIGNING_KEY");
     }
 
     #[test]

@@ -141,8 +141,9 @@ pub struct ContainerConfig {
     /// without one, the agent card names `http://` and the request's `Host` when that is a plain
     /// `host[:port]` (never a forwarded scheme or host).
     pub public_url: Option<PublicUrl>,
-    /// The key that signs the agent card (`AGENT_CARD_SIGNING_KEY`, `AGENT_CARD_KEY_ID`): every
-    /// card served carries its signature; without one the card is not signed.
+    /// The key that signs the agent card (`AGENT_CARD_SIGNING_KEY`, `AGENT_CARD_KEY_ID`): with
+    /// [`public_url`](Self::public_url), every card served carries its signature; without either,
+    /// the card is not signed.
     pub card_signer: Option<agent_worker_runtime::card_signature::CardSigner>,
     /// Whether an MCP client that declared elicitation (in the handshake revisions) is asked an
     /// approval on its call's answer stream, its answer coming in a request of its own, which

@@ -18,7 +18,7 @@ const MAX_DEPTH: usize = 128;
 /// Why a card has no canonical form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
-    /// A number outside what every JSON reader holds exactly (±2^53 - 1 for integers).
+    /// A number that is no double (not finite).
     #[error("the number {0} has no canonical form")]
     Number(String),
     /// Nesting past [`MAX_DEPTH`].
@@ -261,12 +261,11 @@ fn string(s: &str, out: &mut String) {
 /// A number as ECMAScript writes it (`Number.prototype.toString`), as RFC 8785 asks.
 fn number(n: &serde_json::Number) -> Result<String, CanonicalError> {
     const SAFE: i128 = (1 << 53) - 1;
-    if let Some(i) = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)) {
-        return match (-SAFE..=SAFE).contains(&i) {
-            true => Ok(i.to_string()),
-            false => Err(CanonicalError::Number(n.to_string())),
-        };
+    let integer = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+    if let Some(i) = integer.filter(|i| (-SAFE..=SAFE).contains(i)) {
+        return Ok(i.to_string());
     }
+    // Past ±(2^53 - 1), as the double a JSON reader holds (RFC 8785 reads every number so).
     let f = n
         .as_f64()
         .filter(|f| f.is_finite())
@@ -340,7 +339,14 @@ mod tests {
         .map(|key| out.find(key).unwrap())
         .collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{out}");
-        assert!(number(&serde_json::Number::from(1u64 << 60)).is_err());
+        assert_eq!(
+            number(&serde_json::Number::from(1u64 << 60)).unwrap(),
+            "1152921504606847000"
+        );
+        assert_eq!(
+            number(&serde_json::Number::from(u64::MAX)).unwrap(),
+            "18446744073709552000"
+        );
     }
 
     #[test]

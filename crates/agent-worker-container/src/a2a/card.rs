@@ -7,9 +7,10 @@
 //! or a bracketed IPv6 one, and digits for the port), else `http://localhost`: `X-Forwarded-*`
 //! headers are never read, so a deployment behind TLS or a proxy sets `PUBLIC_URL`.
 //!
-//! With a signing key (`AGENT_CARD_SIGNING_KEY`), every card served carries its signature (a JWS
-//! over the card's RFC 8785 form, [`agent_worker_runtime::card_signature`]), made for the card as
-//! served: the base URL is part of what is signed.
+//! With a signing key (`AGENT_CARD_SIGNING_KEY`, which needs `PUBLIC_URL`), every card served
+//! carries its signature (a JWS over the card's RFC 8785 form,
+//! [`agent_worker_runtime::card_signature`]): the URL it names is part of what is signed, so it
+//! is always the deployment's own, never a `Host` a request sends.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
@@ -158,7 +159,9 @@ pub(crate) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) 
             "tags": ["conversation"],
         }],
     });
-    if let Some(signer) = &config.card_signer
+    // Signed only where the card names the deployment's own URL (`PUBLIC_URL`): a card whose
+    // URL came from a request's `Host` is never signed.
+    if let (Some(signer), Some(_)) = (&config.card_signer, &config.public_url)
         && let Err(e) = signer.sign(&mut card)
     {
         tracing::warn!(error = %e, "the agent card could not be signed");

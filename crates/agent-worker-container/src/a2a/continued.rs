@@ -60,9 +60,11 @@ impl Call<'_> {
         let next = chain::answer_approval(self.host, self.person, &session, latest.as_str(), approve)
             .await
             .map_err(|e| match e.status() {
-                axum::http::StatusCode::CONFLICT => {
+                // Not waiting any more (answered meanwhile): as for a task in any other state.
+                axum::http::StatusCode::CONFLICT if e.running_turn().is_none() => {
                     RpcError::unsupported(format!("task {task}: {}", e.message()))
                 }
+                // A context whose other task runs, and every other refusal: as a message's.
                 _ => RpcError::of_host(&e).in_context(&session),
             })?;
         let ids = Ids {

@@ -31,8 +31,14 @@ type RequestKey = (Owner, Option<String>, String);
 
 fn key(person: &Owner, session: Option<&str>, request: &Value) -> Option<RequestKey> {
     let id = request.to_string();
+    // Only a session this server gives (`elicits-` and a UUID) tells clients apart; any other
+    // header a client sends is not one.
+    let session = session.filter(|s| s.starts_with(super::ELICITING_SESSION) && s.len() <= MAX_SESSION_CHARS);
     (id.len() <= MAX_ID_CHARS).then(|| (person.clone(), session.map(str::to_owned), id))
 }
+
+/// The longest session id this server gives.
+const MAX_SESSION_CHARS: usize = 64;
 
 /// The `ask` calls under way on this host and the elicitations waiting for their answers.
 #[derive(Debug, Default, Clone)]
@@ -61,13 +67,22 @@ struct Call {
 pub(super) struct Registered {
     calls: Calls,
     key: Option<RequestKey>,
+    turn_id: TurnId,
 }
 
 impl Registered {
-    /// The call's answer was given: it can no longer be cancelled.
+    /// The call's answer was given: it can no longer be cancelled (a later call registered under
+    /// the same key, for another turn, stays).
     pub(super) fn answered(self) {
         if let Some(key) = &self.key {
-            self.calls.kept().calls.remove(key);
+            let mut kept = self.calls.kept();
+            if kept
+                .calls
+                .get(key)
+                .is_some_and(|call| call.turn_id == self.turn_id)
+            {
+                kept.calls.remove(key);
+            }
         }
     }
 }
@@ -132,6 +147,7 @@ impl Calls {
         Registered {
             calls: self.clone(),
             key,
+            turn_id: turn_id.clone(),
         }
     }
 
@@ -203,15 +219,24 @@ mod tests {
         let calls = Calls::default();
         let (u, v) = (Owner::new("u", "a"), Owner::new("v", "a"));
         let (s, t) = (SessionId::new("s").unwrap(), TurnId::new("t").unwrap());
-        let registered = calls.register(&u, Some("one"), &json!(1), &s, &t);
+        let (one, two) = (Some("elicits-1"), Some("elicits-2"));
+        let registered = calls.register(&u, one, &json!(1), &s, &t);
+        assert_eq!(calls.find(&u, one, &json!(1)), Some((s.clone(), t.clone())));
+        assert_eq!(calls.find(&v, one, &json!(1)), None, "another person's");
+        assert_eq!(calls.find(&u, two, &json!(1)), None, "another client's");
         assert_eq!(
-            calls.find(&u, Some("one"), &json!(1)),
-            Some((s.clone(), t.clone()))
+            calls.find(&u, Some("made-up"), &json!(1)),
+            None,
+            "not a session this server gave"
         );
-        assert_eq!(calls.find(&v, Some("one"), &json!(1)), None, "another person's");
-        assert_eq!(calls.find(&u, Some("two"), &json!(1)), None, "another client's");
         registered.answered();
-        assert_eq!(calls.find(&u, Some("one"), &json!(1)), None);
+        assert_eq!(calls.find(&u, one, &json!(1)), None);
+        // A call answered after another took its key leaves the other's registration.
+        let first = calls.register(&u, None, &json!(2), &s, &t);
+        let later = TurnId::new("t-later").unwrap();
+        let _second = calls.register(&u, None, &json!(2), &s, &later);
+        first.answered();
+        assert_eq!(calls.find(&u, None, &json!(2)), Some((s.clone(), later)));
         // An id too long to keep is not registered, and so cannot be cancelled.
         let long = json!("x".repeat(MAX_ID_CHARS));
         let _kept = calls.register(&u, None, &long, &s, &t);
