@@ -104,7 +104,7 @@ port="$(free_port)"
 if [[ "$sut" == serve ]]; then
   section "agent-worker serve --auth jwt"
   AUTH=jwt JWT_ISSUER="http://127.0.0.1:$issuer_port" JWT_AUDIENCE=a2a-tck JWT_ACCOUNT=tck \
-    JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo PUBLIC_URL="http://localhost:$port" \
+    JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo PUBLIC_URL="http://localhost:$port" A2A_PUSH=on \
     "$bin" serve --port "$port" --host 127.0.0.1 2>"$work/sut.err" &
   local_pids+=($!)
   url=""

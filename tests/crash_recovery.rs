@@ -51,6 +51,20 @@ pub(crate) fn worker(args: &[&str]) -> Command {
     command
 }
 
+/// `agent-worker setup --table NAME --queue NAME` and `more`: what it made (`queueUrl`,
+/// `deadLetterQueueUrl`, ...), or the test fails with what it said.
+pub(crate) async fn set_up(name: &str, more: &[&str]) -> Value {
+    let mut args = vec!["setup", "--table", name, "--queue", name];
+    args.extend_from_slice(more);
+    let setup = worker(&args).stdout(Stdio::piped()).output().await.unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    serde_json::from_slice(&setup.stdout).unwrap()
+}
+
 fn poller(queue_url: &str, table: &str, bedrock: &BedrockStandIn) -> Child {
     poller_command(queue_url, table, bedrock)
         .spawn()
@@ -123,27 +137,7 @@ async fn a_worker_killed_at_random_points_loses_and_repeats_nothing() {
         );
     }
     let name = format!("crash-{}", uuid::Uuid::new_v4().simple());
-    let setup = worker(&[
-        "setup",
-        "--table",
-        &name,
-        "--queue",
-        &name,
-        "--visibility-timeout",
-        "4",
-        "--max-receive-count",
-        "10",
-    ])
-    .stdout(Stdio::piped())
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        setup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    let created: Value = serde_json::from_slice(&setup.stdout).unwrap();
+    let created = set_up(&name, &["--visibility-timeout", "4", "--max-receive-count", "10"]).await;
     let queue_url = created["queueUrl"].as_str().unwrap().to_owned();
     let dlq_url = created["deadLetterQueueUrl"].as_str().unwrap().to_owned();
 

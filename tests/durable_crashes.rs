@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_worker::engine::tools::{Effect, Tool, ToolError, ToolSpec, tool_fn};
-use agent_worker::engine::{BedrockModel, Engine};
+use agent_worker::engine::{BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::AgentTurnPayload;
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::{AgentEvent, codes};
@@ -75,7 +75,12 @@ impl World {
             .model(BedrockModel::new(bedrock.client(), support::MODEL_ID))
             .store(store.clone())
             .tools(vec![Arc::new(ship) as Arc<dyn Tool>])
-            .config(support::config())
+            // The stalls this matrix holds a write in last until the worker is killed, however
+            // slow a loaded machine makes the read that sees the write land.
+            .config(EngineConfig {
+                store_timeout: std::time::Duration::from_secs(600),
+                ..support::config()
+            })
             .build()
             .unwrap();
         let handler = Arc::new(TurnHandler::new(

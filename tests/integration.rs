@@ -16,6 +16,7 @@ mod a2a;
 mod a2a_agents;
 mod a2a_edge;
 mod a2a_list;
+mod a2a_push;
 mod agent_definitions;
 mod agent_protocol;
 mod agent_protocol_key;

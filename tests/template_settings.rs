@@ -22,7 +22,7 @@ use serde_yaml::Value;
 use support::template::{root, template};
 
 /// Names a function reads that no function's environment sets, each with why.
-const UNSET: [(&str, &str); 17] = [
+const UNSET: [(&str, &str); 18] = [
     (
         "AGENT_CARD_SIGNING_KEY",
         "a key is never a plain variable: AGENT_CARD_SIGNING_KEY_SECRET_ARN (AgentCardSigningKeySecretArn)",
@@ -46,6 +46,11 @@ const UNSET: [(&str, &str); 17] = [
     (
         "AGENT_WORKER_API_KEY",
         "a key is never a plain variable: AGENT_WORKER_API_KEY_SECRET_ARN (ApiKeySecretArn)",
+    ),
+    (
+        "A2A_PUSH_LOOPBACK",
+        "plain http to loopback is for local runs and tests: on Lambda it is refused, loopback \
+         being the Runtime API's",
     ),
     (
         "FILES_DIR",

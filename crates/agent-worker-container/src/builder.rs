@@ -146,6 +146,7 @@ impl ContainerHost {
             conversations: worker.conversations,
             events: worker.events,
             uploads: worker.uploads,
+            a2a_push: worker.settings.a2a_push,
         };
         Self::serving_worker(turns, served, config)
     }
@@ -158,7 +159,10 @@ impl ContainerHost {
     }
 
     /// A host doing `turns` on `served`'s store, whose event log it streams from.
-    fn serving_worker(turns: Turns, served: Served, config: ContainerConfig) -> ContainerHostBuilder {
+    fn serving_worker(turns: Turns, served: Served, mut config: ContainerConfig) -> ContainerHostBuilder {
+        // Push configs are taken where the workers push: the worker's settings (`A2A_PUSH`, given
+        // alike to a host that queues its turns and to the workers) say both.
+        config.a2a_push = served.a2a_push;
         let store = Arc::new(served.store.clone());
         let log = Some(DynamoEventLog::new(served.store.clone()));
         ContainerHostBuilder::serving(turns, store, log, config).served(served)
@@ -174,6 +178,7 @@ impl ContainerHostBuilder {
             conversations,
             events,
             uploads,
+            a2a_push: _,
         } = served;
         let host = self
             .conversations(conversations)

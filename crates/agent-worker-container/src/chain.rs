@@ -18,27 +18,7 @@ use agent_worker_contract::{AgentEvent, ApprovalDecision, ErrorChain};
 use agent_worker_core::session::{Owner, SessionId, SessionStore, StoreError, TurnId};
 use agent_worker_runtime::AgentTurnPayload;
 
-/// The most turns one chain runs after its first: a turn asks at most this many approvals.
-pub(crate) const MAX_CHAIN: u32 = 64;
-
-/// What joins a chain's first turn and a later one's place in it (`<first>~<n>`): no turn a
-/// caller names for a chain may hold it.
-pub(crate) const CHAIN_JOIN: char = '~';
-
-/// The `n`th turn of the chain whose first turn is `first` (`first` itself for 0).
-pub(crate) fn chain_turn(first: &TurnId, n: u32) -> Option<TurnId> {
-    if n == 0 {
-        return Some(first.clone());
-    }
-    TurnId::new(format!("{first}{CHAIN_JOIN}{n}")).ok()
-}
-
-/// The first turn and the place of a turn of a chain (`None` for a first turn).
-pub(crate) fn chain_place(turn: &str) -> Option<(&str, u32)> {
-    let (first, n) = turn.rsplit_once(CHAIN_JOIN)?;
-    let n: u32 = n.parse().ok().filter(|n| (1..=MAX_CHAIN).contains(n))?;
-    (!first.is_empty()).then_some((first, n))
-}
+pub(crate) use agent_worker_runtime::turn_chain::{CHAIN_JOIN, MAX_CHAIN, chain_place, chain_turn};
 
 /// The chain's latest turn, and its place: the first turn, or the last one that answered one of
 /// its approvals.
@@ -168,25 +148,7 @@ fn conflict(message: String) -> HostError {
     HostError::new(StatusCode::CONFLICT, message)
 }
 
-/// What the person is shown of an approval asked: its preview's title, else the tool's name.
-pub(crate) fn approval_title(asked: &Value) -> &str {
-    asked
-        .pointer("/preview/title")
-        .and_then(Value::as_str)
-        .or_else(|| asked.get("tool").and_then(Value::as_str))
-        .unwrap_or("a call")
-}
-
-/// An approval asked, as a client is shown it: never its token, which stays with the agent.
-pub(crate) fn approval_shown(asked: &Value) -> Value {
-    let field = |name: &str| asked.get(name).cloned().unwrap_or(Value::Null);
-    serde_json::json!({
-        "approvalId": field("approvalId"),
-        "tool": field("tool"),
-        "preview": field("preview"),
-        "expiresAt": field("expiresAt"),
-    })
-}
+pub(crate) use agent_worker_runtime::heard::{approval_shown, approval_title};
 
 #[cfg(test)]
 mod tests {

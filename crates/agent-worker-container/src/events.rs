@@ -31,7 +31,6 @@ use super::access::{Acting, Asker, TurnPath};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use agent_worker_aws::dynamo::{DynamoEventLog, LoggedEvent};
-use agent_worker_contract::AgentEvent;
 use agent_worker_contract::ErrorChain;
 use agent_worker_core::session::{Owner, SessionId, TurnId};
 
@@ -335,78 +334,20 @@ pub(super) fn logged_sse(
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// What a followed turn has said so far: its text, its terminal, the approvals it asked, whether
-/// it logged anything, and whether it never started; and when each of those was logged.
-#[derive(Debug, Default)]
-pub(super) struct Heard {
-    /// The turn's text.
-    pub(super) text: String,
-    /// Its terminal, once read.
-    pub(super) terminal: Option<AgentEvent>,
-    /// Whether it logged anything.
-    pub(super) started: bool,
-    /// It logged nothing within the wait.
-    pub(super) not_started: bool,
-    /// The approvals it asked of the person (their `approval_required` events).
-    pub(super) approvals: Vec<serde_json::Value>,
-    /// When its first event was logged (epoch milliseconds): when it began.
-    pub(super) started_at_ms: Option<u64>,
-    /// When its terminal was logged, or when it was found not to have started.
-    pub(super) ended_at_ms: Option<u64>,
-    /// When it was submitted, where the reader submitted it itself.
-    pub(super) submitted_at_ms: Option<u64>,
-}
+/// What a followed turn has said so far ([`Heard`], shared with the worker's pushes).
+pub(crate) use agent_worker_runtime::heard::Heard;
 
-impl Heard {
-    /// Takes one more of the turn's logged events.
-    pub(super) fn take(&mut self, logged: &LoggedEvent) {
-        let event = &logged.event;
-        if !self.started {
-            self.started_at_ms = logged.logged_at_ms;
-        }
-        self.started = true;
-        match event {
-            AgentEvent::Text { delta } => self.text.push_str(delta),
-            AgentEvent::Other(raw)
-                if raw.get("type").and_then(serde_json::Value::as_str) == Some("approval_required") =>
-            {
-                self.approvals.push(raw.clone());
-            }
-            event if event.is_terminal() => {
-                self.terminal = Some(event.clone());
-                self.ended_at_ms = logged.logged_at_ms;
-            }
-            _ => {}
+/// What `followed` says, to its end.
+pub(crate) async fn heard_to_end(followed: impl Stream<Item = Followed>) -> Heard {
+    let mut heard = Heard::default();
+    futures_util::pin_mut!(followed);
+    while let Some(item) = followed.next().await {
+        match item {
+            Followed::Logged(logged) => heard.take(&logged),
+            Followed::NotStarted => heard.take_not_started(),
         }
     }
-
-    /// Takes that the turn logged nothing within the wait: decided now.
-    pub(super) fn take_not_started(&mut self) {
-        self.not_started = true;
-        self.ended_at_ms = Some(agent_worker_core::clock::now_ms());
-    }
-
-    /// What `events`, read from the log, say.
-    pub(super) fn of(events: &[LoggedEvent]) -> Self {
-        let mut heard = Self::default();
-        for logged in events {
-            heard.take(logged);
-        }
-        heard
-    }
-
-    /// What `followed` says, to its end.
-    pub(super) async fn to_end(followed: impl Stream<Item = Followed>) -> Self {
-        let mut heard = Self::default();
-        futures_util::pin_mut!(followed);
-        while let Some(item) = followed.next().await {
-            match item {
-                Followed::Logged(logged) => heard.take(&logged),
-                Followed::NotStarted => heard.take_not_started(),
-            }
-        }
-        heard
-    }
+    heard
 }
 
 /// What following a turn gives: its logged events, in order, ending after the terminal; or, for

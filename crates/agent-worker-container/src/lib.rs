@@ -55,7 +55,7 @@ mod events;
 mod extract;
 mod files;
 mod jobs;
-mod joined_id;
+use agent_worker_runtime::joined_id;
 pub mod jwt;
 pub mod mcp;
 mod sessions;
@@ -150,6 +150,10 @@ pub struct ContainerConfig {
     /// must reach this same instance: not where an instance serves one request at a time (the
     /// `api` function sets it off), where the answer names the approval instead.
     pub stream_elicitation: bool,
+    /// A2A push notifications: `Some` when the workers push (a host built on a worker takes its
+    /// settings' `A2A_PUSH`), so the card declares them and the push config methods keep
+    /// webhooks under this policy; `None`: refused as not supported.
+    pub a2a_push: Option<agent_worker_runtime::a2a_push::PushPolicy>,
 }
 
 impl fmt::Debug for ContainerConfig {
@@ -223,6 +227,7 @@ impl ContainerConfig {
             public_url: None,
             card_signer: None,
             stream_elicitation: true,
+            a2a_push: None,
         }
     }
 }
@@ -445,11 +450,11 @@ impl ContainerHost {
             )
             .route(
                 "/a2a/tasks/{target}/pushNotificationConfigs",
-                get(a2a::rest::push_configs).post(a2a::rest::push_configs),
+                get(a2a::rest::push_list).post(a2a::rest::push_create),
             )
             .route(
                 "/a2a/tasks/{target}/pushNotificationConfigs/{config}",
-                get(a2a::rest::push_configs).delete(a2a::rest::push_configs),
+                get(a2a::rest::push_get).delete(a2a::rest::push_delete),
             )
             .route("/a2a/extendedAgentCard", get(a2a::rest::extended_card))
             .route(a2a::AGENT_CARD_PATH, get(a2a::card))

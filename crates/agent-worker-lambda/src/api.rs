@@ -24,16 +24,20 @@ pub const API_RESPONSES: &str = "API_RESPONSES";
 
 /// Of the worker's settings ([`WORKER_SETTINGS`](agent_worker_runtime::settings::WORKER_SETTINGS)), those the
 /// `api` function reads: its store, the tools whose calls a conversation shows, and the file
-/// area. It runs no turn, so it reads neither the model's settings and keys, nor the tuning,
-/// the sinks, the approvals' key, the metrics or the traces: the worker function's settings can
-/// be given to it whole, and it needs no grant to read the worker's secrets.
-pub const API_WORKER_SETTINGS: [&str; 6] = [
+/// area, and whether the workers push A2A updates (so its card says what they do, and it keeps
+/// the webhooks they push to). It runs no turn, so it reads neither the model's settings and
+/// keys, nor the tuning, the sinks, the approvals' key, the metrics or the traces: the worker
+/// function's settings can be given to it whole, and it needs no grant to read the worker's
+/// secrets.
+pub const API_WORKER_SETTINGS: [&str; 8] = [
     "TABLE_NAME",
     "DYNAMODB_ATTEMPT_TIMEOUT_MS",
     "TOOLS",
     "FILES_BUCKET",
     "FILES_PREFIX",
     "FILES_DIR",
+    "A2A_PUSH",
+    "A2A_PUSH_LOOPBACK",
 ];
 
 /// What `MODEL_ID` stands for in the `api` function: the worker's settings require one, and the

@@ -16,10 +16,16 @@
 //! - [`redrive`]: redriven records back in their queue after a short, growing delay.
 //! - [`mcp`]: tools from MCP servers (feature `mcp`); [`a2a_agents`]: other agents over A2A,
 //!   as tools.
+//! - [`a2a_task`]: an A2A task as the A2A door shows it and the worker pushes it, read from the
+//!   turn's events ([`heard`]); [`joined_id`]: ids that name two of ours at once.
+//! - [`a2a_push`]: A2A push notifications: the webhooks a task's caller sets, checked, and the
+//!   sink that pushes a task's updates from the worker that runs its turn.
 
 #![forbid(unsafe_code)]
 
 pub mod a2a_agents;
+pub mod a2a_push;
+pub mod a2a_task;
 mod aws_error;
 pub mod batch;
 pub mod blueprint;
@@ -27,7 +33,9 @@ pub mod card_signature;
 pub mod config;
 pub mod continuation;
 pub mod headers;
+pub mod heard;
 pub mod jobs;
+pub mod joined_id;
 pub mod mcp;
 pub mod metrics;
 mod payload;
@@ -36,6 +44,7 @@ pub mod runner;
 pub mod secrets;
 pub mod settings;
 pub mod traces;
+pub mod turn_chain;
 pub mod turn_queue;
 pub mod worker;
 

@@ -204,6 +204,7 @@ impl WorkerBuilder {
             events: configured.events.clone(),
             uploads,
             store: self.store,
+            a2a_push: self.settings.a2a_push,
         }
     }
 }
@@ -218,6 +219,9 @@ pub struct Served {
     pub events: EventDeclarations,
     /// Where the files people attach are put, when the settings name a place.
     pub uploads: Option<Arc<dyn FileUploads>>,
+    /// A2A push notifications, when the settings turn them on (`A2A_PUSH`): the workers that
+    /// run the turns push to the webhooks the host keeps.
+    pub a2a_push: Option<crate::a2a_push::PushPolicy>,
 }
 
 impl fmt::Debug for Served {

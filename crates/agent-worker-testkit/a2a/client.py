@@ -12,6 +12,9 @@ the agent card (parsed as the SDK's AgentCard), then:
 - "answer": sends a message, then a second one on the task it made (taskId, contextId) saying
   `answer` (an approval's "approve" or "decline"), prints both answers, the task as got after
   them, and the context's tasks;
+- "push": sends a message with `push` ({url, token}) as its push config (returnImmediately,
+  so the task's updates reach the webhook alone), then on the task: creates a second config
+  (`push2`, {id, url}), gets it, lists both, deletes it, lists again, and prints each answer;
 - "card": prints the card, and with `cardKey` (a public key's PEM file) whether the SDK's own
   verifier takes its signature: `verified` true, or the verifier's error.
 
@@ -38,6 +41,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    TaskPushNotificationConfig,
 )
 
 
@@ -98,6 +102,8 @@ async def run(plan):
             out["canceled"] = as_json(await client.cancel_task(CancelTaskRequest(id=task_id)))
             out["got"] = as_json(await client.get_task(GetTaskRequest(id=task_id)))
             return out
+        if plan["scenario"] == "push":
+            return await push(client_of(False), message, plan, out)
         if plan["scenario"] == "answer":
             asked = [as_json(r) async for r in client.send_message(SendMessageRequest(message=message))]
             task = asked[-1]["task"]
@@ -126,6 +132,46 @@ async def run(plan):
         out["got"] = as_json(await client.get_task(GetTaskRequest(id=task_id)))
         out["listed"] = as_json(await client.list_tasks(ListTasksRequest(context_id=context_id)))
         return out
+
+
+async def push(client, message, plan, out):
+    from a2a.types.a2a_pb2 import (
+        DeleteTaskPushNotificationConfigRequest,
+        GetTaskPushNotificationConfigRequest,
+        ListTaskPushNotificationConfigsRequest,
+    )
+
+    given = plan["push"]
+    configuration = SendMessageConfiguration(
+        return_immediately=True,
+        task_push_notification_config=TaskPushNotificationConfig(
+            url=given["url"], token=given.get("token", "")
+        ),
+    )
+    started = [
+        as_json(r)
+        async for r in client.send_message(SendMessageRequest(message=message, configuration=configuration))
+    ]
+    task_id = started[-1]["task"]["id"]
+    out["started"] = started
+    second = plan["push2"]
+    out["created"] = as_json(
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, id=second["id"], url=second["url"])
+        )
+    )
+    out["gotConfig"] = as_json(
+        await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id=second["id"])
+        )
+    )
+    listing = ListTaskPushNotificationConfigsRequest(task_id=task_id)
+    out["listed"] = as_json(await client.list_task_push_notification_configs(listing))
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=second["id"])
+    )
+    out["listedAfterDelete"] = as_json(await client.list_task_push_notification_configs(listing))
+    return out
 
 
 def main():

@@ -36,8 +36,8 @@ pub use mcp_server::{EverythingServer, everything_script};
 pub use moto::{Moto, moto, queue_arn};
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use protocol_clients::{
-    A2aEchoAgent, AguiRun, run_a2a_client, run_agui, run_mcp_client, run_mcp_python_client, run_ws_client,
-    test_key,
+    A2aEchoAgent, A2aPushReceiver, AguiRun, run_a2a_client, run_agui, run_mcp_client, run_mcp_python_client,
+    run_ws_client, test_key,
 };
 pub use provider_stand_in::{ProviderRequest, ProviderStandIn, SseReply};
 pub use realtime::{REALTIME_KEY, RealtimeStandIn, RealtimeState};

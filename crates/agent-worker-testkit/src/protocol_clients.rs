@@ -217,3 +217,64 @@ impl Drop for A2aEchoAgent {
         let _ = self.child.start_kill();
     }
 }
+
+/// A webhook for A2A push notifications (`a2a/push_receiver.py`, from the project's venv) on a
+/// free port of 127.0.0.1: every POST it takes is parsed as the official SDK's `StreamResponse`,
+/// and told ([`next_push`](Self::next_push)). Its path says how it answers: `/ok…` 200,
+/// `/fail…` 500, `/redirect…` a 302 to the metadata address, `/hang…` nothing. Dropping it stops
+/// it.
+#[derive(Debug)]
+pub struct A2aPushReceiver {
+    child: tokio::process::Child,
+    url: String,
+    told: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl A2aPushReceiver {
+    /// Starts it; returns once it listens.
+    pub async fn start() -> std::io::Result<Self> {
+        use tokio::io::AsyncBufReadExt as _;
+        let root = crate::workspace_root();
+        let mut child = tokio::process::Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("crates/agent-worker-testkit/a2a/push_receiver.py"))
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let mut told = tokio::io::BufReader::new(stdout).lines();
+        let first = told
+            .next_line()
+            .await?
+            .ok_or_else(|| std::io::Error::other("the push receiver exited before it listened"))?;
+        let url = first
+            .strip_prefix("listening ")
+            .ok_or_else(|| std::io::Error::other(format!("the push receiver said {first:?}")))?
+            .to_owned();
+        Ok(Self { child, url, told })
+    }
+
+    /// Its base URL: a webhook is this and a path.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The next POST it took: `{path, token, authorization, body, parsed}` (`parsed`: true, or
+    /// why the SDK could not parse the body).
+    pub async fn next_push(&mut self) -> std::io::Result<Value> {
+        let line = self
+            .told
+            .next_line()
+            .await?
+            .ok_or_else(|| std::io::Error::other("the push receiver stopped"))?;
+        serde_json::from_str(&line).map_err(std::io::Error::other)
+    }
+}
+
+impl Drop for A2aPushReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}

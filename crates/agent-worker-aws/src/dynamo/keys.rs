@@ -11,6 +11,8 @@
 //! | a turn's journal: its last checkpoint, a message of it, a call's result (each names its turn in `turnId`; see the `journal` module) | `session#<id>` | `journal#<turnId>#step`, `journal#<turnId>#m#<n, 6 digits>`, `journal#<turnId>#call#<callId>` |
 //! | the tab's answer to a UI action (`answer`, `final`) | `session#<id>` | `uianswer#<turnId>#<callId>` |
 //! | a job a call of the conversation waits for, and the events the product reported for it (`events`: each event's payload as JSON, by name) | `session#<id>` | `job#<jobId>` |
+//! | a turn sent to the queue for an A2A caller, before a worker claims it (see the `submitted` module) | `session#<id>` | `submitted#<turnId>` |
+//! | an A2A task's push config (`config`: JSON; `failures`: deliveries failed in a row; see the `push_configs` module) | `session#<id>` | `push#<task's first turn>#<config id>` |
 //! | a conversation's spending ledger (`spent`, micro-dollars; see the `spending` module) | `session#<id>` | `spend` |
 //! | a turn's spending ledger (with a ledger and a turn budget) | `session#<id>` | `spend#turn#<turn id>` |
 //! | a person's or an account's spending in a day | `spend#person#<owner key>`, `spend#account#<account>` | `<YYYY-MM-DD>` |

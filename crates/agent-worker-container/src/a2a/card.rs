@@ -147,7 +147,7 @@ pub(crate) async fn card(State(host): State<ContainerHost>, headers: HeaderMap) 
                 "protocolVersion": A2A_VERSION,
             },
         ],
-        "capabilities": { "streaming": true, "pushNotifications": false },
+        "capabilities": { "streaming": true, "pushNotifications": super::push::pushes(&host).is_some() },
         "securitySchemes": schemes,
         "securityRequirements": [requirement],
         "defaultInputModes": ["text/plain", "application/json"],

@@ -12,6 +12,7 @@ use super::task::{self, Ids, TaskState};
 use super::{Call, InMessage, RpcError, task_id};
 use crate::chain;
 use agent_worker_core::session::{SessionId, TurnId};
+use agent_worker_runtime::a2a_push::PushConfig;
 
 pub(super) use crate::chain::{CHAIN_JOIN, chain_place, chain_turn};
 
@@ -30,11 +31,14 @@ impl Call<'_> {
 
     /// Continues task `task` with `message`: the person's decision on the approval it waits for,
     /// as the chain's next turn, started. Answers the task's ids, that turn, and the message as
-    /// the task's history holds it. A task not waiting for an approval takes no message.
+    /// the task's history holds it. A task not waiting for an approval takes no message. `push`,
+    /// a webhook the message gives the task (checked), is kept once the message is found to
+    /// continue it, and taken back if the turn does not start.
     pub(super) async fn continue_task(
         &self,
         message: InMessage,
         task: &str,
+        push: Option<PushConfig>,
     ) -> Result<(Ids, TurnId, Vec<Value>), RpcError> {
         let (session, first) = self.owned_task(task).await?;
         if message
@@ -55,18 +59,21 @@ impl Call<'_> {
             )));
         }
         let approve = decision(&message.parts)?;
+        let added = self.keep_sent_push(push.as_ref(), &session, &first).await?;
         // The chain's next turn, as every door continues one (the approval read again, and its
         // token, from the log).
-        let next = chain::answer_approval(self.host, self.person, &session, latest.as_str(), approve)
-            .await
-            .map_err(|e| match e.status() {
-                // Not waiting any more (answered meanwhile): as for a task in any other state.
-                axum::http::StatusCode::CONFLICT if e.running_turn().is_none() => {
-                    RpcError::unsupported(format!("task {task}: {}", e.message()))
-                }
-                // A context whose other task runs, and every other refusal: as a message's.
-                _ => RpcError::of_host(&e).in_context(&session),
-            })?;
+        let next = chain::answer_approval(self.host, self.person, &session, latest.as_str(), approve).await;
+        if next.is_err() {
+            self.unkeep_sent_push(added, &session, &first).await;
+        }
+        let next = next.map_err(|e| match e.status() {
+            // Not waiting any more (answered meanwhile): as for a task in any other state.
+            axum::http::StatusCode::CONFLICT if e.running_turn().is_none() => {
+                RpcError::unsupported(format!("task {task}: {}", e.message()))
+            }
+            // A context whose other task runs, and every other refusal: as a message's.
+            _ => RpcError::of_host(&e).in_context(&session),
+        })?;
         let ids = Ids {
             task: task_id(&session, &first),
             context: session,

@@ -18,12 +18,14 @@
 //!
 //! - File parts (`raw`) are files the person attaches ([`parts`]).
 //!
-//! Not taken yet: push notifications.
+//! - Push notifications ([`push`]): webhooks a caller sets for a task (with the task's
+//!   message, or after), which the worker that runs the task's turn POSTs its updates to.
 
 mod card;
 mod continued;
 mod list;
 mod parts;
+mod push;
 pub(super) mod rest;
 mod rpc;
 mod stream;
@@ -107,10 +109,10 @@ pub(super) async fn jsonrpc(
             Ok(updates) => sse(id, updates),
             Err(error) => json_answer(&id, Err(error)),
         },
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => json_answer(&id, Err(RpcError::push_not_supported())),
+        "CreateTaskPushNotificationConfig" => json_answer(&id, call.create_push(params).await),
+        "GetTaskPushNotificationConfig" => json_answer(&id, call.get_push(params).await),
+        "ListTaskPushNotificationConfigs" => json_answer(&id, call.list_push(params).await),
+        "DeleteTaskPushNotificationConfig" => json_answer(&id, call.delete_push(params).await),
         "GetExtendedAgentCard" => json_answer(&id, Err(RpcError::extended_card_not_configured())),
         _ => json_answer(&id, Err(RpcError::method_not_found())),
     }
@@ -168,6 +170,9 @@ struct InMessage {
 struct SendConfiguration {
     #[serde(default)]
     return_immediately: bool,
+    /// A webhook for the task's updates ([`push`]).
+    #[serde(default)]
+    task_push_notification_config: Option<agent_worker_runtime::a2a_push::PushConfig>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,19 +206,21 @@ impl Call<'_> {
     /// `SendMessage`: the task once it has ended (or, with `returnImmediately`, as it starts).
     async fn send(&self, params: Value) -> Result<Value, RpcError> {
         let send: SendParams = rpc::params(params)?;
-        let immediately = send.configuration.unwrap_or_default().return_immediately;
+        let configuration = send.configuration.unwrap_or_default();
+        let immediately = configuration.return_immediately;
         // The answer's stream first: no turn starts whose answer cannot be given.
         let place = if immediately {
             None
         } else {
             Some(self.stream_place()?)
         };
-        let (ids, turn, history) = self.start(send.message).await?;
+        let push = configuration.task_push_notification_config;
+        let (ids, turn, history) = self.start(send.message, push).await?;
         let Some(place) = place else {
             return Ok(json!({ "task": task::task(&Progress::submitted_now(), &ids, history) }));
         };
         let followed = follow_turn(self.host, place, &ids.context, &turn, None);
-        let progress = Progress::to_end(followed).await;
+        let progress = crate::events::heard_to_end(followed).await;
         Ok(json!({ "task": task::task(&progress, &ids, history) }))
     }
 
@@ -224,19 +231,26 @@ impl Call<'_> {
     ) -> Result<impl futures_util::Stream<Item = Value> + use<>, RpcError> {
         let send: SendParams = rpc::params(params)?;
         let place = self.stream_place()?;
-        let (ids, turn, history) = self.start(send.message).await?;
+        let push = send.configuration.and_then(|c| c.task_push_notification_config);
+        let (ids, turn, history) = self.start(send.message, push).await?;
         let first = json!({ "task": task::task(&Progress::submitted_now(), &ids, history) });
         Ok(self.updates(place, ids, &turn, first))
     }
 
     /// The turn `message` asks for, started: its task's ids, the turn, and the message as the
-    /// task's history holds it.
-    async fn start(&self, message: InMessage) -> Result<(Ids, TurnId, Vec<Value>), RpcError> {
+    /// task's history holds it. `push`, a webhook for the task's updates, is kept before the
+    /// turn starts (checked before anything is written).
+    async fn start(
+        &self,
+        message: InMessage,
+        push: Option<agent_worker_runtime::a2a_push::PushConfig>,
+    ) -> Result<(Ids, TurnId, Vec<Value>), RpcError> {
         if message.role != "ROLE_USER" {
             return Err(RpcError::invalid_params("message.role must be ROLE_USER"));
         }
         if let Some(task) = message.task_id.clone() {
-            return self.continue_task(message, &task).await;
+            let push = self.sent_push(push, &task, &message.message_id)?;
+            return self.continue_task(message, &task, push).await;
         }
         let (content, files) = parts::read(&message.parts)?;
         let session: SessionId = match &message.context_id {
@@ -259,18 +273,42 @@ impl Call<'_> {
             context: session.clone(),
         };
         let refused = |e: HostError| RpcError::of_host(&e).in_context(&session);
+        let push = self.sent_push(push, &ids.task, &message.message_id)?;
         let turn_payload = AgentTurnPayload::new(turn.clone(), session.clone(), self.person, content);
         let mut turn_payload = adapted_turn(self.host, turn_payload).map_err(refused)?;
-        if !files.is_empty() {
-            // The turn may start before its files are kept: a refusal keeps nothing.
+        let mut added = None;
+        if !files.is_empty() || push.is_some() {
+            // The turn may start before its files and webhook are kept: a refusal keeps nothing
+            // (the webhook first: it can be taken back).
             turns::admit(self.host, self.person, &turn_payload)
                 .await
                 .map_err(refused)?;
-            turn_payload.attachments = self.keep_files(&session, files).await?;
+            added = self.keep_sent_push(push.as_ref(), &session, &turn).await?;
+            if !files.is_empty() {
+                match self.keep_files(&session, files).await {
+                    Ok(kept) => turn_payload.attachments = kept,
+                    Err(e) => {
+                        self.unkeep_sent_push(added, &session, &turn).await;
+                        return Err(e);
+                    }
+                }
+            }
         }
-        turns::start(self.host, self.person, turn_payload)
-            .await
-            .map_err(refused)?;
+        match turns::start(self.host, self.person, turn_payload).await {
+            Ok(turns::Started::Queued { .. }) => {
+                // The task exists for its caller before a worker writes the turn's record.
+                if let Some(table) = self.host.table()
+                    && let Err(e) = table.mark_submitted(&session, &turn).await
+                {
+                    tracing::warn!(error = %agent_worker_contract::ErrorChain(&e), task = %ids.task, "a queued task was not noted; it is found once a worker takes it");
+                }
+            }
+            Ok(turns::Started::Running) => {}
+            Err(e) => {
+                self.unkeep_sent_push(added, &session, &turn).await;
+                return Err(refused(e));
+            }
+        }
         let history = vec![task::person_message(&message.message_id, message.parts, &ids)];
         Ok((ids, turn, history))
     }
@@ -297,15 +335,24 @@ impl Call<'_> {
         stream_place(self.host, self.person).map_err(|e| RpcError::of_host(&e))
     }
 
-    /// The conversation and turn of task `id`, when it is the person's and exists.
+    /// The conversation and turn of task `id`, when it is the person's and exists (a later turn
+    /// of a task's chain, `<first>~<n>`, names no task).
     async fn owned_task(&self, id: &str) -> Result<(SessionId, TurnId), RpcError> {
-        let (session, turn) = parse_task_id(id).ok_or_else(RpcError::task_not_found)?;
+        let (session, turn) = parse_task_id(id)
+            .filter(|(_, turn)| continued::chain_place(turn.as_str()).is_none())
+            .ok_or_else(RpcError::task_not_found)?;
         access::theirs(self.host, self.person, &session, false)
             .await
             .map_err(|e| RpcError::of_host(&e))?;
         match self.host.store().turn(&session, &turn).await {
             Ok(Some(_)) => Ok((session, turn)),
-            Ok(None) => Err(RpcError::task_not_found()),
+            // Sent to the queue, and not yet taken by a worker.
+            Ok(None) => match self.host.table() {
+                Some(table) if table.submitted(&session, &turn).await.map_err(push::failed)? => {
+                    Ok((session, turn))
+                }
+                _ => Err(RpcError::task_not_found()),
+            },
             Err(e) => Err(RpcError::internal(e.client_message())),
         }
     }
@@ -374,7 +421,11 @@ impl Call<'_> {
             context: session.clone(),
         };
         let followed = follow_turn(self.host, self.stream_place()?, &session, &turn, None);
-        Ok(task::task(&Progress::to_end(followed).await, &ids, Vec::new()))
+        Ok(task::task(
+            &crate::events::heard_to_end(followed).await,
+            &ids,
+            Vec::new(),
+        ))
     }
 
     /// `SubscribeToTask`: a running task's updates, after its present state.

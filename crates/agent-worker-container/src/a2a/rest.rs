@@ -1,9 +1,11 @@
 //! A2A's HTTP+JSON binding, under the JSON-RPC binding's path and on the same calls
 //! ([`Call`]): `POST /a2a/message:send`, `POST /a2a/message:stream`, `GET /a2a/tasks`,
 //! `GET /a2a/tasks/{id}`, `POST /a2a/tasks/{id}:cancel`, `POST` (or `GET`)
-//! `/a2a/tasks/{id}:subscribe`. A body is the method's request as JSON; an answer is its result,
-//! or a stream of results as Server-Sent Events; a failure is A2A's HTTP status with a
-//! `google.rpc.Status` body. The person is the request's, as on every route.
+//! `/a2a/tasks/{id}:subscribe`, and a task's push configs (`POST` and `GET`
+//! `/a2a/tasks/{id}/pushNotificationConfigs`, `GET` and `DELETE` `…/{configId}`). A body is the
+//! method's request as JSON; an answer is its result, or a stream of results as Server-Sent
+//! Events; a failure is A2A's HTTP status with a `google.rpc.Status` body. The person is the
+//! request's, as on every route.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -112,9 +114,69 @@ pub(crate) async fn task_post(
     }
 }
 
-/// `/a2a/tasks/{id}/pushNotificationConfigs…`: not taken.
-pub(crate) async fn push_configs() -> RpcError {
-    RpcError::push_not_supported()
+/// `POST /a2a/tasks/{id}/pushNotificationConfigs`: the body is the config, of the path's task.
+pub(crate) async fn push_create(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    _: SpokenVersion,
+    Path(task): Path<String>,
+    body: Bytes,
+) -> Result<Response, RpcError> {
+    let mut params = as_request(&body)?;
+    if !params.is_object() {
+        return Err(RpcError::invalid_params("the body must be a push config object"));
+    }
+    params["taskId"] = json!(task);
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    answer(call.create_push(params).await)
+}
+
+/// `GET /a2a/tasks/{id}/pushNotificationConfigs?pageSize=…&pageToken=…`.
+pub(crate) async fn push_list(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    _: SpokenVersion,
+    Path(task): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, RpcError> {
+    let mut params = list_params(query)?;
+    params["taskId"] = json!(task);
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    answer(call.list_push(params).await)
+}
+
+/// `GET /a2a/tasks/{id}/pushNotificationConfigs/{configId}`.
+pub(crate) async fn push_get(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    _: SpokenVersion,
+    Path((task, id)): Path<(String, String)>,
+) -> Result<Response, RpcError> {
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    answer(call.get_push(json!({ "taskId": task, "id": id })).await)
+}
+
+/// `DELETE /a2a/tasks/{id}/pushNotificationConfigs/{configId}`.
+pub(crate) async fn push_delete(
+    State(host): State<ContainerHost>,
+    Asker(person): Asker,
+    _: SpokenVersion,
+    Path((task, id)): Path<(String, String)>,
+) -> Result<Response, RpcError> {
+    let call = Call {
+        host: &host,
+        person: &person,
+    };
+    answer(call.delete_push(json!({ "taskId": task, "id": id })).await)
 }
 
 /// `GET /a2a/extendedAgentCard`: there is none.

@@ -61,6 +61,11 @@ impl RpcError {
         Self::a2a(-32001, "TASK_NOT_FOUND", "Task not found")
     }
 
+    /// A task's part that is not found (a push config), as A2A's SDK says it: task not found.
+    pub(super) fn task_not_found_saying(message: impl Into<String>) -> Self {
+        Self::a2a(-32001, "TASK_NOT_FOUND", message)
+    }
+
     pub(super) fn not_cancelable(message: impl Into<String>) -> Self {
         Self::a2a(-32002, "TASK_NOT_CANCELABLE", message)
     }

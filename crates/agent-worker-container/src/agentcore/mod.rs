@@ -173,7 +173,7 @@ pub(crate) async fn collected(
     session: &SessionId,
     turn_id: &TurnId,
 ) -> Value {
-    answer_of(Heard::to_end(followed).await, session, turn_id)
+    answer_of(crate::events::heard_to_end(followed).await, session, turn_id)
 }
 
 /// A turn's answer from what was heard of it to its end.

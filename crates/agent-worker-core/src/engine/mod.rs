@@ -62,6 +62,7 @@ pub use logger::{LogLine, TurnLogger};
 pub use model::Model;
 pub use policy::{Layered, StepContext, StepTool, TurnContext, TurnPlan, TurnPolicy};
 pub use prompt::{IMAGE_TYPES, InvalidPrompt, MAX_IMAGE_BYTES, user_message};
+pub use retry::jittered_backoff;
 pub use stop_reason::TurnStopReason;
 pub use tools::{Tool, ToolClass, ToolSource, ToolSpec, Toolset};
 pub use turn::is_throttled_retry;

@@ -4,13 +4,18 @@ use std::time::Duration;
 
 use super::EngineConfig;
 
-/// The delay before retry `attempt` (1 for the first): the base doubled per attempt, capped,
-/// then drawn between half and all of that, so that workers throttled together spread out.
+/// The delay before retry `attempt` (1 for the first) of the engine's calls ([`jittered_backoff`]
+/// on its base and cap).
 pub(crate) fn backoff(config: &EngineConfig, attempt: u32) -> Duration {
-    let exp = config
-        .retry_base_delay
+    jittered_backoff(config.retry_base_delay, config.retry_max_delay, attempt)
+}
+
+/// The delay before retry `attempt` (1 for the first): `base` doubled per attempt, capped at
+/// `max`, then drawn between half and all of that, so that callers failing together spread out.
+pub fn jittered_backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base
         .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
-        .min(config.retry_max_delay);
+        .min(max);
     let half = exp / 2;
     // 62 of the fresh bits (the version 4 UUID's low 62 are all random), as a fraction.
     let bits = agent_worker_contract::fresh_random_bits() as u64 & ((1 << 62) - 1);

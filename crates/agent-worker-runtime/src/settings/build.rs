@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{ApprovalsIn, ModelProvider, SettingsError, SinkKind, UiAnswersFrom, WorkerSettings, error};
+use crate::a2a_push::{A2aPushSink, PushDelivery};
 use crate::config::Configured;
 use crate::{Blueprint, BlueprintError};
 use agent_worker_aws::BedrockModel;
@@ -257,6 +258,12 @@ impl WorkerSettings {
                 SinkKind::Http { url, api_key } => sinks
                     .with(HttpEmitSink::new(url, api_key.clone()).map_err(|e| error("EMIT_URL", chain(&e)))?),
             };
+        }
+        if let Some(policy) = self.a2a_push {
+            let delivery = PushDelivery::new(policy).map_err(|e| error("A2A_PUSH", chain(&e)))?;
+            // After the event log: the task pushed at a turn's end is read from it.
+            let reads_log = self.sinks.contains(&SinkKind::Dynamo);
+            sinks = sinks.with(A2aPushSink::new(store.clone(), delivery).reading_the_log(reads_log));
         }
         Ok(sinks)
     }

@@ -40,6 +40,8 @@
 //! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` added) | no | turns traces on ([`traces`](super::traces)): each turn's spans over OTLP/HTTP (`http/json`, the only `OTEL_EXPORTER_OTLP_PROTOCOL` taken), with `OTEL_EXPORTER_OTLP_HEADERS` (`name=value,...`); `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turns them off |
 //! | `OTEL_SERVICE_NAME` | no | the traces' `service.name` (else `POWERTOOLS_SERVICE_NAME`, else `agent-worker`) |
 //! | `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` | no | `true`: the person's words, the answer, and the arguments and results of tools declared `args_sensitive: false` go in the spans (off) |
+//! | `A2A_PUSH` | no | `on` or `off` (default): A2A push notifications, each task's updates POSTed from the worker that runs its turn to the webhooks its caller set ([`a2a_push`](crate::a2a_push)); on, every turn reads its task's webhooks when it begins and when it ends |
+//! | `A2A_PUSH_LOOPBACK` | no | `true`: a webhook may be plain `http` on a loopback address (local runs and tests; never a deployment) |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | no | how long one DynamoDB attempt may take before it is retried (5000; the binaries' clients) |
 
 use std::path::PathBuf;
@@ -54,7 +56,7 @@ use agent_worker_core::engine::{ApprovalSigner, EngineConfig};
 /// Every name [`WorkerSettings::from_lookup`] reads (the module's table), but the trace
 /// settings: `TRACE_SETTINGS`. What sets a worker's values from a
 /// list of its own (`template.yaml`'s functions) is checked against this one.
-pub const WORKER_SETTINGS: [&str; 52] = [
+pub const WORKER_SETTINGS: [&str; 54] = [
     "TABLE_NAME",
     "MODEL_ID",
     "MODEL_PROVIDER",
@@ -107,6 +109,8 @@ pub const WORKER_SETTINGS: [&str; 52] = [
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_DISABLED",
     "METRICS_DIMENSIONS",
+    "A2A_PUSH",
+    "A2A_PUSH_LOOPBACK",
 ];
 
 /// A value that is missing or cannot be used; `name` is the setting. When what failed was
@@ -290,6 +294,8 @@ pub struct WorkerSettings {
     pub metrics: Option<MetricsConfig>,
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` and the rest: each turn's trace, when on.
     pub traces: Option<crate::traces::TraceConfig>,
+    /// `A2A_PUSH` and `A2A_PUSH_LOOPBACK`: A2A push notifications, when on.
+    pub a2a_push: Option<crate::a2a_push::PushPolicy>,
 }
 
 /// Time kept back from a Lambda invocation's deadline for storing the turn and answering.
@@ -548,7 +554,9 @@ impl WorkerSettings {
             RedriveBackoff::new(first, longest).map_err(|e| error("REDRIVE_DELAY_MS", e.to_string()))?;
         let metrics = metrics::metrics_config(&get)?;
         let traces = traces::trace_config(&get, &provider, &model_id)?;
+        let a2a_push = push::push_policy(&get)?;
         Ok(Self {
+            a2a_push,
             metrics,
             traces,
             min_turn_time,
@@ -580,6 +588,7 @@ impl WorkerSettings {
 mod budgets;
 mod build;
 mod metrics;
+mod push;
 mod traces;
 pub use traces::TRACE_SETTINGS;
 

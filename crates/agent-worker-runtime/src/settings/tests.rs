@@ -402,3 +402,40 @@ fn the_list_of_names_is_what_from_lookup_reads() {
     let unread: Vec<&String> = listed.difference(&read).collect();
     assert!(unread.is_empty(), "listed, and never read: {unread:?}");
 }
+
+/// Pushes are off unless `A2A_PUSH=on`; plain `http` to loopback only where asked, never on Lambda.
+#[test]
+fn a2a_pushes_are_off_by_default_and_loopback_only_off_lambda() {
+    let base = [("TABLE_NAME", "t"), ("MODEL_ID", "m")];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(extra);
+        settings(&pairs)
+    };
+    let strict = crate::a2a_push::PushPolicy { loopback: false };
+    assert_eq!(with(&[]).unwrap().a2a_push, None);
+    assert_eq!(with(&[("A2A_PUSH", "off")]).unwrap().a2a_push, None);
+    assert_eq!(with(&[("A2A_PUSH", "on")]).unwrap().a2a_push, Some(strict));
+    let local = with(&[("A2A_PUSH", "on"), ("A2A_PUSH_LOOPBACK", "true")]).unwrap();
+    assert_eq!(
+        local.a2a_push,
+        Some(crate::a2a_push::PushPolicy { loopback: true })
+    );
+    let on_lambda = with(&[
+        ("A2A_PUSH", "on"),
+        ("A2A_PUSH_LOOPBACK", "true"),
+        ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+    ]);
+    assert!(
+        on_lambda
+            .unwrap_err()
+            .to_string()
+            .starts_with("A2A_PUSH_LOOPBACK: ")
+    );
+    assert!(
+        with(&[("A2A_PUSH", "maybe")])
+            .unwrap_err()
+            .to_string()
+            .starts_with("A2A_PUSH: ")
+    );
+}

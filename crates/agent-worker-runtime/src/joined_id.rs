@@ -7,12 +7,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// `first` and `second` as one id.
-pub(super) fn join(first: &str, second: &str) -> String {
+pub fn join(first: &str, second: &str) -> String {
     format!("{}.{second}", URL_SAFE_NO_PAD.encode(first))
 }
 
 /// The two parts of an id [`join`] made, if it is one.
-pub(super) fn split(id: &str) -> Option<(String, &str)> {
+pub fn split(id: &str) -> Option<(String, &str)> {
     let (first, second) = id.split_once('.')?;
     let first = String::from_utf8(URL_SAFE_NO_PAD.decode(first).ok()?).ok()?;
     Some((first, second))
