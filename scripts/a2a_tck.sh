@@ -2,7 +2,10 @@
 # The A2A TCK's mandatory category (a2aproject/a2a-tck at 410ba92, pinned below) against
 # `agent-worker serve` on local defaults: moto's DynamoDB, the Bedrock stand-in (it echoes), and
 # people known by their tokens (a key made here, its JWKS served on 127.0.0.1, one token for the
-# TCK). The run's per-test outcome is checked against conformance/a2a-tck.txt and the expected
+# TCK). Against `serve` (whose workers push, A2A_PUSH=on, to the TCK's webhook on localhost:8888,
+# A2A_PUSH_LOOPBACK=true), the optional category's push notification tests run after it, their
+# outcome checked against conformance/a2a-tck-push.txt (every one passing).
+# The run's per-test outcome is checked against conformance/a2a-tck.txt and the expected
 # failures, each with its reason, in conformance/a2a-tck-expected-failures.txt
 # (scripts/a2a_tck_outcome.py says how); any other outcome fails.
 #
@@ -50,7 +53,7 @@ source scripts/local-env.sh
 work="$(mktemp -d)"
 # The last run's output stays in .tools/a2a-tck-last/<sut>/ (the TCK's log, its JSON report, the SUT's log).
 last=".tools/a2a-tck-last/$sut"
-keep() { rm -rf "$last" && mkdir -p "$last" && cp "$work"/{tck.log,report.json,sut.err} "$last"/ 2>/dev/null || true; }
+keep() { rm -rf "$last" && mkdir -p "$last" && cp "$work"/{tck.log,report.json,push.log,push-report.json,sut.err} "$last"/ 2>/dev/null || true; }
 trap 'stop_local; keep; rm -rf "$work"' EXIT
 started=$SECONDS
 
@@ -104,7 +107,8 @@ port="$(free_port)"
 if [[ "$sut" == serve ]]; then
   section "agent-worker serve --auth jwt"
   AUTH=jwt JWT_ISSUER="http://127.0.0.1:$issuer_port" JWT_AUDIENCE=a2a-tck JWT_ACCOUNT=tck \
-    JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo PUBLIC_URL="http://localhost:$port" A2A_PUSH=on \
+    JWKS_URL="http://127.0.0.1:$issuer_port/jwks.json" EVENT_SINKS=dynamo PUBLIC_URL="http://localhost:$port" \
+    A2A_PUSH=on A2A_PUSH_LOOPBACK=true \
     "$bin" serve --port "$port" --host 127.0.0.1 2>"$work/sut.err" &
   local_pids+=($!)
   url=""
@@ -154,4 +158,30 @@ for line in "${header[@]}"; do header_args+=(--header "$line"); done
   tail -n 40 "$work/sut.err" >&2
   exit 1
 }
+if [[ "$sut" == serve ]]; then
+  push_tests="tests/optional/capabilities/test_push_notification_config_methods.py"
+  section "the A2A TCK's push notification tests ($push_tests; its webhook on localhost:8888; their log, what the webhook received included: $last/push.log)"
+  status=0
+  (
+    cd "$work/tck"
+    A2A_AUTH_TYPE=bearer A2A_AUTH_TOKEN="$token" \
+      PYTEST_ADDOPTS="--json-report --json-report-file=$work/push-report.json --json-report-omit=collectors,log,keywords" \
+      "$tck_venv/bin/python" -m pytest "$push_tests" --sut-url="$url/a2a" --test-scope=all --tb=short \
+        --log-cli-level=INFO
+  ) >"$work/push.log" 2>&1 || status=$?
+  if (( status > 1 )) || [[ ! -s "$work/push-report.json" ]]; then
+    cat "$work/push.log" >&2
+    echo "the TCK's push tests did not run to their end (exit $status)" >&2
+    exit 1
+  fi
+  push_args=(conformance/a2a-tck-push.txt
+    --header "The A2A TCK (a2aproject/a2a-tck ${tck_commit:0:7}), its push notification tests, against \`agent-worker serve\`"
+    --header "with pushes on (scripts/a2a_tck.sh): one test a line and its outcome, every one expected to pass.")
+  [[ "${UPDATE:-}" == 1 ]] && push_args+=(--update)
+  "$tck_venv/bin/python" scripts/a2a_tck_outcome.py "$work/push-report.json" "${push_args[@]}" || {
+    echo "(the SUT's log:)" >&2
+    tail -n 40 "$work/sut.err" >&2
+    exit 1
+  }
+fi
 echo "a2a-tck: $((SECONDS - started)) s"

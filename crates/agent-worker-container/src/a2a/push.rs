@@ -22,10 +22,12 @@ pub(super) fn pushes(host: &ContainerHost) -> Option<(PushPolicy, &DynamoStore)>
     Some((host.config().a2a_push?, host.table()?))
 }
 
-/// `Get…` and `Delete…`'s params.
+/// `Get…` and `Delete…`'s params (by their JSON names, or their proto field names, which A2A's
+/// JSON, protobuf's, takes too).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigParams {
+    #[serde(alias = "task_id")]
     task_id: String,
     id: String,
 }
@@ -34,10 +36,11 @@ struct ConfigParams {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ListParams {
+    #[serde(alias = "task_id")]
     task_id: String,
-    #[serde(default)]
+    #[serde(default, alias = "page_size")]
     page_size: Option<i64>,
-    #[serde(default)]
+    #[serde(default, alias = "page_token")]
     page_token: Option<String>,
 }
 

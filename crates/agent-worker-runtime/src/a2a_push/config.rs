@@ -13,8 +13,8 @@ pub struct PushConfig {
     /// The config's id within its task (the door gives one where the caller named none).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub id: String,
-    /// The task it is of.
-    #[serde(default)]
+    /// The task it is of (`taskId`, or `task_id` as protobuf's JSON takes it too).
+    #[serde(default, alias = "task_id")]
     pub task_id: String,
     /// The webhook.
     pub url: String,
@@ -163,6 +163,8 @@ mod tests {
             (blank.id.as_str(), blank.token.as_deref(), blank.authorization()),
             ("", None, None)
         );
+        let proto_named = config(json!({"task_id": "t-1", "url": "https://example.com/h"}));
+        assert_eq!(proto_named.task_id, "t-1", "the proto field's name is taken too");
     }
 
     #[test]
