@@ -1,8 +1,9 @@
 """The A2A TCK's per-test outcome, kept in the repository and checked (scripts/a2a_tck.sh runs it).
 
-    python a2a_tck_outcome.py REPORT OUTCOME [--expected LIST] [--reference OUTCOME] [--update]
+    python a2a_tck_outcome.py REPORT[,REPORT...] OUTCOME [--expected LIST] [--reference OUTCOME] [--update]
 
-REPORT is pytest-json-report's file of one run. OUTCOME (conformance/a2a-tck.txt) holds one test a
+REPORT is pytest-json-report's file of one run (several, comma-separated, for one run made of
+several pytest processes: their tests taken together). OUTCOME (conformance/a2a-tck.txt) holds one test a
 line, `<test id> <outcome>` (passed, failed, skipped; xfailed or xpassed should the TCK mark any),
 sorted by id; a test that errs in its setup counts as failed.
 
@@ -35,12 +36,13 @@ from pathlib import Path
 KINDS = ("tck:", "ours:")
 
 
-def outcomes_of_report(path):
-    report = json.loads(Path(path).read_text())
+def outcomes_of_report(paths):
     outcomes = {}
-    for test in report.get("tests", []):
-        outcome = test["outcome"]
-        outcomes[test["nodeid"]] = "failed" if outcome == "error" else outcome
+    for path in paths.split(","):
+        report = json.loads(Path(path).read_text())
+        for test in report.get("tests", []):
+            outcome = test["outcome"]
+            outcomes[test["nodeid"]] = "failed" if outcome == "error" else outcome
     return outcomes
 
 
