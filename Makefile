@@ -20,6 +20,9 @@ MCP_SDK_VERSION := 1.32.2
 PLAYWRIGHT_VERSION := 1.65.1
 # AG-UI's own client, which the AG-UI tests run against `POST /agui` (it validates every event).
 AGUI_CLIENT_VERSION := 1.0.0
+# The typed client's tools (clients/typescript): its types made from docs/openapi.json, its build.
+OPENAPI_TS_VERSION := 7.13.0
+TYPESCRIPT_VERSION := 5.9.3
 # The unused-dependency check of `make lint`, built from crates.io into a project-local root.
 MACHETE_VERSION := 0.9.2
 MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
@@ -27,9 +30,9 @@ MACHETE := .tools/cargo-machete-$(MACHETE_VERSION)/bin/cargo-machete
 TCK_VENV := .tools/a2a-tck-venv
 TCK_TOOLS := $(TCK_VENV)/.installed
 A2A_TCK_DIR ?= ../shared/conformance/a2a-tck
-NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)
+NODE_TOOLS := $(NODE_PREFIX)/.installed-newman-$(NEWMAN_VERSION)-mcp-$(MCP_EVERYTHING_VERSION)-sdk-$(MCP_SDK_VERSION)-pw-$(PLAYWRIGHT_VERSION)-agui-$(AGUI_CLIENT_VERSION)-oats-$(OPENAPI_TS_VERSION)-ts-$(TYPESCRIPT_VERSION)
 
-.PHONY: test test-build test-browser test-a2a demo demo-tools demo-build lint fmt bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
+.PHONY: test test-build test-browser test-a2a demo demo-tools demo-build lint fmt openapi client bench build venv node-tools watch invoke watch-check lambda-build deploy record-fixture eval-live
 
 ## test: every unit, integration and doc test (moto and the Bedrock stand-in start inside the tests).
 ## The tools install while the tests build (`-j3`: cargo keeps its two jobs beside pip or npm).
@@ -104,6 +107,19 @@ lint: $(MACHETE)
 fmt:
 	cargo fmt --all
 
+## openapi: writes docs/openapi.json, the HTTP API's OpenAPI 3.1 document, from the host's routes and
+## types (`agent-worker openapi`; tests/openapi.rs fails while the repository's copy differs).
+openapi:
+	cargo run --quiet --all-features --locked --bin agent-worker -- openapi > docs/openapi.json.new
+	mv docs/openapi.json.new docs/openapi.json
+
+## client: the typed client's types from docs/openapi.json (openapi-typescript) and its build (tsc),
+## both kept in clients/typescript (tests/typescript_client.rs fails while either differs).
+client: $(NODE_TOOLS) openapi
+	$(NODE_PREFIX)/node_modules/.bin/openapi-typescript docs/openapi.json --output clients/typescript/src/api.ts
+	rm -rf clients/typescript/dist
+	$(NODE_PREFIX)/node_modules/.bin/tsc -p clients/typescript/tsconfig.json
+
 $(MACHETE):
 	cargo install --locked --quiet --root .tools/cargo-machete-$(MACHETE_VERSION) cargo-machete@$(MACHETE_VERSION)
 
@@ -138,7 +154,7 @@ $(TCK_TOOLS): conformance/a2a-tck-requirements.txt
 ## client, for the AG-UI tests), in a project-local npm prefix.
 node-tools: $(NODE_TOOLS)
 $(NODE_TOOLS):
-	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) playwright-core@$(PLAYWRIGHT_VERSION) @ag-ui/client@$(AGUI_CLIENT_VERSION)
+	npm install --prefix $(NODE_PREFIX) --no-audit --no-fund --no-save --loglevel=error newman@$(NEWMAN_VERSION) @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) playwright-core@$(PLAYWRIGHT_VERSION) @ag-ui/client@$(AGUI_CLIENT_VERSION) openapi-typescript@$(OPENAPI_TS_VERSION) typescript@$(TYPESCRIPT_VERSION)
 	touch $@
 
 $(VENV)/bin/cargo-lambda: $(PY_TOOLS)

@@ -44,7 +44,14 @@ def imports(crate, root):
         text = open(path, encoding="utf-8").read()
         text = re.sub(r"#\[cfg\(test\)\]\s*mod tests \{.*", "", text, flags=re.S)
         code = "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
-        for found in re.findall(r"\b(?:crate|super)(?:::[a-z_0-9]+)+", code):
+        found_paths = re.findall(r"\b(?:crate|super)(?:::[a-z_0-9]+)+", code)
+        # `use super::{a, b::C, d::{E, F}}`: each item of a group is a path of its own.
+        groups = re.finditer(r"\b((?:crate|super)(?:::[a-z_0-9]+)*)::\{((?:[^{}]|\{[^{}]*\})*)\}", code)
+        for prefix, group in ((m.group(1), m.group(2)) for m in groups):
+            for item in re.findall(r"(?:^|,)\s*([a-z_0-9]+)\b", group):
+                if item != "self":
+                    found_paths.append(f"{prefix}::{item}")
+        for found in found_paths:
             parts = found.split("::")
             if parts[0] == "crate":
                 target = parts[1:]

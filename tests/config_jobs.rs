@@ -379,7 +379,7 @@ async fn jobs_host(
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
     use agent_worker::engine::{BedrockModel, Engine};
-    use agent_worker::hosts::container::{ContainerHost, serve};
+    use agent_worker::hosts::container::ContainerHost;
     use agent_worker::hosts::jobs::JobReports;
     use agent_worker::session::dynamo::DynamoJobEvents;
 
@@ -407,8 +407,12 @@ async fn jobs_host(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jobs/events", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host.build(), async move {
-        let _ = stopped.await;
-    }));
+    let served = tokio::spawn(crate::support::openapi::serve_checked(
+        listener,
+        host.build(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     (table, events, url, stop, served)
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::container::console::Console;
-use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
+use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::session::MemoryStore;
 use agent_worker::sinks::Sinks;
@@ -48,7 +48,11 @@ async fn host(bedrock: &BedrockStandIn, console: Option<Console>) -> String {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(listener, host.build(), std::future::pending()));
+    tokio::spawn(crate::support::openapi::serve_checked(
+        listener,
+        host.build(),
+        std::future::pending(),
+    ));
     url
 }
 
@@ -88,7 +92,7 @@ async fn the_page_is_open_and_the_rest_wants_the_token_which_is_not_the_api_key(
     assert!(token.len() >= 64 && token != KEY);
     let url = host(&bedrock, Some(console)).await;
 
-    for asset in ["/", "/console.js", "/console.css"] {
+    for asset in ["/", "/console.js", "/console.css", "/client.js"] {
         let (code, body) = status(format!("{url}{asset}"), None).await;
         assert_eq!(code, 200, "{asset}");
         assert!(

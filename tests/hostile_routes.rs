@@ -445,6 +445,7 @@ async fn the_console_and_its_api_carry_the_security_headers() {
     for (path, header) in [
         ("/", None),
         ("/console.js", None),
+        ("/client.js", None),
         ("/console/config", Some(token.as_str())),
     ] {
         let mut request = client().get(format!("{}{path}", server.url));

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use agent_worker::engine::Engine;
 use agent_worker::hosts::WorkerSettings;
 use agent_worker::hosts::config::Configured;
-use agent_worker::hosts::container::{ContainerConfig, ContainerHost, serve};
+use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::protocol::{AgentEvent, codes};
 use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, MemoryStore};
@@ -125,9 +125,13 @@ async fn container(provider: Provider) -> Container {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(listener, host.build(), async move {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(crate::support::openapi::serve_checked(
+        listener,
+        host.build(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     Container {
         url,
         store,

@@ -13,6 +13,9 @@ const url = process.env.CONSOLE_URL;
 const artifacts = process.env.ARTIFACTS;
 let browser;
 let page;
+// What the page asked of the host: each request's address, kind (document, script, fetch) and
+// headers.
+const requests = [];
 
 const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: false });
 const assistants = () => page.locator(".message.assistant");
@@ -39,6 +42,7 @@ before(async () => {
   // Reduced motion: no transition is half-way when a screenshot is taken.
   page = await browser.newPage({ viewport: { width: 1280, height: 800 }, reducedMotion: "reduce" });
   page.on("pageerror", (e) => { throw e; });
+  page.on("request", (r) => requests.push({ url: new URL(r.url()), kind: r.resourceType(), headers: r.headers() }));
   await page.goto(url);
   await page.waitForSelector("body[data-ready='true']");
 });
@@ -62,6 +66,21 @@ test("a turn streams its words before it ends", async () => {
   assert.equal(await ended(), "completed");
   assert.match(await lastAssistant().locator(".text").textContent(), /I can work with your task list/);
   await shot("1-streamed");
+});
+
+test("the page calls the host through the typed client, the token in a header", async () => {
+  // The client (clients/typescript, built) is the page's module; the turn's stream came through
+  // it: the console's token in its header, never in an address, as for every call to the host.
+  assert.ok(requests.some((r) => r.url.pathname === "/client.js"), "the page loaded /client.js");
+  const streams = requests.filter((r) => /^\/turns\/[^/]+\/events$/.test(r.url.pathname));
+  assert.ok(streams.length > 0, "the turn's events were asked for");
+  // Every call the page made, an EventSource's included (were the page to stream with one).
+  const calls = requests.filter((r) => r.kind === "fetch" || r.kind === "eventsource");
+  assert.ok(calls.length > 3, "the page called the host");
+  for (const call of calls) {
+    assert.ok(!call.url.search.includes("token"), `${call.url.pathname} carries a token in its address`);
+    assert.ok(call.headers["x-console-token"], `${call.url.pathname} carries no x-console-token`);
+  }
 });
 
 test("the model adds a task to the page through its UI action", async () => {

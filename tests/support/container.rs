@@ -9,7 +9,7 @@ use agent_worker::engine::tools::Tool;
 use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::container::console::Console;
-use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd, serve};
+use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd};
 use agent_worker::hosts::jwt::JwtVerifier;
 use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
@@ -33,6 +33,9 @@ pub struct Server {
     pub ended: tokio::sync::watch::Receiver<usize>,
     pub stop: Option<oneshot::Sender<()>>,
     pub served: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Fails the test, when the server goes, if any of its answers did not follow the OpenAPI
+    /// document.
+    pub answers_checked: super::openapi::Checked,
 }
 
 pub async fn server(capacity: usize, engine_config: EngineConfig, grace: Duration) -> Server {
@@ -144,9 +147,14 @@ async fn server_built(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, host.build(), async move {
-        let _ = stopped.await;
-    }));
+    let served = tokio::spawn(super::openapi::serve_checked(
+        listener,
+        host.build(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let answers_checked = super::openapi::Checked(url.clone());
     Server {
         url,
         store,
@@ -156,6 +164,7 @@ async fn server_built(
         ended,
         stop: Some(stop),
         served,
+        answers_checked,
     }
 }
 
@@ -190,18 +199,34 @@ pub async fn post(url: &str, key: Option<&str>, body: &str) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
-/// The events of an SSE body: (id, data).
+/// The events of a turn's SSE body: (id, data), each checked against the OpenAPI document
+/// (`stream_ended`, which has no id, too); a whole block that is neither an event with an id and
+/// JSON data, nor `stream_ended`, nor a comment, fails the test.
 pub fn sse_events(body: &str) -> Vec<(u64, Value)> {
-    body.split("\n\n")
+    // The blocks that came whole: a body read while the stream goes on may end inside one.
+    let whole = body.rfind("\n\n").map_or("", |end| &body[..end]);
+    whole
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty() && !block.lines().all(|l| l.starts_with(':')))
         .filter_map(|block| {
-            let id = block
+            let data = block
                 .lines()
-                .find_map(|l| l.strip_prefix("id:"))?
+                .find_map(|l| l.strip_prefix("data:"))
+                .unwrap_or_else(|| panic!("an SSE block without data: {block:?}"))
+                .trim();
+            let data: Value = serde_json::from_str(data)
+                .unwrap_or_else(|e| panic!("an event whose data is not JSON ({e}): {block:?}"));
+            super::openapi::check_event(&data);
+            let id = block.lines().find_map(|l| l.strip_prefix("id:"));
+            if id.is_none() && block.lines().any(|l| l.trim() == "event: stream_ended") {
+                return None;
+            }
+            let id = id
+                .unwrap_or_else(|| panic!("an event without an id: {block:?}"))
                 .trim()
                 .parse()
-                .ok()?;
-            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?.trim();
-            Some((id, serde_json::from_str(data).ok()?))
+                .unwrap_or_else(|e| panic!("an event whose id is not a position ({e}): {block:?}"));
+            Some((id, data))
         })
         .collect()
 }

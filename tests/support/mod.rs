@@ -16,6 +16,7 @@ pub mod crash_matrix;
 pub mod deployment;
 pub mod engine;
 pub mod lambda_batch;
+pub mod openapi;
 pub mod steering;
 pub mod table_items;
 pub mod template;

@@ -138,11 +138,15 @@ fn check_id(field: &str, id: &str) -> Result<(), HostError> {
 }
 
 /// The ids a query may name.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct NamedIds {
+pub(super) struct NamedIds {
+    /// The person, with the product's backend key (which vouches for it). A person's own token or
+    /// the console's stands for its own person: an id given here must be theirs.
     user_id: Option<String>,
+    /// The person's account, as `userId`.
     account_id: Option<String>,
+    /// The conversation, on a turn's routes (`/turns/{turn_id}/…`).
     session: Option<String>,
 }
 
@@ -544,11 +548,10 @@ async fn authority(
 }
 
 impl ContainerHost {
-    /// Whether `path` is served without a credential: the health check, and the console's own
-    /// assets when it has one.
+    /// Whether `path` is served without a credential ([`OPEN_PATHS`](super::OPEN_PATHS), and
+    /// the console's own assets when it has one).
     fn open(&self, path: &str) -> bool {
-        super::OPEN_PATHS.contains(&path)
-            || self.inner.console.as_ref().is_some() && super::console::ASSET_PATHS.contains(&path)
+        super::open_path(path, self.inner.console.is_some())
     }
 }
 

@@ -12,9 +12,9 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use serde_json::{Value, json};
 
 use super::access::{Acting, CallPath};
+use super::answers::ActionRecorded;
 use super::{ContainerHost, HostError};
 use agent_worker_core::session::{ActionAnswer, SessionId, TurnId};
 
@@ -27,9 +27,9 @@ pub(super) async fn answer(
     call: CallPath,
     conversation: Acting,
     body: Bytes,
-) -> Result<Json<Value>, HostError> {
+) -> Result<Json<ActionRecorded>, HostError> {
     let recorded = record(&host, &conversation.id, &call.turn_id, &call.call_id, &body).await?;
-    Ok(Json(json!({ "recorded": recorded })))
+    Ok(Json(ActionRecorded { recorded }))
 }
 
 /// Records `body`, the answer to UI action `call_id` of turn `turn_id` of `conversation` (the

@@ -22,10 +22,13 @@ use agent_worker_core::conversations::Conversations;
 use agent_worker_core::session::ConversationError;
 
 /// The page a conversations route asks for.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(super) struct PageQuery {
+    /// How many: conversations of the list, or messages of one (1 to 100, 20 by default).
     limit: Option<usize>,
+    /// The list's page after the one whose `cursor` this is.
     cursor: Option<String>,
+    /// One conversation's messages before this position (its `older` gives the next page's).
     before: Option<u64>,
 }
 

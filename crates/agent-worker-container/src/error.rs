@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
+use super::answers::ErrorBody;
 use agent_worker_contract::ErrorChain;
 use agent_worker_core::session::StoreError;
 
@@ -120,13 +120,11 @@ impl std::error::Error for HostError {}
 
 impl IntoResponse for HostError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": self.message });
-        if let Some(field) = &self.field {
-            body["field"] = json!(field);
-        }
-        if let Some(running) = &self.running_turn {
-            body["runningTurnId"] = json!(running);
-        }
+        let body = ErrorBody {
+            error: self.message,
+            field: self.field,
+            running_turn_id: self.running_turn,
+        };
         let mut response = (self.status, Json(body)).into_response();
         if matches!(
             self.status,

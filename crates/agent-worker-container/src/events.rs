@@ -28,6 +28,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::access::{Acting, Asker, TurnPath};
+use super::answers::StreamEnded;
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use agent_worker_aws::dynamo::{DynamoEventLog, LoggedEvent};
@@ -250,8 +251,10 @@ impl TurnReader {
 }
 
 /// Where a stream resumes from, when no `Last-Event-ID` says.
-#[derive(Debug, Deserialize)]
-struct ResumeQuery {
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(super) struct ResumeQuery {
+    /// The stream from after this event's position (its SSE `id`), as `Last-Event-ID` says it;
+    /// for a client that cannot send that header.
     cursor: Option<u64>,
 }
 
@@ -326,8 +329,13 @@ pub(super) fn logged_sse(
                 .event(next.event.type_name())
                 .data(serde_json::to_string(&next.event).unwrap_or_default()),
             Followed::NotStarted => {
-                let data = serde_json::json!({ "turnId": turn_id, "reason": "not_started" });
-                Event::default().event("stream_ended").data(data.to_string())
+                let data = StreamEnded {
+                    turn_id: turn_id.clone(),
+                    reason: "not_started".to_owned(),
+                };
+                Event::default()
+                    .event("stream_ended")
+                    .data(serde_json::to_string(&data).unwrap_or_default())
             }
         })
     });

@@ -28,13 +28,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::access::{Acting, Owned};
+use super::answers::PresignedFile;
 use super::extract::Params;
 use super::{ContainerHost, HostError};
 use agent_worker_contract::{AttachmentKind, AttachmentRef, AttachmentStatus};
-use agent_worker_core::engine::attachments::{FileUploads, LoadAs, PresignedUpload, Unavailable, image_size};
+use agent_worker_core::engine::attachments::{FileUploads, LoadAs, Unavailable, image_size};
 use agent_worker_core::session::SessionId;
 
 /// How long a file's signed link is good for.
@@ -47,17 +48,13 @@ pub const PRESIGNED_UPLOAD_TTL: Duration = Duration::from_secs(15 * 60);
 pub const MAX_PRESIGNED_BYTES: u64 = 512 * 1024 * 1024;
 
 /// The file's name, and its length when the client sends the bytes itself.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(super) struct UploadQuery {
+    /// The file's name, as the person gave it.
     name: Option<String>,
+    /// Its length in bytes, instead of its bytes in the body: the answer says where to send them
+    /// (a file area in S3 alone).
     size: Option<u64>,
-}
-
-/// A presigned upload's answer: the kept reference, and where its bytes go.
-#[derive(Debug, Serialize)]
-struct Presigned {
-    reference: AttachmentRef,
-    upload: PresignedUpload,
 }
 
 /// `POST /conversations/{id}/files`.
@@ -112,7 +109,7 @@ pub(super) async fn upload(
             .await
         {
             Ok(Some(upload)) => {
-                Ok((StatusCode::CREATED, Json(Presigned { reference, upload })).into_response())
+                Ok((StatusCode::CREATED, Json(PresignedFile { reference, upload })).into_response())
             }
             Ok(None) => Err(HostError::field(
                 "size",

@@ -11,31 +11,21 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::ContainerHost;
 use super::access::{Authority, checked_id};
+use super::answers::{JobReport, JobReported};
 use super::error::HostError;
 use super::extract::JsonBody;
 use agent_worker_core::session::SessionId;
 use agent_worker_runtime::jobs::ReportError;
 
-/// A report, as the product sends it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct Report {
-    event: String,
-    conversation_id: String,
-    payload: Value,
-}
-
 /// `POST /jobs/events`.
 pub(super) async fn report(
     State(host): State<ContainerHost>,
     authority: Authority,
-    JsonBody(report): JsonBody<Report>,
-) -> Result<(StatusCode, Json<Value>), HostError> {
+    JsonBody(report): JsonBody<JobReport>,
+) -> Result<(StatusCode, Json<JobReported>), HostError> {
     if authority.own_person().is_some() {
         return Err(HostError::new(
             StatusCode::FORBIDDEN,
@@ -49,7 +39,11 @@ pub(super) async fn report(
     match jobs.report(&conversation, &report.event, &report.payload).await {
         Ok(job) => Ok((
             StatusCode::ACCEPTED,
-            Json(json!({ "job": job, "event": report.event, "conversationId": conversation })),
+            Json(JobReported {
+                job,
+                event: report.event,
+                conversation_id: conversation,
+            }),
         )),
         Err(ReportError::NotAJobEvent(why)) => Err(HostError::field("event", why.to_string())),
         Err(ReportError::NoSuchJob(none)) => Err(HostError::not_found(none.to_string())),

@@ -4,6 +4,9 @@
 //! | --- | --- |
 //! | `POST /turns` with an `AgentTurnPayload` and `x-api-key` | 202 accepted; 400 not a turn (the field at fault); 401 wrong or missing key; 404 another person's conversation; 409 that turn, or another turn of the conversation, is running (`runningTurnId`; a turn that lists it in `supersedes` replaces it); 413 too large; 503 with `Retry-After` at capacity or shutting down |
 //! | `GET /health` | status, running turns, capacity, model |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document of every route ([`openapi`], made from [`Route`]'s table) |
+//! | `GET /usage…`, `PUT` / `DELETE /blocks…` | the backend's spending and kill switch: see `spending` |
+//! | `GET /`, `/console.js`, `/console.css`, `/client.js`, `/console/config` | the console (with [`ContainerHostBuilder::console`]) |
 //! | `POST /turns/{turnId}/stop?session=S&userId=U&accountId=A` with `{"reason": "user_stop" \| "superseded"}` | 202 recorded; 409 the turn had ended; 404 not that person's conversation |
 //! | `GET /turns/{turnId}/events?session=S&userId=U&accountId=A` (SSE; `Last-Event-ID` or `?cursor=` resumes) | the turn's events from the event log, live, ending after the terminal; 404 not that person's conversation |
 //! | `POST /turns/{turnId}/actions/{callId}?session=S&userId=U&accountId=A` with the tab's answer | a UI action answered by the person's tab: see [`actions`] (with [`ContainerHostBuilder::ui_answers`]) |
@@ -33,8 +36,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde_json::json;
+
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -43,6 +45,7 @@ pub mod access;
 mod actions;
 mod agentcore;
 mod agui;
+pub mod answers;
 mod auth_settings;
 mod builder;
 mod chain;
@@ -55,9 +58,11 @@ mod events;
 mod extract;
 mod files;
 mod jobs;
+pub mod openapi;
 use agent_worker_runtime::joined_id;
 pub mod jwt;
 pub mod mcp;
+pub mod routes;
 mod sessions;
 mod spending;
 mod stops;
@@ -76,6 +81,7 @@ pub use events::{
     DEFAULT_MAX_EVENT_STREAMS_PER_PERSON, MAX_IDLE_POLL, StreamCaps,
 };
 pub use files::{DOWNLOAD_LINK_TTL, MAX_PRESIGNED_BYTES, PRESIGNED_UPLOAD_TTL};
+pub use routes::Route;
 pub use turns::ACCEPTED_RUN_LEASE;
 
 use agent_worker_aws::dynamo::DynamoEventLog;
@@ -426,63 +432,11 @@ impl ContainerHost {
         self.inner.running.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// The HTTP routes. Every one but [`OPEN_PATHS`] passes the API-key check first, a layer
-    /// over the whole router: a route added later is guarded without asking.
+    /// The HTTP routes, those of [`Route::ALL`] (the console's where the host has one). Every one
+    /// but [`OPEN_PATHS`] passes the credential check first, a layer over the whole router: a
+    /// route added later is guarded without asking.
     pub fn router(&self) -> Router {
-        let mut router = Router::new();
-        if self.inner.console.as_ref().is_some() {
-            router = router
-                .route("/", get(console::index))
-                .route("/console.js", get(console::script))
-                .route("/console.css", get(console::styles))
-                .route("/console/config", get(console::config));
-        }
-        let router = router
-            .route("/turns", post(turns::accept_turn))
-            .route("/agui", post(agui::run))
-            .route(a2a::A2A_PATH, post(a2a::jsonrpc))
-            .route("/a2a/message:send", post(a2a::rest::send))
-            .route("/a2a/message:stream", post(a2a::rest::stream))
-            .route("/a2a/tasks", get(a2a::rest::list))
-            .route(
-                "/a2a/tasks/{target}",
-                get(a2a::rest::task_get).post(a2a::rest::task_post),
-            )
-            .route(
-                "/a2a/tasks/{target}/pushNotificationConfigs",
-                get(a2a::rest::push_list).post(a2a::rest::push_create),
-            )
-            .route(
-                "/a2a/tasks/{target}/pushNotificationConfigs/{config}",
-                get(a2a::rest::push_get).delete(a2a::rest::push_delete),
-            )
-            .route("/a2a/extendedAgentCard", get(a2a::rest::extended_card))
-            .route(a2a::AGENT_CARD_PATH, get(a2a::card))
-            .route(a2a::INTERFACE_CARD_PATH, get(a2a::card))
-            .route("/mcp", post(mcp::post).get(mcp::get))
-            .route("/ping", get(agentcore::ping))
-            .route("/invocations", post(agentcore::invoke))
-            .route("/ws", get(agentcore::upgrade))
-            .route("/health", get(health))
-            .route("/turns/{turn_id}/stop", post(stops::stop_turn))
-            .route("/turns/{turn_id}/events", get(events::turn_events))
-            .route("/turns/{turn_id}/actions/{call_id}", post(actions::answer))
-            .route("/conversations/{id}/files", post(files::upload))
-            .route("/conversations/{id}/files/{file}", get(files::download))
-            .route("/jobs/events", post(jobs::report))
-            .route("/usage", get(spending::usage))
-            .route(
-                "/blocks",
-                axum::routing::put(spending::block).delete(spending::lift),
-            )
-            .route("/sessions/{id}/commands", post(sessions::command))
-            .route("/sessions/{id}/state", get(sessions::state))
-            .route("/sessions/{id}/entries", get(sessions::entries))
-            .route("/conversations", get(conversations::list))
-            .route(
-                "/conversations/{id}",
-                get(conversations::get).delete(conversations::delete),
-            )
+        let router = routes::routes(self.inner.console.is_some())
             // What no route serves is refused in the one shape too.
             .fallback(|| async { HostError::not_found("no such route") })
             .method_not_allowed_fallback(|| async {
@@ -544,11 +498,7 @@ impl ContainerHost {
     }
 }
 
-/// The paths served without the API key: the load balancer's health check, and AgentCore
-/// Runtime's.
-pub const OPEN_PATHS: [&str; 4] = ["/health", "/ping", a2a::AGENT_CARD_PATH, a2a::INTERFACE_CARD_PATH];
-
-async fn health(State(host): State<ContainerHost>) -> Response {
+pub(crate) async fn health(State(host): State<ContainerHost>) -> Response {
     let running = host.running().len();
     let status = if host.inner.accepting.load(Ordering::SeqCst) {
         "ok"
@@ -556,15 +506,38 @@ async fn health(State(host): State<ContainerHost>) -> Response {
         "draining"
     };
     let (event_streams, event_readers) = host.inner.followers.counts();
-    axum::Json(json!({
-        "status": status,
-        "runningTurns": running,
-        "capacity": host.inner.config.max_concurrent_turns,
-        "model": host.inner.model(),
-        "eventStreams": event_streams,
-        "eventReaders": event_readers,
-    }))
+    axum::Json(answers::Health {
+        status: status.to_owned(),
+        running_turns: running,
+        capacity: host.inner.config.max_concurrent_turns,
+        model: host.inner.model().map(str::to_owned),
+        event_streams,
+        event_readers,
+    })
     .into_response()
+}
+
+/// The paths served without a credential (whatever credential comes with them is not looked
+/// at): the load balancer's and AgentCore Runtime's health checks, the agent cards, the OpenAPI
+/// document.
+pub const OPEN_PATHS: [&str; 5] = [
+    Route::Health.path(),
+    Route::Ping.path(),
+    Route::AgentCard.path(),
+    Route::A2aInterfaceCard.path(),
+    Route::OpenApi.path(),
+];
+
+/// Whether `path` is served without a credential: [`OPEN_PATHS`], and the console's own assets
+/// where the host has a console.
+fn open_path(path: &str, console: bool) -> bool {
+    OPEN_PATHS.contains(&path) || console && console::ASSET_PATHS.contains(&path)
+}
+
+/// `GET /openapi.json`: the host's OpenAPI document ([`openapi::document`], made once).
+pub(crate) async fn openapi_document() -> axum::Json<serde_json::Value> {
+    static DOCUMENT: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    axum::Json(DOCUMENT.get_or_init(openapi::document).clone())
 }
 
 /// Serves `host` on `listener` until `shutdown` resolves, then drains: no new turns, running
@@ -574,12 +547,24 @@ pub async fn serve(
     host: ContainerHost,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let draining = host.clone();
+    let router = host.router();
+    serve_router(listener, host, router, shutdown).await
+}
+
+/// [`serve`] with a router of the caller's making from `host`'s ([`ContainerHost::router`] with
+/// layers of its own around it): served on `listener` until `shutdown` resolves, then `host`
+/// drains as [`serve`] says.
+pub async fn serve_router(
+    listener: TcpListener,
+    host: ContainerHost,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let limits = host.inner.config.connections;
-    serve_answering(listener, host.router(), limits, edge::refused_head, async move {
+    serve_answering(listener, router, limits, edge::refused_head, async move {
         shutdown.await;
         tracing::info!("shutting down: no new turns; running ones finish or are stopped");
-        draining.drain().await;
+        host.drain().await;
     })
     .await
 }

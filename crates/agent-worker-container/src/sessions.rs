@@ -22,15 +22,17 @@ use serde::Deserialize;
 use super::access::{Acting, Owned};
 use super::extract::Params;
 use super::{ContainerHost, HostError};
-use agent_worker_contract::control::{answer, refusals};
-use agent_worker_contract::{Refused, SessionCommand, SessionControl};
+use agent_worker_contract::control::refusals;
+use agent_worker_contract::{CommandAnswer, Refused, SessionCommand, SessionControl};
 use agent_worker_core::engine::StoreControl;
 
 /// For `entries`: from where, and how many.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(super) struct Page {
+    /// From this place (the last read's `next`); 0 by default.
     #[serde(default)]
     since: u64,
+    /// How many entries (1 to 1,000, 100 by default).
     limit: Option<usize>,
 }
 
@@ -68,7 +70,7 @@ pub(super) async fn command(
         Ok(_) => StatusCode::ACCEPTED,
         Err(refused) => status_of(refused),
     };
-    (status, Json(answer(&result))).into_response()
+    (status, Json(CommandAnswer::from(&result))).into_response()
 }
 
 /// `GET /sessions/{id}/entries`.

@@ -11,10 +11,9 @@
 //! 404 on a host whose turns are not kept in a table.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use agent_worker_aws::dynamo::DynamoStore;
 use agent_worker_core::engine::spending::Ledger;
@@ -22,33 +21,31 @@ use agent_worker_core::session::{BlockTarget, SessionId};
 
 use super::ContainerHost;
 use super::access::{Authority, checked_id, checked_text};
+use super::answers::{AccountSpent, BlockAsk, Blocked, ConversationSpent, Lifted, PersonSpent, Usage};
 use super::error::HostError;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, Params};
 
 /// `GET /usage`'s query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct UsageQuery {
+    /// The account.
     account_id: String,
+    /// A person of it, whose spending the answer adds.
     user_id: Option<String>,
+    /// A conversation, whose spending the answer adds.
     conversation_id: Option<String>,
+    /// The day, `YYYY-MM-DD` (UTC); today by default.
     day: Option<String>,
 }
 
-/// Who a block stands on, as the backend names it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct BlockAsk {
-    account_id: String,
-    user_id: Option<String>,
-    reason: Option<String>,
-}
-
 /// `DELETE /blocks`'s query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct LiftQuery {
+    /// The account whose block is lifted, or whose person's.
     account_id: String,
+    /// The person whose block is lifted; without it, the account's.
     user_id: Option<String>,
 }
 
@@ -75,16 +72,16 @@ fn target(account_id: String, user_id: Option<String>) -> Result<BlockTarget, Ho
     })
 }
 
-fn usd(micros: u64) -> Value {
-    json!(micros as f64 / 1_000_000.0)
+fn usd(micros: u64) -> f64 {
+    micros as f64 / 1_000_000.0
 }
 
 /// `GET /usage`.
 pub(super) async fn usage(
     State(host): State<ContainerHost>,
     authority: Authority,
-    Query(query): Query<UsageQuery>,
-) -> Result<Json<Value>, HostError> {
+    Params(query): Params<UsageQuery>,
+) -> Result<Json<Usage>, HostError> {
     let table = backend_table(&host, &authority)?;
     let account = checked_text("accountId", query.account_id)?;
     let day = match query.day {
@@ -98,24 +95,38 @@ pub(super) async fn usage(
             .await
             .map_err(|e| HostError::store("reading a ledger", &e))
     };
-    let mut answer = json!({
-        "day": day,
-        "account": {"accountId": account, "spentUsd": usd(spent(Ledger::AccountDay { account: account.clone(), day: day.clone() }).await?)},
-    });
+    let account_day = Ledger::AccountDay {
+        account: account.clone(),
+        day: day.clone(),
+    };
+    let mut answer = Usage {
+        account: AccountSpent {
+            spent_usd: usd(spent(account_day).await?),
+            account_id: account.clone(),
+        },
+        day,
+        person: None,
+        conversation: None,
+    };
     if let Some(user) = query.user_id {
         let user = checked_text("userId", user)?;
         let ledger = Ledger::PersonDay {
             account: Some(account.clone()),
             user: user.clone(),
-            day: day.clone(),
+            day: answer.day.clone(),
         };
-        answer["person"] = json!({"userId": user, "spentUsd": usd(spent(ledger).await?)});
+        answer.person = Some(PersonSpent {
+            spent_usd: usd(spent(ledger).await?),
+            user_id: user,
+        });
     }
     if let Some(conversation) = query.conversation_id {
         let conversation: SessionId = checked_id("conversationId", conversation)?;
         let ledger = Ledger::Conversation(conversation.clone());
-        answer["conversation"] =
-            json!({"conversationId": conversation, "spentUsd": usd(spent(ledger).await?)});
+        answer.conversation = Some(ConversationSpent {
+            spent_usd: usd(spent(ledger).await?),
+            conversation_id: conversation,
+        });
     }
     Ok(Json(answer))
 }
@@ -125,26 +136,30 @@ pub(super) async fn block(
     State(host): State<ContainerHost>,
     authority: Authority,
     JsonBody(ask): JsonBody<BlockAsk>,
-) -> Result<Json<Value>, HostError> {
+) -> Result<Json<Blocked>, HostError> {
     let table = backend_table(&host, &authority)?;
     let target = target(ask.account_id, ask.user_id)?;
     table
         .block(&target, ask.reason.as_deref())
         .await
         .map_err(|e| HostError::store("blocking", &e))?;
-    Ok(Json(json!({ "blocked": target.describe() })))
+    Ok(Json(Blocked {
+        blocked: target.describe(),
+    }))
 }
 
 /// `DELETE /blocks`.
 pub(super) async fn lift(
     State(host): State<ContainerHost>,
     authority: Authority,
-    Query(query): Query<LiftQuery>,
-) -> Result<Json<Value>, HostError> {
+    Params(query): Params<LiftQuery>,
+) -> Result<Json<Lifted>, HostError> {
     let table = backend_table(&host, &authority)?;
     let target = target(query.account_id, query.user_id)?;
     match table.lift(&target).await {
-        Ok(true) => Ok(Json(json!({ "lifted": target.describe() }))),
+        Ok(true) => Ok(Json(Lifted {
+            lifted: target.describe(),
+        })),
         Ok(false) => Err(HostError::not_found(format!(
             "{} is not blocked",
             target.describe()

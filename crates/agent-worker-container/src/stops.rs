@@ -2,20 +2,13 @@
 //! `"superseded"`: a stop recorded for a turn of the person's conversation, which its worker
 //! sees at its next look (202); 409 when the turn had already ended.
 
+use super::access::{Acting, TurnPath};
+use super::answers::{StopBody, StopRecorded};
+use super::{ContainerHost, HostError};
+use agent_worker_core::session::{Stop, StopCause, StopOutcome};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::json;
-
-use super::access::{Acting, TurnPath};
-use super::{ContainerHost, HostError};
-use agent_worker_core::session::{Stop, StopCause, StopOutcome};
-
-#[derive(Debug, Deserialize)]
-struct StopBody {
-    reason: Option<String>,
-}
 
 /// `POST /turns/{turnId}/stop?session=S…`.
 pub(super) async fn stop_turn(
@@ -23,7 +16,7 @@ pub(super) async fn stop_turn(
     TurnPath(turn_id): TurnPath,
     conversation: Acting,
     body: Bytes,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
+) -> Result<(StatusCode, axum::Json<StopRecorded>), HostError> {
     let reason = if body.is_empty() {
         None
     } else {
@@ -51,7 +44,10 @@ pub(super) async fn stop_turn(
     {
         Ok(StopOutcome::Recorded) => Ok((
             StatusCode::ACCEPTED,
-            axum::Json(json!({ "turnId": turn_id, "stop": cause.as_str() })),
+            axum::Json(StopRecorded {
+                turn_id: turn_id.clone(),
+                stop: cause,
+            }),
         )),
         Ok(StopOutcome::AlreadyEnded) => Err(HostError::new(
             StatusCode::CONFLICT,

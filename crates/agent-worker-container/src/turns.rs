@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::json;
 
 use super::access::{self, Authority};
+use super::answers::TurnAccepted;
 use super::extract::TurnBody;
 use super::{ContainerHost, HostError, TurnEnd, Turns};
 use agent_worker_contract::ErrorChain;
@@ -26,12 +26,17 @@ pub(super) async fn accept_turn(
     State(host): State<ContainerHost>,
     authority: Authority,
     TurnBody(turn): TurnBody,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), HostError> {
+) -> Result<(StatusCode, axum::Json<TurnAccepted>), HostError> {
     let person = authority.person(Some(&turn.user_id), Some(&turn.account_id))?;
-    let mut accepted = json!({ "turnId": turn.turn_id, "session": turn.conversation_id });
+    let mut accepted = TurnAccepted {
+        turn_id: turn.turn_id.clone(),
+        session: turn.conversation_id.clone(),
+        queued: None,
+        message_id: None,
+    };
     if let Started::Queued { message_id } = start(&host, &person, turn).await? {
-        accepted["queued"] = json!(true);
-        accepted["messageId"] = json!(message_id);
+        accepted.queued = Some(true);
+        accepted.message_id = message_id;
     }
     Ok((StatusCode::ACCEPTED, axum::Json(accepted)))
 }

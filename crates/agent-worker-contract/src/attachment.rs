@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What kind of file a reference points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttachmentKind {
     /// A picture.
@@ -20,6 +21,7 @@ pub enum AttachmentKind {
 
 /// Where a file's check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttachmentStatus {
     /// Checked and usable.
@@ -33,6 +35,7 @@ pub enum AttachmentStatus {
 
 /// A file the person attached: its id in the host's file area and what is known of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AttachmentRef {
     /// Its id in the file area.

@@ -17,10 +17,11 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A command for a session's running turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SessionCommand {
     /// Words for the model at the run's next round boundary.
@@ -50,6 +51,7 @@ impl SessionCommand {
 
 /// A command kept for the run it names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Accepted {
     /// The run (turn) it went to.
@@ -58,6 +60,7 @@ pub struct Accepted {
 
 /// A command refused before it was kept: nothing of it happened, and it may be sent again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[error("{code}: {message}")]
 pub struct Refused {
     /// One of [`refusals`]' codes.
@@ -97,16 +100,64 @@ pub mod refusals {
     pub const TOO_LARGE: &str = "too_large";
 }
 
-/// A command's answer on the wire: `{"ok": true, "runId"}` or `{"ok": false, "error": {…}}`.
-pub fn answer(result: &Result<Accepted, Refused>) -> Value {
-    match result {
-        Ok(accepted) => json!({ "ok": true, "runId": accepted.run_id }),
-        Err(refused) => json!({ "ok": false, "error": refused }),
+/// A command's answer on the wire: `{"ok": true, "runId"}` ([`CommandKept`]) or
+/// `{"ok": false, "error": {…}}` ([`CommandRefused`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum CommandAnswer {
+    /// Kept for the running turn.
+    Kept(CommandKept),
+    /// Refused: nothing of it happened.
+    Refused(CommandRefused),
+}
+
+/// A command kept: `{"ok": true, "runId"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CommandKept {
+    /// `true`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = true)))]
+    pub ok: bool,
+    /// The run (turn) it went to.
+    pub run_id: String,
+}
+
+/// A command refused: `{"ok": false, "error": {…}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandRefused {
+    /// `false`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = false)))]
+    pub ok: bool,
+    /// Why.
+    pub error: Refused,
+}
+
+impl From<&Result<Accepted, Refused>> for CommandAnswer {
+    fn from(result: &Result<Accepted, Refused>) -> Self {
+        match result {
+            Ok(accepted) => Self::Kept(CommandKept {
+                ok: true,
+                run_id: accepted.run_id.clone(),
+            }),
+            Err(refused) => Self::Refused(CommandRefused {
+                ok: false,
+                error: refused.clone(),
+            }),
+        }
     }
+}
+
+/// A command's answer on the wire, as JSON ([`CommandAnswer`]).
+pub fn answer(result: &Result<Accepted, Refused>) -> Value {
+    serde_json::to_value(CommandAnswer::from(result)).unwrap_or_default()
 }
 
 /// What a session is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionState {
     /// `idle` or `running`.
@@ -120,6 +171,7 @@ pub struct SessionState {
 
 /// Whether a session has a running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// No turn runs.
@@ -130,6 +182,7 @@ pub enum SessionStatus {
 
 /// Commands sent to a run, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CommandCounts {
     /// Steering sent.
@@ -160,6 +213,7 @@ pub trait SessionControl: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn commands_and_answers_have_the_wire_shape() {

@@ -178,8 +178,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The wire form of the known events, borrowed for serialising.
+/// The wire form of the known events, borrowed for serialising (and, with the `schema` feature,
+/// described: its schema is the known half of [`AgentEvent`]'s as written).
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
 enum WireRef<'a> {
     Text {
@@ -226,8 +228,10 @@ enum WireRef<'a> {
     },
 }
 
-/// The wire form of the known events, owned for deserialising.
+/// The wire form of the known events, owned for deserialising (and, with the `schema` feature,
+/// described: its schema is the known half of [`AgentEvent`]'s as read).
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
 enum WireOwned {
     Text {
@@ -240,12 +244,14 @@ enum WireOwned {
         id: String,
         name: String,
         #[serde(default, deserialize_with = "present")]
+        #[cfg_attr(feature = "schema", schemars(with = "Value"))]
         args: Value,
     },
     ToolEnded {
         id: String,
         is_error: bool,
         #[serde(default, deserialize_with = "present")]
+        #[cfg_attr(feature = "schema", schemars(with = "Value"))]
         content: Value,
     },
     Retrying {
@@ -267,6 +273,7 @@ enum WireOwned {
     Completed {
         // `"data": null` is kept as `Some(Null)` so that it serialises back as it came.
         #[serde(default, deserialize_with = "some_value")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
         data: Option<Value>,
     },
     Failed {
@@ -410,6 +417,35 @@ impl<'de> Deserialize<'de> for AgentEvent {
                 retryable,
                 code,
             },
+        })
+    }
+}
+
+/// The schema of an event on the wire: one of the known events, or an object of another `type`
+/// (which a relay forwards unchanged).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for AgentEvent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AgentEvent".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // As written (an answer) or as read (a body): the two differ in what they leave out.
+        let known = if generator.contract().is_serialize() {
+            <WireRef<'_> as schemars::JsonSchema>::json_schema(generator)
+        } else {
+            <WireOwned as schemars::JsonSchema>::json_schema(generator)
+        };
+        schemars::json_schema!({
+            "description": "One event of a turn's stream: a JSON object tagged by `type`. `completed` and `failed` are the only terminal events; an event of a type not listed here is forwarded as it came.",
+            "anyOf": [
+                known,
+                {
+                    "type": "object",
+                    "properties": { "type": { "type": "string", "not": { "enum": KNOWN_TYPES } } },
+                    "required": ["type"],
+                },
+            ],
         })
     }
 }

@@ -114,6 +114,7 @@ macro_rules! id_type {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         pub struct $name(String);
 
         impl $name {

@@ -38,7 +38,10 @@ pub use agent::{Agent, AgentExt, AgentFn, EventStream, agent_fn};
 pub use attachment::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 pub use chain::{ErrorChain, chain};
 pub use collect::{AgentFailure, CollectError, Collected, collect, text_of};
-pub use control::{Accepted, Refused, SessionCommand, SessionControl, SessionState};
+pub use control::{
+    Accepted, CommandAnswer, CommandKept, CommandRefused, Refused, SessionCommand, SessionControl,
+    SessionState,
+};
 pub use event::AgentEvent;
 pub use ids::{IdError, SessionId, TurnId, fresh_random_bits, id_problem, is_spoofing};
 pub use person::{ApprovalDecision, Owner};

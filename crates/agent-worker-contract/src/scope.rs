@@ -63,6 +63,7 @@ pub struct Scope {
 /// assert_eq!(token.expose(), "secret-123");
 /// ```
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct UserToken(String);
 
@@ -307,6 +308,7 @@ impl Prompt {
 
 /// A picture carried inline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImageRef {
     /// Its media type, such as `image/png`.
     #[serde(rename = "mimeType")]

@@ -25,6 +25,7 @@ use agent_worker_contract::{
 
 /// One turn: who sent it, in which conversation, and what they said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentTurnPayload {
     /// The turn's id: a redelivery with the same id runs once.
@@ -85,6 +86,7 @@ pub struct AgentTurnPayload {
 
 /// What a payload's `command` asks of the conversation's running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PayloadCommand {
     /// The content reaches the model at the running turn's next round boundary.

@@ -14,6 +14,7 @@
 //! agent-worker serve --port 8080 --api-key KEY     (the container host)
 //! agent-worker agent-protocol [--port 8000] [--workspace ./workspace] [--endpoint-url URL] [--tool T]
 //! agent-worker validate examples/agents [--handler NAME] [--hook ID] [--json]
+//! agent-worker openapi                              (the HTTP API's OpenAPI document)
 //! ```
 //!
 //! Configured from the same environment as the Lambda function (`TABLE_NAME`, `MODEL_ID`,
@@ -101,6 +102,9 @@ pub(crate) enum Command {
     AgentProtocol(AgentProtocolArgs),
     /// Checks a folder of Standard Agents definitions (agents/, prompts/); exits 1 on an error.
     Validate(ValidateArgs),
+    /// Prints the HTTP API's OpenAPI 3.1 document, as `serve` answers it at `/openapi.json`
+    /// (the repository keeps it in docs/openapi.json: `make openapi`).
+    Openapi,
     /// Records one model call's raw answer as a fixture the Bedrock stand-in replays byte for
     /// byte (needs AWS credentials, or `--endpoint-url`).
     Record(record::RecordArgs),
@@ -174,11 +178,21 @@ pub(crate) fn main() -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS),
             Command::Validate(args) => validate::validate(args),
+            Command::Openapi => print_openapi(),
             Command::Record(args) => record::record(args).await.map(|()| ExitCode::SUCCESS),
             Command::Eval(args) => eval::eval(args).await,
         }
     });
     result.unwrap_or_else(failure::CliError::report)
+}
+
+/// `openapi`: the document, pretty-printed, on stdout.
+fn print_openapi() -> Result<ExitCode, failure::CliError> {
+    let document = agent_worker::hosts::container::openapi::document();
+    let text = serde_json::to_string_pretty(&document)
+        .map_err(|e| failure::CliError::from(format!("cannot write the document: {e}")))?;
+    println!("{text}");
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn aws_config(region: Option<&str>) -> aws_config::SdkConfig {

@@ -1,7 +1,8 @@
 // The agent-worker console: the person's tab. It talks to the container host's own routes with
-// the per-start token, follows each turn's events over SSE, shows approval cards, and answers
-// the UI actions of its task list (its `oui` surface) itself.
-"use strict";
+// the per-start token through the typed client (clients/typescript, served as /client.js),
+// follows each turn's events (resumed after a drop), shows approval cards, and answers the UI
+// actions of its task list (its `oui` surface) itself.
+import { AgentWorkerClient } from "/client.js";
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, attrs = {}, ...children) => {
@@ -27,26 +28,13 @@ if (params.get("token")) {
 const token = sessionStorage.getItem("console-token") || "";
 const person = { userId: "", accountId: "" };
 
-async function api(path, { method = "GET", body } = {}) {
-  const response = await fetch(path, {
-    method,
-    headers: { "content-type": "application/json", "x-console-token": token },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = { error: text }; }
-  const why = data && data.error;
-  if (!response.ok) throw new Error((why && why.message) || why || `${response.status}`);
-  return data;
-}
-const personQuery = () => `userId=${encodeURIComponent(person.userId)}&accountId=${encodeURIComponent(person.accountId)}`;
-const turnQuery = (session) => `session=${encodeURIComponent(session)}&${personQuery()}`;
+// The console's token stands for its own person: every call is theirs.
+const client = new AgentWorkerClient({ consoleToken: token });
 
 // ---- State ---------------------------------------------------------------------------------
 const state = {
   conversation: localStorage.getItem("console-conversation") || newId("c"),
-  turn: null,          // the running turn: { id, source, view }
+  turn: null,          // the running turn: { id, stream (its AbortController), view }
   acceptedTurn: null,  // the one turn whose UI action requests this tab takes
   voice: null,         // { language } while the composed message was spoken
   attached: [],        // the references of the files attached to the next message
@@ -133,20 +121,20 @@ function runAction(action, args, approval) {
 }
 
 async function answerAction(request) {
-  const path = `/turns/${encodeURIComponent(request.turnId)}/actions/${encodeURIComponent(request.callId)}?${turnQuery(state.conversation)}`;
+  const answer = (body) => client.answerAction(request.turnId, request.callId, state.conversation, body);
   // A request of a turn that is no longer the current one is refused, never run.
   if (request.turnId !== state.acceptedTurn) {
-    await api(path, { method: "POST", body: { status: "refused", reason: `turn ${request.turnId} is not the current turn` } });
+    await answer({ status: "refused", reason: `turn ${request.turnId} is not the current turn` });
     return;
   }
-  await api(path, { method: "POST", body: { status: "taken" } });
+  await answer({ status: "taken" });
   const done = request.surface === "tasks"
     ? runAction(request.action, request.args || {}, request.approval)
     : { refused: `this page has no surface ${request.surface}` };
   const body = done.refused
     ? { status: "refused", reason: done.refused }
     : { status: "done", result: done.result, isError: !done.ok };
-  await api(path, { method: "POST", body });
+  await answer(body);
 }
 
 // ---- Files the person attaches ------------------------------------------------------------------
@@ -165,15 +153,7 @@ function renderAttached() {
 }
 
 async function attach(file) {
-  const query = `${personQuery()}&name=${encodeURIComponent(file.name)}`;
-  const response = await fetch(`/conversations/${encodeURIComponent(state.conversation)}/files?${query}`, {
-    method: "POST",
-    headers: { "content-type": file.type || "application/octet-stream", "x-console-token": token },
-    body: file,
-  });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `${response.status}`);
-  state.attached.push(data);
+  state.attached.push(await client.uploadFile(state.conversation, file, file.name));
   renderAttached();
 }
 
@@ -230,12 +210,12 @@ function approvalCard(card, turnId) {
 
 // A card shown from the stored conversation has no token: it is in the turn's event log.
 async function tokenFromLog(turnId, approvalId) {
-  const response = await fetch(`/turns/${encodeURIComponent(turnId)}/events?${turnQuery(state.conversation)}&consoleToken=${token}`);
-  const text = await response.text();
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("data:")) continue;
-    const event = JSON.parse(line.slice(5));
-    if (event.type === "approval_required" && event.approvalId === approvalId) return event.token;
+  try {
+    for await (const { event } of client.events(turnId, { session: state.conversation })) {
+      if (event.type === "approval_required" && event.approvalId === approvalId) return event.token;
+    }
+  } catch (e) {
+    console.warn("could not read the turn's events", e);
   }
   return undefined;
 }
@@ -243,7 +223,7 @@ async function tokenFromLog(turnId, approvalId) {
 // ---- Conversations --------------------------------------------------------------------------
 async function refreshList() {
   let page = { conversations: [] };
-  try { page = await api(`/conversations?${personQuery()}&limit=50`); } catch (e) { console.warn(e); }
+  try { page = await client.listConversations({ limit: 50 }); } catch (e) { console.warn(e); }
   const list = page.conversations || [];
   $("conversations").replaceChildren(...list.map((c) => el("button",
     { class: "conversation", type: "button", "aria-current": String(c.id === state.conversation), "data-id": c.id,
@@ -256,7 +236,7 @@ async function refreshList() {
 }
 
 async function openConversation(id) {
-  if (state.turn) state.turn.source.close();
+  if (state.turn) state.turn.stream.abort();
   state.turn = null;
   setRunning(false);
   state.conversation = id;
@@ -266,7 +246,7 @@ async function openConversation(id) {
   loadTasks();
   await refreshList();
   let view = null;
-  try { view = await api(`/conversations/${encodeURIComponent(id)}?${personQuery()}&limit=100`); } catch { view = null; }
+  try { view = await client.getConversation(id, { limit: 100 }); } catch { view = null; }
   if (!view) return;
   let turnView = null;
   for (const message of view.messages) {
@@ -310,9 +290,9 @@ async function send(text, approval) {
     // A message sent while a turn runs replaces it (a barge-in).
     const running = state.turn;
     supersedes.push(running.id);
-    running.source.close();
+    running.stream.abort();
     running.view.node.append(stoppedLine("superseded"));
-    await api(`/turns/${encodeURIComponent(running.id)}/stop?${turnQuery(session)}`, { method: "POST", body: { reason: "superseded" } }).catch(() => {});
+    await client.stopTurn(running.id, session, "superseded").catch(() => {});
   }
   const turnId = newId("t");
   const context = {
@@ -339,7 +319,7 @@ async function send(text, approval) {
   scrollDown();
   state.acceptedTurn = turnId;
   try {
-    await api("/turns", { method: "POST", body: payload });
+    await client.acceptTurn(payload);
   } catch (e) {
     view.node.append(el("div", { class: "note failed" }, `Not sent: ${e.message}`));
     return;
@@ -348,20 +328,14 @@ async function send(text, approval) {
   refreshList();
 }
 
-const EVENT_TYPES = ["text", "thinking", "tool_started", "tool_ended", "retrying", "usage",
-  "approval_required", "ui_action_requested", "compacting", "compacted", "command_delivered", "completed", "failed",
-  "cancelled"];
-
 function follow(turnId, session, firstView) {
   // The turn's words go to its newest view: a steer the turn takes starts a new one after it.
   let view = firstView;
-  const source = new EventSource(`/turns/${encodeURIComponent(turnId)}/events?${turnQuery(session)}&consoleToken=${token}`);
-  state.turn = { id: turnId, source, view };
+  const stream = new AbortController();
+  state.turn = { id: turnId, stream, view };
   setRunning(true);
   let thinking = null;
-  // Each event comes under its own type's name.
-  const handle = (message) => {
-    const event = JSON.parse(message.data);
+  const handle = (event) => {
     switch (event.type) {
       case "text":
         view.text.textContent += event.delta;
@@ -409,9 +383,8 @@ function follow(turnId, session, firstView) {
     }
     scrollDown();
   };
-  for (const type of EVENT_TYPES) source.addEventListener(type, handle);
   const end = (event) => {
-    source.close();
+    stream.abort();
     if (state.turn && state.turn.id === turnId) state.turn = null;
     const reason = event.data && event.data.stopReason;
     if (event.type === "failed") view.node.append(el("div", { class: "note failed" }, `Failed: ${event.details || event.code}`));
@@ -420,6 +393,20 @@ function follow(turnId, session, firstView) {
     setRunning(false);
     refreshList();
   };
+  (async () => {
+    try {
+      // Followed for as long as the page is open: a dropped stream is opened again after its
+      // last event, however often it drops.
+      const following = client.events(turnId, { session, signal: stream.signal, retries: Infinity });
+      for await (const { event } of following) handle(event);
+    } catch (e) {
+      if (stream.signal.aborted) return;
+      view.node.append(el("div", { class: "note failed" }, `Lost the turn's events: ${e.message}`));
+      if (state.turn && state.turn.id === turnId) state.turn = null;
+      setRunning(false);
+      refreshList();
+    }
+  })();
 }
 
 // ---- Wiring ---------------------------------------------------------------------------------
@@ -454,17 +441,17 @@ $("steer").addEventListener("click", async () => {
   mine.node.classList.add("steer");
   mine.text.textContent = text;
   scrollDown();
+  let answer;
   try {
-    await api(`/sessions/${encodeURIComponent(state.conversation)}/commands?${personQuery()}`, {
-      method: "POST", body: { type: "steer", prompt: text },
-    });
+    answer = await client.sendCommand(state.conversation, { type: "steer", prompt: text });
   } catch (e) {
-    mine.node.append(el("div", { class: "note failed" }, `Not taken: ${e.message}`));
+    answer = { ok: false, error: { message: e.message } };
   }
+  if (!answer.ok) mine.node.append(el("div", { class: "note failed" }, `Not taken: ${answer.error.message}`));
 });
 $("stop").addEventListener("click", async () => {
   if (!state.turn) return;
-  await api(`/turns/${encodeURIComponent(state.turn.id)}/stop?${turnQuery(state.conversation)}`, { method: "POST", body: { reason: "user_stop" } }).catch(() => {});
+  await client.stopTurn(state.turn.id, state.conversation, "user_stop").catch(() => {});
   $("status").textContent = "stopping…";
 });
 $("new-conversation").addEventListener("click", () => openConversation(newId("c")));
@@ -510,7 +497,9 @@ if (Recognition) {
 
 (async function start() {
   try {
-    const config = await api("/console/config");
+    const answer = await fetch("/console/config", { headers: { "x-console-token": token } });
+    if (!answer.ok) throw new Error(`${answer.status}`);
+    const config = await answer.json();
     person.userId = config.userId;
     person.accountId = config.accountId;
     $("model").textContent = config.model;

@@ -4,16 +4,17 @@
 //! next message, and offers a small task list of its own as UI actions (`context.oui`) that it
 //! answers itself, so the model acts on the page.
 //!
-//! Its assets are embedded in the binary (no build step). It is reached with a token made at each
-//! start and printed in the terminal as a URL (`/?token=…`); the page sends it as
-//! `x-console-token` (or `consoleToken=` on an event stream, which cannot carry headers), and
-//! the API key never reaches the browser.
+//! Its assets are embedded in the binary, with the typed client it calls the host through
+//! (`/client.js`: `clients/typescript`'s build, kept in the repository). It is reached with a
+//! token made at each start and printed in the terminal as a URL (`/?token=…`); the page sends it
+//! as `x-console-token` on every call, its event streams included, and the API key never reaches
+//! the browser.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::{ContainerHost, HostError};
 
@@ -23,9 +24,12 @@ const INDEX_HTML: &str = include_str!("index.html");
 const CONSOLE_JS: &str = include_str!("console.js");
 /// Its styles.
 const CONSOLE_CSS: &str = include_str!("console.css");
+/// The typed client of the HTTP API (clients/typescript, built), which the script calls the host
+/// with.
+const CLIENT_JS: &str = include_str!("../../../../clients/typescript/dist/index.js");
 
 /// The paths of the page's own assets, served without a key.
-pub(super) const ASSET_PATHS: [&str; 3] = ["/", "/console.js", "/console.css"];
+pub(super) const ASSET_PATHS: [&str; 4] = ["/", "/console.js", "/console.css", "/client.js"];
 
 /// Who the console acts for, and the token that opens it.
 #[derive(Clone)]
@@ -110,21 +114,41 @@ pub(super) async fn script() -> impl IntoResponse {
     )
 }
 
+/// `GET /client.js`: the typed client (an ES module), as `clients/typescript` builds it.
+pub(super) async fn client() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        CLIENT_JS,
+    )
+}
+
 /// `GET /console.css`.
 pub(super) async fn styles() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CONSOLE_CSS)
 }
 
+/// `GET /console/config`'s answer: whom the page acts for, and the model.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsoleConfig {
+    /// The person the console acts for.
+    pub user_id: String,
+    /// Their account.
+    pub account_id: String,
+    /// The model turns run on (`null` where the host runs none itself).
+    pub model: Option<String>,
+}
+
 /// `GET /console/config`: whom the page acts for, and the model (behind the token).
-pub(super) async fn config(State(host): State<ContainerHost>) -> Result<Json<Value>, HostError> {
+pub(super) async fn config(State(host): State<ContainerHost>) -> Result<Json<ConsoleConfig>, HostError> {
     let console = host
         .inner
         .console
         .as_ref()
         .ok_or_else(|| HostError::not_found("this host serves no console"))?;
-    Ok(Json(json!({
-        "userId": console.user_id,
-        "accountId": console.account_id,
-        "model": host.model(),
-    })))
+    Ok(Json(ConsoleConfig {
+        user_id: console.user_id.clone(),
+        account_id: console.account_id.clone(),
+        model: host.model().map(str::to_owned),
+    }))
 }

@@ -14,6 +14,7 @@ use crate::session::{ContentBlock, PendingApproval, Role, StopCause};
 
 /// One conversation as a chat UI shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationView {
     /// What the list shows of it.
@@ -30,6 +31,7 @@ pub struct ConversationView {
 
 /// One message as a chat UI shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DisplayMessage {
     /// Its position in the conversation.
@@ -64,6 +66,7 @@ fn is_zero(n: &usize) -> bool {
 
 /// Where and why a turn was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StoppedMarker {
     /// Why.
@@ -74,6 +77,7 @@ pub struct StoppedMarker {
 
 /// A tool call as a chat UI shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallView {
     /// The call's id.
@@ -89,6 +93,7 @@ pub struct ToolCallView {
 
 /// How a tool call went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolCallStatus {
     /// It ran and answered.
@@ -101,6 +106,7 @@ pub enum ToolCallStatus {
 
 /// A waiting approval's card: what the person decides on, without the token that redeems it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalCard {
     /// The approval's id.

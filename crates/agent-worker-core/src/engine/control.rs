@@ -17,6 +17,7 @@ use crate::protocol::ErrorChain;
 
 /// A piece of a session's durable history, read from a cursor.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Entries {
     /// The messages, each with its place and turn.
     pub entries: Vec<StoredMessage>,

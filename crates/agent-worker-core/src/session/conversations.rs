@@ -23,6 +23,7 @@ pub const PREVIEW_CHARS: usize = 160;
 
 /// One conversation as a list shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationSummary {
     /// The conversation's id.
@@ -41,6 +42,7 @@ pub struct ConversationSummary {
 
 /// A page of a person's conversations, most recent first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationPage {
     /// The conversations.
@@ -75,6 +77,7 @@ pub fn page_range(before: Option<u64>, limit: usize, length: u64) -> std::ops::R
 /// A stored message with its place: what a page of a conversation holds, and an entry of its
 /// durable history (`turnId` in JSON).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StoredMessage {
     /// Its position in the conversation, from 0.
@@ -82,6 +85,11 @@ pub struct StoredMessage {
     /// The turn that stored it, where the store knows it.
     pub turn_id: Option<super::TurnId>,
     /// The message.
+    // Its schema: an object in the store's message form (`role`, `content` blocks).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "serde_json::Map<String, serde_json::Value>")
+    )]
     pub message: Message,
 }
 
@@ -102,6 +110,7 @@ pub struct StoredConversation {
 
 /// What a delete removed, by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Deleted {
     /// Stored messages.

@@ -11,6 +11,7 @@ use crate::protocol::AttachmentRef;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The person, and tool results sent back on their side.
@@ -37,6 +38,7 @@ pub struct Message {
 
 /// How the person gave a message (seed 004's `AgentStoredMessage.input`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MessageInput {
     /// Typed or spoken.
     pub mode: InputMode,
@@ -47,6 +49,7 @@ pub struct MessageInput {
 
 /// How a message was entered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum InputMode {
     /// Typed.

@@ -196,6 +196,7 @@ impl Lease {
 
 /// Why a turn was stopped before its own end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
     /// The person pressed stop.

@@ -12,6 +12,7 @@ use super::{SessionId, StoreError, TurnId};
 
 /// What the tab has said of one UI action request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ActionAnswer {
     /// A tab took the request and is running the action.

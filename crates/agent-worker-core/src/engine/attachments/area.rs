@@ -163,6 +163,7 @@ const USAGE_FILE: &str = ".usage";
 /// Where a person's client sends a file's bytes itself, straight into the file area: for a
 /// file too large for a request's body (a Lambda function takes 6 MB).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PresignedUpload {
     /// The URL to send the bytes to.
