@@ -89,13 +89,7 @@ impl Deployment {
     }
 
     fn token(&self, who: &str) -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        self.key.token(&json!({
-            "iss": self.issuer.issuer(), "aud": AUDIENCE, "sub": who, "iat": now, "exp": now + 3600,
-        }))
+        support::a2a::person_token(&self.key, &self.issuer, AUDIENCE, who)
     }
 
     /// A JSON-RPC call of `method` as `who`.

@@ -13,6 +13,17 @@ use super::container::{Server, server_with_tokens_and_tools};
 /// The audience of the callers' tokens.
 pub const AUDIENCE: &str = "a2a-callers";
 
+/// A token of `issuer` (signed with `key`) for `who`, for `audience`, good for an hour.
+pub fn person_token(key: &SigningKey, issuer: &JwksStandIn, audience: &str, who: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    key.token(&json!({
+        "iss": issuer.issuer(), "aud": audience, "sub": who, "iat": now, "exp": now + 3600,
+    }))
+}
+
 /// `serve`'s router with people known by their tokens (the test kit's issuer), and the calls
 /// the tests make of it.
 pub struct World {
@@ -43,13 +54,7 @@ impl World {
 
     /// A token for caller `who`.
     pub fn token(&self, who: &str) -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        self.key.token(&json!({
-            "iss": self.issuer.issuer(), "aud": AUDIENCE, "sub": who, "iat": now, "exp": now + 3600,
-        }))
+        person_token(&self.key, &self.issuer, AUDIENCE, who)
     }
 
     pub async fn client(&self, who: &str, scenario: &str, text: &str, context: Option<&str>) -> Value {
