@@ -128,7 +128,9 @@ $(MACHETE):
 ## then BENCHMARKS.md's front section is written again from the run's benchmarks/results.json.
 bench:
 	cargo build --release --locked --manifest-path benches/peers/rig/Cargo.toml
-	RIG_PEER=$(CARGO_TARGET_DIR)/release/rig-peer cargo bench --all-features --locked --bench turns
+	cargo build --release --locked -p floor-peer
+	RIG_PEER=$(CARGO_TARGET_DIR)/release/rig-peer FLOOR_PEER=$(CARGO_TARGET_DIR)/release/floor-peer \
+	  cargo bench --all-features --locked --bench turns
 	python3 scripts/bench_front.py
 
 build:

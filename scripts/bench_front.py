@@ -38,7 +38,7 @@ BEGIN = (
 END = "<!-- bench-front: end -->"
 
 # The parts of results.json the section shows: all of them must come from one run.
-PARTS = ("process", "storage", "load", "poller", "heavy", "providers")
+PARTS = ("process", "sizes", "storage", "roundTrip", "load", "poller", "heavy", "providers")
 
 PROVIDERS = {
     "bedrock": "Bedrock",
@@ -240,7 +240,7 @@ def rows(data):
             "turns, process start taken out)",
             get(data, "process.perTurn.one_tool_call.cpuMsPerTurn"),
             get(data, "process.rig.cpuMsPerOneToolTurn"),
-            0.8,
+            0.7,
         )
     )
     out = [(f, ms(a), ms(b), t, m) for f, a, b, t, m in out]
@@ -330,15 +330,37 @@ def rows(data):
     )
     if all(row.get("roundsBeforeModel") is not None for row in storage):
         rounds = [row["roundsBeforeModel"] for row in storage]
+        summarized = [bool(row.get("summarized")) for row in storage]
+        marks = " / ".join(
+            count(n) + (" (a summary)" if with_summary else "")
+            for n, with_summary in zip(rounds, summarized)
+        )
         out.append(
             (
                 "… sequential DynamoDB round trips before the first model request",
-                " / ".join(count(n) for n in rounds),
+                marks,
                 "—",
-                "≤ 2",
-                "yes" if max(rounds) <= 2 else "no",
+                "1; 2 with a summary",
+                clean(
+                    [
+                        max(0, n - (2 if with_summary else 1))
+                        for n, with_summary in zip(rounds, summarized)
+                    ]
+                ),
             )
         )
+    trip = get(data, "roundTrip")
+    out.append(
+        (
+            f"… to the first model request, 10 messages, with every DynamoDB answer "
+            f"{count(trip['delayMs'])} ms later (part `storage`)",
+            f"{ms(trip['toModelDelayedMs'])} ({ms(trip['toModelMs'])} without the delay: "
+            f"{trip['roundTripsWaited']:.2f} round trips waited)",
+            "—",
+            "1 round trip",
+            "yes" if trip["roundTripsWaited"] < 1.5 else "no",
+        )
+    )
 
     for name, command in (("container", "serve"), ("poller", "poll")):
         host = get(data, f"load.{name}")
@@ -450,7 +472,136 @@ def render(data):
         "| --- | --- | --- | --- | --- |",
     ]
     lines += ["| " + " | ".join(cells) + " |" for cells in table]
+    lines += sizes_lines(data)
     return "\n" + "\n".join(lines) + "\n\n"
+
+
+def spread(figure):
+    """A median with its spread: `12.3 ms (11.0–14.1)`."""
+    if not isinstance(figure, dict) or figure.get("median") is None:
+        return "—"
+    if figure.get("min") is None or figure.get("max") is None:
+        return ms(figure["median"])
+    return f"{ms(figure['median'])} ({figure['min']:.1f}–{figure['max']:.1f})"
+
+
+def goal(figures, name):
+    """`0.85× (met)` for a goal of part `sizes`."""
+    g = (figures.get("goals") or {}).get(name) or {}
+    if g.get("ratio") is None:
+        return "—"
+    return f"{ratio(g['ratio'])} ({'met' if g.get('met') else 'not met'})"
+
+
+# Lambda's prices in us-east-1 (aws.amazon.com/lambda/pricing): per GB-second of duration by
+# architecture, and per request. Duration is billed by the millisecond, init included.
+GB_SECOND_USD = {"arm64": 0.0000133334, "x86_64": 0.0000166667}
+REQUEST_USD = 0.20 / 1_000_000
+# What a one-tool turn waits for the model, taken as two calls with the latencies (`latencyMs`)
+# of two recorded live responses (`../shared/fixtures/bedrock/`: 234 ms in tool-call.chunks.txt,
+# 1,430 ms in thinking-then-tool.chunks.txt; both end in a tool call).
+MODEL_WAIT_MS = 234 + 1430
+COST_SIZES = (128, 256, 512)
+
+
+def cost_lines(rows):
+    """The cost of 1,000 one-tool turns at each size: the model's wait and the runtime's own
+    wall time per turn at that size's share, billed at the size."""
+    by_size = {row["memoryMb"]: row for row in rows}
+    priced = [mb for mb in COST_SIZES if (by_size.get(mb, {}).get("invoke") or {}).get("wallMsPerTurn") is not None]
+    if not priced:
+        return []
+    lines = [
+        "",
+        wrap(
+            "What 1,000 one-tool turns cost in Lambda's duration and requests, at each size: the "
+            f"model's wait ({count(MODEL_WAIT_MS)} ms: two calls, with the latencies of two recorded "
+            "live responses) and the runtime's own wall time per turn at the size's "
+            "share (`invoke`, measured above), billed at the size (us-east-1 prices; DynamoDB's "
+            "time and price are not in it, nor a cold start's init). The same wait at the same "
+            "size costs any runtime the same: the difference between runtimes is their own time."
+        ),
+        "",
+        "| memory | own time per turn | billed per turn | arm64, per 1,000 turns | x86_64, per 1,000 turns |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mb in priced:
+        own = by_size[mb]["invoke"]["wallMsPerTurn"]
+        billed = MODEL_WAIT_MS + own
+        cost = {
+            arch: 1000 * (billed / 1000 * mb / 1024 * price + REQUEST_USD)
+            for arch, price in GB_SECOND_USD.items()
+        }
+        lines.append(
+            f"| {count(mb)} MB | {ms(own)} | {ms(billed)} | ${cost['arm64']:.4f} | ${cost['x86_64']:.4f} |"
+        )
+    return lines
+
+
+def sizes_lines(data):
+    """Part `sizes`: a row per memory size, or why the part was skipped."""
+    sizes = get(data, "sizes")
+    lines = ["", "### At the CPU share of each Lambda memory size (part `sizes`)", ""]
+    if sizes.get("skipped"):
+        return lines + [wrap(f"Skipped on this machine: {sizes['skipped']}.")]
+    rows = sizes.get("rows") or []
+    lines += [
+        wrap(
+            "Each program started in a cgroup with the CPU quota Lambda gives the size (one vCPU "
+            f"at 1,769 MB, in proportion below it), over {count(sizes.get('periodMs', 20))} ms "
+            f"periods. Cold starts: the median (least–most) of {count(sizes.get('repeats', 0))}, "
+            "the programs in turn; init is process start to the first ask for an invocation "
+            "(Lambda's Init Duration), the floor a bare function with the same SDK clients "
+            "(`benches/peers/floor`); cold is process start to the end of one one-tool turn "
+            f"(`agent-worker invoke`, rig the same). CPU per turn over {count(sizes.get('turns', 0))} "
+            "turns. The plot: `benchmarks/sizes.svg`."
+        ),
+        "",
+        "| memory | floor init | `bootstrap` init | ÷ floor (≤ 1.3×) | `invoke` cold | rig cold "
+        "| ÷ rig (≤ 0.8×) | cold CPU, `invoke` / rig | ÷ rig (≤ 0.8×) | CPU per turn, `invoke` / rig "
+        "| ÷ rig (≤ 0.7×) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        invoke, rig = row.get("invoke") or {}, row.get("rig") or {}
+        cold_cpu = (invoke.get("coldCpuMs") or {}).get("median")
+        rig_cold_cpu = (rig.get("coldCpuMs") or {}).get("median")
+        cpu = invoke.get("cpuMsPerTurn")
+        rig_cpu = rig.get("cpuMsPerTurn")
+        pair = lambda a, b: f"{ms(a)} / {ms(b)}" if a is not None and b is not None else "—"
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"{count(row['memoryMb'])} MB",
+                    spread((row.get("floor") or {}).get("initMs")),
+                    spread((row.get("bootstrap") or {}).get("initMs")),
+                    goal(row, "initOverFloor"),
+                    spread(invoke.get("coldMs")),
+                    spread(rig.get("coldMs")),
+                    goal(row, "coldOverRig"),
+                    pair(cold_cpu, rig_cold_cpu),
+                    goal(row, "coldCpuOverRig"),
+                    pair(cpu, rig_cpu),
+                    goal(row, "cpuPerTurnOverRig"),
+                ]
+            )
+            + " |"
+        )
+    lines += cost_lines(rows)
+    smallest = min(rows, key=lambda r: r["memoryMb"]) if rows else None
+    if smallest is not None:
+        cold = ((smallest.get("invoke") or {}).get("coldMs") or {}).get("median")
+        if cold is not None:
+            under = "met" if cold < 100 else "not met"
+            lines += [
+                "",
+                wrap(
+                    f"A cold start at {count(smallest['memoryMb'])} MB's share: {ms(cold)} "
+                    f"(goal: under 100 ms, {under})."
+                ),
+            ]
+    return lines
 
 
 # The document.
@@ -548,8 +699,46 @@ SAMPLE = {
         },
     },
     "storage": [
-        {"messages": m, "requests": 4.0, "roundsBeforeModel": 2.0} for m in (10, 100, 1000, 10000)
+        {"messages": m, "requests": 4.0, "roundsBeforeModel": 1.0 + (m > 100), "summarized": m > 100}
+        for m in (10, 100, 1000, 10000)
     ],
+    "roundTrip": {
+        "delayMs": 50,
+        "toModelMs": 30.0,
+        "toModelDelayedMs": 84.0,
+        "roundTripsWaited": 1.08,
+        "roundsCounted": 1.0,
+        "turns": 5,
+    },
+    "sizes": {
+        "repeats": 9,
+        "turns": 300,
+        "periodMs": 20,
+        "rows": [
+            {
+                "memoryMb": 128,
+                "floor": {"initMs": {"median": 40.0, "min": 38.0, "max": 44.0}},
+                "bootstrap": {"initMs": {"median": 48.0, "min": 45.0, "max": 52.0}},
+                "invoke": {
+                    "coldMs": {"median": 90.0, "min": 80.0, "max": 120.0},
+                    "coldCpuMs": {"median": 6.0},
+                    "cpuMsPerTurn": 0.7,
+                    "wallMsPerTurn": 9.5,
+                },
+                "rig": {
+                    "coldMs": {"median": 120.0, "min": 100.0, "max": 140.0},
+                    "coldCpuMs": {"median": 8.0},
+                    "cpuMsPerTurn": 1.0,
+                },
+                "goals": {
+                    "initOverFloor": {"ratio": 1.2, "goal": 1.3, "met": True},
+                    "coldOverRig": {"ratio": 0.75, "goal": 0.8, "met": True},
+                    "coldCpuOverRig": {"ratio": 0.75, "goal": 0.8, "met": True},
+                    "cpuPerTurnOverRig": {"ratio": 0.7, "goal": 0.7, "met": True},
+                },
+            }
+        ],
+    },
     "load": {
         name: {
             "turns": 320,
@@ -608,8 +797,13 @@ def self_test():
         for want in (
             "## The latest run: 2026-12-04, build 58618a6\n",
             "| yes: 0.75× |",  # 11.5 / 15.24, at most 0.8
-            "| no: 0.87× |",  # 0.694 / 0.797
+            "| no: 0.87× |",  # 0.694 / 0.797, at most 0.7
             "| 4 / 4 / 4 / 4 |",
+            "| 1 / 1 / 2 (a summary) / 2 (a summary) | — | 1; 2 with a summary | yes |",
+            "1.08 round trips waited",
+            "| 128 MB | 40.0 ms (38.0–44.0) | 48.0 ms (45.0–52.0) | 1.20× (met) |",
+            "A cold start at 128 MB's share: 90.0 ms (goal: under 100 ms, met).",
+            "| 128 MB | 9.5 ms | 1.7 s | $0.0030 | $0.0037 |",
             "(part `storage`, 10 / 100 / 1,000 / 10,000 messages)",
             "none lost or duplicated | no |",  # the poller's duplicated turn
             "Machine: 2 CPUs (AMD EPYC 7B13), 23.4 GiB, Linux 6.18.0.",

@@ -274,8 +274,11 @@ fn store_cases() -> Vec<StoreCase> {
     ] {
         // One throttle is absorbed by the SDK's retries; a burst longer than its attempts
         // reaches the turn, which is redriven and stored on redelivery. An event log write that
-        // keeps failing does not fail the turn: the log is the client's, the turn is stored.
-        let reaches_turn = step != "event log write";
+        // keeps failing does not fail the turn: the log is the client's, the turn is stored. The
+        // history is read beside the claim first, in one attempt: a fault there leaves the read
+        // to after the claim, with the SDK's attempts, so a burst as long as those attempts is
+        // absorbed (the cases below the loop outlast both reads).
+        let reaches_turn = step != "event log write" && step != "history read";
         cases.extend([
             StoreCase {
                 step,
@@ -343,6 +346,15 @@ fn store_cases() -> Vec<StoreCase> {
         times: 1,
         redriven: false,
     });
+    for fault in [Fault::dynamo_throughput_exceeded(), Fault::dynamo_internal()] {
+        cases.push(StoreCase {
+            step: "history read, beside the claim and after it",
+            matches: history_read(),
+            fault,
+            times: 4,
+            redriven: true,
+        });
+    }
     cases
 }
 

@@ -1,7 +1,8 @@
 //! What a turn asks of DynamoDB, counted on the wire (moto's server behind a metering
-//! interceptor): two round trips before the model is called, whatever the conversation holds,
-//! and no read of the version or the log's position on the way; four requests for a text turn
-//! shorter than the event log's window, and more for one that streams past it.
+//! interceptor): one round trip before the model is called (the history read with the claim),
+//! two for a conversation with a summary, and no read of the version or the log's position on
+//! the way; four requests for a text turn shorter than the event log's window, and more for one
+//! that streams past it.
 
 use crate::support;
 use agent_worker::session::{HistoryStore as _, SignalStore as _};
@@ -62,10 +63,10 @@ async fn metered_engine(meter: &Meter) -> (DynamoStore, BedrockStandIn, Engine) 
     (store, bedrock, engine)
 }
 
-#[tokio::test]
-async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice() {
-    let meter = Meter::default();
-    let (store, _) = metered_store(&meter, "trips").await;
+/// A new table and the Bedrock stand-in, both behind `meter`, and the Lambda handler on them,
+/// its event log gathering past the turn.
+async fn metered_handler(meter: &Meter) -> (DynamoStore, BedrockStandIn, TurnHandler) {
+    let (store, _) = metered_store(meter, "trips").await;
     let bedrock = BedrockStandIn::start().await.unwrap();
     let engine = Engine::builder()
         .model(BedrockModel::new(
@@ -79,6 +80,13 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
         engine,
         Sinks::new().with(DynamoEventLog::new(store.clone()).gathering_for(PAST_THE_TURN)),
     );
+    (store, bedrock, handler)
+}
+
+#[tokio::test]
+async fn a_turn_makes_one_round_trip_before_the_model_and_reads_nothing_twice() {
+    let meter = Meter::default();
+    let (store, bedrock, handler) = metered_handler(&meter).await;
     let deadline = Some(SystemTime::now() + Duration::from_secs(600));
     // A new conversation, then turns with a history behind them.
     for turn in 0..3 {
@@ -91,12 +99,11 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
         assert!(out.batch_item_failures.is_empty(), "turn {turn} ran");
         let counts = meter.take();
         let before = counts.before_model.expect("the model was called");
-        // A new conversation has no history to read.
-        let (rounds, requests, queries) = if turn == 0 { (1, 2, None) } else { (2, 3, Some(&1)) };
+        // The history is read with the claim, a new conversation's too (it finds nothing).
         assert_eq!(
             (before.rounds, before.requests),
-            (rounds, requests),
-            "turn {turn}: the owner check and the claim together, then the history: {:?}",
+            (1, 3),
+            "turn {turn}: the owner check, the claim and the history together: {:?}",
             counts.operations
         );
         let operations = &counts.operations;
@@ -105,7 +112,7 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
             Some(&2),
             "turn {turn}: {operations:?}"
         );
-        assert_eq!(operations.get("Query"), queries, "turn {turn}: {operations:?}");
+        assert_eq!(operations.get("Query"), Some(&1), "turn {turn}: {operations:?}");
         assert_eq!(
             operations.get("GetItem"),
             None,
@@ -116,7 +123,7 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
             Some(&1),
             "turn {turn}: the log's end written with the commit: {operations:?}"
         );
-        assert_eq!(counts.requests, if turn == 0 { 3 } else { 4 }, "turn {turn}");
+        assert_eq!(counts.requests, 4, "turn {turn}");
     }
     assert_eq!(store.load_history(&sid("c-1")).await.unwrap().len(), 6);
     let log = DynamoEventLog::new(store);
@@ -124,6 +131,53 @@ async fn a_turn_makes_two_round_trips_before_the_model_and_reads_nothing_twice()
     let seqs: Vec<u64> = logged.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..logged.len() as u64).collect::<Vec<_>>());
     assert!(logged.last().is_some_and(|e| e.event.is_terminal()), "{logged:?}");
+}
+
+/// A conversation with a summary is read from the summary on, after the claim: the read beside
+/// the claim stops at its first page when it finds the summary, and this process does not read
+/// ahead for that conversation again; the model sees the summary and the messages after it.
+#[tokio::test]
+async fn a_conversation_with_a_summary_reads_its_history_after_the_claim() {
+    let meter = Meter::default();
+    let (store, bedrock, handler) = metered_handler(&meter).await;
+    let deadline = Some(SystemTime::now() + Duration::from_secs(600));
+    bedrock.push(Reply::text("It ships on Monday."));
+    let first = handler
+        .handle_batch(record("t0", "c-sum"), deadline)
+        .await
+        .unwrap();
+    assert!(first.batch_item_failures.is_empty());
+    let summary = agent_worker::session::Summary {
+        text: "The person asked where their order is.".into(),
+        upto: 2,
+    };
+    assert!(store.save_summary(&sid("c-sum"), &summary).await.unwrap());
+    for turn in 1..3 {
+        bedrock.push(Reply::text("Still Monday."));
+        meter.take();
+        let out = handler
+            .handle_batch(record(&format!("t{turn}"), "c-sum"), deadline)
+            .await
+            .unwrap();
+        assert!(out.batch_item_failures.is_empty(), "turn {turn} ran");
+        let counts = meter.take();
+        let before = counts.before_model.expect("the model was called");
+        // The first time, the read beside the claim finds the summary and is not used: its query
+        // and the one from the summary on; then only the one.
+        let (requests, queries) = if turn == 1 { (4, 2) } else { (3, 1) };
+        assert_eq!(
+            (before.rounds, before.requests),
+            (2, requests),
+            "turn {turn}: the claim, then the history from the summary: {:?}",
+            counts.operations
+        );
+        assert_eq!(counts.operations.get("Query"), Some(&queries), "turn {turn}");
+    }
+    // The model sees the summary, and not the two messages it stands for (the first answer).
+    let asked = bedrock.requests();
+    let text = asked.last().unwrap().body.to_string();
+    assert!(text.contains("The person asked where their order is."), "{text}");
+    assert!(!text.contains("It ships on Monday."), "{text}");
 }
 
 /// Tells once the turn's first words have come.

@@ -11,7 +11,7 @@ use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker_testkit::{BedrockStandIn, LambdaRuntimeApi, Reply, StreamScript, files, moto};
 use serde_json::{Value, json};
 
-use crate::process::{cpu_ms, status_kib};
+use crate::child::{cpu_ms, status_kib};
 
 /// What the function is asked to do in one turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

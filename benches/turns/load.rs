@@ -19,8 +19,8 @@ use agent_worker_testkit::session_audit::audit;
 use agent_worker_testkit::{BedrockStandIn, Fallback, moto};
 use serde_json::{Value, json};
 
+use crate::child::{cpu_ms, status_kib};
 use crate::inprocess::percentile;
-use crate::process::{cpu_ms, status_kib};
 
 /// Sessions that run side by side: as many as moto's one-at-a-time server keeps up with (at 48
 /// its queue held calls past the store's attempt timeout, and turns ended `store_failed`).

@@ -5,12 +5,15 @@
 //!   exchange, the container host under load (`inprocess`).
 //! - As a process (`agent-worker invoke --repeat`): cold start to the first event, CPU and wall
 //!   time per turn with the model's time taken out, peak resident memory (`process`).
+//! - At the CPU share Lambda gives 128, 256, 512 and 1,769 MB (a cgroup quota), beside rig and a
+//!   bare Lambda function (the floor): the function's init, cold start and CPU per turn (`sizes`).
 //! - Per provider (Bedrock, the Anthropic API, OpenAI-compatible), each against its wire-level
 //!   stand-in: cold start and the CPU of a one-tool turn (`providers`).
 //! - The heaviest turns the suite knows (a long answer, 8 tool calls, 1,000 messages summarized,
 //!   a large PDF and pictures), each in a Lambda function of its own: peak memory, for the
 //!   function's `MemorySize` (`heavy`).
-//! - DynamoDB requests and bytes per turn against conversation length (`storage`).
+//! - DynamoDB requests and bytes per turn against conversation length, and the round trips a
+//!   turn waits for before the model, shown with every DynamoDB answer 50 ms later (`storage`).
 //! - What watching for a stop costs a 30 s turn with a 20 s tool call, in DynamoDB requests
 //!   (`watch`).
 //! - DynamoDB requests per call of the conversations API: a list of 1,000, a get of a
@@ -19,11 +22,13 @@
 //! - Load over a long run, as processes: the container host and the poller on moto, many
 //!   sessions at once: throughput, p99 and resident memory per window (`load`).
 //!
-//! Results are printed, and written to `benchmarks/results.json` with a plot,
-//! `benchmarks/dynamodb-per-turn.svg`; each part's figures with the date and build of the run
+//! Results are printed, and written to `benchmarks/results.json` with plots,
+//! `benchmarks/dynamodb-per-turn.svg` and `benchmarks/sizes.svg`; each part's figures with the date and build of the run
 //! that made them (`runs`), which `scripts/bench_front.py` turns into BENCHMARKS.md's front
 //! table.
 
+mod cgroup;
+mod child;
 mod conversations;
 mod heavy;
 mod inprocess;
@@ -31,6 +36,7 @@ mod load;
 mod plot;
 mod poller;
 mod process;
+mod sizes;
 mod stamp;
 mod storage;
 mod watch;
@@ -50,6 +56,13 @@ pub async fn fresh_table(prefix: &str) -> String {
     table
 }
 
+/// Writes the plot `name` into `benchmarks/`.
+pub fn write_plot(name: &str, svg: &str) {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");
+    std::fs::create_dir_all(&out).expect("the benchmarks folder");
+    std::fs::write(out.join(name), svg).expect("the plot is written");
+}
+
 #[tokio::main]
 async fn main() {
     let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
@@ -64,6 +77,9 @@ async fn main() {
     if wants("process") {
         results.insert("process".into(), process::run().await);
     }
+    if wants("sizes") {
+        results.insert("sizes".into(), sizes::run().await);
+    }
     if wants("providers") {
         results.insert("providers".into(), process::providers().await);
     }
@@ -72,11 +88,9 @@ async fn main() {
     }
     if wants("storage") {
         let storage = storage::run().await;
-        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks");
-        std::fs::create_dir_all(&out).expect("the benchmarks folder");
-        std::fs::write(out.join("dynamodb-per-turn.svg"), plot::storage_svg(&storage))
-            .expect("the plot is written");
+        write_plot("dynamodb-per-turn.svg", &plot::storage_svg(&storage));
         results.insert("storage".into(), serde_json::to_value(&storage).expect("JSON"));
+        results.insert("roundTrip".into(), storage::round_trip().await);
     }
     if wants("watch") {
         results.insert("watch".into(), watch::run().await);
@@ -112,6 +126,6 @@ async fn main() {
         all.insert("machine".into(), stamp::machine());
         let text = serde_json::to_string_pretty(&all).expect("JSON");
         std::fs::write(&path, text + "\n").expect("the results are written");
-        println!("\nwrote benchmarks/results.json and benchmarks/dynamodb-per-turn.svg");
+        println!("\nwrote benchmarks/results.json (and the plots of the parts run) in benchmarks/");
     }
 }

@@ -6,14 +6,17 @@
 //! summary line (`ru_maxrss` would count this process's memory: a spawned child starts in its
 //! parent's address space).
 //!
-//! The one place of the project that calls the kernel directly (`wait4`, `sysconf`): the
-//! workspace denies `unsafe_code`, and this module alone allows it.
-#![allow(unsafe_code)]
+//! A child's resources come from `child.rs`, one of the two places of the project that call the
+//! kernel directly.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::cgroup::CpuShare;
+use crate::child::{cpu_ms, peak_rss_kib, reap, status_kib};
 
 use agent_worker_testkit::{
     BedrockStandIn, LambdaRuntimeApi, Provider, Reply, STAND_IN_API_KEY, StandIn, moto,
@@ -27,16 +30,16 @@ const COLD_STARTS: usize = 15;
 
 /// What one run of the child took.
 #[derive(Debug, Clone, Copy)]
-struct Run {
-    first_event: Duration,
-    wall: Duration,
-    cpu: Duration,
+pub(crate) struct Run {
+    pub(crate) first_event: Duration,
+    pub(crate) wall: Duration,
+    pub(crate) cpu: Duration,
     max_rss_kib: u64,
 }
 
 /// The turn each scenario runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scenario {
+pub(crate) enum Scenario {
     /// A question answered with text.
     Text,
     /// A question, one tool call, then the answer: the turn peer frameworks are compared on.
@@ -60,7 +63,7 @@ fn script(stand_in: &StandIn, scenario: Scenario, turns: u32) {
 /// The program that runs the turns: `agent-worker invoke` on a provider, or the rig peer
 /// (`benches/peers/rig`, Bedrock only) built at the path `make bench` gives in `RIG_PEER`.
 #[derive(Debug, Clone)]
-enum Runner {
+pub(crate) enum Runner {
     AgentWorker(Provider),
     Rig(PathBuf),
 }
@@ -106,7 +109,7 @@ impl Runner {
     }
 
     /// The rig peer, when `make bench` built it.
-    fn rig() -> Option<Self> {
+    pub(crate) fn rig() -> Option<Self> {
         std::env::var_os("RIG_PEER")
             .map(PathBuf::from)
             .filter(|path| path.is_file())
@@ -114,12 +117,15 @@ impl Runner {
     }
 }
 
-/// Runs `runner` against the stand-in at `endpoint` to its end, reading its events; its
-/// resources from `wait4`.
-fn run_child(runner: &Runner, endpoint: &str, turns: u32) -> Run {
+/// Runs `runner` against the stand-in at `endpoint` to its end (in `share`, when given),
+/// reading its events; its resources from `wait4`.
+fn run_child(runner: &Runner, endpoint: &str, turns: u32, share: Option<&CpuShare>) -> Run {
+    let mut command = runner.command(endpoint, turns);
+    if let Some(share) = share {
+        share.enter(&mut command);
+    }
     let start = Instant::now();
-    let mut child = runner
-        .command(endpoint, turns)
+    let mut child = command
         .env_remove("TABLE_NAME")
         .env("AWS_ACCESS_KEY_ID", "bench")
         .env("AWS_SECRET_ACCESS_KEY", "bench")
@@ -138,24 +144,15 @@ fn run_child(runner: &Runner, endpoint: &str, turns: u32) -> Run {
         first_event.get_or_insert_with(|| start.elapsed());
         last = line;
     }
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data that `wait4` fills in; `pid` is our own child, which has
-    // not been waited for (the `Child` handle is dropped without waiting).
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let waited = libc::wait4(pid, &mut status, 0, &mut usage);
-        assert_eq!(waited, pid, "wait4 failed");
-        usage
-    };
+    let cpu = reap(pid);
     let wall = start.elapsed();
     drop(child);
     let summary: Value = serde_json::from_str(&last).expect("the summary line");
     assert_eq!(summary["failed_turns"], 0, "{summary}");
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
     Run {
         first_event: first_event.unwrap_or(wall),
         wall,
-        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        cpu,
         max_rss_kib: summary["peak_rss_kib"].as_u64().unwrap_or(0),
     }
 }
@@ -169,12 +166,19 @@ async fn measured(stand_in: &StandIn, scenario: Scenario, turns: u32) -> (Run, D
         stand_in,
         scenario,
         turns,
+        None,
     )
     .await
 }
 
-/// [`measured`], with the turns run by `runner`.
-async fn measured_on(runner: &Runner, stand_in: &StandIn, scenario: Scenario, turns: u32) -> (Run, Duration) {
+/// [`measured`], with the turns run by `runner`, in `share` when given.
+pub(crate) async fn measured_on(
+    runner: &Runner,
+    stand_in: &StandIn,
+    scenario: Scenario,
+    turns: u32,
+    share: Option<Arc<CpuShare>>,
+) -> (Run, Duration) {
     script(stand_in, scenario, turns);
     let endpoint = stand_in.endpoint_url();
     let runner = runner.clone();
@@ -183,46 +187,10 @@ async fn measured_on(runner: &Runner, stand_in: &StandIn, scenario: Scenario, tu
         StandIn::Api(..) => Duration::ZERO,
     };
     let model_before = answering();
-    let run = tokio::task::spawn_blocking(move || run_child(&runner, &endpoint, turns))
+    let run = tokio::task::spawn_blocking(move || run_child(&runner, &endpoint, turns, share.as_deref()))
         .await
         .expect("the child's thread");
     (run, answering() - model_before)
-}
-
-/// A process's peak resident memory (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    status_kib(pid, "VmHWM")
-}
-
-/// A process's CPU time so far (user + system), in milliseconds, from `/proc/<pid>/stat`.
-pub(crate) fn cpu_ms(pid: u32) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = fields.get(11)?.parse().ok()?;
-            let stime: f64 = fields.get(12)?.parse().ok()?;
-            Some((utime + stime) * 1000.0 / ticks)
-        })
-        .unwrap_or(0.0)
-}
-
-/// A memory figure of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...), in KiB; 0 once it is gone.
-pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            let line = status
-                .lines()
-                .find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?
-                .to_owned();
-            line.split_whitespace().nth(1)?.parse().ok()
-        })
-        .unwrap_or(0)
 }
 
 /// Warm invocations of the Lambda function measured.
@@ -309,7 +277,7 @@ fn start_function(
 }
 
 /// An SQS batch of one new conversation's turn `t-{id}`.
-fn sqs_event(id: &str) -> Value {
+pub(crate) fn sqs_event(id: &str) -> Value {
     json!({"Records": [{
         "messageId": format!("m-{id}"),
         "receiptHandle": "rh",
@@ -364,12 +332,12 @@ struct ColdStarts {
 }
 
 /// The middle of `samples` (the upper one of an even count).
-fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
+pub(crate) fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
     samples.sort_unstable();
     samples[samples.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -384,7 +352,7 @@ async fn cold_start_on(runner: &Runner, stand_in: &StandIn, runs: usize) -> (Dur
     let mut cold = Vec::with_capacity(runs);
     let mut single = None;
     for _ in 0..runs {
-        let (run, _) = measured_on(runner, stand_in, Scenario::Text, 1).await;
+        let (run, _) = measured_on(runner, stand_in, Scenario::Text, 1, None).await;
         cold.push(run.first_event);
         single.get_or_insert(run);
     }
@@ -524,7 +492,7 @@ async fn against_rig(rig: &Runner, stand_in: &StandIn, scenarios: &serde_json::M
     let mut samples = [Vec::new(), Vec::new()];
     for _ in 0..COLD_STARTS {
         for (i, runner) in [&ours, rig].into_iter().enumerate() {
-            let (run, _) = measured_on(runner, stand_in, Scenario::Text, 1).await;
+            let (run, _) = measured_on(runner, stand_in, Scenario::Text, 1, None).await;
             samples[i].push((run.first_event, run.max_rss_kib));
         }
     }
@@ -536,8 +504,8 @@ async fn against_rig(rig: &Runner, stand_in: &StandIn, scenarios: &serde_json::M
     };
     let (cold, our_rss) = medians(&samples[0]);
     let (rig_cold, rig_rss) = medians(&samples[1]);
-    let (one, _) = measured_on(rig, stand_in, Scenario::OneTool, 1).await;
-    let (many, _) = measured_on(rig, stand_in, Scenario::OneTool, TURNS).await;
+    let (one, _) = measured_on(rig, stand_in, Scenario::OneTool, 1, None).await;
+    let (many, _) = measured_on(rig, stand_in, Scenario::OneTool, TURNS, None).await;
     let rig_cpu = ms(many.cpu.saturating_sub(one.cpu) / (TURNS - 1));
     let ours = &scenarios["one_tool_call"];
     let our_cpu = ours["cpuMsPerTurn"].as_f64().unwrap_or(f64::NAN);

@@ -47,6 +47,9 @@ pub(crate) struct StorageRow {
     pub requests_before_model: f64,
     /// Sequential DynamoDB round trips before the first model request.
     pub rounds_before_model: f64,
+    /// Whether the conversation has a summary (its first turn compacted it): its history is
+    /// read after the claim.
+    pub summarized: bool,
     /// From the SQS record handed to the handler to the first model request, milliseconds.
     pub to_model_ms: f64,
     /// The same without the time a DynamoDB request was in flight: the worker's own.
@@ -235,6 +238,7 @@ pub(crate) async fn run() -> Vec<StorageRow> {
             wall_ms,
             requests_before_model: per(before.requests),
             rounds_before_model: per(before.rounds),
+            summarized: length as usize > config.compact_after_messages,
             to_model_ms: per_ms(before.elapsed),
             to_model_own_ms: per_ms(before.elapsed.saturating_sub(before.dynamo)),
         };
@@ -267,4 +271,85 @@ pub(crate) async fn run() -> Vec<StorageRow> {
         );
     }
     rows
+}
+
+/// The time each DynamoDB answer is held back in [`round_trip`].
+const DELAY_MS: u64 = 50;
+
+/// What the person waits for the table before the model is called: a conversation of 10
+/// messages, its turns run as above, first straight on moto and then with every DynamoDB answer
+/// [`DELAY_MS`] later (a fault proxy in front of moto): the difference over the delay is the
+/// round trips the person waits, one after another.
+pub(crate) async fn round_trip() -> serde_json::Value {
+    use agent_worker_testkit::fault_proxy::{Fault, FaultProxy, Match, Rule};
+    let plain = moto().dynamodb();
+    let proxy = FaultProxy::in_front_of(moto().endpoint())
+        .await
+        .expect("the proxy");
+    let delayed = aws_sdk_dynamodb::Client::from_conf(
+        plain
+            .config()
+            .to_builder()
+            .endpoint_url(proxy.endpoint_url())
+            .build(),
+    );
+    let bedrock = BedrockStandIn::start().await.expect("the stand-in");
+    let mut to_model = Vec::new();
+    for (client, delay) in [(&plain, 0), (&delayed, DELAY_MS)] {
+        proxy.clear();
+        if delay > 0 {
+            proxy.inject(Rule::new(Match::Any, Fault::Delay { ms: delay }).times(u32::MAX));
+        }
+        let table = crate::fresh_table("bench-trip").await;
+        let meter = Meter::default();
+        let store = DynamoStore::new(
+            meter.client(client),
+            DynamoConfig::new(&table).expect("a table name"),
+        );
+        let engine = Engine::builder()
+            .model(BedrockModel::new(
+                meter.model_client(&bedrock.client()),
+                "bench-model",
+            ))
+            .store(store.clone())
+            .build()
+            .expect("an engine");
+        let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store)));
+        seed(&plain, &table, "trip", 10).await;
+        let mut elapsed = Duration::ZERO;
+        let mut rounds = 0;
+        for i in 0..MEASURED {
+            bedrock.push(Reply::text(ANSWER));
+            meter.take();
+            let out = handler
+                .handle_batch(
+                    sqs_record(&format!("trip-{delay}-{i}"), "trip"),
+                    Some(SystemTime::now() + Duration::from_secs(600)),
+                )
+                .await
+                .expect("the batch is handled");
+            assert!(out.batch_item_failures.is_empty(), "a measured turn failed");
+            let before = meter.take().before_model.expect("the turn called the model");
+            elapsed += before.elapsed;
+            rounds += before.rounds;
+        }
+        to_model.push((
+            elapsed.as_secs_f64() * 1e3 / MEASURED as f64,
+            rounds as f64 / MEASURED as f64,
+        ));
+    }
+    let [(plain_ms, rounds), (delayed_ms, _)] = [to_model[0], to_model[1]];
+    let waited = (delayed_ms - plain_ms) / DELAY_MS as f64;
+    println!(
+        "\nto the model, 10 messages: {plain_ms:.1} ms on moto, {delayed_ms:.1} ms with each DynamoDB answer {DELAY_MS} ms later: \
+         {waited:.2} round trips waited ({rounds:.1} counted)"
+    );
+    serde_json::json!({
+        "delayMs": DELAY_MS,
+        "toModelMs": plain_ms,
+        "toModelDelayedMs": delayed_ms,
+        "roundTripsWaited": waited,
+        "roundsCounted": rounds,
+        "turns": MEASURED,
+    })
 }

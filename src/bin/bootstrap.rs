@@ -2,10 +2,12 @@
 //!
 //! Configured from the environment (see `agent_worker::hosts::settings`), keys from Secrets
 //! Manager when their `*_SECRET_ARN` is set (`agent_worker::hosts::secrets`); endpoints through
-//! the SDK's standard `AWS_ENDPOINT_URL_*`. A missing or invalid value stops the function at
+//! the SDK's standard `AWS_ENDPOINT_URL_*`, trusted as `AWS_TLS_ROOTS` says
+//! (`agent_worker::hosts::aws_tls`). A missing or invalid value stops the function at
 //! start-up, naming it.
 
 use agent_worker::hosts::SettingsError;
+use agent_worker::hosts::aws_tls::AwsTrust;
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::worker::{WorkerBuilder, read_settings};
@@ -30,7 +32,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 /// The handler the environment describes, its keys read from Secrets Manager.
 async fn start() -> Result<TurnHandler, SettingsError> {
     let env = |name: &str| std::env::var(name).ok();
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let aws = AwsTrust::from_lookup(env)?.loader().load().await;
     let builder = WorkerBuilder::new(&aws, read_settings(&aws, env).await?)?;
     let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
     let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;

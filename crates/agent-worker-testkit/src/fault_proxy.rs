@@ -119,6 +119,12 @@ pub enum Fault {
         /// How many bytes of the answer the client gets.
         after: usize,
     },
+    /// The request reaches the upstream this long after it came, and its answer is relayed
+    /// whole: a service farther away (a round trip `ms` milliseconds longer).
+    Delay {
+        /// The added time, in milliseconds.
+        ms: u64,
+    },
 }
 
 impl Fault {
@@ -209,6 +215,7 @@ impl Fault {
             Self::LoseResponse => "lost response".into(),
             Self::StallResponse => "stalled response".into(),
             Self::CutResponse { after } => format!("response cut after {after} bytes"),
+            Self::Delay { ms } => format!("delayed {ms} ms"),
         }
     }
 }
@@ -503,6 +510,10 @@ async fn serve(mut client: TcpStream, shared: Arc<Shared>) {
                 forward(&request, &mut client, &mut buffer, &shared, Relay::First(after)).await;
                 reset(client);
                 return;
+            }
+            Some(Fault::Delay { ms }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                forward(&request, &mut client, &mut buffer, &shared, Relay::All).await
             }
             Some(Fault::StallResponse) => {
                 if forward(&request, &mut client, &mut buffer, &shared, Relay::Nothing).await {

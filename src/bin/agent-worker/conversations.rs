@@ -81,7 +81,7 @@ pub(crate) async fn conversations(args: ConversationsArgs) -> Result<(), CliErro
     let mut conversations =
         Conversations::new(args.table.store().await?).tools(tools.iter().map(|t| t.spec()));
     if let Some(bucket) = &args.files_bucket {
-        let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await);
+        let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await?);
         let area: Arc<dyn FileArea> = Arc::new(S3FileArea::new(s3, bucket, &args.files_prefix));
         conversations = conversations.file_area(area);
     }

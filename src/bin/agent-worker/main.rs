@@ -195,12 +195,15 @@ fn print_openapi() -> Result<ExitCode, failure::CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn aws_config(region: Option<&str>) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+/// The AWS SDK's configuration from the environment, in `region` when one is given, its clients
+/// trusting the roots `AWS_TLS_ROOTS` names (`agent_worker::hosts::aws_tls`).
+pub(crate) async fn aws_config(region: Option<&str>) -> Result<aws_config::SdkConfig, failure::CliError> {
+    let trust = agent_worker::hosts::aws_tls::AwsTrust::from_lookup(|name| std::env::var(name).ok())?;
+    let mut loader = trust.loader();
     if let Some(region) = region {
         loader = loader.region(aws_config::Region::new(region.to_owned()));
     }
-    loader.load().await
+    Ok(loader.load().await)
 }
 
 /// A Bedrock client on `shared`, at `endpoint_url` when one is given (the stand-in's).

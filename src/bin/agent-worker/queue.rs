@@ -126,7 +126,7 @@ impl WorkerArgs {
     pub(crate) async fn worker(&self) -> Result<Worker, CliError> {
         let tools = self.tools.join(",");
         let agents_dir = self.agents_dir.as_ref().map(|d| d.display().to_string());
-        let aws = aws_config(self.region.as_deref()).await;
+        let aws = aws_config(self.region.as_deref()).await?;
         let settings = read_settings(&aws, |name| match name {
             "TABLE_NAME" => self.table.clone(),
             "MODEL_ID" => Some(self.model_id.clone()),
@@ -144,7 +144,7 @@ impl WorkerArgs {
 }
 
 pub(crate) async fn setup(args: SetupArgs) -> Result<(), CliError> {
-    let shared = aws_config(args.region.as_deref()).await;
+    let shared = aws_config(args.region.as_deref()).await?;
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&shared),
         DynamoConfig::new(&args.table).map_err(|e| CliError::usage(format!("--table: {}", chain(&e))))?,
@@ -235,7 +235,7 @@ pub(crate) async fn send(args: SendArgs) -> Result<(), CliError> {
     let payload = payload
         .checked()
         .map_err(|e| CliError::usage(format!("the turn cannot be sent: {e}")))?;
-    let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await);
+    let sqs = aws_sdk_sqs::Client::new(&aws_config(args.region.as_deref()).await?);
     let sent = TurnQueue::new(sqs, &args.queue_url)
         .send(&payload)
         .await

@@ -175,7 +175,7 @@ pub(crate) async fn require_credentials(
 
 /// `agent-worker record`.
 pub(crate) async fn record(args: RecordArgs) -> Result<(), CliError> {
-    let shared = crate::aws_config(args.live.region.as_deref()).await;
+    let shared = crate::aws_config(args.live.region.as_deref()).await?;
     require_credentials(&shared, "record").await?;
     let recorder = Recorder::default();
     let mut config = aws_sdk_bedrockruntime::config::Builder::from(&shared).interceptor(recorder.clone());

@@ -105,7 +105,7 @@ impl EngineArgs {
     /// built from the one [`Blueprint`] of the configuration (its policy, approvals, UI
     /// answers and turn policy reach every side's engine too).
     pub(crate) async fn agent(&self) -> Result<Arc<dyn Agent>, CliError> {
-        let shared = aws_config(self.region.as_deref()).await;
+        let shared = aws_config(self.region.as_deref()).await?;
         let waiter = self.job_waiter(&shared)?;
         let configured = Arc::new(self.config.configured(|| config_loader(&shared, waiter)).await?);
         match &self.table {

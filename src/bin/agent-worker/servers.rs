@@ -285,7 +285,7 @@ pub(crate) async fn agent_protocol_server(args: AgentProtocolArgs) -> Result<(),
     // With a table, tasks live beside the sessions, so replicas share them.
     let (server, kept) = match &args.engine.table {
         Some(table) => {
-            let shared = aws_config(args.engine.region.as_deref()).await;
+            let shared = aws_config(args.engine.region.as_deref()).await?;
             let store = args.engine.dynamo_store(&shared, table)?;
             (
                 AgentProtocolServer::with_store(handler, DynamoTaskStore::new(store), config),

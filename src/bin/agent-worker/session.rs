@@ -58,7 +58,7 @@ pub(crate) struct TableArgs {
 impl TableArgs {
     pub(crate) async fn store(&self) -> Result<DynamoStore, CliError> {
         Ok(DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await),
+            aws_sdk_dynamodb::Client::new(&aws_config(self.region.as_deref()).await?),
             DynamoConfig::new(&self.table).map_err(|e| CliError::usage(format!("--table: {}", chain(&e))))?,
         ))
     }
@@ -104,7 +104,7 @@ pub(crate) async fn history(args: HistoryArgs) -> Result<(), CliError> {
     let mut messages = store.load_history(&args.session).await.map_err(|e| chain(&e))?;
     let area: Option<Arc<dyn FileArea>> = match (&args.files_bucket, &args.files_dir) {
         (Some(bucket), _) => {
-            let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await);
+            let s3 = aws_sdk_s3::Client::new(&aws_config(args.table.region.as_deref()).await?);
             Some(Arc::new(agent_worker::hosts::S3FileArea::new(
                 s3,
                 bucket,

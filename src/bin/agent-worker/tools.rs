@@ -114,7 +114,7 @@ pub(crate) struct ReportArgs {
 pub(crate) async fn report_event(args: ReportArgs) -> Result<(), CliError> {
     let payload: serde_json::Value = serde_json::from_str(&args.payload)
         .map_err(|e| CliError::usage(format!("--payload is not JSON: {e}")))?;
-    let aws = crate::aws_config(args.table.region.as_deref()).await;
+    let aws = crate::aws_config(args.table.region.as_deref()).await?;
     let configured = args.config.configured(|| config_loader(&aws, None)).await?;
     let jobs = agent_worker::hosts::jobs::JobReports::new(
         configured.events,
@@ -144,7 +144,7 @@ pub(crate) struct ToolsArgs {
 /// from, its effect and whether it needs approval. A configuration that cannot be used prints
 /// every problem and fails.
 pub(crate) async fn tools(args: ToolsArgs) -> Result<(), CliError> {
-    let aws = crate::aws_config(args.region.as_deref()).await;
+    let aws = crate::aws_config(args.region.as_deref()).await?;
     let configured = args.config.configured(|| config_loader(&aws, None)).await?;
     for origin in &configured.origins {
         println!("{}", serde_json::to_string(origin).map_err(|e| chain(&e))?);

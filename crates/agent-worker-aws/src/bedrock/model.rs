@@ -5,38 +5,36 @@ use std::fmt;
 
 use aws_credential_types::provider::error::CredentialsError;
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::client::customize::CustomizableOperation;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
-use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::operation::converse_stream::builders::ConverseStreamFluentBuilder;
+use aws_sdk_bedrockruntime::operation::converse_stream::{
+    ConverseStreamError, ConverseStreamOutput as ConverseStreamOutputs,
+};
 use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    self as bedrock, ContentBlockDelta, ContentBlockStart, ConversationRole, ConverseStreamOutput,
-    ReasoningContentBlockDelta,
+    self as bedrock, ContentBlockDelta, ContentBlockStart, ConverseStreamOutput, ReasoningContentBlockDelta,
 };
+use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::event_stream::RawMessage;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
 use futures_util::stream;
-use serde_json::Value;
 
-use agent_worker_core::engine::ImageFormat;
 use agent_worker_core::engine::model::{
     Model, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelStream, StopReason, TokenUsage,
-    ToolChoice,
 };
-use agent_worker_core::session::{ContentBlock, Message, Role};
 
-use super::document::to_document;
-use super::stable_json::StableJson;
+use super::request_body;
 
 /// A Bedrock model reached through `aws-sdk-bedrockruntime`'s ConverseStream.
 ///
 /// The client is injected, so its endpoint, region and credentials are the caller's (a test
 /// points it at the stand-in). Its own retries are switched off: the engine retries, and
-/// announces every retry. Every request body's JSON objects have their keys sorted, so the same
-/// request is the same bytes on every worker and the prompt cache can match it.
+/// announces every retry. Each request's body is written by [`request_body`](super::request_body)
+/// with every JSON object's keys in sorted order, so the same request is the same bytes on every
+/// worker and the prompt cache can match it.
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -78,7 +76,6 @@ impl BedrockModel {
             .config()
             .to_builder()
             .retry_config(RetryConfig::disabled())
-            .interceptor(StableJson)
             .build();
         let model_id = model_id.into();
         Self {
@@ -108,7 +105,7 @@ impl Model for BedrockModel {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let call = build_call(&self.client, &self.model_id, request, self.prompt_caching);
+        let call = build_call(&self.client, &self.model_id, &request, self.prompt_caching);
         let state = match call {
             Ok(call) => State::Start(Box::new(call)),
             Err(error) => State::Failed(Some(error)),
@@ -117,7 +114,7 @@ impl Model for BedrockModel {
     }
 }
 
-type Call = aws_sdk_bedrockruntime::operation::converse_stream::builders::ConverseStreamFluentBuilder;
+type Call = CustomizableOperation<ConverseStreamOutputs, ConverseStreamError, ConverseStreamFluentBuilder>;
 type Receiver = EventReceiver<ConverseStreamOutput, ConverseStreamOutputError>;
 
 enum State {
@@ -343,223 +340,27 @@ fn invalid(what: impl fmt::Display) -> ModelError {
     )
 }
 
-fn cache_point() -> Result<bedrock::CachePointBlock, ModelError> {
-    bedrock::CachePointBlock::builder()
-        .r#type(bedrock::CachePointType::Default)
-        .build()
-        .map_err(invalid)
-}
-
-fn build_call(
-    client: &Client,
-    model_id: &str,
-    request: ModelRequest,
-    caching: bool,
-) -> Result<Call, ModelError> {
-    let mut messages = request
-        .messages
-        .iter()
-        .map(to_bedrock_message)
-        .collect::<Result<Vec<_>, _>>()?;
-    let plan = request.cache;
-    if caching
-        && plan.history_messages > 0
-        && let Some(last) = messages.get_mut(plan.history_messages - 1)
-    {
-        let mut content = last.content().to_vec();
-        content.push(bedrock::ContentBlock::CachePoint(cache_point()?));
-        *last = bedrock::Message::builder()
-            .role(last.role().clone())
-            .set_content(Some(content))
-            .build()
-            .map_err(invalid)?;
-    }
-    let inference = bedrock::InferenceConfiguration::builder()
-        .max_tokens(i32::try_from(request.max_tokens).unwrap_or(i32::MAX))
-        .temperature(request.temperature)
-        .build();
-    let mut call = client
-        .converse_stream()
-        .model_id(model_id)
-        .set_messages(Some(messages))
-        .inference_config(inference);
-    // The stable system blocks end with the first checkpoint; without any, the tools do.
-    let total = request.system.len();
-    let stable = plan.system_blocks.min(total);
-    let mut system = Vec::with_capacity(request.system.len() + 1);
-    let mut system_cached = false;
-    for (i, text) in request.system.into_iter().enumerate() {
-        if i == stable && caching && !system.is_empty() {
-            system.push(bedrock::SystemContentBlock::CachePoint(cache_point()?));
-            system_cached = true;
-        }
-        if !text.trim().is_empty() {
-            system.push(bedrock::SystemContentBlock::Text(text));
-        }
-    }
-    if !system_cached && caching && !system.is_empty() && stable == total {
-        system.push(bedrock::SystemContentBlock::CachePoint(cache_point()?));
-        system_cached = true;
-    }
-    if !system.is_empty() {
-        call = call.set_system(Some(system));
-    }
-    if !request.tools.is_empty() {
-        let mut tools = request
-            .tools
-            .iter()
-            .map(|tool| {
-                bedrock::ToolSpecification::builder()
-                    .name(&tool.name)
-                    .description(&tool.description)
-                    .input_schema(bedrock::ToolInputSchema::Json(to_document(&tool.input_schema)))
-                    .build()
-                    .map(bedrock::Tool::ToolSpec)
-                    .map_err(invalid)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if caching && !system_cached {
-            tools.push(bedrock::Tool::CachePoint(cache_point()?));
-        }
-        let choice = match &request.tool_choice {
-            ToolChoice::Auto => bedrock::ToolChoice::Auto(bedrock::AutoToolChoice::builder().build()),
-            ToolChoice::Tool(name) => bedrock::ToolChoice::Tool(
-                bedrock::SpecificToolChoice::builder()
-                    .name(name)
-                    .build()
-                    .map_err(invalid)?,
-            ),
-        };
-        let config = bedrock::ToolConfiguration::builder()
-            .set_tools(Some(tools))
-            .tool_choice(choice)
-            .build()
-            .map_err(invalid)?;
-        call = call.tool_config(config);
-    }
-    Ok(call)
-}
-
-fn to_bedrock_message(message: &Message) -> Result<bedrock::Message, ModelError> {
-    let role = match message.role {
-        Role::User => ConversationRole::User,
-        Role::Assistant => ConversationRole::Assistant,
-    };
-    let content = message
-        .content
-        .iter()
-        .map(to_bedrock_block)
-        .collect::<Result<Vec<_>, _>>()?;
-    bedrock::Message::builder()
-        .role(role)
-        .set_content(Some(content))
-        .build()
-        .map_err(invalid)
-}
-
 /// The largest document Converse takes in one block (4.5 MB).
 const MAX_DOCUMENT_BLOCK_BYTES: usize = 4_500_000;
 
-/// A document's name as Converse takes one: letters, digits, single spaces, hyphens,
-/// parentheses and square brackets; the rest become spaces; never empty.
-fn document_name(name: &str) -> String {
-    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
-    let kept: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-()[]".contains(c) {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect();
-    let words: Vec<&str> = kept.split_whitespace().collect();
-    if words.is_empty() {
-        "document".to_owned()
-    } else {
-        words.join(" ").chars().take(200).collect()
-    }
-}
-
-fn to_bedrock_block(block: &ContentBlock) -> Result<bedrock::ContentBlock, ModelError> {
-    Ok(match block {
-        ContentBlock::Text { text } => bedrock::ContentBlock::Text(text.clone()),
-        ContentBlock::Attachment { reference } => bedrock::ContentBlock::Text(reference.reference_line()),
-        ContentBlock::Image { mime_type, data } => {
-            let format = match ImageFormat::from_mime_type(mime_type) {
-                Some(ImageFormat::Png) => bedrock::ImageFormat::Png,
-                Some(ImageFormat::Jpeg) => bedrock::ImageFormat::Jpeg,
-                Some(ImageFormat::Gif) => bedrock::ImageFormat::Gif,
-                Some(ImageFormat::Webp) => bedrock::ImageFormat::Webp,
-                None => return Err(invalid(format_args!("unsupported image type {mime_type}"))),
-            };
-            let bytes = BASE64.decode(data).map_err(invalid)?;
-            bedrock::ContentBlock::Image(
-                bedrock::ImageBlock::builder()
-                    .format(format)
-                    .source(bedrock::ImageSource::Bytes(Blob::new(bytes)))
-                    .build()
-                    .map_err(invalid)?,
-            )
-        }
-        ContentBlock::Document { name, data, .. } => bedrock::ContentBlock::Document(
-            bedrock::DocumentBlock::builder()
-                .format(bedrock::DocumentFormat::Pdf)
-                .name(document_name(name))
-                .source(bedrock::DocumentSource::Bytes(Blob::new(
-                    BASE64.decode(data).map_err(invalid)?,
-                )))
-                .build()
-                .map_err(invalid)?,
-        ),
-        ContentBlock::Reasoning { text, signature } => {
-            bedrock::ContentBlock::ReasoningContent(bedrock::ReasoningContentBlock::ReasoningText(
-                bedrock::ReasoningTextBlock::builder()
-                    .text(text)
-                    .set_signature(signature.clone())
-                    .build()
-                    .map_err(invalid)?,
-            ))
-        }
-        ContentBlock::RedactedReasoning { data } => bedrock::ContentBlock::ReasoningContent(
-            bedrock::ReasoningContentBlock::RedactedContent(Blob::new(BASE64.decode(data).map_err(invalid)?)),
-        ),
-        ContentBlock::ToolUse { id, name, input } => bedrock::ContentBlock::ToolUse(
-            bedrock::ToolUseBlock::builder()
-                .tool_use_id(id)
-                .name(name)
-                .input(to_document(input))
-                .build()
-                .map_err(invalid)?,
-        ),
-        ContentBlock::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } => {
-            let result = match content {
-                Value::String(text) => bedrock::ToolResultContentBlock::Text(text.clone()),
-                Value::Object(_) => bedrock::ToolResultContentBlock::Json(to_document(content)),
-                other => bedrock::ToolResultContentBlock::Json(to_document(
-                    &serde_json::json!({ "result": other }),
-                )),
-            };
-            let status = if *is_error {
-                bedrock::ToolResultStatus::Error
-            } else {
-                bedrock::ToolResultStatus::Success
-            };
-            bedrock::ContentBlock::ToolResult(
-                bedrock::ToolResultBlock::builder()
-                    .tool_use_id(tool_use_id)
-                    .content(result)
-                    .status(status)
-                    .build()
-                    .map_err(invalid)?,
-            )
-        }
-    })
+/// The call of `request` on `model_id`: an operation whose only input is the model id, sent with
+/// the body [`request_body`](super::request_body) writes (set before the request is signed).
+fn build_call(
+    client: &Client,
+    model_id: &str,
+    request: &ModelRequest,
+    caching: bool,
+) -> Result<Call, ModelError> {
+    let body = Bytes::from(request_body::write(request, caching).map_err(invalid)?);
+    Ok(client
+        .converse_stream()
+        .model_id(model_id)
+        .customize()
+        .mutate_request(move |http| {
+            http.headers_mut()
+                .insert("content-length", body.len().to_string());
+            *http.body_mut() = SdkBody::from(body.clone());
+        }))
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub(super) fn summary_of(item: &HashMap<String, AttributeValue>) -> Option<Summa
 }
 
 /// A message item's message, place and turn.
-fn stored_message(item: &HashMap<String, AttributeValue>) -> Result<StoredMessage, StoreError> {
+pub(super) fn stored_message(item: &HashMap<String, AttributeValue>) -> Result<StoredMessage, StoreError> {
     let sk = get_s(item, SK).unwrap_or_default();
     let seq = sk
         .strip_prefix(MESSAGE_PREFIX)

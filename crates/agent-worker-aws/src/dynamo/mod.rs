@@ -29,6 +29,7 @@ mod log_tail;
 mod opening;
 mod owner;
 mod push_configs;
+mod read_ahead;
 mod run;
 mod sdk_error;
 mod spending;

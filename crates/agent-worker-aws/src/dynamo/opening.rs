@@ -1,7 +1,10 @@
-//! A turn's opening on the table, in two round trips before the model is called: first the claim
-//! of the turn item and the owner check on the meta item together (each write returns the item
-//! it wrote: the claim a stop asked while the turn waited, the owner check the session's version,
-//! summary position and lineage); then the history, bounded by that version.
+//! A turn's opening on the table, in one round trip before the model is called: the claim of the
+//! turn item, the owner check on the meta item and the history, together (each write returns the
+//! item it wrote: the claim a stop asked while the turn waited, the owner check the session's
+//! version, summary position and lineage; the history read brings the meta item it read first,
+//! and is used when that is the owner check's: `read_ahead`). Otherwise (a conversation with a
+//! summary or a branch, a commit in between) the history is read after, bounded by that version:
+//! a second round trip.
 
 use agent_worker_core::session::{SignalStore as _, TurnLedger as _};
 use std::collections::HashMap;
@@ -34,6 +37,12 @@ pub(super) struct Meta {
 }
 
 impl Meta {
+    /// Whether its history is its own messages from the first: no summary stands for the
+    /// first ones, and no parent holds them.
+    pub(super) fn reads_from_start(&self) -> bool {
+        self.summary_upto.is_none() && self.lineage.is_empty()
+    }
+
     /// What `item` says; an absent item is an empty session (so is a deleted one's tombstone).
     pub(super) fn of(item: Option<&HashMap<String, AttributeValue>>) -> Result<Self, StoreError> {
         let Some(item) = item else {
@@ -90,9 +99,10 @@ pub(super) struct Claimed {
 }
 
 impl DynamoStore {
-    /// The opening ([`TurnLedger::open_turn`]): the claim and the owner check (or, for a turn
-    /// of no one, a read of the meta item) sent together, then the history. A claim made beside
-    /// a refused owner check is given up at once.
+    /// The opening ([`TurnLedger::open_turn`]): the claim, the owner check (or, for a turn of
+    /// no one, a read of the meta item) and the history read ahead sent together, then the
+    /// history bounded by the owner check's version unless the read ahead holds it. A claim made
+    /// beside a refused owner check is given up at once (and the read ahead dropped).
     pub(super) async fn open(&self, opening: TurnOpening<'_>) -> Result<Opened, StoreError> {
         let TurnOpening {
             session,
@@ -111,7 +121,24 @@ impl DynamoStore {
                 None => self.take_run(session, turn_id, run_until).await,
             }
         };
-        let (claimed, meta) = tokio::join!(self.claim(session, turn_id, lease), meta);
+        // The history goes out with the claim, bringing its own bound (`read_ahead`); a claim
+        // refused does not wait for it.
+        let ahead = async {
+            if read_history {
+                self.read_ahead(session).await
+            } else {
+                None
+            }
+        };
+        let writes = async { tokio::join!(self.claim(session, turn_id, lease), meta) };
+        tokio::pin!(ahead, writes);
+        let mut read = None;
+        let (claimed, meta) = loop {
+            tokio::select! {
+                answered = &mut writes => break answered,
+                done = &mut ahead, if read.is_none() => read = Some(done),
+            }
+        };
         let item = match meta {
             Ok(MetaAnswer::Written(_, item)) => item,
             Ok(MetaAnswer::Busy(running)) => {
@@ -164,7 +191,15 @@ impl DynamoStore {
             let view = match Meta::of(item.as_ref()) {
                 Ok(meta) => {
                     self.versions.remember(session, turn_id, meta.version);
-                    self.view_at(session, &meta).await
+                    self.note_history_shape(session, &meta);
+                    let read = match read {
+                        Some(read) => read,
+                        None => ahead.await,
+                    };
+                    match read.and_then(|read| read.view_at(&meta)) {
+                        Some(view) => Ok(view),
+                        None => self.view_at(session, &meta).await,
+                    }
                 }
                 Err(e) => Err(e),
             };

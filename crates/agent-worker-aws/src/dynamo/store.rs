@@ -34,6 +34,7 @@ use super::journal::OpenJournals;
 use super::keys::*;
 use super::log_tail::LogTails;
 use super::opening::{Meta, VersionHints};
+use super::read_ahead::ReadBehind;
 use super::sdk_error::{build_error, store_error};
 use super::transact::item_size;
 
@@ -85,6 +86,8 @@ pub struct DynamoStore {
     pub(super) config: DynamoConfig,
     /// The version each open turn read with its claim: its commit's first guess.
     pub(super) versions: VersionHints,
+    /// The conversations whose history this process does not read beside the claim.
+    pub(super) read_behind: ReadBehind,
     /// The looks the event log's writes take at the signals of turns watched in this process.
     pub(super) signals: SignalBoards,
     /// The unwritten ends of the event logs open in this process, which a turn's commit may write.
@@ -108,6 +111,7 @@ impl DynamoStore {
             client,
             config,
             versions: VersionHints::default(),
+            read_behind: ReadBehind::default(),
             signals: SignalBoards::default(),
             log_tails: LogTails::default(),
             journals: OpenJournals::default(),

@@ -42,7 +42,7 @@ struct Outcome {
 
 /// `agent-worker eval`.
 pub(crate) async fn eval(args: EvalArgs) -> Result<ExitCode, CliError> {
-    let shared = crate::aws_config(args.live.region.as_deref()).await;
+    let shared = crate::aws_config(args.live.region.as_deref()).await?;
     crate::record::require_credentials(&shared, "eval").await?;
     let paid = Arc::new(AtomicUsize::new(0));
     let store = MemoryStore::new();
