@@ -38,7 +38,7 @@ BEGIN = (
 END = "<!-- bench-front: end -->"
 
 # The parts of results.json the section shows: all of them must come from one run.
-PARTS = ("process", "sizes", "storage", "roundTrip", "load", "poller", "heavy", "providers")
+PARTS = ("process", "storage", "roundTrip", "load", "poller", "heavy", "providers")
 
 PROVIDERS = {
     "bedrock": "Bedrock",
@@ -145,8 +145,11 @@ def the_run(data):
             "never a mix; run `make bench` (every part)"
         )
     stamp = runs[PARTS[0]]
+    # Part `sizes` is shown under its own run's name (`sizes_lines`).
     others = sorted(
-        part for part, other in runs.items() if isinstance(other, dict) and key(other) != key(stamp)
+        part
+        for part, other in runs.items()
+        if isinstance(other, dict) and key(other) != key(stamp) and part != "sizes"
     )
     return stamp, others
 
@@ -539,9 +542,17 @@ def cost_lines(rows):
 
 
 def sizes_lines(data):
-    """Part `sizes`: a row per memory size, or why the part was skipped."""
+    """Part `sizes`: a row per memory size, or why the part was skipped; named by its own run
+    (it may be run alone, `cargo bench ... -- sizes`, and the heading then says which run)."""
     sizes = get(data, "sizes")
-    lines = ["", "### At the CPU share of each Lambda memory size (part `sizes`)", ""]
+    stamp = (data.get("runs") or {}).get("sizes")
+    if not isinstance(stamp, dict):
+        raise Refusal("results.json names no run for sizes (`runs`): run `make bench` (every part)")
+    lines = [
+        "",
+        f"### At the CPU share of each Lambda memory size (part `sizes`, {stamp_text(stamp)})",
+        "",
+    ]
     if sizes.get("skipped"):
         return lines + [wrap(f"Skipped on this machine: {sizes['skipped']}.")]
     rows = sizes.get("rows") or []
@@ -769,7 +780,7 @@ SAMPLE = {
 def self_test():
     stamp = {"date": "2026-12-04", "build": "58618a6", "dirty": False}
     data = copy.deepcopy(SAMPLE)
-    data["runs"] = {part: dict(stamp) for part in list(PARTS) + ["watch"]}
+    data["runs"] = {part: dict(stamp) for part in list(PARTS) + ["watch", "sizes"]}
     failures = []
 
     def expect(what, code, want):
@@ -802,6 +813,7 @@ def self_test():
             "| 1 / 1 / 2 (a summary) / 2 (a summary) | — | 1; 2 with a summary | yes |",
             "1.08 round trips waited",
             "| 128 MB | 40.0 ms (38.0–44.0) | 48.0 ms (45.0–52.0) | 1.20× (met) |",
+            "(part `sizes`, 2026-12-04, build 58618a6)",
             "A cold start at 128 MB's share: 90.0 ms (goal: under 100 ms, met).",
             "| 128 MB | 9.5 ms | 1.7 s | $0.0030 | $0.0037 |",
             "(part `storage`, 10 / 100 / 1,000 / 10,000 messages)",

@@ -5,14 +5,8 @@
 //! cgroup v1 (`cpu.cfs_quota_us`) or v2 (`cpu.max`), as root. Where neither can be made, the part
 //! that wants it says so and is skipped.
 //!
-//! Beside `child.rs`, the one other place of the project that calls the kernel directly: a
-//! child joins the group between `fork` and `exec`, where only async-signal-safe calls may run
-//! (`open`, `write`, `close`), so that none of its own work runs outside the quota.
-#![allow(unsafe_code)]
+//! A child is moved into the group as soon as it is started ([`CpuShare::enter`]).
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
 /// The memory size Lambda gives one whole vCPU at.
@@ -55,8 +49,8 @@ impl Hierarchy {
 pub(crate) struct CpuShare {
     mb: u32,
     dir: PathBuf,
-    /// `<dir>/cgroup.procs`, ready for the child to open between `fork` and `exec`.
-    procs: CString,
+    /// `<dir>/cgroup.procs`.
+    procs: PathBuf,
 }
 
 impl CpuShare {
@@ -70,8 +64,7 @@ impl CpuShare {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         let share = Self {
             mb,
-            procs: CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-                .map_err(|e| e.to_string())?,
+            procs: dir.join("cgroup.procs"),
             dir,
         };
         let quota = (PERIOD_US * u64::from(mb.min(ONE_VCPU_MB)) / u64::from(ONE_VCPU_MB)).max(1_000);
@@ -89,26 +82,13 @@ impl CpuShare {
         self.mb
     }
 
-    /// Makes `command`'s child join this group before it runs anything of its own.
-    pub(crate) fn enter(&self, command: &mut std::process::Command) {
-        let procs = self.procs.clone();
-        // SAFETY: the closure runs in the child between fork and exec, and calls only
-        // async-signal-safe functions (open, write, close) on memory made before the fork.
-        // Writing 0 to `cgroup.procs` moves the writing process itself.
-        unsafe {
-            command.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-                libc::close(fd);
-                if written != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+    /// Moves the process `pid` (a child just started) into this group. It is moved as soon as
+    /// it is started, not made to join between `fork` and `exec`: a `pre_exec` hook makes the
+    /// standard library fork the whole bench process instead of spawning, and the child's CPU
+    /// time would then count the teardown of that copy (several milliseconds). What the child
+    /// runs before the move (microseconds after `exec`) is outside the quota.
+    pub(crate) fn enter(&self, pid: u32) {
+        std::fs::write(&self.procs, pid.to_string()).expect("the child joins the cgroup");
     }
 }
 

@@ -1,8 +1,8 @@
 //! A child process's resources: the CPU time it used (`wait4`, or `/proc/<pid>/stat` while it
 //! runs) and its memory (`/proc/<pid>/status`).
 //!
-//! Beside `cgroup.rs`, the one place of the project that calls the kernel directly (`wait4`,
-//! `sysconf`, `kill`): the workspace denies `unsafe_code`, and these two modules alone allow it.
+//! The one place of the project that calls the kernel directly (`wait4`, `sysconf`, `kill`): the
+//! workspace denies `unsafe_code`, and this module alone allows it.
 #![allow(unsafe_code)]
 
 use std::time::Duration;

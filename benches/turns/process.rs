@@ -6,8 +6,8 @@
 //! summary line (`ru_maxrss` would count this process's memory: a spawned child starts in its
 //! parent's address space).
 //!
-//! A child's resources come from `child.rs`, one of the two places of the project that call the
-//! kernel directly.
+//! A child's resources come from `child.rs`, the one place of the project that calls the kernel
+//! directly.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -121,9 +121,6 @@ impl Runner {
 /// reading its events; its resources from `wait4`.
 fn run_child(runner: &Runner, endpoint: &str, turns: u32, share: Option<&CpuShare>) -> Run {
     let mut command = runner.command(endpoint, turns);
-    if let Some(share) = share {
-        share.enter(&mut command);
-    }
     let start = Instant::now();
     let mut child = command
         .env_remove("TABLE_NAME")
@@ -135,6 +132,9 @@ fn run_child(runner: &Runner, endpoint: &str, turns: u32, share: Option<&CpuShar
         .stderr(Stdio::null())
         .spawn()
         .expect("the runner starts");
+    if let Some(share) = share {
+        share.enter(child.id());
+    }
     let pid = i32::try_from(child.id()).expect("a pid");
     let stdout = child.stdout.take().expect("its stdout");
     let mut first_event = None;

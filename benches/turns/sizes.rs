@@ -124,9 +124,9 @@ async fn function_start(
         .envs(api.function_environment(&bedrock.endpoint_url(), moto().endpoint(), table))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    share.enter(&mut command);
     let start = Instant::now();
     let child = command.spawn().expect("the function starts");
+    share.enter(child.id());
     let (_, answer) = api.answer().await.expect("its first answer");
     let answered = start.elapsed();
     assert_eq!(answer, json!({"batchItemFailures": []}), "{program}");
