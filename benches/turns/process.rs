@@ -121,20 +121,19 @@ impl Runner {
 /// reading its events; its resources from `wait4`.
 fn run_child(runner: &Runner, endpoint: &str, turns: u32, share: Option<&CpuShare>) -> Run {
     let mut command = runner.command(endpoint, turns);
-    let start = Instant::now();
-    let mut child = command
+    command
         .env_remove("TABLE_NAME")
         .env("AWS_ACCESS_KEY_ID", "bench")
         .env("AWS_SECRET_ACCESS_KEY", "bench")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the runner starts");
-    if let Some(share) = share {
-        share.enter(child.id());
-    }
+        .stderr(Stdio::null());
+    let start = Instant::now();
+    let mut child = match share {
+        Some(share) => share.spawn(&mut command),
+        None => command.spawn().expect("the runner starts"),
+    };
     let pid = i32::try_from(child.id()).expect("a pid");
     let stdout = child.stdout.take().expect("its stdout");
     let mut first_event = None;

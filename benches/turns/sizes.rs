@@ -125,8 +125,7 @@ async fn function_start(
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let start = Instant::now();
-    let child = command.spawn().expect("the function starts");
-    share.enter(child.id());
+    let child = share.spawn(&mut command);
     let (_, answer) = api.answer().await.expect("its first answer");
     let answered = start.elapsed();
     assert_eq!(answer, json!({"batchItemFailures": []}), "{program}");
