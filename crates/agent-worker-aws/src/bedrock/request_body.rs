@@ -453,6 +453,82 @@ mod tests {
     }
 
     #[test]
+    fn every_other_block_kind_is_written_as_converse_takes_it() {
+        let mut asked = request(vec![
+            Message::new(
+                Role::User,
+                vec![ContentBlock::Document {
+                    mime_type: "application/pdf".into(),
+                    name: "Q3 report.final.pdf".into(),
+                    data: "JVBERi0=".into(),
+                }],
+            ),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    ContentBlock::Reasoning {
+                        text: "Look it up.".into(),
+                        signature: Some("sig".into()),
+                    },
+                    ContentBlock::RedactedReasoning { data: "AAAA".into() },
+                    ContentBlock::ToolUse {
+                        id: "c2".into(),
+                        name: "add".into(),
+                        input: json!({}),
+                    },
+                    ContentBlock::ToolUse {
+                        id: "c3".into(),
+                        name: "add".into(),
+                        input: json!({}),
+                    },
+                ],
+            ),
+            Message::new(
+                Role::User,
+                vec![
+                    ContentBlock::ToolResult {
+                        tool_use_id: "c2".into(),
+                        content: json!({"z": 1, "a": 2}),
+                        is_error: true,
+                    },
+                    ContentBlock::ToolResult {
+                        tool_use_id: "c3".into(),
+                        content: json!("three"),
+                        is_error: false,
+                    },
+                ],
+            ),
+        ]);
+        // No system prompt: the tools end the stable prefix.
+        asked.system.clear();
+        asked.tool_choice = ToolChoice::Tool("add".into());
+        asked.cache = CachePlan::default();
+        let body: Value = serde_json::from_slice(&write(&asked, true).unwrap()).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"document": {"format": "pdf", "name": "Q3 report final", "source": {"bytes": "JVBERi0="}}}]},
+                {"role": "assistant", "content": [
+                    {"reasoningContent": {"reasoningText": {"signature": "sig", "text": "Look it up."}}},
+                    {"reasoningContent": {"redactedContent": "AAAA"}},
+                    {"toolUse": {"input": {}, "name": "add", "toolUseId": "c2"}},
+                    {"toolUse": {"input": {}, "name": "add", "toolUseId": "c3"}}
+                ]},
+                {"role": "user", "content": [
+                    {"toolResult": {"content": [{"json": {"a": 2, "z": 1}}], "status": "error", "toolUseId": "c2"}},
+                    {"toolResult": {"content": [{"text": "three"}], "status": "success", "toolUseId": "c3"}}
+                ]}
+            ])
+        );
+        assert!(body.get("system").is_none(), "{body}");
+        assert_eq!(body["toolConfig"]["toolChoice"], json!({"tool": {"name": "add"}}));
+        assert_eq!(
+            body["toolConfig"]["tools"][1],
+            json!({"cachePoint": {"type": "default"}})
+        );
+    }
+
+    #[test]
     fn without_caching_no_checkpoint_is_written_and_a_bad_picture_is_named() {
         let body =
             String::from_utf8(write(&request(vec![Message::user_text("Hi")]), false).unwrap()).unwrap();
