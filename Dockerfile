@@ -20,8 +20,11 @@ RUN case "$TARGETARCH" in \
       apt-get update && apt-get install -y --no-install-recommends gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
       && rm -rf /var/lib/apt/lists/*; \
     fi
+# A long-running server keeps cargo's position-independent link (build.rs links the Lambda
+# functions position-dependent for their cold start).
 ENV CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    AGENT_WORKER_PIE=1
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

@@ -9,12 +9,12 @@ use agent_worker::session::HistoryStore as _;
 use agent_worker_testkit::sid;
 use std::sync::Arc;
 
-use agent_worker::engine::attachments::{FileArea, LoadAs, kept_id, restore_kept};
+use agent_worker::engine::attachments::{FileArea, LoadAs, kept_id, pdf_text, restore_kept};
 use agent_worker::engine::tools::{Tool, ToolSpec, tool_fn};
 use agent_worker::engine::{BedrockModel, Engine};
 use agent_worker::hosts::lambda::TurnHandler;
 use agent_worker::hosts::{AgentTurnPayload, S3FileArea};
-use agent_worker::protocol::AgentEvent;
+use agent_worker::protocol::{AgentEvent, AttachmentRef};
 use agent_worker::session::history::check;
 use agent_worker::session::{ContentBlock, DynamoConfig, DynamoStore, Message};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
@@ -307,6 +307,54 @@ async fn a_2_mb_pasted_text_is_kept_whole_and_the_model_given_its_first_page() {
         "the model is told how much there is"
     );
     s.assert_every_item_fits().await;
+}
+
+#[tokio::test]
+async fn a_long_pdf_is_given_a_page_of_its_text_and_read_on_where_the_page_ends() {
+    let s = setup().await;
+    let pages: Vec<String> = (0..100)
+        .map(|p| {
+            (0..20)
+                .map(|l| format!("page {p:03} line {l:02} of the filing\n"))
+                .collect()
+        })
+        .collect();
+    let pdf = agent_worker_testkit::files::pdf(&pages.iter().map(String::as_str).collect::<Vec<_>>());
+    let whole = pdf_text(&pdf).unwrap();
+    let total = whole.chars().count();
+    assert!(total > 60_000, "{total}");
+    let reference = AttachmentRef::new("f-filing", "filing.pdf", "application/pdf", pdf.len() as u64);
+    s.area.put("long-pdf", &reference, pdf).await.unwrap();
+    s.bedrock.push(Reply::tool_call(
+        "c1",
+        "attachment_read",
+        &json!({"id": "f-filing", "from": 20_000}).to_string(),
+    ));
+    s.bedrock.push(Reply::text("Read on."));
+    s.turn(
+        "long-pdf",
+        "t1",
+        json!({"content": "Read the filing.", "attachments": [reference]}),
+    )
+    .await;
+
+    // Each page the model is given is that part of the whole text, and says where it stops.
+    let in_json = |part: String| serde_json::to_string(&part).unwrap().trim_matches('"').to_owned();
+    let requests = s.bedrock.requests();
+    let first = request_text(&requests[0].body);
+    assert!(first.contains(&in_json(whole.chars().take(20_000).collect())));
+    assert!(
+        first.contains(&format!("[cut at character 20000 of {total}]")),
+        "{total}"
+    );
+    assert!(!first.contains("page 099"), "nothing past the first page");
+    let read = request_text(&requests[1].body);
+    assert!(read.contains(&in_json(whole.chars().skip(20_000).take(20_000).collect())));
+    assert!(
+        read.contains(&format!("\"total\":{total}")) && read.contains("\"next\":40000"),
+        "the read says how long the text is and where the next page starts"
+    );
+    assert!(!read.contains("page 099"));
 }
 
 /// A PNG of `bytes` bytes, different for each `seed`: a 1×1 picture with data after its end.

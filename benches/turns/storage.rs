@@ -138,6 +138,21 @@ pub(crate) async fn write_all(
 }
 
 /// Measures each conversation length; prints a table and returns the rows.
+/// The Lambda handler on `store`, its model the stand-in, its model calls counted by `meter`.
+fn metered_handler(meter: &Meter, bedrock: &BedrockStandIn, store: &DynamoStore) -> TurnHandler {
+    let engine = Engine::builder()
+        .model(BedrockModel::new(
+            meter.model_client(&bedrock.client()),
+            "bench-model",
+        ))
+        .store(store.clone())
+        .system_prompt("You are a benchmark.")
+        .config(EngineConfig::default())
+        .build()
+        .expect("an engine");
+    TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())))
+}
+
 pub(crate) async fn run() -> Vec<StorageRow> {
     println!("\n## DynamoDB per turn (moto), one SQS record through the Lambda handler\n");
     let meter = Meter::default();
@@ -170,17 +185,7 @@ pub(crate) async fn run() -> Vec<StorageRow> {
             .await
             .expect("the table");
         let store = DynamoStore::new(metered.clone(), config);
-        let engine = Engine::builder()
-            .model(BedrockModel::new(
-                meter.model_client(&bedrock.client()),
-                "bench-model",
-            ))
-            .store(store.clone())
-            .system_prompt("You are a benchmark.")
-            .config(EngineConfig::default())
-            .build()
-            .expect("an engine");
-        let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())));
+        let handler = metered_handler(&meter, &bedrock, &store);
         let session = format!("len-{length}");
         seed(&plain, &table, &session, length).await;
         meter.take();
@@ -306,15 +311,7 @@ pub(crate) async fn round_trip() -> serde_json::Value {
             meter.client(client),
             DynamoConfig::new(&table).expect("a table name"),
         );
-        let engine = Engine::builder()
-            .model(BedrockModel::new(
-                meter.model_client(&bedrock.client()),
-                "bench-model",
-            ))
-            .store(store.clone())
-            .build()
-            .expect("an engine");
-        let handler = TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store)));
+        let handler = metered_handler(&meter, &bedrock, &store);
         seed(&plain, &table, "trip", 10).await;
         let mut elapsed = Duration::ZERO;
         let mut rounds = 0;

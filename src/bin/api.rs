@@ -15,7 +15,7 @@
 use agent_worker::hosts::api::{
     API_RESPONSES, NO_MODEL, Responses, TURNS_QUEUE_URL, UnknownResponses, api_settings,
 };
-use agent_worker::hosts::aws_tls::AwsTrust;
+use agent_worker::hosts::aws_loader::AwsLoader;
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost};
 use agent_worker::hosts::worker::{WorkerBuilder, read_values};
@@ -56,7 +56,7 @@ async fn start() -> Result<(axum::Router, Responses), SettingsError> {
         .unwrap_or_default()
         .parse()
         .map_err(|e: UnknownResponses| SettingsError::new(API_RESPONSES, e.to_string()))?;
-    let aws = AwsTrust::from_lookup(env)?.loader().load().await;
+    let aws = AwsLoader::from_lookup(env)?.loader().load().await;
     let values = read_values(&aws, env).await?;
     let mut config = ContainerConfig::from_lookup(|name| values.get(name), reqwest::Client::new())?;
     // One request at a time per instance: an MCP client's answer to an elicitation on a stream

@@ -7,7 +7,7 @@
 //! start-up, naming it.
 
 use agent_worker::hosts::SettingsError;
-use agent_worker::hosts::aws_tls::AwsTrust;
+use agent_worker::hosts::aws_loader::AwsLoader;
 use agent_worker::hosts::config::CONFIG_ENV;
 use agent_worker::hosts::lambda::{Requeue, TurnHandler, run};
 use agent_worker::hosts::worker::{WorkerBuilder, read_settings};
@@ -32,7 +32,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
 /// The handler the environment describes, its keys read from Secrets Manager.
 async fn start() -> Result<TurnHandler, SettingsError> {
     let env = |name: &str| std::env::var(name).ok();
-    let aws = AwsTrust::from_lookup(env)?.loader().load().await;
+    let aws = AwsLoader::from_lookup(env)?.loader().load().await;
     let builder = WorkerBuilder::new(&aws, read_settings(&aws, env).await?)?;
     let configured = builder.configured(env(CONFIG_ENV).as_deref()).await?;
     let worker = builder.build(aws_sdk_bedrockruntime::Client::new(&aws), &configured)?;

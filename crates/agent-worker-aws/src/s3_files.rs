@@ -21,6 +21,10 @@ use agent_worker_core::protocol::AttachmentRef;
 /// The object beside a conversation's files that keeps its token count.
 const USAGE_OBJECT: &str = ".usage";
 
+/// The most a file's read reserves ahead from the length S3 gives: the largest file the engine
+/// reads whole; past it, the buffer grows as the bytes come.
+const MAX_RESERVED_BYTES: usize = agent_worker_core::engine::attachments::MAX_DOCUMENT_BYTES;
+
 /// A file area in an S3 bucket. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct S3FileArea {
@@ -129,12 +133,22 @@ impl S3FileArea {
             request = request.range(format!("bytes={}-{}", range.start, range.end - 1));
         }
         let object = request.send().await.map_err(store_error)?;
-        let bytes = object
-            .body
-            .collect()
+        // Read into one buffer of the object's length as its chunks come: collecting them first
+        // and copying the whole would hold a large file two or three times at once.
+        let length = object
+            .content_length()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        let mut bytes = Vec::with_capacity(length.min(MAX_RESERVED_BYTES));
+        let mut body = object.body;
+        while let Some(chunk) = body
+            .try_next()
             .await
-            .map_err(|e| Unavailable::Store(Failure::caused_by("the file's bytes cannot be read", e)))?;
-        Ok(bytes.into_bytes().to_vec())
+            .map_err(|e| Unavailable::Store(Failure::caused_by("the file's bytes cannot be read", e)))?
+        {
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 }
 

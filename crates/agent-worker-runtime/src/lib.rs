@@ -5,9 +5,10 @@
 //! - [`batch`]: the SQS batch handler: a batch of turns in, the records to redrive out.
 //! - [`runner`]: the runner every host uses ([`TurnHandler`](runner::TurnHandler)): one turn
 //!   on the agent, its events to the sinks, how it ended.
-//! - [`worker`]: one way to build a worker from its settings, for every host; [`aws_tls`]: the
-//!   AWS SDK's configuration, its clients trusting Amazon Trust Services' roots alone unless
-//!   `AWS_TLS_ROOTS=system`.
+//! - [`worker`]: one way to build a worker from its settings, for every host; [`aws_loader`]:
+//!   the AWS SDK's configuration from a binary's environment (its credentials and region read
+//!   directly when it holds them), its clients trusting Amazon Trust Services' roots alone
+//!   unless `AWS_TLS_ROOTS=system` ([`aws_tls`]).
 //! - [`settings`]: a worker's configuration from named values; [`secrets`]: those kept in
 //!   Secrets Manager; [`config`]: the configuration file of a product's own tools, policy and
 //!   persona; [`blueprint`]: the agent those describe; [`jobs`]: the events that settle jobs,
@@ -29,6 +30,7 @@ pub mod a2a_agents;
 pub mod a2a_push;
 pub mod a2a_task;
 mod aws_error;
+pub mod aws_loader;
 pub mod aws_tls;
 pub mod batch;
 pub mod blueprint;

@@ -196,10 +196,10 @@ fn print_openapi() -> Result<ExitCode, failure::CliError> {
 }
 
 /// The AWS SDK's configuration from the environment, in `region` when one is given, its clients
-/// trusting the roots `AWS_TLS_ROOTS` names (`agent_worker::hosts::aws_tls`).
+/// trusting the roots `AWS_TLS_ROOTS` names (`agent_worker::hosts::aws_loader`).
 pub(crate) async fn aws_config(region: Option<&str>) -> Result<aws_config::SdkConfig, failure::CliError> {
-    let trust = agent_worker::hosts::aws_tls::AwsTrust::from_lookup(|name| std::env::var(name).ok())?;
-    let mut loader = trust.loader();
+    let loader = agent_worker::hosts::aws_loader::AwsLoader::from_lookup(|name| std::env::var(name).ok())?;
+    let mut loader = loader.loader();
     if let Some(region) = region {
         loader = loader.region(aws_config::Region::new(region.to_owned()));
     }

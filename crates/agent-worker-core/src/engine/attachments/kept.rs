@@ -28,7 +28,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{FileUploads, Given, MAX_TEXT_CHARS, Unavailable, image_size, page_of};
+use super::{FileUploads, Given, MAX_TEXT_CHARS, TextWindow, Unavailable, image_size, page_of};
 use crate::engine::tools::ToolOutcome;
 use crate::protocol::AttachmentRef;
 use crate::session::ContentBlock;
@@ -235,7 +235,7 @@ impl KeptBlock {
         let blocks = match self.original {
             ContentBlock::Text { text } if estimated_tokens_of(&text) > token_limit => {
                 vec![ContentBlock::text(
-                    page_of(&self.reference, &text, 0, MAX_TEXT_CHARS).enclosed,
+                    page_of(&self.reference, &TextWindow::of(&text, 0, MAX_TEXT_CHARS)).enclosed,
                 )]
             }
             original => vec![original],

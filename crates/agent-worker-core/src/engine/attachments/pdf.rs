@@ -4,7 +4,11 @@
 //! fonts with a one-byte encoding, UTF-16 strings). It does not render, run OCR, or decode
 //! CID fonts; a file whose text cannot be read that way is named as such, never guessed at.
 
+use std::borrow::Cow;
+
 use miniz_oxide::inflate::decompress_to_vec_zlib_with_limit;
+
+use super::window::{TextWindow, WindowWriter};
 
 /// The most bytes one stream may inflate to.
 const MAX_STREAM_BYTES: usize = 16 * 1024 * 1024;
@@ -35,15 +39,25 @@ pub enum PdfError {
     NoText,
 }
 
-/// The text of a PDF.
+/// The text of a PDF, whole.
+///
+/// A turn never needs it whole: the engine reads a page of it at a time, keeping only that
+/// page as it reads. This is for a caller that wants it all and can hold it.
 pub fn text(bytes: &[u8]) -> Result<String, PdfError> {
+    text_window(bytes, 0, usize::MAX).map(|window| window.text)
+}
+
+/// At most `limit` characters of a PDF's text from character `from`, and the whole text's
+/// length: read through once, keeping only the characters asked for, so that what is held is
+/// the file and one inflated stream at a time, never the whole text.
+pub(crate) fn text_window(bytes: &[u8], from: usize, limit: usize) -> Result<TextWindow, PdfError> {
     if !bytes.starts_with(b"%PDF-") {
         return Err(PdfError::NotPdf);
     }
     if find(bytes, b"/Encrypt", 0).is_some() {
         return Err(PdfError::Encrypted);
     }
-    let mut out = String::new();
+    let mut shown = WindowWriter::new(from, limit);
     for (dict, data) in streams(bytes) {
         if [
             "/XObject",
@@ -59,33 +73,77 @@ pub fn text(bytes: &[u8]) -> Result<String, PdfError> {
             continue;
         }
         let content = if find(dict, b"/Filter", 0).is_none() {
-            data.to_vec()
+            Cow::Borrowed(data)
         } else if find(dict, b"/FlateDecode", 0).is_some()
             && !OTHER_FILTERS.iter().any(|f| find(dict, f, 0).is_some())
         {
             match decompress_to_vec_zlib_with_limit(data, MAX_STREAM_BYTES) {
-                Ok(inflated) => inflated,
+                Ok(inflated) => Cow::Owned(inflated),
                 Err(_) => continue,
             }
         } else {
             continue;
         };
-        shown_text(&content, &mut out);
+        shown_text(&content, &mut shown);
     }
-    // Trimmed in place: a large PDF's text is tens of megabytes, and a trimmed copy would hold
-    // it twice at the turn's peak.
-    out.truncate(out.trim_end().len());
-    let leading = out.len() - out.trim_start().len();
-    out.drain(..leading);
-    let text = out;
-    let readable = text
-        .chars()
-        .filter(|c| !c.is_control() || c.is_whitespace())
-        .count();
-    if text.is_empty() || readable * 10 < text.chars().count() * 9 {
+    let (window, readable) = shown.finish();
+    if window.total == 0 || readable * 10 < window.total * 9 {
         return Err(PdfError::NoText);
     }
-    Ok(text)
+    Ok(window)
+}
+
+/// Where the text a content stream shows is written.
+trait Shows {
+    /// Writes one character.
+    fn push(&mut self, c: char);
+    /// The last character written, whitespace included.
+    fn last(&self) -> Option<char>;
+    /// Whether nothing has been written.
+    fn is_empty(&self) -> bool;
+    /// Takes back the spaces written last.
+    fn drop_trailing_spaces(&mut self);
+
+    /// Writes a string's characters: UTF-16 after its byte order mark, otherwise one byte a
+    /// character.
+    fn push_decoded(&mut self, bytes: &[u8]) {
+        match bytes.strip_prefix(&[0xFE, 0xFF]) {
+            Some(utf16) => {
+                let units = utf16
+                    .chunks(2)
+                    .map(|p| u16::from_be_bytes([p[0], p.get(1).copied().unwrap_or(0)]));
+                char::decode_utf16(units).for_each(|c| self.push(c.unwrap_or(char::REPLACEMENT_CHARACTER)));
+            }
+            None => bytes.iter().for_each(|&b| self.push(char::from(b))),
+        }
+    }
+
+    /// Ends the line: its trailing spaces dropped, then one newline (none twice in a row, none
+    /// first).
+    fn newline(&mut self) {
+        if !self.is_empty() && self.last() != Some('\n') {
+            self.drop_trailing_spaces();
+            self.push('\n');
+        }
+    }
+}
+
+impl Shows for WindowWriter {
+    fn push(&mut self, c: char) {
+        WindowWriter::push(self, c);
+    }
+
+    fn last(&self) -> Option<char> {
+        WindowWriter::last(self)
+    }
+
+    fn is_empty(&self) -> bool {
+        WindowWriter::is_empty(self)
+    }
+
+    fn drop_trailing_spaces(&mut self) {
+        WindowWriter::drop_trailing_spaces(self);
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
@@ -130,7 +188,7 @@ fn streams(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
 }
 
 /// Appends the text the content stream's text operators show.
-fn shown_text(content: &[u8], out: &mut String) {
+fn shown_text(content: &[u8], out: &mut impl Shows) {
     let mut operands: Vec<Operand> = Vec::new();
     let mut lexer = Lexer {
         bytes: content,
@@ -143,27 +201,29 @@ fn shown_text(content: &[u8], out: &mut String) {
                 match op {
                     b"Tj" | b"'" | b"\"" => {
                         if op != b"Tj" {
-                            newline(out);
+                            out.newline();
                         }
                         if let Some(Operand::Text(text)) = operands.last() {
-                            out.push_str(text);
+                            out.push_decoded(text);
                         }
                     }
                     b"TJ" => {
                         if let Some(Operand::Array(items)) = operands.last() {
                             for item in items {
                                 match item {
-                                    Operand::Text(text) => out.push_str(text),
-                                    Operand::Number(n) if *n < -200.0 && !out.ends_with(' ') => out.push(' '),
+                                    Operand::Text(text) => out.push_decoded(text),
+                                    Operand::Number(n) if *n < -200.0 && out.last() != Some(' ') => {
+                                        out.push(' ')
+                                    }
                                     _ => {}
                                 }
                             }
                         }
                     }
-                    b"T*" | b"ET" => newline(out),
+                    b"T*" | b"ET" => out.newline(),
                     b"Td" | b"TD" => match operands.as_slice() {
-                        [.., Operand::Number(_), Operand::Number(ty)] if *ty != 0.0 => newline(out),
-                        _ if !out.ends_with([' ', '\n']) && !out.is_empty() => out.push(' '),
+                        [.., Operand::Number(_), Operand::Number(ty)] if *ty != 0.0 => out.newline(),
+                        _ if !matches!(out.last(), Some(' ' | '\n')) && !out.is_empty() => out.push(' '),
                         _ => {}
                     },
                     _ => {}
@@ -174,18 +234,11 @@ fn shown_text(content: &[u8], out: &mut String) {
     }
 }
 
-fn newline(out: &mut String) {
-    if !out.is_empty() && !out.ends_with('\n') {
-        let kept = out.trim_end_matches(' ').len();
-        out.truncate(kept);
-        out.push('\n');
-    }
-}
-
 #[derive(Debug)]
 enum Operand {
     Number(f64),
-    Text(String),
+    /// A string's bytes, decoded as they are shown.
+    Text(Vec<u8>),
     Array(Vec<Operand>),
     Other,
 }
@@ -235,12 +288,12 @@ impl<'a> Lexer<'a> {
         self.skip_space();
         let b = self.peek()?;
         Some(match b {
-            b'(' => Token::Operand(Operand::Text(decode(&self.literal()))),
+            b'(' => Token::Operand(Operand::Text(self.literal())),
             b'<' if self.bytes.get(self.at + 1) == Some(&b'<') => {
                 self.skip_dictionary();
                 Token::Operand(Operand::Other)
             }
-            b'<' => Token::Operand(Operand::Text(decode(&self.hex()))),
+            b'<' => Token::Operand(Operand::Text(self.hex())),
             b'[' => {
                 self.at += 1;
                 let mut items = Vec::new();
@@ -380,30 +433,105 @@ impl<'a> Lexer<'a> {
     }
 }
 
-/// A string's characters: UTF-16 with its byte order mark, otherwise one byte a character.
-fn decode(bytes: &[u8]) -> String {
-    if let Some(utf16) = bytes.strip_prefix(&[0xFE, 0xFF]) {
-        let units: Vec<u16> = utf16
-            .chunks(2)
-            .map(|p| u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]))
-            .collect();
-        return String::from_utf16_lossy(&units);
-    }
-    bytes.iter().map(|&b| char::from(b)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn shown(content: &[u8], from: usize, limit: usize) -> (TextWindow, usize) {
+        let mut out = WindowWriter::new(from, limit);
+        shown_text(content, &mut out);
+        out.finish()
+    }
+
+    /// The text as this reader wrote it before it kept only a window: the whole text in a
+    /// `String`, trimmed at the end; and its readable characters.
+    struct Whole(String);
+
+    impl Shows for Whole {
+        fn push(&mut self, c: char) {
+            self.0.push(c);
+        }
+
+        fn last(&self) -> Option<char> {
+            self.0.chars().next_back()
+        }
+
+        fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+
+        fn drop_trailing_spaces(&mut self) {
+            let kept = self.0.trim_end_matches(' ').len();
+            self.0.truncate(kept);
+        }
+    }
+
+    fn whole(content: &[u8]) -> (String, usize) {
+        let mut out = Whole(String::new());
+        shown_text(content, &mut out);
+        let text = out.0.trim().to_owned();
+        let readable = text
+            .chars()
+            .filter(|c| !c.is_control() || c.is_whitespace())
+            .count();
+        (text, readable)
+    }
+
     #[test]
     fn strings_escapes_and_arrays_become_lines_of_text() {
-        let mut out = String::new();
-        shown_text(
-            br"BT /F1 12 Tf 72 720 Td (Hello \(world\)) Tj 0 -14 Td [(Sp) -250 (aced)] TJ T* <FEFF00E9> Tj (\101\102) ' ET",
-            &mut out,
+        let (window, readable) = shown(
+            br"BT /F1 12 Tf 72 720 Td (  Hello \(world\)) Tj 0 -14 Td [(Sp) -250 (aced)] TJ T* <FEFF00E9> Tj (\101\102  ) ' ( \t) Tj ET",
+            0,
+            usize::MAX,
         );
-        assert_eq!(out, "Hello (world)\nSp aced\n\u{e9}\nAB\n");
+        assert_eq!(window.text, "Hello (world)\nSp aced\n\u{e9}\nAB");
+        assert_eq!((window.total, readable), (26, 26));
+    }
+
+    #[test]
+    fn every_window_of_any_stream_is_that_part_of_the_whole_text() {
+        const PIECES: [&str; 16] = [
+            "(one  two) Tj ",
+            "(  three) Tj ",
+            "( \t) Tj ",
+            "(   ) Tj ",
+            "(\\r\\n ) Tj ",
+            "(\\001\\002) ' ",
+            "(x) \" ",
+            "[(fo) -300 (ur)] TJ ",
+            "[( ) -300 ( \t ) 50 (z)] TJ ",
+            "<FEFF00E9 0020 D800> Tj ",
+            "T* ",
+            "0 -14 Td ",
+            "5 0 Td ",
+            "ET ",
+            "BT ",
+            "(\\n\\n) Tj ",
+        ];
+        let mut state = 0x9E37_79B9_u32;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as usize % n
+        };
+        for _ in 0..400 {
+            let content: String = (0..1 + next(24)).map(|_| PIECES[next(PIECES.len())]).collect();
+            let (text, readable) = whole(content.as_bytes());
+            let total = text.chars().count();
+            for _ in 0..8 {
+                let (from, limit) = (next(total + 3), next(total + 3));
+                let (window, counted) = shown(content.as_bytes(), from, limit);
+                assert_eq!(
+                    window,
+                    TextWindow::of(&text, from, limit),
+                    "{content:?} {from} {limit}"
+                );
+                assert_eq!(counted, readable, "{content:?}");
+            }
+            let (all, _) = shown(content.as_bytes(), 0, usize::MAX);
+            assert_eq!(all.text, text, "{content:?}");
+        }
     }
 
     #[test]

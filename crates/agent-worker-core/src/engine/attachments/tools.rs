@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{FileArea, MAX_TEXT_CHARS, Unavailable, page_of, picture, text_of};
+use super::{FileArea, MAX_TEXT_CHARS, Unavailable, page_of, picture, text_window};
 use crate::engine::tools::{Tool, ToolClass, ToolContext, ToolError, ToolReply, ToolSpec};
 use crate::protocol::{AttachmentKind, AttachmentRef, AttachmentStatus, kind_of};
 use crate::session::ContentBlock;
@@ -143,11 +143,11 @@ impl AttachmentTool {
 
     async fn read(&self, id: &str, from: usize, owner: &str) -> Result<ToolReply, ToolError> {
         let reference = self.ready(id, owner).await?;
-        let text = text_of(self.area.as_ref(), owner, &reference)
+        let window = text_window(self.area.as_ref(), owner, &reference, from, MAX_TEXT_CHARS)
             .await
             .map_err(|why| not_available(id, &why))?;
-        let page = page_of(&reference, &text, from, MAX_TEXT_CHARS);
-        let end = from + page.chars;
+        let page = page_of(&reference, &window);
+        let end = window.end();
         Ok(ToolReply {
             content: json!({
                 "read": reference.summary(),
