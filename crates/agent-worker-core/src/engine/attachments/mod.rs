@@ -263,6 +263,7 @@ const PDF: &str = "application/pdf";
 static PDF_READS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
     tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
 });
+
 /// The fewest tokens a document is counted at: one page.
 const DOCUMENT_PAGE_TOKENS: u64 = 1_500;
 

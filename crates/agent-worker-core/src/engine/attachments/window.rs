@@ -185,7 +185,10 @@ mod tests {
         let (window, readable) = writer.finish();
         assert_eq!(window.total, 3_000_002);
         assert_eq!(readable, 3_000_002);
-        assert_eq!(window.text, "\t \t \t", "places 10 to 14: the 10th to 14th of the whitespace");
+        assert_eq!(
+            window.text, "\t \t \t",
+            "places 10 to 14: the 10th to 14th of the whitespace"
+        );
     }
 
     #[test]
