@@ -137,7 +137,6 @@ pub(crate) async fn write_all(
     }
 }
 
-/// Measures each conversation length; prints a table and returns the rows.
 /// The Lambda handler on `store`, its model the stand-in, its model calls counted by `meter`.
 fn metered_handler(meter: &Meter, bedrock: &BedrockStandIn, store: &DynamoStore) -> TurnHandler {
     let engine = Engine::builder()
@@ -153,6 +152,7 @@ fn metered_handler(meter: &Meter, bedrock: &BedrockStandIn, store: &DynamoStore)
     TurnHandler::new(engine, Sinks::new().with(DynamoEventLog::new(store.clone())))
 }
 
+/// Measures each conversation length; prints a table and returns the rows.
 pub(crate) async fn run() -> Vec<StorageRow> {
     println!("\n## DynamoDB per turn (moto), one SQS record through the Lambda handler\n");
     let meter = Meter::default();

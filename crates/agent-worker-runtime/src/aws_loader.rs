@@ -4,12 +4,12 @@
 //! The SDK's default chains look for credentials in the environment, then a profile, a web
 //! identity token, the container's and the instance's metadata service; for the region, the
 //! environment, a profile, the instance's metadata. Building those providers costs a cold start
-//! about a tenth of its CPU (the web identity provider alone builds an STS client), though in a
-//! Lambda function, whose environment always holds both, the chains stop at the first. So when
-//! the environment holds credentials (`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, not
-//! blank) they are read by the environment's provider alone, the one the chain would have
-//! chosen; likewise the region (`AWS_REGION`, else `AWS_DEFAULT_REGION`). Otherwise the SDK's
-//! chains run as ever.
+//! some 7% of its CPU (a profile of `invoke`; the web identity provider builds an STS client),
+//! though in a Lambda function, whose environment always holds both, the chains stop at the
+//! first. So when the environment holds credentials (`AWS_ACCESS_KEY_ID` and
+//! `AWS_SECRET_ACCESS_KEY`, not blank) they are read by the environment's provider alone, the
+//! one the chain would have chosen; likewise the region (`AWS_REGION`, else
+//! `AWS_DEFAULT_REGION`). Otherwise the SDK's chains run as ever.
 
 use aws_config::environment::{EnvironmentVariableCredentialsProvider, EnvironmentVariableRegionProvider};
 

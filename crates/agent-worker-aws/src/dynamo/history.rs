@@ -6,6 +6,7 @@ use agent_worker_core::session::conversations::StoredMessage;
 use std::collections::HashMap;
 
 use agent_worker_core::session::{Message, StoreError, Summary, TurnId};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
@@ -82,6 +83,19 @@ impl DynamoStore {
         Ok((summary, messages))
     }
 
+    /// The strongly consistent query of the session's partition from sort key `first` to `last`
+    /// (both included), in key order.
+    pub(super) fn range_query(&self, session: &str, first: String, last: String) -> QueryFluentBuilder {
+        self.client()
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":first", s(first))
+            .expression_attribute_values(":last", s(last))
+            .consistent_read(true)
+    }
+
     /// Hands each item of the session's partition from sort key `first` to `last` (both
     /// included) to `take`, in key order: one paged, strongly consistent query.
     async fn each_in_range(
@@ -92,14 +106,7 @@ impl DynamoStore {
         mut take: impl FnMut(HashMap<String, AttributeValue>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let mut pages = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(session_pk(session)))
-            .expression_attribute_values(":first", s(first))
-            .expression_attribute_values(":last", s(last))
-            .consistent_read(true)
+            .range_query(session, first, last)
             .into_paginator()
             .items()
             .send();

@@ -29,9 +29,9 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::DynamoStore;
-use super::codec::{get_s, s};
+use super::codec::get_s;
 use super::history::stored_message;
-use super::keys::{MESSAGE_PREFIX, META_SK, SK, session_pk};
+use super::keys::{MESSAGE_PREFIX, META_SK, SK};
 use super::opening::Meta;
 use super::sdk_error::store_error;
 
@@ -128,18 +128,10 @@ impl DynamoStore {
         let mut meta = None;
         let mut messages = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
-        let mut first = true;
         loop {
             let page = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .key_condition_expression("pk = :pk AND sk BETWEEN :meta AND :last")
-                .expression_attribute_values(":pk", s(session_pk(session)))
-                .expression_attribute_values(":meta", s(META_SK))
-                .expression_attribute_values(":last", s(format!("{MESSAGE_PREFIX}~")))
-                .consistent_read(true)
-                .set_limit(first.then_some(FIRST_PAGE_ITEMS))
+                .range_query(session, META_SK.to_owned(), format!("{MESSAGE_PREFIX}~"))
+                .set_limit(start.is_none().then_some(FIRST_PAGE_ITEMS))
                 .set_exclusive_start_key(start.take())
                 .customize()
                 .config_override(
@@ -160,7 +152,6 @@ impl DynamoStore {
                     messages.push((stored.seq, stored.message));
                 }
             }
-            first = false;
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
                 _ => break,
