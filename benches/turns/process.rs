@@ -69,12 +69,17 @@ pub(crate) enum Runner {
 }
 
 impl Runner {
-    /// The command that runs `turns` one-tool-or-text turns against `endpoint`.
+    /// The command that runs `turns` one-tool-or-text turns against `endpoint`, in the
+    /// environment of [`lambda_like`].
     fn command(&self, endpoint: &str, turns: u32) -> Command {
         let turns = turns.to_string();
+        let mut command = match self {
+            Self::AgentWorker(_) => Command::new(env!("CARGO_BIN_EXE_agent-worker")),
+            Self::Rig(path) => Command::new(path),
+        };
+        lambda_like(&mut command);
         match self {
             Self::AgentWorker(provider) => {
-                let mut command = Command::new(env!("CARGO_BIN_EXE_agent-worker"));
                 command
                     .args([
                         "invoke",
@@ -93,8 +98,7 @@ impl Runner {
                 }
                 command
             }
-            Self::Rig(path) => {
-                let mut command = Command::new(path);
+            Self::Rig(_) => {
                 command.args([
                     "--endpoint-url",
                     endpoint,
@@ -117,18 +121,25 @@ impl Runner {
     }
 }
 
+/// Gives `command` the environment a Lambda function has (its credentials, its region) and
+/// nothing of this machine's: a function's environment names no certificate files, where a
+/// developer's machine often does (`SSL_CERT_FILE`, `SSL_CERT_DIR`), and those make
+/// `agent-worker` read the system's roots as well (`AWS_TLS_ROOTS`). Both runners get the same.
+fn lambda_like(command: &mut Command) {
+    command
+        .env_clear()
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn");
+}
+
 /// Runs `runner` against the stand-in at `endpoint` to its end (in `share`, when given),
 /// reading its events; its resources from `wait4`.
 fn run_child(runner: &Runner, endpoint: &str, turns: u32, share: Option<&CpuShare>) -> Run {
     let mut command = runner.command(endpoint, turns);
-    command
-        .env_remove("TABLE_NAME")
-        .env("AWS_ACCESS_KEY_ID", "bench")
-        .env("AWS_SECRET_ACCESS_KEY", "bench")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    command.stdout(Stdio::piped()).stderr(Stdio::null());
     let start = Instant::now();
     let mut child = match share {
         Some(share) => share.spawn(&mut command),
