@@ -3,7 +3,8 @@
 //! sent and its events received, an approval answered on the same socket, a turn aborted,
 //! messages of the wrong kind refused with the socket kept open, an oversized message closing
 //! it (1009); a socket closed mid-turn leaving the turn to finish in the log and the
-//! conversation; another person's conversation refused before the socket opens.
+//! conversation; another person's conversation refused before the socket opens; a socket opened
+//! with a person's token closed as the token expires.
 
 use std::sync::atomic::Ordering;
 
@@ -157,4 +158,47 @@ async fn a_socket_closed_mid_turn_leaves_the_turn_to_end_and_another_person_is_r
         changed(&before, &table(&server.store).await),
         Vec::<String>::new()
     );
+}
+
+#[tokio::test]
+async fn a_socket_opened_with_a_persons_token_closes_when_the_token_expires() {
+    use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+    use agent_worker_testkit::{JwksStandIn, SigningKey};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    use support::container::server_with_tokens;
+
+    let key = SigningKey::rs256("k-ws");
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let mut config = JwtConfig::new(
+        issuer.issuer(),
+        "app",
+        Some(issuer.jwks_url()),
+        AccountFrom::Fixed("acme".into()),
+    )
+    .unwrap();
+    config.leeway = Duration::ZERO;
+    let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let token =
+        |exp: u64| key.token(&json!({"iss": issuer.issuer(), "aud": "app", "sub": "ada", "exp": exp}));
+    let ws = server.url.replacen("http://", "ws://", 1);
+    let plan_with = |token: String| {
+        json!({
+            "url": format!("{ws}/ws"),
+            "headers": {"Authorization": format!("Bearer {token}"), "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id": SESSION},
+            "steps": [{"until": "session"}, {"until": "close"}],
+        })
+    };
+
+    // Taken for three seconds more: the socket opens, then the server closes it as the token
+    // ends (1008), saying why; the client waits up to 30 s for that.
+    let out = run_ws_client(plan_with(token(now + 3))).await.unwrap();
+    assert!(out.get("error").is_none(), "{out}");
+    assert_eq!(out["frames"][0]["sessionId"], SESSION, "{out}");
+    assert_eq!(out["closed"], 1008, "{out}");
+    assert_eq!(out["reason"], "the token has expired", "{out}");
+
+    // One that has ended already does not open one.
+    let out = run_ws_client(plan_with(token(now - 1))).await.unwrap();
+    assert!(out["error"].as_str().unwrap_or_default().contains("401"), "{out}");
 }

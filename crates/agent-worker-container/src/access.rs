@@ -20,6 +20,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use axum::extract::{FromRequestParts, Query, RawPathParams, Request, State};
 use axum::http::request::Parts;
@@ -412,8 +413,11 @@ pub async fn authenticate(State(host): State<ContainerHost>, mut request: Reques
     let verified = request.extensions().get::<VerifiedCaller>();
     let found = authority(&host, request.headers(), request.uri(), verified).await;
     match found {
-        Ok(Some(authority)) => {
+        Ok(Some((authority, until))) => {
             request.extensions_mut().insert(authority);
+            if let Some(until) = until {
+                request.extensions_mut().insert(TakenUntil(until));
+            }
             next.run(request).await
         }
         Ok(None) => HostError::new(StatusCode::UNAUTHORIZED, host.config().auth.missing()).into_response(),
@@ -460,14 +464,21 @@ impl ApiAuth {
     }
 }
 
-/// How `request` is authenticated, if it is; a bearer token that is not taken is 401 saying why
-/// (503 when the issuer's keys cannot be read).
+/// When the credential of a request stops being taken: a token's `exp` and the verifier's
+/// leeway. Left in the request beside its [`Authority`] when the credential was a token; what
+/// outlives the request (a WebSocket) ends there. The other credentials (the API key, the
+/// console's token, a signed request) carry no end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakenUntil(pub SystemTime);
+
+/// How `request` is authenticated, if it is, and until when (a token's end); a bearer token
+/// that is not taken is 401 saying why (503 when the issuer's keys cannot be read).
 async fn authority(
     host: &ContainerHost,
     headers: &axum::http::HeaderMap,
     uri: &axum::http::Uri,
     verified: Option<&VerifiedCaller>,
-) -> Result<Option<Authority>, HostError> {
+) -> Result<Option<(Authority, Option<SystemTime>)>, HostError> {
     let in_query = |name: &str| {
         is_event_stream(uri.path())
             .then(|| {
@@ -484,7 +495,7 @@ async fn authority(
         (&host.config().auth, verified)
     {
         return match verifier.caller_of(claims) {
-            Ok(caller) => Ok(Some(Authority::of_token(caller))),
+            Ok(caller) => Ok(Some((Authority::of_token(caller), verifier.taken_until(claims)))),
             Err(refused) => Err(HostError::new(StatusCode::UNAUTHORIZED, refused.to_string())),
         };
     }
@@ -492,13 +503,13 @@ async fn authority(
         ApiAuth::ApiKey(key) => {
             let given = headers.get("x-api-key").map(|v| v.as_bytes());
             if given.is_some_and(|given| key.matches(given)) {
-                return Ok(Some(Authority::Backend));
+                return Ok(Some((Authority::Backend, None)));
             }
         }
         ApiAuth::Iam => {
             if let Some(VerifiedCaller::Iam { caller }) = verified {
                 tracing::debug!(caller = %caller, "a signed request");
-                return Ok(Some(Authority::Backend));
+                return Ok(Some((Authority::Backend, None)));
             }
         }
         ApiAuth::RuntimeUsers { account } => {
@@ -508,7 +519,10 @@ async fn authority(
                     .to_str()
                     .map_err(|_| HostError::field(field, format!("{field} is not text")))?;
                 check_id(field, user)?;
-                return Ok(Some(Authority::Bearer(Owner::new(user, account.as_str()))));
+                return Ok(Some((
+                    Authority::Bearer(Owner::new(user, account.as_str())),
+                    None,
+                )));
             }
         }
         ApiAuth::Tokens(verifier) | ApiAuth::GatewayTokens(verifier) => {
@@ -519,7 +533,7 @@ async fn authority(
                 .or_else(|| in_query("accessToken"));
             if let Some(token) = bearer {
                 return match verifier.verify_caller(token.trim()).await {
-                    Ok(caller) => Ok(Some(Authority::of_token(caller))),
+                    Ok(taken) => Ok(Some((Authority::of_token(taken.caller), taken.until))),
                     Err(TokenError::KeysUnavailable(why)) => {
                         // Logged once per failed fetch (`hosts::jwt`); here, per request.
                         tracing::debug!(error = %ErrorChain(&why), "the issuer's keys cannot be read");
@@ -544,7 +558,7 @@ async fn authority(
         .or_else(|| in_query("consoleToken").map(str::as_bytes));
     Ok(given
         .is_some_and(|given| same_secret(given, &console.token))
-        .then(|| Authority::Console(console.person())))
+        .then(|| (Authority::Console(console.person()), None)))
 }
 
 impl ContainerHost {

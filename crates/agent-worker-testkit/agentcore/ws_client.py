@@ -6,8 +6,8 @@ over; with `binary`, its UTF-8 bytes as a binary message), then reads messages
 until one is of kind `until`: a message `type` ("session", "turn", "command", "action",
 "error"), "end" (an event that ends a turn: `completed` or `failed`, or `stream_ended`), or
 "close" (the server closed the socket). Without `until`, it reads nothing. It prints one JSON
-line: {frames, closed} (every message read, and the close code when the server closed), or
-{error}."""
+line: {frames, closed, reason} (every message read, and the close code and reason when the
+server closed), or {error}."""
 
 import asyncio
 import json
@@ -25,9 +25,14 @@ def kind(frame):
     return frame.get("type")
 
 
+def closed_by_server(out, closed):
+    out["closed"] = closed.rcvd.code if closed.rcvd else None
+    out["reason"] = closed.rcvd.reason if closed.rcvd else None
+
+
 async def main() -> None:
     plan = json.loads(sys.argv[1])
-    out = {"frames": [], "closed": None}
+    out = {"frames": [], "closed": None, "reason": None}
     try:
         async with connect(plan["url"], additional_headers=plan.get("headers", {}), max_size=None) as ws:
             for step in plan["steps"]:
@@ -43,13 +48,13 @@ async def main() -> None:
                     try:
                         frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
                     except ConnectionClosed as closed:
-                        out["closed"] = closed.rcvd.code if closed.rcvd else None
+                        closed_by_server(out, closed)
                         break
                     out["frames"].append(frame)
                     if kind(frame) == until:
                         break
     except ConnectionClosed as closed:
-        out["closed"] = closed.rcvd.code if closed.rcvd else None
+        closed_by_server(out, closed)
     except Exception as e:  # what the client could not do is what the test looks at
         out["error"] = repr(e)
     print(json.dumps(out))

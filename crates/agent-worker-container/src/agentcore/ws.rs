@@ -17,14 +17,17 @@
 //! is refused, is answered `{"type": "error", "error", "status"}` and the socket stays open. A
 //! message over [`MAX_WS_MESSAGE_BYTES`] (or the host's body limit, when smaller) closes it
 //! (1009), text that is not UTF-8 too (1007). The server pings every [`PING_EVERY`]; a client
-//! silent for [`SILENT_FOR`] (no pong either) is gone, and its socket closed. A socket that
+//! silent for [`SILENT_FOR`] (no pong either) is gone, and its socket closed. A socket opened
+//! with a person's token closes when the token does (its `exp` and the verifier's leeway: 1008,
+//! "the token has expired"): the client opens another with a new token. A socket that
 //! closes mid-turn leaves the turn running: its events stay in the log, and the turn's result in
 //! the conversation. At shutdown open sockets are cut as the process ends (their turns go on
 //! as every running turn does, within the shutdown grace).
 
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::{HeaderMap, StatusCode};
@@ -34,7 +37,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Invocation, session_of};
-use crate::access::{Asker, theirs};
+use crate::access::{Asker, TakenUntil, theirs};
 use crate::chain;
 use crate::events::{Followed, follow_turn, stream_place};
 use crate::extract::adapted_turn;
@@ -58,9 +61,15 @@ pub const SILENT_FOR: Duration = Duration::from_secs(120);
 pub(crate) async fn upgrade(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
+    taken_until: Option<Extension<TakenUntil>>,
     headers: HeaderMap,
     socket: WebSocketUpgrade,
 ) -> Result<Response, HostError> {
+    // The token's end, on the runtime's clock (a time already past ends the socket at once).
+    let token_ends = taken_until.map(|Extension(TakenUntil(until))| {
+        let left = until.duration_since(SystemTime::now()).unwrap_or_default();
+        tokio::time::Instant::now() + left
+    });
     let session = session_of(&headers)?;
     // A conversation the header names is the person's, or no one's yet; a new one is claimed
     // by its first turn.
@@ -78,9 +87,18 @@ pub(crate) async fn upgrade(
                 session,
                 following: None,
                 last_turn: None,
+                token_ends,
             };
             talk.run(socket)
         }))
+}
+
+/// Waits until `at`; forever when there is no end.
+async fn ends(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A message from the client that names its kind.
@@ -116,6 +134,8 @@ struct Talk {
     following: Option<(TurnId, Followed_)>,
     /// The last turn the socket started: the one an approval answers.
     last_turn: Option<TurnId>,
+    /// When the token the socket was opened with stops being taken, if it was opened with one.
+    token_ends: Option<tokio::time::Instant>,
 }
 
 impl Talk {
@@ -128,6 +148,11 @@ impl Talk {
         let mut last_heard = tokio::time::Instant::now();
         loop {
             tokio::select! {
+                () = ends(self.token_ends) => {
+                    let frame = CloseFrame { code: close_code::POLICY, reason: "the token has expired".into() };
+                    let _closing = socket.send(Message::Close(Some(frame))).await;
+                    return;
+                }
                 _ = pings.tick() => {
                     if last_heard.elapsed() >= SILENT_FOR {
                         let frame = CloseFrame { code: close_code::AWAY, reason: "the client went silent".into() };

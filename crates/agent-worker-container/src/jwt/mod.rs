@@ -23,7 +23,7 @@
 mod keys;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -129,6 +129,15 @@ impl BackendTokens {
             };
         in_scope.then(|| client.unwrap_or("the backend").to_owned())
     }
+}
+
+/// A token taken: whom it stands for, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// Whom it stands for.
+    pub caller: Caller,
+    /// When it stops being taken: its `exp` and the leeway (`None`: no `exp` that can be read).
+    pub until: Option<SystemTime>,
 }
 
 /// Whom a verified token stands for.
@@ -273,7 +282,7 @@ impl JwtVerifier {
     /// The person `token` stands for, if it is a token of the issuer's for the audience (a
     /// backend's token stands for no person: refused).
     pub async fn verify(&self, token: &str) -> Result<Owner, TokenError> {
-        match self.verify_caller(token).await? {
+        match self.verify_caller(token).await?.caller {
             Caller::Person(person) => Ok(person),
             Caller::Backend(_) => Err(TokenError::Claim {
                 claim: self.config().user_claim.clone(),
@@ -283,8 +292,8 @@ impl JwtVerifier {
     }
 
     /// Whom `token` stands for, if it is a token of the issuer's for the audience: the product's
-    /// backend ([`BackendTokens`]) or a person.
-    pub async fn verify_caller(&self, token: &str) -> Result<Caller, TokenError> {
+    /// backend ([`BackendTokens`]) or a person; and until when it is taken.
+    pub async fn verify_caller(&self, token: &str) -> Result<Taken, TokenError> {
         let header = header_of(token)?;
         let (kid, alg) = (header.kid.as_deref(), header.alg);
         let unknown = || TokenError::UnknownKey(kid.map_or_else(|| "(none)".to_owned(), echo));
@@ -309,7 +318,22 @@ impl JwtVerifier {
             decoded => decoded,
         }
         .map_err(|e| invalid(&e))?;
-        self.caller_of(&claims)
+        Ok(Taken {
+            caller: self.caller_of(&claims)?,
+            until: self.taken_until(&claims),
+        })
+    }
+
+    /// Until when verified `claims` are taken: their `exp` (seconds since the epoch, as a number
+    /// or, as API Gateway's authorizer passes claims on, as text) and the leeway. `None` when
+    /// they carry no `exp` this can read.
+    pub fn taken_until(&self, claims: &Map<String, Value>) -> Option<SystemTime> {
+        let exp = match claims.get("exp")? {
+            Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))?,
+            Value::String(text) => text.trim().parse().ok()?,
+            _ => return None,
+        };
+        UNIX_EPOCH.checked_add(Duration::from_secs(exp).checked_add(self.config().leeway)?)
     }
 
     /// The claims of `token`, checked as [`decode`](Self::decode) checks them but for an
@@ -481,5 +505,28 @@ mod tests {
             Err(TokenError::Malformed(_))
         ));
         assert!(header_of(&encode(r#"{"alg":"ES256","kid":"k"}"#)).is_ok());
+    }
+
+    #[test]
+    fn a_token_is_taken_until_its_exp_and_the_leeway_as_a_number_or_as_text() {
+        let config = JwtConfig::new(
+            "https://issuer.example",
+            "app",
+            None,
+            AccountFrom::Fixed("acme".into()),
+        )
+        .unwrap();
+        let verifier = JwtVerifier::new(config, reqwest::Client::new());
+        let until = |exp: Value| {
+            let claims = Map::from_iter([("exp".to_owned(), exp)]);
+            verifier.taken_until(&claims)
+        };
+        let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000) + DEFAULT_LEEWAY;
+        assert_eq!(until(Value::from(1_700_000_000_u64)), Some(at));
+        assert_eq!(until(Value::from(1_700_000_000.5)), Some(at));
+        // API Gateway's authorizer passes every claim on as text.
+        assert_eq!(until(Value::from("1700000000")), Some(at));
+        assert_eq!(until(Value::from("soon")), None);
+        assert_eq!(verifier.taken_until(&Map::new()), None);
     }
 }
