@@ -190,9 +190,10 @@ async fn a_socket_opened_with_a_persons_token_closes_when_the_token_expires() {
         })
     };
 
-    // Taken for three seconds more: the socket opens, then the server closes it as the token
-    // ends (1008), saying why; the client waits up to 30 s for that.
-    let out = run_ws_client(plan_with(token(now + 3))).await.unwrap();
+    // Taken for some seconds more (room for the client to start and the keys to be fetched):
+    // the socket opens, then the server closes it as the token ends (1008), saying why; the
+    // client waits up to 30 s for that.
+    let out = run_ws_client(plan_with(token(now + 6))).await.unwrap();
     assert!(out.get("error").is_none(), "{out}");
     assert_eq!(out["frames"][0]["sessionId"], SESSION, "{out}");
     assert_eq!(out["closed"], 1008, "{out}");

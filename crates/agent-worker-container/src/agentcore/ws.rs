@@ -18,8 +18,9 @@
 //! message over [`MAX_WS_MESSAGE_BYTES`] (or the host's body limit, when smaller) closes it
 //! (1009), text that is not UTF-8 too (1007). The server pings every [`PING_EVERY`]; a client
 //! silent for [`SILENT_FOR`] (no pong either) is gone, and its socket closed. A socket opened
-//! with a person's token closes when the token does (its `exp` and the verifier's leeway: 1008,
-//! "the token has expired"): the client opens another with a new token. A socket that
+//! with a token (`--auth jwt`: a person's, or the backend's) closes when the token does (its
+//! `exp` and the verifier's leeway: 1008, "the token has expired"): the client opens another
+//! with a new token. A socket that
 //! closes mid-turn leaves the turn running: its events stay in the log, and the turn's result in
 //! the conversation. At shutdown open sockets are cut as the process ends (their turns go on
 //! as every running turn does, within the shutdown grace).
@@ -57,6 +58,10 @@ pub const PING_EVERY: Duration = Duration::from_secs(30);
 /// How long a socket may hear nothing from its client (a pong included) before it is closed.
 pub const SILENT_FOR: Duration = Duration::from_secs(120);
 
+/// The furthest ahead a token's end is waited for (a token that ends later than this is
+/// as good as one that never does).
+const LONGEST_TOKEN_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// `GET /ws`.
 pub(crate) async fn upgrade(
     State(host): State<ContainerHost>,
@@ -65,10 +70,11 @@ pub(crate) async fn upgrade(
     headers: HeaderMap,
     socket: WebSocketUpgrade,
 ) -> Result<Response, HostError> {
-    // The token's end, on the runtime's clock (a time already past ends the socket at once).
-    let token_ends = taken_until.map(|Extension(TakenUntil(until))| {
+    // The token's end, on the runtime's clock (a time already past ends the socket at once; one
+    // past what the clock can hold, never).
+    let token_ends = taken_until.and_then(|Extension(TakenUntil(until))| {
         let left = until.duration_since(SystemTime::now()).unwrap_or_default();
-        tokio::time::Instant::now() + left
+        tokio::time::Instant::now().checked_add(left.min(LONGEST_TOKEN_WAIT))
     });
     let session = session_of(&headers)?;
     // A conversation the header names is the person's, or no one's yet; a new one is claimed
@@ -146,9 +152,11 @@ impl Talk {
         }
         let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
         let mut last_heard = tokio::time::Instant::now();
+        let token_ends = ends(self.token_ends);
+        tokio::pin!(token_ends);
         loop {
             tokio::select! {
-                () = ends(self.token_ends) => {
+                () = &mut token_ends => {
                     let frame = CloseFrame { code: close_code::POLICY, reason: "the token has expired".into() };
                     let _closing = socket.send(Message::Close(Some(frame))).await;
                     return;

@@ -329,7 +329,9 @@ impl JwtVerifier {
     /// they carry no `exp` this can read.
     pub fn taken_until(&self, claims: &Map<String, Value>) -> Option<SystemTime> {
         let exp = match claims.get("exp")? {
-            Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))?,
+            Value::Number(n) => n
+                .as_u64()
+                .or_else(|| n.as_f64().map(|f| f.max(0.0).round() as u64))?,
             Value::String(text) => text.trim().parse().ok()?,
             _ => return None,
         };
@@ -523,7 +525,7 @@ mod tests {
         };
         let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000) + DEFAULT_LEEWAY;
         assert_eq!(until(Value::from(1_700_000_000_u64)), Some(at));
-        assert_eq!(until(Value::from(1_700_000_000.5)), Some(at));
+        assert_eq!(until(Value::from(1_699_999_999.6)), Some(at));
         // API Gateway's authorizer passes every claim on as text.
         assert_eq!(until(Value::from("1700000000")), Some(at));
         assert_eq!(until(Value::from("soon")), None);
