@@ -162,20 +162,11 @@ async fn a_socket_closed_mid_turn_leaves_the_turn_to_end_and_another_person_is_r
 
 #[tokio::test]
 async fn a_socket_opened_with_a_persons_token_closes_when_the_token_expires() {
-    use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
-    use agent_worker_testkit::{JwksStandIn, SigningKey};
+    use agent_worker::hosts::jwt::JwtVerifier;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
-    use support::container::server_with_tokens;
+    use support::container::{server_with_tokens, token_issuer};
 
-    let key = SigningKey::rs256("k-ws");
-    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
-    let mut config = JwtConfig::new(
-        issuer.issuer(),
-        "app",
-        Some(issuer.jwks_url()),
-        AccountFrom::Fixed("acme".into()),
-    )
-    .unwrap();
+    let (key, issuer, mut config) = token_issuer("k-ws", "app", "acme").await;
     config.leeway = Duration::ZERO;
     let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();

@@ -227,18 +227,10 @@ async fn the_container_takes_a_jobs_event_of_a_waiting_call_and_refuses_one_that
 async fn a_persons_token_reports_no_jobs_event() {
     use agent_worker::engine::tools::openapi::{EventWaiter as _, JobWait, Settled};
     use agent_worker::hosts::container::ContainerConfig;
-    use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
-    use agent_worker_testkit::{JwksStandIn, SigningKey};
+    use agent_worker::hosts::jwt::JwtVerifier;
+    use support::container::token_issuer;
 
-    let key = SigningKey::rs256("k-1");
-    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
-    let mut config = JwtConfig::new(
-        issuer.issuer(),
-        "app",
-        Some(issuer.jwks_url()),
-        AccountFrom::Fixed("acme".into()),
-    )
-    .unwrap();
+    let (key, issuer, mut config) = token_issuer("k-1", "app", "acme").await;
     config.backend.client_ids = vec!["desk-backend".into()];
     let verifier = JwtVerifier::new(config, reqwest::Client::new());
     let declarations = json!({

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use agent_worker::engine::tools::Tool;
-use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
+use agent_worker::hosts::jwt::JwtVerifier;
 use agent_worker_testkit::{JwksStandIn, SigningKey, run_a2a_client};
 use serde_json::{Value, json};
 
-use super::container::{Server, server_with_tokens_and_tools};
+use super::container::{Server, server_with_tokens_and_tools, token_issuer};
 
 /// The audience of the callers' tokens.
 pub const AUDIENCE: &str = "a2a-callers";
@@ -38,15 +38,7 @@ impl World {
     }
 
     pub async fn with_tools(tools: Vec<Arc<dyn Tool>>) -> Self {
-        let key = SigningKey::rs256("k-a2a");
-        let issuer = JwksStandIn::start(&[&key]).await.unwrap();
-        let config = JwtConfig::new(
-            issuer.issuer(),
-            AUDIENCE,
-            Some(issuer.jwks_url()),
-            AccountFrom::Fixed("agents".into()),
-        )
-        .unwrap();
+        let (key, issuer, config) = token_issuer("k-a2a", AUDIENCE, "agents").await;
         let server =
             server_with_tokens_and_tools(JwtVerifier::new(config, reqwest::Client::new()), tools).await;
         Self { server, issuer, key }

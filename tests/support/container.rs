@@ -10,17 +10,32 @@ use agent_worker::engine::{ApprovalSigner, BedrockModel, Engine, EngineConfig};
 use agent_worker::hosts::TurnQueue;
 use agent_worker::hosts::container::console::Console;
 use agent_worker::hosts::container::{ContainerConfig, ContainerHost, TurnEnd};
-use agent_worker::hosts::jwt::JwtVerifier;
+use agent_worker::hosts::jwt::{AccountFrom, JwtConfig, JwtVerifier};
 use agent_worker::hosts::runner::TurnHandler;
 use agent_worker::session::{DynamoConfig, DynamoStore};
 use agent_worker::sinks::{DynamoEventLog, Sinks};
-use agent_worker_testkit::{BedrockStandIn, moto};
+use agent_worker_testkit::{BedrockStandIn, JwksStandIn, SigningKey, moto};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::MODEL_ID;
 
 pub const KEY: &str = "test-key-0123456789";
+
+/// The test kit's token issuer on 127.0.0.1 with one RS256 key (`kid`), and a verifier's
+/// settings for its tokens for `audience`, every person of the account `account`.
+pub async fn token_issuer(kid: &str, audience: &str, account: &str) -> (SigningKey, JwksStandIn, JwtConfig) {
+    let key = SigningKey::rs256(kid);
+    let issuer = JwksStandIn::start(&[&key]).await.unwrap();
+    let config = JwtConfig::new(
+        issuer.issuer(),
+        audience,
+        Some(issuer.jwks_url()),
+        AccountFrom::Fixed(account.into()),
+    )
+    .unwrap();
+    (key, issuer, config)
+}
 
 pub struct Server {
     pub url: String,
