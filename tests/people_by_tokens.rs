@@ -416,3 +416,78 @@ async fn the_pages_knowledge_a_person_sends_stays_out_of_the_system_prompt() {
         "the page's state, with the message: {messages}"
     );
 }
+
+/// A turn's event stream opened with a person's token ends when the token does: the events so
+/// far, then `stream_ended` with `token_expired`; the turn goes on, and a new token reads on from
+/// where the stream ended.
+#[tokio::test]
+async fn an_event_stream_opened_with_a_token_ends_when_the_token_does() {
+    use agent_worker_testkit::StreamScript;
+    use std::time::Duration;
+    use support::container::{sse_events, token_issuer};
+
+    let (key, issuer, mut config) = token_issuer("k-sse", AUDIENCE, "acme").await;
+    config.leeway = Duration::ZERO;
+    let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
+    let token =
+        |exp: u64| key.token(&json!({"iss": issuer.issuer(), "aud": AUDIENCE, "sub": "ada", "exp": exp}));
+    let held = StreamScript::new()
+        .text("Half", 1)
+        .hold()
+        .text(" and whole.", 1)
+        .stop("end_turn");
+    server.bedrock.push(held.into_reply());
+    let turn = json!({"turnId": "t-sse", "conversationId": "conv-sse", "content": "Tell me."});
+    let (status, accepted) = call(
+        http().post(format!("{}/turns", server.url)).json(&turn),
+        &token(now() + 3600),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+
+    // Good for some seconds more (room for the request and the keys' fetch): the stream gives
+    // what the held turn logged, then ends as the token does, the turn still held.
+    let events = format!("{}/turns/t-sse/events?session=conv-sse", server.url);
+    let body = tokio::time::timeout(Duration::from_secs(30), async {
+        http()
+            .get(&events)
+            .bearer_auth(token(now() + 6))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    })
+    .await
+    .expect("the stream ends with the token");
+    let logged = sse_events(&body);
+    assert!(
+        logged
+            .iter()
+            .any(|(_, e)| e["type"] == "text" && e["delta"] == "Half"),
+        "{body}"
+    );
+    assert!(
+        body.trim_end()
+            .ends_with(r#"data: {"turnId":"t-sse","reason":"token_expired"}"#),
+        "{body}"
+    );
+
+    // A new token reads on from the last event seen, to the turn's end.
+    server.bedrock.release();
+    let last = logged.last().map(|(seq, _)| *seq).unwrap();
+    let body = http()
+        .get(&events)
+        .bearer_auth(token(now() + 3600))
+        .header("last-event-id", last.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let rest = sse_events(&body);
+    assert!(rest.iter().all(|(seq, _)| *seq > last), "{body}");
+    assert_eq!(rest.last().unwrap().1["type"], "completed", "{body}");
+}

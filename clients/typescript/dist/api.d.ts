@@ -723,12 +723,16 @@ export interface components {
         };
         /**
          * @description `stream_ended` on a turn's event stream: the turn never started (its record is gone, or it
-         *     was never accepted), so no terminal will come.
+         *     was never accepted), so no terminal will come; or the token the stream was opened with has
+         *     ended, and the stream with it.
          */
         StreamEnded: {
             /** @description The turn. */
             turnId: components["schemas"]["TurnId"];
-            /** @description `not_started`. */
+            /**
+             * @description `not_started` (the turn logged nothing in time), or `token_expired` (the token the
+             *     stream was opened with has ended: open it again with a new one, from `Last-Event-ID`).
+             */
             reason: string;
         };
         /** @description `POST /turns/{turnId}/stop`, 202: the stop was recorded; the turn ends at its next boundary. */

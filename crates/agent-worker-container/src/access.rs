@@ -466,10 +466,22 @@ impl ApiAuth {
 
 /// When the credential of a request stops being taken: a token's `exp` and the verifier's
 /// leeway. Left in the request beside its [`Authority`] when the credential was a token; what
-/// outlives the request (a WebSocket) ends there. The other credentials (the API key, the
-/// console's token, a signed request) carry no end.
+/// outlives the request (a WebSocket, a turn's event stream) ends there. The other credentials
+/// (the API key, the console's token, a signed request) carry no end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TakenUntil(pub SystemTime);
+
+impl TakenUntil {
+    /// The furthest ahead a token's end is waited for: a token that ends later is as good as one
+    /// that never does.
+    pub const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
+    /// The end on the runtime's clock: now when it has passed; `None` past what the clock holds.
+    pub fn deadline(self) -> Option<tokio::time::Instant> {
+        let left = self.0.duration_since(SystemTime::now()).unwrap_or_default();
+        tokio::time::Instant::now().checked_add(left.min(Self::LONGEST_WAIT))
+    }
+}
 
 /// How `request` is authenticated, if it is, and until when (a token's end); a bearer token
 /// that is not taken is 401 saying why (503 when the issuer's keys cannot be read).

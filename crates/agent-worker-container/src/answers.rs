@@ -201,12 +201,14 @@ pub struct ErrorBody {
 }
 
 /// `stream_ended` on a turn's event stream: the turn never started (its record is gone, or it
-/// was never accepted), so no terminal will come.
+/// was never accepted), so no terminal will come; or the token the stream was opened with has
+/// ended, and the stream with it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamEnded {
     /// The turn.
     pub turn_id: TurnId,
-    /// `not_started`.
+    /// `not_started` (the turn logged nothing in time), or `token_expired` (the token the
+    /// stream was opened with has ended: open it again with a new one, from `Last-Event-ID`).
     pub reason: String,
 }

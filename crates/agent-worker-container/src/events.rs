@@ -12,13 +12,16 @@
 //! doubling up to [`MAX_IDLE_POLL`]), and one that has not started within
 //! [`ContainerConfig::event_start_wait`](super::ContainerConfig::event_start_wait) ends its
 //! streams with a `stream_ended` event (`{"turnId", "reason": "not_started"}`), so that a stream
-//! on a turn that never comes neither holds a place under the cap nor reads forever.
+//! on a turn that never comes neither holds a place under the cap nor reads forever. A stream
+//! opened with a token ends when the token does, with `stream_ended` (`"reason":
+//! "token_expired"`): the client opens it again with a new token, from its `Last-Event-ID`.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -27,7 +30,7 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::access::{Acting, Asker, TurnPath};
+use super::access::{Acting, Asker, TakenUntil, TurnPath};
 use super::answers::StreamEnded;
 use super::extract::Params;
 use super::{ContainerHost, HostError};
@@ -301,10 +304,11 @@ pub(super) async fn turn_events(
     TurnPath(turn_id): TurnPath,
     StreamSlot(place): StreamSlot,
     Resume(resume): Resume,
+    token: Option<Extension<TakenUntil>>,
     conversation: Acting,
 ) -> Response {
     let followed = follow_turn(&host, place, &conversation.id, &turn_id, resume);
-    logged_sse(followed, turn_id)
+    logged_sse(followed, turn_id, token.map(|Extension(until)| until))
 }
 
 /// Whether a request's client takes Server-Sent Events in answer (`Accept: text/event-stream`).
@@ -317,29 +321,61 @@ pub(super) fn takes_event_stream(headers: &axum::http::HeaderMap) -> bool {
 
 /// A followed turn as Server-Sent Events: each logged event under its type with its position as
 /// the id (so a client resumes with `Last-Event-ID`), and `stream_ended` for a turn that never
-/// started.
+/// started, or when the token the stream was opened with (`token`) ends first.
 pub(super) fn logged_sse(
     followed: impl Stream<Item = Followed> + Send + 'static,
     turn_id: TurnId,
+    token: Option<TakenUntil>,
 ) -> Response {
-    let events = followed.map(move |item| {
+    let ended = move |turn_id: &TurnId, reason: &str| {
+        let data = StreamEnded {
+            turn_id: turn_id.clone(),
+            reason: reason.to_owned(),
+        };
+        Event::default()
+            .event("stream_ended")
+            .data(serde_json::to_string(&data).unwrap_or_default())
+    };
+    let ends = token.and_then(TakenUntil::deadline);
+    let events = until_token_ends(followed, ends).map(move |item| {
         Ok::<_, Infallible>(match item {
-            Followed::Logged(next) => Event::default()
+            Some(Followed::Logged(next)) => Event::default()
                 .id(next.seq.to_string())
                 .event(next.event.type_name())
                 .data(serde_json::to_string(&next.event).unwrap_or_default()),
-            Followed::NotStarted => {
-                let data = StreamEnded {
-                    turn_id: turn_id.clone(),
-                    reason: "not_started".to_owned(),
-                };
-                Event::default()
-                    .event("stream_ended")
-                    .data(serde_json::to_string(&data).unwrap_or_default())
-            }
+            Some(Followed::NotStarted) => ended(&turn_id, "not_started"),
+            None => ended(&turn_id, "token_expired"),
         })
     });
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// `followed`'s items until `ends` (a token's end) comes: then `None`, once, and the end.
+fn until_token_ends(
+    followed: impl Stream<Item = Followed> + Send + 'static,
+    ends: Option<tokio::time::Instant>,
+) -> impl Stream<Item = Option<Followed>> + Send + 'static {
+    let ends = ends.map(|at| Box::pin(tokio::time::sleep_until(at)));
+    futures_util::stream::unfold(
+        (Box::pin(followed), ends, false),
+        |(mut followed, mut ends, cut)| async move {
+            if cut {
+                return None;
+            }
+            let next = match ends.as_mut() {
+                Some(ends) => tokio::select! {
+                    () = ends.as_mut() => None,
+                    item = followed.next() => Some(item),
+                },
+                None => Some(followed.next().await),
+            };
+            match next {
+                None => Some((None, (followed, ends, true))),
+                Some(Some(item)) => Some((Some(item), (followed, ends, false))),
+                Some(None) => None,
+            }
+        },
+    )
 }
 
 /// What a followed turn has said so far ([`Heard`], shared with the worker's pushes).

@@ -22,6 +22,7 @@
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
@@ -29,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::access::{Asker, checked_id};
+use crate::access::{Asker, TakenUntil, checked_id};
 use crate::events::{Followed, Heard, follow_turn, logged_sse, stream_place, takes_event_stream};
 use crate::extract::adapted_turn;
 use crate::{ContainerHost, HostError, agui, turns};
@@ -132,6 +133,7 @@ fn session_of(headers: &HeaderMap) -> Result<SessionId, HostError> {
 pub(crate) async fn invoke(
     State(host): State<ContainerHost>,
     Asker(person): Asker,
+    token: Option<Extension<TakenUntil>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HostError> {
@@ -157,7 +159,7 @@ pub(crate) async fn invoke(
     let followed = follow_turn(&host, place, &session, &turn_id, None);
     let streamed = takes_event_stream(&headers);
     let mut response = if streamed {
-        logged_sse(followed, turn_id)
+        logged_sse(followed, turn_id, token.map(|Extension(until)| until))
     } else {
         axum::Json(collected(followed, &session, &turn_id).await).into_response()
     };

@@ -26,7 +26,7 @@
 //! as every running turn does, within the shutdown grace).
 
 use std::pin::Pin;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
@@ -58,10 +58,6 @@ pub const PING_EVERY: Duration = Duration::from_secs(30);
 /// How long a socket may hear nothing from its client (a pong included) before it is closed.
 pub const SILENT_FOR: Duration = Duration::from_secs(120);
 
-/// The furthest ahead a token's end is waited for (a token that ends later than this is
-/// as good as one that never does).
-const LONGEST_TOKEN_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// `GET /ws`.
 pub(crate) async fn upgrade(
     State(host): State<ContainerHost>,
@@ -70,12 +66,7 @@ pub(crate) async fn upgrade(
     headers: HeaderMap,
     socket: WebSocketUpgrade,
 ) -> Result<Response, HostError> {
-    // The token's end, on the runtime's clock (a time already past ends the socket at once; one
-    // past what the clock can hold, never).
-    let token_ends = taken_until.and_then(|Extension(TakenUntil(until))| {
-        let left = until.duration_since(SystemTime::now()).unwrap_or_default();
-        tokio::time::Instant::now().checked_add(left.min(LONGEST_TOKEN_WAIT))
-    });
+    let token_ends = taken_until.and_then(|Extension(until)| until.deadline());
     let session = session_of(&headers)?;
     // A conversation the header names is the person's, or no one's yet; a new one is claimed
     // by its first turn.
