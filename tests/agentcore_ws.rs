@@ -45,12 +45,9 @@ async fn one_socket_runs_a_turn_answers_its_approval_aborts_and_refuses_what_it_
         r#"{"amount": 12, "to": "ACME"}"#,
     ));
     server.bedrock.push(Reply::text("Paid: receipt R-1."));
-    let held = StreamScript::new()
-        .text("Working on it", 1)
-        .hold()
-        .text(" and done.", 1)
-        .stop("end_turn");
-    server.bedrock.push(held.into_reply());
+    server
+        .bedrock
+        .push(StreamScript::held_text("Working on it", " and done."));
     let out = run_ws_client(plan(
         &server,
         "u",
@@ -117,12 +114,9 @@ async fn one_socket_runs_a_turn_answers_its_approval_aborts_and_refuses_what_it_
 #[tokio::test]
 async fn a_socket_closed_mid_turn_leaves_the_turn_to_end_and_another_person_is_refused() {
     let server = server_with_tools(Vec::new()).await;
-    let held = StreamScript::new()
-        .text("Half", 1)
-        .hold()
-        .text(" and whole.", 1)
-        .stop("end_turn");
-    server.bedrock.push(held.into_reply());
+    server
+        .bedrock
+        .push(StreamScript::held_text("Half", " and whole."));
     let out = run_ws_client(plan(
         &server,
         "u",

@@ -417,6 +417,14 @@ async fn the_pages_knowledge_a_person_sends_stays_out_of_the_system_prompt() {
     );
 }
 
+/// The body of `request`'s answer, an event stream, read to its end (within 30 s).
+async fn stream_body(request: reqwest::RequestBuilder) -> String {
+    let read = async { request.send().await.unwrap().text().await.unwrap() };
+    tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("the event stream ended")
+}
+
 /// A turn's event stream opened with a person's token ends when the token does: the events so
 /// far, then `stream_ended` with `token_expired`; the turn goes on, and a new token reads on from
 /// where the stream ended.
@@ -431,12 +439,9 @@ async fn an_event_stream_opened_with_a_token_ends_when_the_token_does() {
     let server = server_with_tokens(JwtVerifier::new(config, reqwest::Client::new())).await;
     let token =
         |exp: u64| key.token(&json!({"iss": issuer.issuer(), "aud": AUDIENCE, "sub": "ada", "exp": exp}));
-    let held = StreamScript::new()
-        .text("Half", 1)
-        .hold()
-        .text(" and whole.", 1)
-        .stop("end_turn");
-    server.bedrock.push(held.into_reply());
+    server
+        .bedrock
+        .push(StreamScript::held_text("Half", " and whole."));
     let turn = json!({"turnId": "t-sse", "conversationId": "conv-sse", "content": "Tell me."});
     let (status, accepted) = call(
         http().post(format!("{}/turns", server.url)).json(&turn),
@@ -448,19 +453,7 @@ async fn an_event_stream_opened_with_a_token_ends_when_the_token_does() {
     // Good for some seconds more (room for the request and the keys' fetch): the stream gives
     // what the held turn logged, then ends as the token does, the turn still held.
     let events = format!("{}/turns/t-sse/events?session=conv-sse", server.url);
-    let body = tokio::time::timeout(Duration::from_secs(30), async {
-        http()
-            .get(&events)
-            .bearer_auth(token(now() + 6))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    })
-    .await
-    .expect("the stream ends with the token");
+    let body = stream_body(http().get(&events).bearer_auth(token(now() + 6))).await;
     let logged = sse_events(&body);
     assert!(
         logged
@@ -477,16 +470,11 @@ async fn an_event_stream_opened_with_a_token_ends_when_the_token_does() {
     // A new token reads on from the last event seen, to the turn's end.
     server.bedrock.release();
     let last = logged.last().map(|(seq, _)| *seq).unwrap();
-    let body = http()
+    let resumed = http()
         .get(&events)
         .bearer_auth(token(now() + 3600))
-        .header("last-event-id", last.to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .header("last-event-id", last.to_string());
+    let body = stream_body(resumed).await;
     let rest = sse_events(&body);
     assert!(rest.iter().all(|(seq, _)| *seq > last), "{body}");
     assert_eq!(rest.last().unwrap().1["type"], "completed", "{body}");

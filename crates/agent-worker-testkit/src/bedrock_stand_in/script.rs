@@ -345,6 +345,17 @@ impl StreamScript {
         self
     }
 
+    /// A text answer held half-way: `first` streams at once, `rest` (and the end of the turn)
+    /// when the stand-in is released.
+    pub fn held_text(first: &str, rest: &str) -> Reply {
+        Self::new()
+            .text(first, 1)
+            .hold()
+            .text(rest, 1)
+            .stop("end_turn")
+            .into_reply()
+    }
+
     /// The reply.
     pub fn into_reply(self) -> Reply {
         Reply::Stream {
