@@ -2,7 +2,8 @@
 //!
 //! A position-independent executable, cargo's default, makes the dynamic loader apply some
 //! 125,000 relocations to these programs at every start and copy each page they touch: half of a
-//! cold start's page faults and about a third of its CPU (BENCHMARKS.md, "the link"). A
+//! cold start's page faults and about a third of its CPU, by a profile taken by hand
+//! (BENCHMARKS.md, build 57ee0df's section, "the link"). A
 //! position-dependent one has those addresses fixed at link time. What it gives up is address
 //! randomization of the program's own code and data (every Rust crate and the C code linked
 //! into it, such as aws-lc; the system's libraries, the stack and the heap are still

@@ -184,7 +184,13 @@ async fn a_socket_opened_with_a_persons_token_closes_when_the_token_expires() {
     assert_eq!(out["closed"], 1008, "{out}");
     assert_eq!(out["reason"], "the token has expired", "{out}");
 
-    // One that has ended already does not open one.
+    // One that has ended already does not open one, and nothing is written or asked.
+    let before = table(&server.store).await;
     let out = run_ws_client(plan_with(token(now - 1))).await.unwrap();
     assert!(out["error"].as_str().unwrap_or_default().contains("401"), "{out}");
+    assert_eq!(
+        changed(&before, &table(&server.store).await),
+        Vec::<String>::new()
+    );
+    assert!(server.bedrock.requests().is_empty());
 }

@@ -481,6 +481,14 @@ impl TakenUntil {
         let left = self.0.duration_since(SystemTime::now()).unwrap_or_default();
         tokio::time::Instant::now().checked_add(left.min(Self::LONGEST_WAIT))
     }
+
+    /// Waits for the end of `token` (the request's, if it came with one); forever without one.
+    pub(crate) async fn ended(token: Option<Self>) {
+        match token.and_then(Self::deadline) {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// How `request` is authenticated, if it is, and until when (a token's end); a bearer token

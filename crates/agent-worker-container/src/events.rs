@@ -336,8 +336,7 @@ pub(super) fn logged_sse(
             .event("stream_ended")
             .data(serde_json::to_string(&data).unwrap_or_default())
     };
-    let ends = token.and_then(TakenUntil::deadline);
-    let events = until_token_ends(followed, ends).map(move |item| {
+    let events = until_token_ends(followed, token).map(move |item| {
         Ok::<_, Infallible>(match item {
             Some(Followed::Logged(next)) => Event::default()
                 .id(next.seq.to_string())
@@ -350,24 +349,20 @@ pub(super) fn logged_sse(
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// `followed`'s items until `ends` (a token's end) comes: then `None`, once, and the end.
+/// `followed`'s items until `token` ends: then `None`, once, and the end.
 fn until_token_ends(
     followed: impl Stream<Item = Followed> + Send + 'static,
-    ends: Option<tokio::time::Instant>,
+    token: Option<TakenUntil>,
 ) -> impl Stream<Item = Option<Followed>> + Send + 'static {
-    let ends = ends.map(|at| Box::pin(tokio::time::sleep_until(at)));
     futures_util::stream::unfold(
-        (Box::pin(followed), ends, false),
+        (Box::pin(followed), Box::pin(TakenUntil::ended(token)), false),
         |(mut followed, mut ends, cut)| async move {
             if cut {
                 return None;
             }
-            let next = match ends.as_mut() {
-                Some(ends) => tokio::select! {
-                    () = ends.as_mut() => None,
-                    item = followed.next() => Some(item),
-                },
-                None => Some(followed.next().await),
+            let next = tokio::select! {
+                () = ends.as_mut() => None,
+                item = followed.next() => Some(item),
             };
             match next {
                 None => Some((None, (followed, ends, true))),

@@ -66,7 +66,7 @@ pub(crate) async fn upgrade(
     headers: HeaderMap,
     socket: WebSocketUpgrade,
 ) -> Result<Response, HostError> {
-    let token_ends = taken_until.and_then(|Extension(until)| until.deadline());
+    let token = taken_until.map(|Extension(until)| until);
     let session = session_of(&headers)?;
     // A conversation the header names is the person's, or no one's yet; a new one is claimed
     // by its first turn.
@@ -84,18 +84,10 @@ pub(crate) async fn upgrade(
                 session,
                 following: None,
                 last_turn: None,
-                token_ends,
+                token,
             };
             talk.run(socket)
         }))
-}
-
-/// Waits until `at`; forever when there is no end.
-async fn ends(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// A message from the client that names its kind.
@@ -132,7 +124,7 @@ struct Talk {
     /// The last turn the socket started: the one an approval answers.
     last_turn: Option<TurnId>,
     /// When the token the socket was opened with stops being taken, if it was opened with one.
-    token_ends: Option<tokio::time::Instant>,
+    token: Option<TakenUntil>,
 }
 
 impl Talk {
@@ -143,7 +135,7 @@ impl Talk {
         }
         let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
         let mut last_heard = tokio::time::Instant::now();
-        let token_ends = ends(self.token_ends);
+        let token_ends = TakenUntil::ended(self.token);
         tokio::pin!(token_ends);
         loop {
             tokio::select! {

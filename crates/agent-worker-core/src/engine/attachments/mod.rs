@@ -373,16 +373,20 @@ pub(crate) async fn text_window(
                 )));
             }
             // A PDF's file is held while its text is read: at most one read a core at a time,
-            // off the async threads (a 32 MiB file is most of a second of CPU).
-            let _reading = PDF_READS
+            // off the async threads (a 32 MiB file is most of a second of CPU). The read keeps
+            // its place until it ends, even when the turn that asked for it is dropped first.
+            let reading = PDF_READS
                 .acquire()
                 .await
                 .map_err(|_| Unavailable::Unsupported("the process is stopping".into()))?;
             let bytes = area.load(&reference.id, owner, LoadAs::Document, None).await?;
-            tokio::task::spawn_blocking(move || pdf::text_window(&bytes, from, limit))
-                .await
-                .map_err(|e| Unavailable::Unsupported(format!("its text could not be read: {e}")))?
-                .map_err(|e| Unavailable::Unsupported(e.to_string()))
+            tokio::task::spawn_blocking(move || {
+                let _reading = reading;
+                pdf::text_window(&bytes, from, limit)
+            })
+            .await
+            .map_err(|e| Unavailable::Unsupported(format!("its text could not be read: {e}")))?
+            .map_err(|e| Unavailable::Unsupported(e.to_string()))
         }
         _ => Err(Unavailable::Unsupported(format!(
             "{} has no text this worker reads",
